@@ -1,0 +1,1 @@
+"""lazyten code generation: kernel ASTs, shape tracking, linearizer and renderers (stdlib only)."""

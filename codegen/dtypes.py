@@ -1,0 +1,124 @@
+"""Data types and PyTorch-style type promotion.
+
+A DType names a scalar type; every backend maps it to its own spelling. Promotion follows
+PyTorch: bool < integers < floating point; mixing an integer with a float gives the float
+type; two floats give the wider; two integers follow numpy's rules (uint8 + int8 -> int16).
+"""
+from __future__ import annotations
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, order=True)
+class DType:
+    """A scalar type: `priority` orders types for promotion, `itemsize` is bytes."""
+    priority: int
+    itemsize: int
+    name: str
+    fmt: str  # numpy / struct type character
+
+    def __repr__(self) -> str:
+        return f"dtypes.{self.name}"
+
+    @property
+    def is_float(self) -> bool:
+        return self.name in ("float16", "float32", "float64")
+
+    @property
+    def is_int(self) -> bool:
+        return not self.is_float and self.name != "bool"
+
+    @property
+    def is_unsigned(self) -> bool:
+        return self.name in ("uint8", "uint16", "uint32", "uint64")
+
+
+class dtypes:
+    """Namespace of every supported dtype."""
+    bool = DType(0, 1, "bool", "?")
+    int8 = DType(1, 1, "int8", "b")
+    uint8 = DType(2, 1, "uint8", "B")
+    int16 = DType(3, 2, "int16", "h")
+    int32 = DType(5, 4, "int32", "i")
+    int64 = DType(7, 8, "int64", "q")
+    float16 = DType(9, 2, "float16", "e")
+    float32 = DType(10, 4, "float32", "f")
+    float64 = DType(11, 8, "float64", "d")
+    half, float, double = float16, float32, float64
+    int, long, short, char, uchar = int32, int64, int16, int8, uint8
+    default_float = float32
+    default_int = int64  # PyTorch's default for Python ints
+
+    @staticmethod
+    def all() -> list[DType]:
+        return [dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.int32,
+                dtypes.int64, dtypes.float16, dtypes.float32, dtypes.float64]
+
+    @staticmethod
+    def from_name(name: str) -> DType:
+        """Look a dtype up by its name or alias ("float32", "float", "half", "long"...)."""
+        value = getattr(dtypes, str(name), None)
+        if not isinstance(value, DType):
+            known = ", ".join(d.name for d in dtypes.all())
+            raise TypeError(f"unknown dtype {name!r}; known dtypes: {known}")
+        return value
+
+    @staticmethod
+    def min(dtype: DType):
+        """Smallest value of a dtype (-inf for floats)."""
+        if dtype.is_float:
+            return float("-inf")
+        if dtype == dtypes.bool:
+            return False
+        bits = dtype.itemsize * 8
+        return 0 if dtype.is_unsigned else -(2 ** (bits - 1))
+
+    @staticmethod
+    def max(dtype: DType):
+        """Largest value of a dtype (inf for floats)."""
+        if dtype.is_float:
+            return float("inf")
+        if dtype == dtypes.bool:
+            return True
+        bits = dtype.itemsize * 8
+        return 2 ** bits - 1 if dtype.is_unsigned else 2 ** (bits - 1) - 1
+
+
+_INT_RESULT = {  # integer pairs whose result is not simply the wider of the two
+    frozenset(("uint8", "int8")): dtypes.int16,
+}
+
+
+def promote(a: DType, b: DType) -> DType:
+    """The dtype PyTorch gives a binary op between tensors of dtypes a and b."""
+    if a == b:
+        return a
+    if a.is_float or b.is_float:
+        if a.is_float and b.is_float:
+            return max(a, b)
+        return a if a.is_float else b
+    if a == dtypes.bool or b == dtypes.bool:
+        return b if a == dtypes.bool else a
+    return _INT_RESULT.get(frozenset((a.name, b.name)), max(a, b))
+
+
+def scalar_result(t: DType, scalar) -> DType:
+    """The dtype of `tensor op python_scalar`: the tensor's, unless the scalar's kind is higher."""
+    if isinstance(scalar, bool):
+        return t
+    if isinstance(scalar, int):
+        return dtypes.int64 if t == dtypes.bool else t
+    if isinstance(scalar, float):
+        return t if t.is_float else dtypes.default_float
+    raise TypeError(f"cannot combine a tensor of {t} with {type(scalar).__name__} {scalar!r}")
+
+
+def as_dtype(value) -> DType:
+    """Accept a DType, a dtype name, or a numpy dtype; raise TypeError otherwise."""
+    if isinstance(value, DType):
+        return value
+    name = getattr(value, "name", None) if not isinstance(value, str) else value
+    if name is None and isinstance(value, type):
+        name = {bool: "bool", int: "int64", float: "float32"}.get(value)
+    if name is None:
+        raise TypeError(f"unknown dtype {value!r}")
+    return dtypes.from_name(name)

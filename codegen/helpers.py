@@ -1,0 +1,65 @@
+"""Small utilities shared by every layer: environment variables, DEBUG, math on shapes.
+
+Stdlib only. Every environment variable lazyten reads goes through `getenv`, so the
+README's list of variables can be checked against this one helper.
+"""
+from __future__ import annotations
+import functools
+import math
+import os
+from typing import Iterable, TypeVar
+
+T = TypeVar("T")
+
+
+@functools.lru_cache(maxsize=None)
+def getenv(key: str, default=0):
+    """Read an environment variable, converted to the type of `default`."""
+    value = os.environ.get(key)
+    if value is None:
+        return default
+    return type(default)(value)
+
+
+def debug_level() -> int:
+    """The DEBUG level, re-read so tests can change it with `getenv.cache_clear()`."""
+    return getenv("DEBUG", 0)
+
+
+def prod(xs: Iterable[int]) -> int:
+    """Product of integers (1 for an empty sequence)."""
+    return math.prod(xs)
+
+
+def dedup(xs: Iterable[T]) -> list[T]:
+    """Unique items in first-seen order."""
+    return list(dict.fromkeys(xs))
+
+
+def all_same(xs: list) -> bool:
+    """True when every item equals the first."""
+    return all(x == xs[0] for x in xs)
+
+
+def argfix(*x) -> tuple:
+    """Accept f(1, 2) and f((1, 2)) alike."""
+    if x and isinstance(x[0], (tuple, list)):
+        if len(x) != 1:
+            raise ValueError(f"bad arguments {x}: pass either a sequence or separate ints")
+        return tuple(x[0])
+    return tuple(x)
+
+
+def make_pair(x: int | tuple, n: int = 2) -> tuple:
+    """Broadcast an int to an n-tuple; pass tuples through."""
+    return (x,) * n if isinstance(x, int) else tuple(x)
+
+
+def flatten(xss: Iterable[Iterable[T]]) -> list[T]:
+    """One level of flattening."""
+    return [x for xs in xss for x in xs]
+
+
+def round_up(n: int, multiple: int) -> int:
+    """Smallest multiple of `multiple` that is >= n."""
+    return (n + multiple - 1) // multiple * multiple

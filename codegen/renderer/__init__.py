@@ -1,0 +1,36 @@
+"""Renderers: LinearKernel -> ProgramSpec (source text plus launch facts).
+
+A renderer is passed in by the runtime; codegen never picks a device.
+"""
+from __future__ import annotations
+from dataclasses import dataclass, field
+
+from codegen.dtypes import DType
+from codegen.linearizer import KernelOptions, LinearKernel
+
+
+@dataclass
+class ProgramSpec:
+    """What a runtime needs to compile and launch one kernel."""
+    name: str
+    src: str
+    global_size: list[int]
+    local_size: list[int]
+    buf_dtypes: list[DType]
+    var_names: list[str] = field(default_factory=list)
+    flops: int = 0
+    mem_bytes: int = 0
+
+
+class Renderer:
+    """Base class: a renderer names the kernel options it wants and renders a kernel."""
+    kernel_options = KernelOptions()
+
+    def render(self, kernel: LinearKernel) -> str:
+        raise NotImplementedError
+
+    def program(self, kernel: LinearKernel) -> ProgramSpec:
+        """Render and package with the launch facts."""
+        return ProgramSpec(kernel.name, self.render(kernel), kernel.global_size,
+                           kernel.local_size, kernel.buf_dtypes, kernel.var_names,
+                           kernel.flops, kernel.mem_bytes)

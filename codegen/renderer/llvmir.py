@@ -1,0 +1,210 @@
+"""LinearKernel -> LLVM IR text for the CPU.
+
+Signature: `void name(ptr noalias data0, ..., iN core_start, iN core_end)`; the outer
+loop runs [core_start, core_end) so a runtime can split it across threads. Loops are
+SSA phi loops; accumulators are allocas that LLVM's SROA turns into registers.
+"""
+from __future__ import annotations
+import struct
+
+from codegen.dtypes import DType, dtypes
+from codegen.linearizer import KernelOptions, LinearKernel
+from codegen.ops import BinaryOps, TernaryOps, UnaryOps
+from codegen.renderer import Renderer
+from codegen.uops import UOp, UOps
+
+LLVM_TYPES = {dtypes.bool: "i1", dtypes.int8: "i8", dtypes.uint8: "i8", dtypes.int16: "i16",
+              dtypes.int32: "i32", dtypes.int64: "i64", dtypes.float16: "half",
+              dtypes.float32: "float", dtypes.float64: "double"}
+_FSUFFIX = {dtypes.float16: "f16", dtypes.float32: "f32", dtypes.float64: "f64"}
+
+
+def mem_type(dtype: DType) -> str:
+    """How a dtype is stored in memory (bool is a byte)."""
+    return "i8" if dtype == dtypes.bool else LLVM_TYPES[dtype]
+
+
+def llvm_const(value, dtype: DType) -> str:
+    """An exact LLVM literal: floats as hex so no digit is lost."""
+    if dtype == dtypes.bool:
+        return "true" if value else "false"
+    if dtype.is_int:
+        return str(int(value))
+    if dtype == dtypes.float16:
+        return "0xH%04X" % struct.unpack("<H", struct.pack("<e", float(value)))[0]
+    if dtype == dtypes.float32:  # LLVM writes float literals as the double they widen to
+        value = struct.unpack("<f", struct.pack("<f", float(value)))[0]
+    return "0x%016X" % struct.unpack("<Q", struct.pack("<d", float(value)))[0]
+
+
+def _intrinsic(name: str, dtype: DType, nargs: int, used: set) -> str:
+    ty, fn = LLVM_TYPES[dtype], f"@llvm.{name}.{_FSUFFIX.get(dtype) or LLVM_TYPES[dtype]}"
+    used.add(f"declare {ty} {fn}({', '.join([ty] * nargs)})")
+    return f"call {ty} {fn}"
+
+
+def _alu(op, dtype: DType, src_dtype: DType, args: list[str], used: set) -> str:
+    """The right-hand side of one instruction for `op` on operands of `src_dtype`."""
+    t, f = LLVM_TYPES[src_dtype], src_dtype.is_float
+    u = src_dtype.is_unsigned or src_dtype == dtypes.bool
+    a = args[0]
+    b = args[1] if len(args) > 1 else None
+    if op is BinaryOps.ADD:
+        return f"{'fadd' if f else 'add'} {t} {a}, {b}"
+    if op is BinaryOps.MUL:
+        return f"{'fmul' if f else ('and' if src_dtype == dtypes.bool else 'mul')} {t} {a}, {b}"
+    if op is BinaryOps.IDIV:
+        return f"{'fdiv' if f else ('udiv' if u else 'sdiv')} {t} {a}, {b}"
+    if op is BinaryOps.MOD:
+        return f"{'frem' if f else ('urem' if u else 'srem')} {t} {a}, {b}"
+    if op is BinaryOps.MAX:
+        if src_dtype == dtypes.bool:
+            return f"or i1 {a}, {b}"
+        name = "maximum" if f else ("umax" if u else "smax")
+        return f"{_intrinsic(name, src_dtype, 2, used)}({t} {a}, {t} {b})"
+    if op is BinaryOps.CMPLT:
+        return f"fcmp olt {t} {a}, {b}" if f else f"icmp {'ult' if u else 'slt'} {t} {a}, {b}"
+    if op is BinaryOps.CMPNE:
+        return f"fcmp une {t} {a}, {b}" if f else f"icmp ne {t} {a}, {b}"
+    if op in (BinaryOps.AND, BinaryOps.OR, BinaryOps.XOR):
+        return f"{op.name.lower()} {t} {a}, {b}"
+    if op is TernaryOps.WHERE:
+        return f"select i1 {a}, {LLVM_TYPES[dtype]} {b}, {LLVM_TYPES[dtype]} {args[2]}"
+    if op is TernaryOps.MULACC:
+        return f"{_intrinsic('fmuladd', src_dtype, 3, used)}({t} {a}, {t} {b}, {t} {args[2]})"
+    if op is UnaryOps.NEG:
+        return f"fneg {t} {a}" if f else (f"xor i1 {a}, true" if src_dtype == dtypes.bool
+                                         else f"sub {t} 0, {a}")
+    if op is UnaryOps.RECIP:
+        return f"fdiv {t} {llvm_const(1.0, src_dtype)}, {a}"
+    names = {UnaryOps.SQRT: "sqrt", UnaryOps.EXP2: "exp2", UnaryOps.LOG2: "log2",
+             UnaryOps.SIN: "sin"}
+    return f"{_intrinsic(names[op], src_dtype, 1, used)}({t} {a})"
+
+
+def _cast(src: DType, dst: DType, x: str) -> list[tuple[str, str]]:
+    """Instructions (as (rhs, type) pairs, each using the previous result '%prev')."""
+    ts, td = LLVM_TYPES[src], LLVM_TYPES[dst]
+    if dst == dtypes.bool:
+        return [(f"fcmp une {ts} {x}, 0.0" if src.is_float else f"icmp ne {ts} {x}, 0", td)]
+    if src.is_float and dst.is_float:
+        op = "fpext" if dst.itemsize > src.itemsize else "fptrunc"
+        return [(f"{op} {ts} {x} to {td}", td)]
+    if src.is_float:  # wide signed conversion first, so unsigned targets wrap like numpy
+        if dst.itemsize < 8:
+            return [(f"fptosi {ts} {x} to i64", "i64"), (f"trunc i64 %prev to {td}", td)]
+        return [(f"fptosi {ts} {x} to {td}", td)]
+    unsigned = src.is_unsigned or src == dtypes.bool
+    if dst.is_float:
+        return [(f"{'uitofp' if unsigned else 'sitofp'} {ts} {x} to {td}", td)]
+    if ts == td:
+        return [(f"add {ts} {x}, 0", td)]
+    if dst.itemsize < src.itemsize:
+        return [(f"trunc {ts} {x} to {td}", td)]
+    return [(f"{'zext' if unsigned else 'sext'} {ts} {x} to {td}", td)]
+
+
+class LLVMRenderer(Renderer):
+    """Renders CPU kernels as LLVM IR (opaque pointers, LLVM 15+)."""
+    kernel_options = KernelOptions(gpu=False)
+
+    def render(self, kernel: LinearKernel) -> str:
+        r: dict[UOp, str] = {}
+        args, prologue, body, used = [], [], [], set()
+        block = ["entry"]
+        phis: dict[UOp, tuple[int, str]] = {}
+        counter = [0]
+
+        def fresh(prefix: str = "v") -> str:
+            counter[0] += 1
+            return f"%{prefix}{counter[0]}"
+
+        def emit(rhs: str) -> str:
+            name = fresh()
+            body.append(f"  {name} = {rhs}")
+            return name
+
+        def gep(u: UOp) -> str:
+            buf, idx = u.vin[0], u.vin[1]
+            return emit(f"getelementptr inbounds {mem_type(buf.arg[1])}, ptr {r[buf]}, "
+                        f"{LLVM_TYPES[idx.dtype]} {r[idx]}")
+
+        for u in kernel.uops:
+            if u.uop is UOps.DEFINE_GLOBAL:
+                r[u] = f"%{u.arg[0]}"
+                args.append(f"ptr noalias align 16 {r[u]}")
+            elif u.uop is UOps.DEFINE_VAR:
+                r[u] = f"%{u.arg}"
+                args.append(f"{LLVM_TYPES[u.dtype]} {r[u]}")
+            elif u.uop is UOps.CONST:
+                r[u] = llvm_const(u.arg, u.dtype)
+            elif u.uop is UOps.LOOP:
+                label = fresh("loop")[1:]
+                body.append(f"  br label %{label}")
+                body.append(f"{label}:")
+                r[u] = fresh("i")
+                phis[u] = (len(body), label)
+                body.append(f"  {r[u]} = phi {LLVM_TYPES[u.dtype]} [{r[u.vin[0]]}, %{block[0]}]")
+                block[0] = label
+            elif u.uop is UOps.END:
+                loop = u.vin[0]
+                ty = LLVM_TYPES[loop.dtype]
+                nxt = emit(f"add nsw {ty} {r[loop]}, 1")
+                cond = emit(f"icmp slt {ty} {nxt}, {r[loop.vin[1]]}")
+                at, label = phis[loop]
+                body[at] = body[at] + f", [{nxt}, %{block[0]}]"
+                body.append(f"  br i1 {cond}, label %{label}, label %{label}_exit")
+                body.append(f"{label}_exit:")
+                block[0] = f"{label}_exit"
+            elif u.uop is UOps.DEFINE_ACC:
+                r[u] = fresh("acc")
+                ty = LLVM_TYPES[u.dtype]
+                prologue.append(f"  {r[u]} = alloca {ty}, align 16")
+                body.append(f"  store {ty} {llvm_const(u.arg, u.dtype)}, ptr {r[u]}")
+            elif u.uop is UOps.ACC_READ:
+                r[u] = emit(f"load {LLVM_TYPES[u.dtype]}, ptr {r[u.vin[0]]}")
+            elif u.uop is UOps.ACC_UPDATE:
+                acc, val = u.vin
+                body.append(f"  store {LLVM_TYPES[acc.dtype]} {r[val]}, ptr {r[acc]}")
+            elif u.uop is UOps.LOAD:
+                r[u] = self._load(u, r, emit, gep)
+            elif u.uop is UOps.STORE:
+                val, dt = r[u.vin[2]], u.vin[2].dtype
+                if dt == dtypes.bool:
+                    val = emit(f"zext i1 {val} to i8")
+                ptr = gep(u)
+                body.append(f"  store {mem_type(dt)} {val}, ptr {ptr}")
+            elif u.uop is UOps.ALU:
+                src_dtype = u.vin[-1].dtype if u.arg is TernaryOps.WHERE else u.vin[0].dtype
+                r[u] = emit(_alu(u.arg, u.dtype, src_dtype, [r[v] for v in u.vin], used))
+            elif u.uop is UOps.CAST:
+                prev = r[u.vin[0]]
+                for rhs, _ in _cast(u.vin[0].dtype, u.dtype, prev):
+                    prev = emit(rhs.replace("%prev", prev))
+                r[u] = prev
+            else:
+                raise NotImplementedError(f"LLVM renderer has no rule for {u.uop}")
+        lines = [f"define void @{kernel.name}({', '.join(args)}) #0 {{", "entry:"]
+        lines += prologue + body + ["  ret void", "}"]
+        lines += sorted(used)
+        lines.append('attributes #0 = { nounwind "no-trapping-math"="true" }')
+        return "\n".join(lines) + "\n"
+
+    @staticmethod
+    def _load(u: UOp, r: dict, emit, gep) -> str:
+        dt = u.dtype
+        if len(u.vin) == 3:  # gated: read index 0 where invalid, then select zero
+            valid, idx = r[u.vin[2]], u.vin[1]
+            safe = emit(f"select i1 {valid}, {LLVM_TYPES[idx.dtype]} {r[idx]}, "
+                        f"{LLVM_TYPES[idx.dtype]} 0")
+            ptr = emit(f"getelementptr inbounds {mem_type(dt)}, ptr {r[u.vin[0]]}, "
+                       f"{LLVM_TYPES[idx.dtype]} {safe}")
+        else:
+            ptr = gep(u)
+        val = emit(f"load {mem_type(dt)}, ptr {ptr}")
+        if dt == dtypes.bool:
+            val = emit(f"icmp ne i8 {val}, 0")
+        if len(u.vin) == 3:
+            zero = "false" if dt == dtypes.bool else llvm_const(0, dt)
+            val = emit(f"select i1 {r[u.vin[2]]}, {LLVM_TYPES[dt]} {val}, {LLVM_TYPES[dt]} {zero}")
+        return val

@@ -1,0 +1,1 @@
+"""Shape tracking: symbolic index expressions, Views and ShapeTrackers (stdlib only)."""

@@ -1,0 +1,337 @@
+"""Elementwise Tensor methods: broadcasting, type promotion, arithmetic, activations.
+
+Everything here reduces to the primitive unary/binary/ternary ops through the autograd
+Functions in function.py. Mixed into Tensor.
+"""
+from __future__ import annotations
+import math
+
+from codegen.dtypes import dtypes, promote, scalar_result
+from codegen.ops import BinaryOps
+from lazyten import function as F
+
+
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """numpy broadcasting of several shapes, with an error that names them."""
+    ndim = max(len(s) for s in shapes)
+    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
+    out = []
+    for sizes in zip(*padded):
+        big = {s for s in sizes if s != 1}
+        if len(big) > 1:
+            raise ValueError(f"shapes {' and '.join(map(str, shapes))} cannot be broadcast together")
+        out.append(big.pop() if big else (0 if 0 in sizes else 1))
+    return tuple(out)
+
+
+class ElementwiseMixin:
+    """Arithmetic, comparisons, logic and activation functions."""
+
+    # ---- broadcasting ----
+    def _to_tensor(self, other, dtype):
+        tensor_type = type(self)
+        if isinstance(other, tensor_type):
+            return other
+        if not isinstance(other, (bool, int, float)):
+            other = getattr(other, "item", lambda: other)()
+            if not isinstance(other, (bool, int, float)):
+                raise TypeError(f"cannot combine a Tensor with {type(other).__name__}")
+        return tensor_type.full((), other, dtype=dtype, device=self.device)
+
+    def _broadcasted(self, other, reverse: bool = False, match_dtype: bool = True):
+        """(x, y) broadcast to one shape (and promoted to one dtype)."""
+        tensor_type = type(self)
+        if isinstance(other, tensor_type):
+            if other.device != self.device:
+                raise ValueError(f"tensors on different devices: {self.device} and {other.device}")
+            dtype = promote(self.dtype, other.dtype)
+        else:
+            dtype = scalar_result(self.dtype, other)
+        x, y = self, self._to_tensor(other, dtype)
+        if reverse:
+            x, y = y, x
+        if match_dtype:
+            x, y = x.cast(dtype), y.cast(dtype)
+        shape = broadcast_shape(x.shape, y.shape)
+        return x._broadcast_to(shape), y._broadcast_to(shape)
+
+    def _broadcast_to(self, shape: tuple[int, ...]):
+        if self.shape == shape:
+            return self
+        padded = (1,) * (len(shape) - self.ndim) + self.shape
+        return self.reshape(padded).expand(shape)
+
+    # ---- arithmetic ----
+    def add(self, other, reverse: bool = False):
+        return self._binary(F.Add, other, reverse)
+
+    def _binary(self, fn, other, reverse=False, **kw):
+        x, y = self._broadcasted(other, reverse)
+        return x.apply(fn, y, **kw)
+
+    def sub(self, other, reverse: bool = False):
+        return self._binary(F.Sub, other, reverse)
+
+    def mul(self, other, reverse: bool = False):
+        return self._binary(F.Mul, other, reverse)
+
+    def div(self, other, reverse: bool = False, rounding_mode: str | None = None):
+        """True division (integers give floats), or "trunc"/"floor" rounding as PyTorch."""
+        x, y = self._broadcasted(other, reverse)
+        if rounding_mode == "trunc":
+            return x._idiv(y) if x.dtype.is_int else x.apply(F.Div, y).trunc()
+        if rounding_mode == "floor":
+            return x.floordiv(y)
+        if not x.dtype.is_float:
+            x, y = x.cast(dtypes.default_float), y.cast(dtypes.default_float)
+        return x.apply(F.Div, y)
+
+    def _idiv(self, y):
+        return self.apply(F.BinaryNoGrad, y, op=BinaryOps.IDIV)
+
+    def floordiv(self, other, reverse: bool = False):
+        """Python's // : rounds toward minus infinity, for ints and floats."""
+        x, y = self._broadcasted(other, reverse)
+        if x.dtype.is_float:
+            return x.apply(F.Div, y).floor()
+        if x.dtype == dtypes.bool:
+            raise TypeError("// is not defined for bool tensors")
+        q = x._idiv(y)
+        fix = (x.apply(F.BinaryNoGrad, y, op=BinaryOps.MOD) != 0) & ((x < 0) != (y < 0))
+        return fix.where(q - 1, q)
+
+    def mod(self, other, reverse: bool = False):
+        """Python's % : the result takes the divisor's sign."""
+        x, y = self._broadcasted(other, reverse)
+        if x.dtype.is_float:
+            return x - x.div(y, rounding_mode="floor") * y
+        r = x.apply(F.BinaryNoGrad, y, op=BinaryOps.MOD)
+        return ((r != 0) & ((r < 0) != (y < 0))).where(r + y, r)
+
+    def pow(self, exponent, reverse: bool = False):
+        """x ** y with numpy's rules for negative bases, zeros and integer powers."""
+        if not reverse and isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
+            if exponent == 0:
+                return self.ones_like(dtype=scalar_result(self.dtype, exponent))
+            if exponent == 1:
+                return self.cast(scalar_result(self.dtype, exponent))
+            if exponent == 2:
+                return self * self
+            if exponent == 0.5 and self.dtype.is_float:
+                return self.sqrt()
+            if exponent == -1:
+                return self.reciprocal()
+        x, y = self._broadcasted(exponent, reverse)
+        is_int = not x.dtype.is_float
+        xf, yf = (x.float(), y.float()) if is_int else (x, y)
+        if is_int and x.dtype == dtypes.int64:
+            xf, yf = x.double(), y.double()
+        magnitude = (yf * xf.abs().log2()).exp2()
+        y_int = yf == yf.trunc()
+        y_odd = y_int & ((yf.abs() % 2) == 1)
+        negative = xf < 0
+        nan = xf.full_like(float("nan"))
+        result = negative.where(y_int.where(y_odd.where(-magnitude, magnitude), nan), magnitude)
+        result = (yf == 0).where(xf.ones_like(), result)
+        return result.round().cast(x.dtype) if is_int else result
+
+    def __add__(self, o): return self.add(o)
+    def __radd__(self, o): return self.add(o, True)
+    def __sub__(self, o): return self.sub(o)
+    def __rsub__(self, o): return self.sub(o, True)
+    def __mul__(self, o): return self.mul(o)
+    def __rmul__(self, o): return self.mul(o, True)
+    def __truediv__(self, o): return self.div(o)
+    def __rtruediv__(self, o): return self.div(o, True)
+    def __floordiv__(self, o): return self.floordiv(o)
+    def __rfloordiv__(self, o): return self.floordiv(o, True)
+    def __mod__(self, o): return self.mod(o)
+    def __rmod__(self, o): return self.mod(o, True)
+    def __pow__(self, o): return self.pow(o)
+    def __rpow__(self, o): return self.pow(o, True)
+    def __matmul__(self, o): return self.matmul(o)
+    def __rmatmul__(self, o): return self._to_tensor(o, self.dtype).matmul(self)
+    def __neg__(self): return self.neg()
+    def __abs__(self): return self.abs()
+    def __iadd__(self, o): return self.assign(self + o)
+    def __isub__(self, o): return self.assign(self - o)
+    def __imul__(self, o): return self.assign(self * o)
+    def __itruediv__(self, o): return self.assign(self / o)
+
+    # ---- comparisons and logic (results are bool; no gradient) ----
+    def __lt__(self, o): return self._compare(F.Less, o, False)
+    def __gt__(self, o): return self._compare(F.Less, o, True)
+    def __ge__(self, o): return (self < o).logical_not()
+    def __le__(self, o): return (self > o).logical_not()
+    def __ne__(self, o): return self._compare(F.NotEqual, o, False)
+    def __eq__(self, o): return (self != o).logical_not()
+
+    def _compare(self, fn, other, reverse):
+        x, y = self._broadcasted(other, reverse)
+        return x.apply(fn, y)
+
+    def _logic(self, other, op, reverse=False):
+        x, y = self._broadcasted(other, reverse)
+        if x.dtype.is_float:
+            raise TypeError(f"{op.name.lower()} needs bool or integer tensors, got {x.dtype}")
+        return x.apply(F.BinaryNoGrad, y, op=op)
+
+    def __and__(self, o): return self._logic(o, BinaryOps.AND)
+    def __rand__(self, o): return self._logic(o, BinaryOps.AND, True)
+    def __or__(self, o): return self._logic(o, BinaryOps.OR)
+    def __ror__(self, o): return self._logic(o, BinaryOps.OR, True)
+    def __xor__(self, o): return self._logic(o, BinaryOps.XOR)
+    def __rxor__(self, o): return self._logic(o, BinaryOps.XOR, True)
+
+    def __invert__(self):
+        if self.dtype.is_float:
+            raise TypeError(f"~ needs a bool or integer tensor, got {self.dtype}")
+        return self ^ (True if self.dtype == dtypes.bool else -1)
+
+    def logical_not(self):
+        return self.cast(dtypes.bool) ^ True
+
+    def logical_and(self, o): return self.cast(dtypes.bool) & self._to_tensor(o, dtypes.bool).cast(dtypes.bool)
+    def logical_or(self, o): return self.cast(dtypes.bool) | self._to_tensor(o, dtypes.bool).cast(dtypes.bool)
+    def logical_xor(self, o): return self.cast(dtypes.bool) ^ self._to_tensor(o, dtypes.bool).cast(dtypes.bool)
+
+    def eq(self, o): return self == o
+    def ne(self, o): return self != o
+    def lt(self, o): return self < o
+    def gt(self, o): return self > o
+    def le(self, o): return self <= o
+    def ge(self, o): return self >= o
+
+    def isnan(self): return self != self
+    def isinf(self): return (self == float("inf")) | (self == float("-inf"))
+
+    def where(self, x, y):
+        """cond.where(x, y): x where cond is true, else y (broadcast)."""
+        cond, tensor_type = self.cast(dtypes.bool), type(self)
+        if isinstance(x, tensor_type):
+            x, y = x._broadcasted(y)
+        elif isinstance(y, tensor_type):
+            y, x = y._broadcasted(x)
+        else:
+            dtype = promote(_py_dtype(x), _py_dtype(y))
+            x, y = cond._to_tensor(x, dtype), cond._to_tensor(y, dtype)
+        shape = broadcast_shape(cond.shape, x.shape)
+        cond, x, y = cond._broadcast_to(shape), x._broadcast_to(shape), y._broadcast_to(shape)
+        return cond.apply(F.Where, x, y)
+
+    def maximum(self, other):
+        x, y = self._broadcasted(other)
+        return x.apply(F.Maximum, y)
+
+    def minimum(self, other):
+        x, y = self._broadcasted(other)
+        if x.dtype == dtypes.bool:
+            return x & y
+        if x.dtype.is_int:
+            return ~((~x).maximum(~y))
+        return -((-x).maximum(-y))
+
+    def clip(self, min_=None, max_=None):
+        if min_ is None and max_ is None:
+            raise ValueError("clip needs min_ or max_")
+        out = self if min_ is None else self.maximum(min_)
+        return out if max_ is None else out.minimum(max_)
+
+    clamp = clip
+
+    # ---- unary math ----
+    def _float(self):
+        return self if self.dtype.is_float else self.cast(dtypes.default_float)
+
+    def neg(self):
+        if self.dtype == dtypes.bool:
+            raise TypeError("negation of a bool tensor: use logical_not() or ~")
+        return self.apply(F.Neg)
+
+    def reciprocal(self): return self._float().apply(F.Reciprocal)
+    def sqrt(self): return self._float().apply(F.Sqrt)
+    def rsqrt(self): return self.sqrt().reciprocal()
+    def exp(self): return self._float().apply(F.Exp)
+    def log(self): return self._float().apply(F.Log)
+    def exp2(self): return (self._float() * math.log(2)).exp()
+    def log2(self): return self.log() / math.log(2)
+    def sin(self): return self._float().apply(F.Sin)
+    def cos(self): return ((math.pi / 2) - self._float()).sin()
+    def tan(self): return self.sin() / self.cos()
+    def square(self): return self * self
+
+    def abs(self):
+        if self.dtype == dtypes.bool:
+            return self
+        return self.relu() + (-self).relu() if self.dtype.is_float else self.maximum(-self)
+
+    def sign(self):
+        if self.dtype == dtypes.bool:
+            return self
+        return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype) + self * 0
+
+    def trunc(self):
+        if not self.dtype.is_float:
+            return self
+        return self._round_like(self.cast(dtypes.int64).cast(self.dtype))
+
+    def _round_like(self, rounded):
+        """Rounding has zero gradient; keep values exact at huge magnitudes and nan/inf."""
+        keep = (self.abs() >= 2.0 ** 52) | self.isnan()
+        return keep.where(self, rounded).detach()
+
+    def floor(self):
+        if not self.dtype.is_float:
+            return self
+        t = self.trunc()
+        return (t > self).where(t - 1, t).detach()
+
+    def ceil(self):
+        if not self.dtype.is_float:
+            return self
+        t = self.trunc()
+        return (t < self).where(t + 1, t).detach()
+
+    def round(self):
+        """Round half to even, as numpy and PyTorch do."""
+        if not self.dtype.is_float:
+            return self
+        r = (self + 0.5).floor()
+        half = (r - self) == 0.5
+        odd = (r % 2) == 1
+        out = (half & odd).where(r - 1, r)
+        return self._round_like(out)
+
+    # ---- activations ----
+    def relu(self): return self.apply(F.Relu)
+    def sigmoid(self): return self._float().apply(F.Sigmoid)
+    def tanh(self): return 2.0 * (2.0 * self).sigmoid() - 1.0
+    def relu6(self): return self.relu() - (self - 6).relu()
+    def leakyrelu(self, neg_slope: float = 0.01): return self.relu() - (-neg_slope * self).relu()
+    def elu(self, alpha: float = 1.0): return self.relu() - alpha * (1 - self.exp()).relu()
+    def celu(self, alpha: float = 1.0): return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
+    def softplus(self, beta: float = 1.0):
+        # log(1 + exp(bx))/b computed stably: max(bx, 0) + log(1 + exp(-|bx|))
+        bx = self * beta
+        return (bx.relu() + (1 + (-bx.abs()).exp()).log()) / beta
+    def softsign(self): return self / (1 + self.abs())
+    def gelu(self): return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self ** 3)).tanh())
+    def quick_gelu(self): return self * (self * 1.702).sigmoid()
+    def mish(self): return self * self.softplus().tanh()
+    def swish(self): return self * self.sigmoid()
+    silu = swish
+    def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5):
+        return (alpha * self + beta).relu() - (alpha * self + beta - 1).relu()
+    def hardswish(self): return self * (self + 3).relu6() * (1 / 6)
+    def hardtanh(self, min_val: float = -1, max_val: float = 1): return self.clip(min_val, max_val)
+    def lerp(self, end, weight): return self + (end - self) * weight
+
+
+def _py_dtype(value):
+    if isinstance(value, bool):
+        return dtypes.bool
+    if isinstance(value, int):
+        return dtypes.int64
+    if isinstance(value, float):
+        return dtypes.default_float
+    return value.dtype

@@ -1,0 +1,292 @@
+"""Autograd functions: each forward beside its backward, both in LazyBuffer primitives.
+
+`forward` takes LazyBuffers and returns one; `backward` takes the output's gradient and
+returns one gradient per input (None where that input needs none). Gradients are lazy,
+so they fuse with the rest of a training step. Tensor.apply wires these into the graph.
+"""
+from __future__ import annotations
+import math
+
+from codegen.dtypes import dtypes
+from codegen.ops import BinaryOps, ReduceOps, TernaryOps, UnaryOps
+from lazyten.lazy import LazyBuffer
+
+
+class Function:
+    """Base: remembers which inputs need a gradient."""
+
+    def __init__(self, needs_input_grad: list[bool]):
+        self.needs_input_grad = needs_input_grad
+        self.requires_grad = any(needs_input_grad)
+
+    def forward(self, *args, **kwargs) -> LazyBuffer:
+        raise NotImplementedError
+
+    def backward(self, grad: LazyBuffer):
+        raise NotImplementedError
+
+
+# ---- unary ----
+class Contiguous(Function):
+    def forward(self, x):
+        return x.contiguous()
+
+    def backward(self, grad):
+        return grad
+
+
+class Cast(Function):
+    def forward(self, x, dtype):
+        self.input_dtype = x.dtype
+        return x.cast(dtype)
+
+    def backward(self, grad):
+        return grad.cast(self.input_dtype)
+
+
+class Neg(Function):
+    def forward(self, x):
+        return x.e(UnaryOps.NEG)
+
+    def backward(self, grad):
+        return grad.e(UnaryOps.NEG)
+
+
+class Reciprocal(Function):
+    def forward(self, x):
+        self.ret = x.e(UnaryOps.RECIP)
+        return self.ret
+
+    def backward(self, grad):  # d(1/x) = -1/x^2
+        return grad.e(UnaryOps.NEG).e(BinaryOps.MUL, self.ret).e(BinaryOps.MUL, self.ret)
+
+
+class Sin(Function):
+    def forward(self, x):
+        self.x = x
+        return x.e(UnaryOps.SIN)
+
+    def backward(self, grad):  # cos(x) = sin(pi/2 - x)
+        cos = self.x.const(math.pi / 2).e(BinaryOps.ADD, self.x.e(UnaryOps.NEG)).e(UnaryOps.SIN)
+        return cos.e(BinaryOps.MUL, grad)
+
+
+class Relu(Function):
+    def forward(self, x):
+        self.ret = x.e(BinaryOps.MAX, x.const(0))
+        return self.ret
+
+    def backward(self, grad):
+        positive = self.ret.const(0).e(BinaryOps.CMPLT, self.ret).cast(grad.dtype)
+        return positive.e(BinaryOps.MUL, grad)
+
+
+class Log(Function):
+    def forward(self, x):
+        self.x = x
+        return x.e(UnaryOps.LOG2).e(BinaryOps.MUL, x.const(math.log(2)))
+
+    def backward(self, grad):
+        return grad.e(BinaryOps.MUL, self.x.e(UnaryOps.RECIP))
+
+
+class Exp(Function):
+    def forward(self, x):
+        self.ret = x.e(BinaryOps.MUL, x.const(1 / math.log(2))).e(UnaryOps.EXP2)
+        return self.ret
+
+    def backward(self, grad):
+        return self.ret.e(BinaryOps.MUL, grad)
+
+
+class Sqrt(Function):
+    def forward(self, x):
+        self.ret = x.e(UnaryOps.SQRT)
+        return self.ret
+
+    def backward(self, grad):
+        return grad.e(BinaryOps.MUL, self.ret.e(BinaryOps.MUL, self.ret.const(2)).e(UnaryOps.RECIP))
+
+
+class Sigmoid(Function):
+    def forward(self, x):  # 1 / (1 + 2^(-x/ln2))
+        e = x.e(BinaryOps.MUL, x.const(-1 / math.log(2))).e(UnaryOps.EXP2)
+        self.ret = x.const(1).e(BinaryOps.ADD, e).e(UnaryOps.RECIP)
+        return self.ret
+
+    def backward(self, grad):
+        one_minus = self.ret.const(1).e(BinaryOps.ADD, self.ret.e(UnaryOps.NEG))
+        return self.ret.e(BinaryOps.MUL, one_minus).e(BinaryOps.MUL, grad)
+
+
+# ---- binary (inputs already broadcast to one shape and dtype) ----
+class Less(Function):
+    def forward(self, x, y):
+        return x.e(BinaryOps.CMPLT, y)
+
+    def backward(self, grad):
+        return None, None
+
+
+class NotEqual(Function):
+    def forward(self, x, y):
+        return x.e(BinaryOps.CMPNE, y)
+
+    def backward(self, grad):
+        return None, None
+
+
+class Add(Function):
+    def forward(self, x, y):
+        return x.e(BinaryOps.ADD, y)
+
+    def backward(self, grad):
+        return grad, grad
+
+
+class Sub(Function):
+    def forward(self, x, y):
+        return x.e(BinaryOps.ADD, y.e(UnaryOps.NEG))
+
+    def backward(self, grad):
+        return grad, grad.e(UnaryOps.NEG)
+
+
+class Mul(Function):
+    def forward(self, x, y):
+        self.x, self.y = x, y
+        return x.e(BinaryOps.MUL, y)
+
+    def backward(self, grad):
+        return (self.y.e(BinaryOps.MUL, grad) if self.needs_input_grad[0] else None,
+                self.x.e(BinaryOps.MUL, grad) if self.needs_input_grad[1] else None)
+
+
+class Div(Function):
+    def forward(self, x, y):
+        self.x, self.y = x, y
+        return x.e(BinaryOps.MUL, y.e(UnaryOps.RECIP))
+
+    def backward(self, grad):
+        inv_y = self.y.e(UnaryOps.RECIP)
+        gx = grad.e(BinaryOps.MUL, inv_y) if self.needs_input_grad[0] else None
+        gy = None
+        if self.needs_input_grad[1]:
+            gy = grad.e(UnaryOps.NEG).e(BinaryOps.MUL, self.x).e(BinaryOps.MUL, inv_y.e(BinaryOps.MUL, inv_y))
+        return gx, gy
+
+
+class Maximum(Function):
+    def forward(self, x, y):
+        self.x, self.y = x, y
+        self.ret = x.e(BinaryOps.MAX, y)
+        return self.ret
+
+    def backward(self, grad):  # ties share the gradient, as PyTorch does
+        x_wins = self.y.e(BinaryOps.CMPLT, self.x).cast(grad.dtype)
+        tie = self.x.e(BinaryOps.CMPNE, self.y).e(BinaryOps.CMPNE, self.x.const(True).cast(dtypes.bool))
+        share = x_wins.e(BinaryOps.ADD, tie.cast(grad.dtype).e(BinaryOps.MUL, grad.const(0.5)))
+        gx = share.e(BinaryOps.MUL, grad)
+        gy = grad.const(1).e(BinaryOps.ADD, share.e(UnaryOps.NEG)).e(BinaryOps.MUL, grad)
+        return gx, gy
+
+
+class BinaryNoGrad(Function):
+    """IDIV, MOD, AND, OR, XOR: integer or logical, no gradient."""
+
+    def forward(self, x, y, op):
+        return x.e(op, y)
+
+    def backward(self, grad):
+        return None, None
+
+
+class Where(Function):
+    def forward(self, cond, x, y):
+        self.cond = cond
+        return cond.e(TernaryOps.WHERE, x, y)
+
+    def backward(self, grad):
+        zero = grad.const(0)
+        return (None,
+                self.cond.e(TernaryOps.WHERE, grad, zero) if self.needs_input_grad[1] else None,
+                self.cond.e(TernaryOps.WHERE, zero, grad) if self.needs_input_grad[2] else None)
+
+
+# ---- reduce ----
+class Sum(Function):
+    def forward(self, x, axis):
+        self.input_shape = x.shape
+        return x.r(ReduceOps.SUM, axis)
+
+    def backward(self, grad):
+        return grad.expand(self.input_shape)
+
+
+class Max(Function):
+    def forward(self, x, axis):
+        self.x, self.ret, self.axis = x, x.r(ReduceOps.MAX, axis), axis
+        return self.ret
+
+    def backward(self, grad):  # split among the maxima, as PyTorch's amax does
+        hit = self.x.e(BinaryOps.CMPNE, self.ret.expand(self.x.shape))
+        mask = hit.e(BinaryOps.CMPNE, hit.const(True)).cast(grad.dtype)
+        count = mask.r(ReduceOps.SUM, self.axis).expand(self.x.shape)
+        return mask.e(BinaryOps.MUL, count.e(UnaryOps.RECIP)).e(BinaryOps.MUL, grad.expand(self.x.shape))
+
+
+# ---- movement ----
+class Reshape(Function):
+    def forward(self, x, shape):
+        self.input_shape = x.shape
+        return x.reshape(shape)
+
+    def backward(self, grad):
+        return grad.reshape(self.input_shape)
+
+
+class Permute(Function):
+    def forward(self, x, order):
+        self.order = order
+        return x.permute(order)
+
+    def backward(self, grad):
+        inverse = tuple(sorted(range(len(self.order)), key=self.order.__getitem__))
+        return grad.permute(inverse)
+
+
+class Expand(Function):
+    def forward(self, x, shape):
+        self.input_shape = x.shape
+        return x.expand(shape)
+
+    def backward(self, grad):
+        axis = tuple(i for i, (a, b) in enumerate(zip(self.input_shape, grad.shape)) if a != b)
+        return grad.r(ReduceOps.SUM, axis) if axis else grad
+
+
+class Pad(Function):
+    def forward(self, x, arg):
+        self.narg = tuple((p[0], s + p[0]) for s, p in zip(x.shape, arg))
+        return x.pad(arg)
+
+    def backward(self, grad):
+        return grad.shrink(self.narg)
+
+
+class Shrink(Function):
+    def forward(self, x, arg):
+        self.narg = tuple((p[0], s - p[1]) for s, p in zip(x.shape, arg))
+        return x.shrink(arg)
+
+    def backward(self, grad):
+        return grad.pad(self.narg)
+
+
+class Flip(Function):
+    def forward(self, x, axis):
+        self.arg = tuple(-1 if i in axis else 1 for i in range(len(x.shape)))
+        return x.stride(self.arg)
+
+    def backward(self, grad):
+        return grad.stride(self.arg)

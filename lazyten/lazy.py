@@ -1,0 +1,172 @@
+"""LazyBuffer: a node of the lazy graph. Building one runs nothing.
+
+A LazyBuffer is either a *base* (an op over source LazyBuffers, or realized memory) or a
+*view* of a base through a ShapeTracker (movement ops never copy). The scheduler cuts the
+graph of bases into kernels; the engine realizes them and drops the ops so unreachable
+intermediate buffers are freed.
+"""
+from __future__ import annotations
+from typing import Any
+
+from codegen.dtypes import DType, dtypes
+from codegen.helpers import prod
+from codegen.ops import BinaryOps, LoadOps, ReduceOps, TernaryOps, UnaryOps
+from codegen.shape.shapetracker import ShapeTracker
+from runtimes import Buffer, get_runtime
+
+
+class LazyBuffer:
+    """A lazily computed array: (device, shape via `st`, dtype) plus how to compute it."""
+
+    def __init__(self, device: str, st: ShapeTracker, dtype: DType, op=None,
+                 srcs: tuple[LazyBuffer, ...] = (), arg: Any = None,
+                 base: LazyBuffer | None = None):
+        self.device, self.st, self.dtype = device, st, dtype
+        self.shape = st.shape
+        self._base = base
+        if base is None:
+            self.op, self.srcs, self.arg = op, srcs, arg
+            self.realized: Buffer | None = None
+
+    # ---- identity ----
+    @property
+    def base(self) -> LazyBuffer:
+        return self if self._base is None else self._base
+
+    @property
+    def is_realized(self) -> bool:
+        return self.base.realized is not None
+
+    def __repr__(self) -> str:
+        kind = "realized" if self.is_realized else getattr(self.base.op, "name", "?")
+        view = "" if self._base is None else " view"
+        return f"<LB {self.device} {self.shape} {self.dtype.name} {kind}{view}>"
+
+    # ---- creation ----
+    @staticmethod
+    def loadop(op: LoadOps, shape: tuple[int, ...], dtype: DType, device: str,
+               arg: Any = None, srcs: tuple[LazyBuffer, ...] = ()) -> LazyBuffer:
+        return LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, op, srcs, arg)
+
+    @staticmethod
+    def const_like(value, shape: tuple[int, ...], dtype: DType, device: str) -> LazyBuffer:
+        """A constant broadcast to `shape`: a scalar base viewed with zero strides."""
+        value = _coerce(value, dtype)
+        scalar = LazyBuffer.loadop(LoadOps.CONST, (), dtype, device, value)
+        return scalar.reshape((1,) * len(shape)).expand(shape)
+
+    @staticmethod
+    def from_buffer(buffer: Buffer, shape: tuple[int, ...]) -> LazyBuffer:
+        lb = LazyBuffer.loadop(LoadOps.CUSTOM, shape, buffer.dtype, buffer.device)
+        lb.realized = buffer
+        return lb
+
+    def const(self, value) -> LazyBuffer:
+        """A constant with this buffer's shape, dtype and device."""
+        return LazyBuffer.const_like(value, self.shape, self.dtype, self.device)
+
+    def const_value(self):
+        """The value if this is a broadcast constant, else None."""
+        base = self.base
+        if base.realized is None and base.op is LoadOps.CONST and not _has_mask(self.st):
+            return base.arg
+        return None
+
+    # ---- compute ----
+    def e(self, op, *srcs: LazyBuffer, arg: Any = None) -> LazyBuffer:
+        """Elementwise op over same-shaped buffers (broadcasting is done by the Tensor)."""
+        all_srcs = (self,) + srcs
+        for s in srcs:
+            assert s.shape == self.shape, f"elementwise {op} on shapes {[x.shape for x in all_srcs]}"
+        if op is UnaryOps.CAST:
+            dtype = arg[0]
+        elif op in (BinaryOps.CMPLT, BinaryOps.CMPNE):
+            dtype = dtypes.bool
+        elif op is TernaryOps.WHERE:
+            dtype = srcs[0].dtype
+        else:
+            dtype = self.dtype
+        return LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), dtype, op, all_srcs, arg)
+
+    def cast(self, dtype: DType) -> LazyBuffer:
+        return self if dtype == self.dtype else self.e(UnaryOps.CAST, arg=(dtype, False))
+
+    def r(self, op: ReduceOps, axis: tuple[int, ...]) -> LazyBuffer:
+        """Reduce `axis` to size 1 (keepdim); an empty input gives the op's identity."""
+        new_shape = tuple(1 if i in axis else s for i, s in enumerate(self.shape))
+        if not axis or new_shape == self.shape:
+            return self
+        if prod(self.shape) == 0:
+            identity = 0 if op is ReduceOps.SUM else dtypes.min(self.dtype)
+            return LazyBuffer.const_like(identity, new_shape, self.dtype, self.device)
+        return LazyBuffer(self.device, ShapeTracker.from_shape(new_shape), self.dtype, op,
+                          (self,), tuple(sorted(axis)))
+
+    def contiguous(self) -> LazyBuffer:
+        """A base with its own memory in row-major order (a copy only if needed)."""
+        if self.base.op is not LoadOps.CONST and (self._base is None or self.st.contiguous):
+            return self  # already in memory order (a pure reshape of its base)
+        return LazyBuffer.loadop(LoadOps.CONTIGUOUS, self.shape, self.dtype, self.device,
+                                 srcs=(self,))
+
+    def copy_to_device(self, device: str) -> LazyBuffer:
+        src = self.contiguous()
+        return LazyBuffer.loadop(LoadOps.COPY, self.shape, self.dtype, device, srcs=(src,))
+
+    def assign(self, value: LazyBuffer) -> LazyBuffer:
+        """Write `value` into this (realized, contiguous) buffer's memory."""
+        return LazyBuffer.loadop(LoadOps.ASSIGN, self.shape, self.dtype, self.device,
+                                 srcs=(value, self))
+
+    # ---- movement: views only ----
+    def _view(self, st: ShapeTracker) -> LazyBuffer:
+        base = self.base
+        if st.contiguous and st.shape == base.shape:
+            return base
+        return LazyBuffer(self.device, st, self.dtype, base=base)
+
+    def reshape(self, shape: tuple[int, ...]) -> LazyBuffer:
+        return self if shape == self.shape else self._view(self.st.reshape(shape))
+
+    def permute(self, order: tuple[int, ...]) -> LazyBuffer:
+        return self if order == tuple(range(len(order))) else self._view(self.st.permute(order))
+
+    def expand(self, shape: tuple[int, ...]) -> LazyBuffer:
+        return self if shape == self.shape else self._view(self.st.expand(shape))
+
+    def pad(self, arg: tuple[tuple[int, int], ...]) -> LazyBuffer:
+        return self if all(p == (0, 0) for p in arg) else self._view(self.st.pad(arg))
+
+    def shrink(self, arg: tuple[tuple[int, int], ...]) -> LazyBuffer:
+        if all(a == (0, s) for a, s in zip(arg, self.shape)):
+            return self
+        return self._view(self.st.shrink(arg))
+
+    def stride(self, arg: tuple[int, ...]) -> LazyBuffer:
+        return self if all(a == 1 for a in arg) else self._view(self.st.stride(arg))
+
+    # ---- realized data ----
+    def buffer(self) -> Buffer:
+        assert self.base.realized is not None, "realize first"
+        return self.base.realized
+
+    @staticmethod
+    def empty(shape, dtype: DType, device: str) -> LazyBuffer:
+        return LazyBuffer.loadop(LoadOps.EMPTY, shape, dtype, device)
+
+    def allocate(self) -> Buffer:
+        """Create (not yet fill) this base's device buffer."""
+        return Buffer(get_runtime(self.device), prod(self.shape), self.dtype)
+
+
+def _has_mask(st: ShapeTracker) -> bool:
+    return any(v.mask is not None for v in st.views)
+
+
+def _coerce(value, dtype: DType):
+    """A Python value of the kind the dtype holds (so constants render exactly)."""
+    if dtype == dtypes.bool:
+        return bool(value)
+    if dtype.is_int:
+        return int(value)
+    return float(value)

@@ -1,0 +1,329 @@
+"""Movement Tensor methods: views that never copy, indexing, joining and splitting.
+
+reshape/permute/expand/pad/shrink/flip map onto the ShapeTracker; everything else
+(slicing with steps, repeat, cat, gather, tril...) is built from those plus
+elementwise ops. Mixed into Tensor.
+"""
+from __future__ import annotations
+import math
+
+from codegen.dtypes import dtypes
+from codegen.helpers import argfix, prod
+from lazyten import function as F
+
+
+def _norm_axis(axis: int, ndim: int, what: str = "axis") -> int:
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        raise TypeError(f"{what} must be an int, got {axis!r}")
+    if not -max(ndim, 1) <= axis < max(ndim, 1):
+        raise IndexError(f"{what} {axis} is out of range for a tensor with {ndim} dims")
+    return axis % max(ndim, 1)
+
+
+class MovementMixin:
+    """View-changing and indexing methods."""
+
+    # ---- primitive views ----
+    def reshape(self, *shape):
+        shape = argfix(*shape)
+        if shape.count(-1) > 1:
+            raise ValueError(f"reshape {self.shape} -> {shape}: only one -1 allowed")
+        if -1 in shape:
+            known = prod(s for s in shape if s != -1)
+            if known == 0 or self.numel() % known:
+                raise ValueError(f"cannot reshape tensor of shape {self.shape} into {shape}")
+            shape = tuple(self.numel() // known if s == -1 else s for s in shape)
+        if any(not isinstance(s, int) or s < 0 for s in shape):
+            raise ValueError(f"invalid shape {shape}")
+        if prod(shape) != self.numel():
+            raise ValueError(f"cannot reshape tensor of shape {self.shape} "
+                             f"({self.numel()} elements) into {shape}")
+        return self if shape == self.shape else self.apply(F.Reshape, shape=tuple(shape))
+
+    def view(self, *shape):
+        return self.reshape(*shape)
+
+    def permute(self, *order):
+        order = argfix(*order)
+        if len(order) != self.ndim:
+            raise ValueError(f"permute {order} does not match {self.ndim} dims of {self.shape}")
+        order = tuple(_norm_axis(o, self.ndim, "permute dim") for o in order)
+        if sorted(order) != list(range(self.ndim)):
+            raise ValueError(f"permute {order} is not a permutation of {self.ndim} dims")
+        return self.apply(F.Permute, order=order)
+
+    def expand(self, *shape):
+        shape = argfix(*shape)
+        if len(shape) < self.ndim:
+            raise ValueError(f"cannot expand {self.shape} to fewer dims {shape}")
+        base = (1,) * (len(shape) - self.ndim) + self.shape
+        new = tuple(b if s == -1 else s for s, b in zip(shape, base))
+        for b, s in zip(base, new):
+            if b != s and b != 1:
+                raise ValueError(f"cannot expand {self.shape} to {shape}: only size-1 dims grow")
+        x = self.reshape(base)
+        return x if new == x.shape else x.apply(F.Expand, shape=new)
+
+    def shrink(self, arg):
+        """Keep [start, end) of each axis (None keeps all)."""
+        arg = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
+        if len(arg) != self.ndim:
+            raise ValueError(f"shrink {arg} does not match shape {self.shape}")
+        for (b, e), s in zip(arg, self.shape):
+            if not 0 <= b <= e <= s:
+                raise ValueError(f"shrink {arg} is out of range for shape {self.shape}")
+        if all(a == (0, s) for a, s in zip(arg, self.shape)):
+            return self
+        return self.apply(F.Shrink, arg=arg)
+
+    def pad(self, padding, value: float = 0.0):
+        """Pad with `value`: per-axis ((before, after), ...) or PyTorch's flat form
+        (last_before, last_after, second_last_before, ...). Negative pads crop."""
+        if padding and all(isinstance(p, int) for p in padding):
+            if len(padding) % 2 or len(padding) // 2 > self.ndim:
+                raise ValueError(f"flat padding {padding} does not fit shape {self.shape}")
+            pairs = [(0, 0)] * self.ndim
+            for i in range(len(padding) // 2):
+                pairs[self.ndim - 1 - i] = (padding[2 * i], padding[2 * i + 1])
+        else:
+            pairs = [(0, 0) if p is None else tuple(p) for p in padding]
+        if len(pairs) != self.ndim:
+            raise ValueError(f"padding {padding} does not match shape {self.shape}")
+        crop = tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pairs, self.shape))
+        if any(b > e for b, e in crop):
+            raise ValueError(f"padding {padding} crops more than shape {self.shape} has")
+        x = self.shrink(crop)
+        grow = tuple((max(b, 0), max(a, 0)) for b, a in pairs)
+        if all(g == (0, 0) for g in grow):
+            return x
+        out = x.apply(F.Pad, arg=grow)
+        if value != 0:
+            mask = x.ones_like(dtype=dtypes.bool).apply(F.Pad, arg=grow)
+            out = mask.where(out, value)
+        return out
+
+    def flip(self, *axis):
+        axis = tuple(_norm_axis(a, self.ndim) for a in argfix(*axis))
+        return self.apply(F.Flip, axis=axis) if axis else self
+
+    # ---- derived views ----
+    @property
+    def T(self):
+        return self.transpose()
+
+    def transpose(self, dim0: int = 1, dim1: int = 0):
+        order = list(range(self.ndim))
+        d0, d1 = _norm_axis(dim0, self.ndim, "dim"), _norm_axis(dim1, self.ndim, "dim")
+        order[d0], order[d1] = order[d1], order[d0]
+        return self.permute(order)
+
+    def squeeze(self, dim: int | None = None):
+        if dim is None:
+            return self.reshape(tuple(s for s in self.shape if s != 1))
+        if self.ndim == 0:
+            return self
+        dim = _norm_axis(dim, self.ndim, "dim")
+        if self.shape[dim] != 1:
+            return self
+        return self.reshape(self.shape[:dim] + self.shape[dim + 1:])
+
+    def unsqueeze(self, dim: int):
+        dim = _norm_axis(dim, self.ndim + 1, "dim")
+        return self.reshape(self.shape[:dim] + (1,) + self.shape[dim:])
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1):
+        if self.ndim == 0:
+            return self.reshape(1)
+        s, e = _norm_axis(start_dim, self.ndim, "dim"), _norm_axis(end_dim, self.ndim, "dim")
+        return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
+
+    def unflatten(self, dim: int, sizes):
+        dim = _norm_axis(dim, self.ndim, "dim")
+        return self.reshape(self.shape[:dim] + tuple(sizes) + self.shape[dim + 1:])
+
+    def repeat(self, *repeats):
+        repeats = argfix(*repeats)
+        if len(repeats) < self.ndim:
+            raise ValueError(f"repeat {repeats} has fewer dims than shape {self.shape}")
+        base = self.reshape((1,) * (len(repeats) - self.ndim) + self.shape)
+        inter = [d for s in base.shape for d in (1, s)]
+        expanded = [d for r, s in zip(repeats, base.shape) for d in (r, s)]
+        return base.reshape(inter).expand(expanded).reshape(
+            tuple(r * s for r, s in zip(repeats, base.shape)))
+
+    def split(self, sizes, dim: int = 0):
+        dim = _norm_axis(dim, self.ndim, "dim")
+        n = self.shape[dim]
+        if isinstance(sizes, int):
+            if sizes <= 0:
+                raise ValueError(f"split size must be positive, got {sizes}")
+            sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
+        if sum(sizes) != n:
+            raise ValueError(f"split sizes {sizes} do not sum to dim {dim} of {self.shape}")
+        out, start = [], 0
+        for s in sizes:
+            arg = [(0, d) for d in self.shape]
+            arg[dim] = (start, start + s)
+            out.append(self.shrink(arg))
+            start += s
+        return tuple(out)
+
+    def chunk(self, chunks: int, dim: int = 0):
+        dim = _norm_axis(dim, self.ndim, "dim")
+        if chunks <= 0:
+            raise ValueError(f"chunks must be positive, got {chunks}")
+        return self.split(math.ceil(self.shape[dim] / chunks) or 1, dim)
+
+    def cat(self, *others, dim: int = 0):
+        tensors = (self,) + others
+        dim = _norm_axis(dim, self.ndim, "dim")
+        for t in tensors:
+            if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape))
+                                           if i != dim):
+                raise ValueError(f"cat: shapes {[t.shape for t in tensors]} differ outside dim {dim}")
+        total, start, out = sum(t.shape[dim] for t in tensors), 0, None
+        for t in tensors:
+            pads = [(0, 0)] * self.ndim
+            pads[dim] = (start, total - start - t.shape[dim])
+            start += t.shape[dim]
+            piece = t.pad(pads)
+            out = piece if out is None else out + piece
+        return out
+
+    def stack(self, *others, dim: int = 0):
+        dim = _norm_axis(dim, self.ndim + 1, "dim")
+        shapes = {t.shape for t in (self,) + others}
+        if len(shapes) != 1:
+            raise ValueError(f"stack needs equal shapes, got {sorted(shapes)}")
+        return self.unsqueeze(dim).cat(*[t.unsqueeze(dim) for t in others], dim=dim)
+
+    def _tri(self, diagonal: int, upper: bool):
+        if self.ndim < 2:
+            raise ValueError(f"tril/triu need at least 2 dims, got shape {self.shape}")
+        n, m = self.shape[-2:]
+        tensor_type = type(self)
+        rows = tensor_type.arange(n, device=self.device).reshape(n, 1)
+        cols = tensor_type.arange(m, device=self.device).reshape(1, m)
+        keep = (cols - rows >= diagonal) if upper else (cols - rows <= diagonal)
+        return keep.where(self, self.zeros_like())
+
+    def tril(self, diagonal: int = 0):
+        return self._tri(diagonal, False)
+
+    def triu(self, diagonal: int = 0):
+        return self._tri(diagonal, True)
+
+    # ---- indexing ----
+    def _slice_axis(self, dim: int, start: int, stop: int, step: int):
+        """Elements start, start+step, ... (< stop) of one axis, as views."""
+        n = self.shape[dim]
+        count = max(0, math.ceil((stop - start) / step)) if step > 0 else \
+            max(0, math.ceil((start - stop) / -step))
+        x = self
+        if step < 0:  # flip, then take a positive step from the mirrored start
+            x, start, step = x.flip(dim), n - 1 - start, -step
+        arg = [(0, s) for s in x.shape]
+        if count == 0:
+            arg[dim] = (0, 0)
+            return x.shrink(arg)
+        arg[dim] = (start, min(start + count * step, x.shape[dim]) if step == 1 else
+                    start + (count - 1) * step + 1)
+        x = x.shrink(arg)
+        if step == 1:
+            return x
+        pads = [(0, 0)] * x.ndim
+        pads[dim] = (0, count * step - x.shape[dim])
+        x = x.pad(pads)
+        x = x.reshape(x.shape[:dim] + (count, step) + x.shape[dim + 1:])
+        arg = [(0, s) for s in x.shape]
+        arg[dim + 1] = (0, 1)
+        return x.shrink(arg).reshape(x.shape[:dim] + (count,) + x.shape[dim + 2:])
+
+    def __getitem__(self, index):
+        tensor_type = type(self)
+        items = list(index) if isinstance(index, tuple) else [index]
+        items = [tensor_type(i, device=self.device) if isinstance(i, list) else i for i in items]
+        consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
+        if sum(1 for i in items if i is Ellipsis) > 1:
+            raise IndexError("an index can only have a single ellipsis")
+        if consumed > self.ndim:
+            raise IndexError(f"too many indices ({consumed}) for tensor of shape {self.shape}")
+        if Ellipsis in [i for i in items if not isinstance(i, tensor_type)]:
+            at = next(k for k, i in enumerate(items) if i is Ellipsis)
+            items[at:at + 1] = [slice(None)] * (self.ndim - consumed)
+        items += [slice(None)] * (self.ndim - consumed)
+        x, dim, out_shape, advanced = self, 0, [], []
+        for item in items:
+            if item is None:
+                x = x.unsqueeze(dim)
+                dim += 1
+            elif isinstance(item, slice):
+                start, stop, step = item.indices(x.shape[dim])
+                x = x._slice_axis(dim, start, stop, step)
+                dim += 1
+            elif isinstance(item, tensor_type):
+                if item.dtype.is_float:
+                    raise IndexError(f"tensors used as indices must be integer, got {item.dtype}")
+                advanced.append((dim, item))
+                dim += 1
+            elif isinstance(item, int) and not isinstance(item, bool):
+                n = x.shape[dim]
+                if not -n <= item < n:
+                    raise IndexError(f"index {item} is out of bounds for dim {dim} with size {n}")
+                x = x._slice_axis(dim, item % n, item % n + 1, 1)
+                x = x.reshape(x.shape[:dim] + x.shape[dim + 1:])
+            else:
+                raise IndexError(f"unsupported index {item!r} for tensor of shape {self.shape}")
+        del out_shape
+        return x._advanced_index(advanced) if advanced else x
+
+    def _advanced_index(self, advanced):
+        """numpy's integer-array indexing, as one-hot masks reduced by a sum (no gather op)."""
+        tensor_type = type(self)
+        dims = [d for d, _ in advanced]
+        from lazyten.elementwise import broadcast_shape
+        idx_shape = broadcast_shape(*[t.shape for _, t in advanced])
+        rest = [d for d in range(self.ndim) if d not in dims]
+        # numpy: adjacent advanced dims keep their place, separated ones go first
+        adjacent = dims == list(range(dims[0], dims[0] + len(dims)))
+        x = self.permute(rest[:dims[0]] + dims + rest[dims[0]:] if adjacent else dims + rest)
+        lead = dims[0] if adjacent else 0
+        k, nidx = len(dims), len(idx_shape)
+        # x: lead dims, then the k indexed dims, then the rest
+        x = x.reshape(x.shape[:lead] + (1,) * nidx + x.shape[lead:])
+        mask = None
+        for j, (d, t) in enumerate(advanced):
+            n = self.shape[d]
+            t = (t < 0).where(t + n, t)._broadcast_to(idx_shape)
+            ar = tensor_type.arange(n, device=self.device)
+            shape = [1] * k
+            shape[j] = n
+            onehot = t.reshape(idx_shape + (1,) * k) == ar.reshape(tuple(shape))
+            mask = onehot if mask is None else mask & onehot
+        mask = mask.reshape((1,) * lead + mask.shape + (1,) * (x.ndim - lead - nidx - k))
+        picked = mask.where(x, 0) if x.dtype != dtypes.bool else mask & x
+        axes = tuple(range(lead + nidx, lead + nidx + k))
+        if x.dtype == dtypes.bool:
+            return picked.cast(dtypes.int32).sum(axis=axes).cast(dtypes.bool)
+        return picked.sum(axis=axes).cast(x.dtype)
+
+    def gather(self, dim: int, index):
+        """out[i][j] = self[i][index[i][j]] along `dim` (PyTorch's gather)."""
+        dim = _norm_axis(dim, self.ndim, "dim")
+        if index.ndim != self.ndim:
+            raise ValueError(f"gather: index shape {index.shape} must have {self.ndim} dims")
+        for d, (a, b) in enumerate(zip(index.shape, self.shape)):
+            if d != dim and a > b:
+                raise ValueError(f"gather: index shape {index.shape} exceeds {self.shape} at dim {d}")
+        if index.dtype.is_float:
+            raise TypeError(f"gather index must be an integer tensor, got {index.dtype}")
+        n = self.shape[dim]
+        arg = [(0, s) for s in index.shape]
+        arg[dim] = (0, n)
+        x = self.shrink(arg).unsqueeze(dim)  # (..., 1, n, ...)
+        x = x.expand(x.shape[:dim] + (index.shape[dim],) + x.shape[dim + 1:])
+        ar = type(self).arange(n, device=self.device).reshape((1,) * (dim + 1) + (n,) +
+                                                               (1,) * (self.ndim - dim - 1))
+        onehot = index.unsqueeze(dim + 1) == ar
+        picked = onehot.where(x, 0)
+        return picked.sum(axis=dim + 1).cast(self.dtype)

@@ -1,0 +1,238 @@
+"""Neural-network Tensor methods: matmul, convolutions, pooling, normalisation, losses.
+
+Convolution and pooling windows are views (expand + reshape + shrink), never an im2col
+copy: the conv kernel multiplies a windowed view of the input by the weight and reduces.
+Mixed into Tensor.
+"""
+from __future__ import annotations
+import math
+
+from codegen.dtypes import dtypes
+from codegen.dtypes import promote
+from codegen.helpers import make_pair
+
+
+class NNMixin:
+    """matmul, conv, pooling, normalisation and loss functions."""
+
+    # ---- matmul ----
+    def matmul(self, other):
+        """PyTorch's matmul: 1-d, 2-d and batched, with broadcasting of batch dims."""
+        x, w = self, other
+        if x.ndim == 0 or w.ndim == 0:
+            raise ValueError(f"matmul needs at least 1-d tensors, got {x.shape} and {w.shape}")
+        if x.shape[-1] != w.shape[-2 if w.ndim > 1 else 0]:
+            raise ValueError(f"matmul shape mismatch: {x.shape} @ {w.shape}")
+        if x.dtype != w.dtype:
+            dt = promote(x.dtype, w.dtype)
+            x, w = x.cast(dt), w.cast(dt)
+        squeeze_x, squeeze_w = x.ndim == 1, w.ndim == 1
+        if squeeze_x:
+            x = x.reshape(1, -1)
+        if squeeze_w:
+            w = w.reshape(-1, 1)
+        k = x.shape[-1]
+        # (..., n, 1, k) * (..., 1, m, k) summed over k
+        xr = x.reshape(x.shape[:-1] + (1, k))
+        wr = w.transpose(-1, -2)
+        wr = wr.reshape(wr.shape[:-2] + (1,) + wr.shape[-2:])
+        out = (xr * wr).sum(-1, dtype=x.dtype if x.dtype.is_float else None)
+        if squeeze_x:
+            out = out.reshape(out.shape[:-2] + out.shape[-1:])
+        if squeeze_w:
+            out = out.reshape(out.shape[:-1])
+        return out
+
+    def dot(self, other):
+        return self.matmul(other)
+
+    def linear(self, weight, bias=None):
+        """x @ weight.T + bias, with weight laid out (out_features, in_features)."""
+        out = self.matmul(weight.T)
+        return out + bias if bias is not None else out
+
+    # ---- windows ----
+    def _pool(self, kernel: tuple[int, ...], stride, dilation):
+        """(..., *spatial) -> (..., *out, *kernel) as a view of the input."""
+        nd = len(kernel)
+        stride, dilation = make_pair(stride, nd), make_pair(dilation, nd)
+        lead, spatial = self.shape[:-nd], self.shape[-nd:]
+        out = [(i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(spatial, kernel, stride, dilation)]
+        if any(o <= 0 for o in out):
+            raise ValueError(f"window {kernel} (dilation {dilation}) is larger than input {spatial}")
+        x = self
+        if all(k <= s for k, s in zip(kernel, stride)) and all(d == 1 for d in dilation):
+            # non-overlapping windows: crop/pad to out*stride, split, keep the first k
+            x = x.pad([(0, 0)] * len(lead) + [(0, o * s - i) for o, s, i in zip(out, stride, spatial)])
+            x = x.reshape(lead + tuple(v for o, s in zip(out, stride) for v in (o, s)))
+            x = x.shrink([(0, s) for s in lead] + [r for o, k in zip(out, kernel) for r in ((0, o), (0, k))])
+            n = len(lead)
+            order = list(range(n)) + [n + 2 * i for i in range(nd)] + [n + 2 * i + 1 for i in range(nd)]
+            return x.permute(order)
+        # overlapping windows: repeat each axis e times, then a row of length i+d per tap
+        reps = [math.ceil(k * (i + d) / i) for k, i, d in zip(kernel, spatial, dilation)]
+        x = x.reshape(lead + tuple(v for i in spatial for v in (1, i)))
+        x = x.expand(lead + tuple(v for e, i in zip(reps, spatial) for v in (e, i)))
+        x = x.reshape(lead + tuple(e * i for e, i in zip(reps, spatial)))
+        x = x.shrink([(0, s) for s in lead] + [(0, k * (i + d)) for k, i, d in zip(kernel, spatial, dilation)])
+        x = x.reshape(lead + tuple(v for k, i, d in zip(kernel, spatial, dilation) for v in (k, i + d)))
+        x = x.shrink([(0, s) for s in lead] + [r for k, o, s in zip(kernel, out, stride)
+                                                for r in ((0, k), (0, o * s))])
+        x = x.reshape(lead + tuple(v for k, o, s in zip(kernel, out, stride) for v in (k, o, s)))
+        x = x.shrink([(0, s) for s in lead] + [r for k, o in zip(kernel, out)
+                                                for r in ((0, k), (0, o), (0, 1))])
+        x = x.reshape(lead + tuple(v for k, o in zip(kernel, out) for v in (k, o)))
+        n = len(lead)
+        order = list(range(n)) + [n + 2 * i + 1 for i in range(nd)] + [n + 2 * i for i in range(nd)]
+        return x.permute(order)
+
+    @staticmethod
+    def _padding(padding, nd: int) -> list[tuple[int, int]]:
+        """int, per-dim ints, or per-dim (before, after) pairs -> per-dim pairs."""
+        if isinstance(padding, int):
+            return [(padding, padding)] * nd
+        padding = list(padding)
+        if len(padding) == nd and all(isinstance(p, int) for p in padding):
+            return [(p, p) for p in padding]
+        if len(padding) == 2 * nd and all(isinstance(p, int) for p in padding):  # PyTorch flat
+            return [(padding[2 * (nd - 1 - i)], padding[2 * (nd - 1 - i) + 1]) for i in range(nd)]
+        if len(padding) == nd:
+            return [tuple(p) for p in padding]
+        raise ValueError(f"padding {padding} does not fit {nd} spatial dims")
+
+    # ---- convolution ----
+    def conv2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0):
+        """N-d convolution (the weight's rank picks 1-d, 2-d or 3-d), PyTorch semantics."""
+        nd = weight.ndim - 2
+        bs, cin = self.shape[:2] if self.ndim >= 2 else (None, None)
+        cout, cin_g = weight.shape[:2]
+        kernel = weight.shape[2:]
+        if self.ndim != nd + 2:
+            raise ValueError(f"conv input {self.shape} needs {nd + 2} dims for weight {weight.shape}")
+        if cin != cin_g * groups or cout % groups:
+            raise ValueError(f"conv channels: input {self.shape}, weight {weight.shape}, "
+                             f"groups={groups}")
+        if bias is not None and bias.shape != (cout,):
+            raise ValueError(f"conv bias shape {bias.shape} != ({cout},)")
+        x = self.pad([(0, 0), (0, 0)] + self._padding(padding, nd))
+        x = x._pool(kernel, stride, dilation)  # (bs, cin, *out, *k)
+        out_sp = x.shape[2:2 + nd]
+        rcout = cout // groups
+        x = x.reshape((bs, groups, 1, cin_g) + out_sp + kernel)
+        w = weight.reshape((1, groups, rcout, cin_g) + (1,) * nd + kernel)
+        axes = (3,) + tuple(range(4 + nd, 4 + 2 * nd))
+        out = (x * w).sum(axis=axes).reshape((bs, cout) + out_sp)
+        return out if bias is None else out + bias.reshape((1, cout) + (1,) * nd)
+
+    def conv1d(self, weight, bias=None, **kw):
+        return self.conv2d(weight, bias, **kw)
+
+    def conv3d(self, weight, bias=None, **kw):
+        return self.conv2d(weight, bias, **kw)
+
+    def conv_transpose2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1,
+                         padding=0, output_padding=0):
+        """Transposed convolution: dilate the input by the stride, pad, convolve with the
+        flipped, transposed weight (laid out (cin, cout/groups, *k) as PyTorch)."""
+        nd = weight.ndim - 2
+        kernel = weight.shape[2:]
+        stride, dilation = make_pair(stride, nd), make_pair(dilation, nd)
+        output_padding = make_pair(output_padding, nd)
+        pads = [p[0] for p in self._padding(padding, nd)]
+        cin, rcout = weight.shape[:2]
+        if self.ndim != nd + 2 or self.shape[1] != cin:
+            raise ValueError(f"conv_transpose input {self.shape} does not fit weight {weight.shape}")
+        w = weight.reshape((groups, cin // groups, rcout) + kernel).transpose(1, 2)
+        w = w.flip(*range(3, 3 + nd)).reshape((groups * rcout, cin // groups) + kernel)
+        x = self
+        if any(s > 1 for s in stride):  # insert s-1 zeros between input elements
+            bs, c = x.shape[:2]
+            sp = x.shape[2:]
+            x = x.reshape((bs, c) + tuple(v for i in sp for v in (i, 1)))
+            x = x.pad([(0, 0), (0, 0)] + [r for s in stride for r in ((0, 0), (0, s - 1))])
+            x = x.reshape((bs, c) + tuple(i * s for i, s in zip(sp, stride)))
+            x = x.shrink([(0, bs), (0, c)] + [(0, i * s - (s - 1)) for i, s in zip(sp, stride)])
+        full = [(d * (k - 1) - p, d * (k - 1) - p + op)
+                for k, d, p, op in zip(kernel, dilation, pads, output_padding)]
+        return x.conv2d(w, bias, groups=groups, dilation=dilation, padding=full)
+
+    # ---- pooling ----
+    def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0):
+        k = make_pair(kernel_size)
+        x = self.pad([(0, 0)] * (self.ndim - 2) + self._padding(padding, 2), value=float("-inf")) \
+            if padding else self
+        return x._pool(k, stride if stride is not None else k, dilation).max(axis=(-2, -1))
+
+    def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0):
+        k = make_pair(kernel_size)
+        x = self.pad([(0, 0)] * (self.ndim - 2) + self._padding(padding, 2)) if padding else self
+        return x._pool(k, stride if stride is not None else k, dilation).mean(axis=(-2, -1))
+
+    # ---- normalisation and regularisation ----
+    def layernorm(self, axis=-1, eps: float = 1e-5):
+        y = self - self.mean(axis, keepdim=True)
+        return y * (y.square().mean(axis, keepdim=True) + eps).rsqrt()
+
+    def batchnorm(self, weight, bias, mean, invstd, axis=1):
+        shape = tuple(s if i == axis else 1 for i, s in enumerate(self.shape))
+        x = self - mean.reshape(shape)
+        if weight is not None:
+            x = x * weight.reshape(shape)
+        x = x * invstd.reshape(shape)
+        return x + bias.reshape(shape) if bias is not None else x
+
+    def dropout(self, p: float = 0.5):
+        if not type(self).training or p == 0:
+            return self
+        if not 0 <= p < 1:
+            raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+        keep = type(self).rand(*self.shape, device=self.device) >= p
+        return keep.where(self, 0) * (1 / (1 - p))
+
+    def one_hot(self, num_classes: int):
+        ar = type(self).arange(num_classes, device=self.device)
+        return (self.unsqueeze(-1) == ar).cast(dtypes.int64)
+
+    # ---- losses ----
+    def sparse_categorical_crossentropy(self, target, label_smoothing: float = 0.0,
+                                        reduction: str = "mean"):
+        """Cross entropy of logits (N, C) against integer class labels (N,)."""
+        if target.shape != self.shape[:-1]:
+            raise ValueError(f"labels of shape {target.shape} do not match logits {self.shape}")
+        logp = self.log_softmax(-1)
+        onehot = (target.unsqueeze(-1) == type(self).arange(self.shape[-1], device=self.device))
+        nll = -(onehot.where(logp, 0)).sum(-1)
+        smooth = -logp.mean(-1)
+        loss = (1 - label_smoothing) * nll + label_smoothing * smooth
+        return _reduce_loss(loss, reduction)
+
+    def cross_entropy(self, target, label_smoothing: float = 0.0, reduction: str = "mean"):
+        """PyTorch's cross_entropy: class-index or probability targets."""
+        if target.dtype.is_float and target.shape == self.shape:
+            classes = self.shape[-1]
+            target = target * (1 - label_smoothing) + label_smoothing / classes
+            return _reduce_loss(-(target * self.log_softmax(-1)).sum(-1), reduction)
+        return self.sparse_categorical_crossentropy(target, label_smoothing, reduction)
+
+    def binary_crossentropy(self, target, reduction: str = "mean"):
+        loss = -(target * self.clip(1e-12, None).log() + (1 - target) * (1 - self).clip(1e-12, None).log())
+        return _reduce_loss(loss, reduction)
+
+    def binary_crossentropy_logits(self, target, reduction: str = "mean"):
+        # max(x, 0) - x*t + log(1 + exp(-|x|)), stable for large |x|
+        loss = self.relu() - self * target + (1 + (-self.abs()).exp()).log()
+        return _reduce_loss(loss, reduction)
+
+    def mse(self, target, reduction: str = "mean"):
+        return _reduce_loss((self - target).square(), reduction)
+
+
+
+def _reduce_loss(loss, reduction: str):
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")

@@ -1,0 +1,130 @@
+"""The engine: run a schedule. Lower each kernel AST (linearize, render), compile it
+through the runtime (cached in memory by AST and on disk by source), launch it, and
+print what DEBUG asks for (to stderr).
+"""
+from __future__ import annotations
+import atexit
+import sys
+import time
+
+from codegen.helpers import debug_level, prod
+from codegen.linearizer import Linearizer
+from codegen.ops import LoadOps
+from codegen.renderer import ProgramSpec
+from lazyten.lazy import LazyBuffer
+from lazyten.schedule import ScheduleItem, create_schedule
+from runtimes import Program, get_runtime
+
+
+class Stats:
+    """Counters the tests and DEBUG read: kernels launched and compiled, time spent."""
+    kernels = 0
+    schedules = 0
+    lowered = 0
+    flops = 0
+    mem = 0
+    seconds = 0.0
+
+
+_PROGRAMS: dict[tuple, tuple[ProgramSpec, Program]] = {}
+
+
+def log(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def get_program(ast, device: str) -> tuple[ProgramSpec, Program]:
+    """The compiled program for an AST on a device (memory cache, then disk cache)."""
+    key = (device, ast.key())
+    if key not in _PROGRAMS:
+        runtime = get_runtime(device)
+        kernel = Linearizer(ast, runtime.renderer.kernel_options).linearize()
+        spec = runtime.renderer.program(kernel)
+        Stats.lowered += 1
+        if debug_level() >= 3:
+            log(f"--- AST of {spec.name} ---\n{ast}")
+        if debug_level() >= 5:
+            log(f"--- linear IR of {spec.name} ---\n" + "\n".join(
+                f"{i:4d} {u}" for i, u in enumerate(kernel.uops)))
+        if debug_level() >= 4:
+            log(f"--- source of {spec.name} ---\n{spec.src}")
+        binary = runtime.compiler.compile_cached(spec.name, spec.src)
+        _PROGRAMS[key] = (spec, runtime.program(spec, binary))
+    return _PROGRAMS[key]
+
+
+def run_schedule(schedule: list[ScheduleItem]) -> None:
+    """Execute schedule items in order and mark their outputs realized."""
+    for item in schedule:
+        out = item.out
+        if item.ast is None:
+            if out.op is LoadOps.COPY:
+                src = item.inputs[0].realized
+                host = memoryview(bytearray(src.nbytes))
+                src.copyout(host)
+                out.realized = out.allocate().copyin(host)
+            elif out.realized is None:
+                out.realized = out.allocate()
+        else:
+            _run_kernel(item)
+        out.srcs, out.arg = (), None  # drop the graph so its buffers can be freed
+
+
+
+
+def _run_kernel(item: ScheduleItem) -> None:
+    out = item.out
+    target = out.srcs[1].base if out.op is LoadOps.ASSIGN else None
+    if target is not None:
+        out.realized = target.realized
+    elif prod(out.shape) == 0:
+        out.realized = out.allocate()
+        return
+    else:
+        out.realized = out.allocate()
+    spec, program = get_program(item.ast, out.device)
+    bufs = [b.realized.ensure_allocated() for b in [out] + item.inputs]
+    timing = debug_level() >= 2
+    seconds = program(*bufs, global_size=spec.global_size, local_size=spec.local_size,
+                      wait=timing)
+    Stats.kernels += 1
+    Stats.flops += spec.flops
+    Stats.mem += spec.mem_bytes
+    if timing:
+        Stats.seconds += seconds
+        _debug_line(spec, out.device, seconds)
+
+
+def _debug_line(spec: ProgramSpec, device: str, seconds: float) -> None:
+    gflops = spec.flops / seconds / 1e9 if seconds else 0.0
+    gbs = spec.mem_bytes / seconds / 1e9 if seconds else 0.0
+    sizes = "x".join(map(str, spec.global_size))
+    log(f"*** {Stats.kernels:4d} {device:<8} {spec.name:<28} global {sizes:<12} "
+        f"flops {_si(spec.flops):>7}  bytes {_si(spec.mem_bytes):>7}  "
+        f"{seconds * 1e3:9.3f} ms  {gflops:8.2f} GFLOP/s  {gbs:7.2f} GB/s")
+
+
+def _si(n: float) -> str:
+    for unit in ("", "K", "M", "G", "T"):
+        if abs(n) < 1000:
+            return f"{n:.1f}{unit}" if unit else f"{int(n)}"
+        n /= 1000
+    return f"{n:.1f}P"
+
+
+def realize(outs: list[LazyBuffer]) -> None:
+    """Schedule and run everything needed for `outs`."""
+    schedule = create_schedule(outs)
+    if schedule:
+        Stats.schedules += 1
+    run_schedule(schedule)
+
+
+@atexit.register
+def _summary() -> None:
+    if debug_level() >= 2 and Stats.kernels:
+        log(f"*** total: {Stats.kernels} kernels, {Stats.seconds * 1e3:.3f} ms, "
+            f"{Stats.flops / 1e9:.3f} GFLOP, {Stats.mem / 1e9:.3f} GB, "
+            f"{Stats.lowered} compiled")
+    elif debug_level() >= 1 and Stats.kernels:
+        log(f"lazyten: {Stats.kernels} kernels launched, {Stats.lowered} kernels built")

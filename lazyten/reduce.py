@@ -1,0 +1,152 @@
+"""Reduction Tensor methods: sum/max and everything built on them (mean, var, softmax,
+argmax, prod, cumsum...). Reductions take `axis=` (int, tuple or None) and `keepdim=`.
+Mixed into Tensor.
+"""
+from __future__ import annotations
+from codegen.dtypes import dtypes
+from codegen.helpers import prod
+from lazyten import function as F
+
+
+def _axes(axis, ndim: int) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    out = []
+    for a in axes:
+        if not isinstance(a, int) or isinstance(a, bool):
+            raise TypeError(f"axis must be an int or a tuple of ints, got {axis!r}")
+        if not -max(ndim, 1) <= a < max(ndim, 1):
+            raise IndexError(f"axis {a} is out of range for a tensor with {ndim} dims")
+        out.append(a % max(ndim, 1) if ndim else 0)
+    if len(set(out)) != len(out):
+        raise ValueError(f"axis {axis} repeats a dimension")
+    return tuple(sorted(out)) if ndim else ()
+
+
+class ReduceMixin:
+    """Reductions and the functions built on them."""
+
+    def _reduce(self, fn, axis, keepdim: bool):
+        axes = _axes(axis, self.ndim)
+        out = self.apply(fn, axis=axes) if axes else self
+        if keepdim:
+            return out
+        return out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+
+    def sum(self, axis=None, keepdim: bool = False, dtype=None):
+        """Sum; bool and integer tensors sum in int64 as PyTorch does."""
+        x = self
+        if dtype is not None:
+            x = x.cast(dtype)
+        elif not x.dtype.is_float:
+            x = x.cast(dtypes.int64)
+        return x._reduce(F.Sum, axis, keepdim)
+
+    def max(self, axis=None, keepdim: bool = False):
+        if self.numel() == 0 and (axis is None or any(self.shape[a] == 0 for a in _axes(axis, self.ndim))):
+            raise ValueError(f"max of an empty tensor of shape {self.shape} along axis {axis}")
+        return self._reduce(F.Max, axis, keepdim)
+
+    def min(self, axis=None, keepdim: bool = False):
+        if self.dtype == dtypes.bool:
+            return self.logical_not().max(axis, keepdim).logical_not()
+        if self.dtype.is_int:
+            return ~((~self).max(axis, keepdim))
+        return -((-self).max(axis, keepdim))
+
+    amax, amin = max, min
+
+    def mean(self, axis=None, keepdim: bool = False):
+        x = self if self.dtype.is_float else self.float()
+        count = prod(s for i, s in enumerate(self.shape) if i in _axes(axis, self.ndim))
+        total = x.sum(axis, keepdim)
+        return total / count if count else total * float("nan")
+
+    def var(self, axis=None, keepdim: bool = False, correction: int = 1):
+        x = self if self.dtype.is_float else self.float()
+        count = prod(s for i, s in enumerate(self.shape) if i in _axes(axis, self.ndim))
+        squares = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
+        return squares / max(count - correction, 0) if count - correction > 0 else squares * float("nan")
+
+    def std(self, axis=None, keepdim: bool = False, correction: int = 1):
+        return self.var(axis, keepdim, correction).sqrt()
+
+    def prod(self, axis=None, keepdim: bool = False):
+        """Product by pairwise multiplication (exact for integers), log2(n) view steps."""
+        axes = _axes(axis, self.ndim)
+        x = self if self.dtype != dtypes.bool else self.cast(dtypes.int64)
+        if not x.dtype.is_float:
+            x = x.cast(dtypes.int64)
+        rest = [i for i in range(self.ndim) if i not in axes]
+        n = prod(self.shape[a] for a in axes)
+        x = x.permute(rest + list(axes)).reshape(tuple(self.shape[i] for i in rest) + (n,))
+        while x.shape[-1] > 1:
+            half = (x.shape[-1] + 1) // 2
+            x = x.pad([(0, 0)] * (x.ndim - 1) + [(0, 2 * half - x.shape[-1])], value=1)
+            x = x.reshape(x.shape[:-1] + (2, half))
+            x = x[..., 0, :] * x[..., 1, :]
+            if half > 64:  # keep each kernel's expression tree small
+                x = x.contiguous()
+        if x.shape[-1] == 0:
+            x = x.ones_like().pad([(0, 0)] * (x.ndim - 1) + [(0, 1)], value=1)
+        out = x.reshape(x.shape[:-1])
+        if keepdim:
+            out = out.reshape(tuple(1 if i in axes else s for i, s in enumerate(self.shape)))
+        return out
+
+    def _arg(self, axis, keepdim: bool, largest: bool):
+        x = self if self.dtype.is_float else self.cast(dtypes.float64 if self.dtype == dtypes.int64 else dtypes.float32)
+        if not largest:
+            x = -x
+        if axis is None:
+            return x.flatten()._arg(0, keepdim=False, largest=True).reshape(
+                (1,) * self.ndim if keepdim else ())
+        axis = _axes(axis, self.ndim)[0]
+        n = self.shape[axis]
+        if n == 0:
+            raise ValueError(f"argmax/argmin of an empty dim {axis} of shape {self.shape}")
+        best = x.max(axis, keepdim=True)
+        hit = (x == best) | x.isnan()
+        count_down = type(self).arange(n, 0, -1, device=self.device).reshape(
+            (n,) + (1,) * (self.ndim - axis - 1))
+        first = (hit.cast(dtypes.int64) * count_down).max(axis, keepdim=keepdim)
+        return (n - first).cast(dtypes.int64)
+
+    def argmax(self, axis=None, keepdim: bool = False):
+        return self._arg(axis, keepdim, True)
+
+    def argmin(self, axis=None, keepdim: bool = False):
+        return self._arg(axis, keepdim, False)
+
+    def logsumexp(self, axis=None, keepdim: bool = False):
+        m = self.max(axis, keepdim=True).detach()
+        m = m.isinf().where(0, m)  # all -inf rows: avoid inf - inf
+        out = (self - m).exp().sum(axis, keepdim=True).log() + m
+        return out if keepdim else out.reshape(
+            tuple(s for i, s in enumerate(self.shape) if i not in _axes(axis, self.ndim)))
+
+    def softmax(self, axis: int = -1):
+        x = self._float()
+        e = (x - x.max(axis, keepdim=True).detach()).exp()
+        return e / e.sum(axis, keepdim=True)
+
+    def log_softmax(self, axis: int = -1):
+        x = self._float()
+        shifted = x - x.max(axis, keepdim=True).detach()
+        return shifted - shifted.exp().sum(axis, keepdim=True).log()
+
+    def cumsum(self, axis: int = 0):
+        """Running sum: a lower-triangular mask over an expanded view, reduced once."""
+        axis = _axes(axis, self.ndim)[0] if self.ndim else 0
+        if self.ndim == 0:
+            return self
+        n = self.shape[axis]
+        x = self if self.dtype.is_float else self.cast(dtypes.int64)
+        moved = x.transpose(axis, -1) if axis != self.ndim - 1 else x
+        tensor_type = type(self)
+        rows = tensor_type.arange(n, device=self.device).reshape(n, 1)
+        cols = tensor_type.arange(n, device=self.device).reshape(1, n)
+        tri = cols <= rows  # (n, n): output i sums inputs j <= i
+        out = tri.where(moved.unsqueeze(-2), 0).sum(-1)
+        return out.transpose(axis, -1) if axis != self.ndim - 1 else out

@@ -1,0 +1,223 @@
+"""Scheduler: lazy graph -> ordered ScheduleItems (one kernel AST each).
+
+Fusion rules, applied to the graph of bases reachable from the outputs:
+  1. Elementwise ops are inlined into every kernel that reads them (a chain is 1 kernel;
+     inside a kernel a shared subexpression is computed once).
+  2. Elementwise ops feeding a reduce are inlined into the reduce's kernel.
+  3. A reduce whose only consumer is elementwise, read in memory order (a pure reshape),
+     moves into that consumer's kernel, and so on up a chain of single consumers.
+  4. Materialised once: outputs, LoadOps (copy, contiguous, assign), reduces not fused
+     by rule 3 (a reduce read by several consumers, or expanded), and an elementwise base
+     read through padding when one of its ops does not map 0 to 0 (exp, log, recip...).
+"""
+from __future__ import annotations
+from dataclasses import dataclass, field
+
+from codegen.helpers import prod
+from codegen.ops import (BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer, ReduceOps,
+                         ZERO_PRESERVING)
+from codegen.shape.shapetracker import ShapeTracker
+from lazyten.lazy import LazyBuffer
+
+
+@dataclass
+class ScheduleItem:
+    """One step: a kernel `ast` (None for COPY/EMPTY) writing `out` from `inputs`."""
+    ast: LazyOp | None
+    out: LazyBuffer
+    inputs: list[LazyBuffer] = field(default_factory=list)
+
+
+def _has_mask(st: ShapeTracker) -> bool:
+    return any(v.mask is not None for v in st.views)
+
+
+class _Graph:
+    """The unrealized part of the graph and the decision of what to materialise."""
+
+    def __init__(self, outs: list[LazyBuffer]):
+        self.consumers: dict[LazyBuffer, list[tuple[LazyBuffer, LazyBuffer]]] = {}
+        self.order: list[LazyBuffer] = []
+        seen: set[int] = set()
+        stack = [(o.base, False) for o in outs]
+        while stack:  # iterative DFS: graphs from long training loops get deep
+            base, done = stack.pop()
+            if done:
+                self.order.append(base)
+                continue
+            if id(base) in seen or base.realized is not None:
+                continue
+            seen.add(id(base))
+            self.consumers.setdefault(base, [])
+            stack.append((base, True))
+            for src in base.srcs:
+                if src.base.realized is None:
+                    self.consumers.setdefault(src.base, []).append((base, src))
+                    stack.append((src.base, False))
+        self.realize: set[LazyBuffer] = {o.base for o in outs if o.base.realized is None
+                                         and o.base.op is not LoadOps.CONST}
+        self.fused_reduce: dict[LazyBuffer, LazyBuffer] = {}  # chain top -> its reduce
+        self._decide()
+
+    def _decide(self) -> None:
+        for base in self.order:
+            if isinstance(base.op, LoadOps) and base.op is not LoadOps.CONST:
+                self.realize.add(base)
+            if base.op is LoadOps.COPY and base.srcs[0].base.realized is None:
+                self.realize.add(base.srcs[0].base)
+            for consumer, view in self.consumers[base]:
+                if _has_mask(view.st) and base.op not in (LoadOps.CONST,) and \
+                        not self._zero_preserving(base):
+                    self.realize.add(base)
+                if consumer.op is LoadOps.ASSIGN and view is consumer.srcs[0] and \
+                        self._reads(base, consumer.srcs[1].base, view):
+                    self.realize.add(base)  # value reads the target through another view
+        for base in self.order:
+            if isinstance(base.op, ReduceOps):
+                top = self._chain_top(base)
+                if top is base:
+                    self.realize.add(base)
+                else:
+                    self.realize.add(top)
+                    self.fused_reduce[top] = base
+
+    def _chain_top(self, base: LazyBuffer) -> LazyBuffer:
+        """Follow single elementwise consumers that read in memory order (rule 3)."""
+        top = base
+        while top not in self.realize:
+            users = {id(c): c for c, _ in self.consumers[top]}
+            if len(users) != 1:
+                break
+            (user,) = users.values()
+            views = [v for c, v in self.consumers[top] if c is user]
+            if user.op is None or isinstance(user.op, (LoadOps, ReduceOps)) or \
+                    not all(v.st.contiguous for v in views) or self._reads_reduce(user, top):
+                break
+            top = user
+        return top
+
+    def _reads_reduce(self, user: LazyBuffer, skip: LazyBuffer) -> bool:
+        """Does `user` inline another unrealized reduce (a kernel holds only one)?"""
+        stack, seen = [s.base for s in user.srcs if s.base is not skip], set()
+        while stack:
+            b = stack.pop()
+            if id(b) in seen or b.realized is not None or b in self.realize:
+                continue
+            seen.add(id(b))
+            if isinstance(b.op, ReduceOps):
+                return True
+            if not isinstance(b.op, LoadOps):
+                stack.extend(s.base for s in b.srcs)
+        return False
+
+    def _zero_preserving(self, base: LazyBuffer) -> bool:
+        stack, seen = [base], set()
+        while stack:
+            b = stack.pop()
+            if id(b) in seen or b.realized is not None or (b in self.realize and b is not base):
+                continue
+            seen.add(id(b))
+            if isinstance(b.op, (LoadOps, ReduceOps)):
+                continue
+            if b.op not in ZERO_PRESERVING:
+                return False
+            stack.extend(s.base for s in b.srcs)
+        return True
+
+    def _reads(self, value: LazyBuffer, target: LazyBuffer, view: LazyBuffer) -> bool:
+        """Does the value's inlined graph read `target` through a non-identity view?"""
+        stack, seen = [view], set()
+        while stack:
+            lb = stack.pop()
+            b = lb.base
+            if b is target:
+                if not (lb.st.contiguous and lb.shape == target.shape):
+                    return True
+                continue
+            if id(lb) in seen or b.realized is not None:
+                continue
+            seen.add(id(lb))
+            if not isinstance(b.op, LoadOps):
+                stack.extend(b.srcs)
+        return False
+
+
+class _KernelBuilder:
+    """Builds the AST of the kernel that materialises one base."""
+
+    def __init__(self, graph: _Graph, out: LazyBuffer):
+        self.graph, self.out = graph, out
+        self.inputs: list[LazyBuffer] = []
+        self.memo: dict[tuple, LazyOp] = {}
+        self.assign_target = out.srcs[1].base if out.op is LoadOps.ASSIGN else None
+
+    def build(self) -> LazyOp:
+        out = self.out
+        if out.op is LoadOps.ASSIGN:
+            body = self.lazyop(out.srcs[0], ShapeTracker.from_shape(out.shape))
+            kernel_shape = out.shape
+        elif out in self.graph.fused_reduce:
+            reduce = self.graph.fused_reduce[out]
+            kernel_shape = reduce.shape
+            body = self.expand_base(out, ShapeTracker.from_shape(out.shape).reshape(kernel_shape))
+        else:
+            kernel_shape = out.shape
+            body = self.expand_base(out, ShapeTracker.from_shape(out.shape))
+        store = MemBuffer(0, out.dtype, ShapeTracker.from_shape(kernel_shape))
+        return LazyOp(BufferOps.STORE, (body,), store)
+
+    def buffer_index(self, base: LazyBuffer) -> int:
+        if base is self.out or base is self.assign_target:
+            return 0
+        for i, b in enumerate(self.inputs):
+            if b is base:
+                return i + 1
+        self.inputs.append(base)
+        return len(self.inputs)
+
+    def lazyop(self, lb: LazyBuffer, st: ShapeTracker) -> LazyOp:
+        """The AST reading `lb` at kernel index space `st` (whose base shape is lb.shape)."""
+        base = lb.base
+        composite = st if lb._base is None else lb.st + st
+        key = (id(base), composite)
+        if key in self.memo:
+            return self.memo[key]
+        if base.realized is not None or (base in self.graph.realize and base is not self.out):
+            node = LazyOp(BufferOps.LOAD, (), MemBuffer(self.buffer_index(base), base.dtype, composite))
+        elif base.op is LoadOps.CONST:
+            node = LazyOp(BufferOps.CONST, (), ConstBuffer(base.arg, base.dtype, composite))
+        else:
+            node = self.expand_base(base, composite)
+        self.memo[key] = node
+        return node
+
+    def expand_base(self, base: LazyBuffer, st: ShapeTracker) -> LazyOp:
+        """The AST of `base`'s own op (not a load of it)."""
+        if isinstance(base.op, ReduceOps):
+            assert st.contiguous and prod(st.shape) == prod(base.shape), "reduce fused by a view"
+            src = base.srcs[0]
+            return LazyOp(base.op, (self.lazyop(src, ShapeTracker.from_shape(src.shape)),), base.arg)
+        if base.op is LoadOps.CONTIGUOUS:
+            return self.lazyop(base.srcs[0], st)
+        srcs = tuple(self.lazyop(s, st) for s in base.srcs)
+        return LazyOp(base.op, srcs, base.arg)
+
+
+def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
+    """Every step needed to realize `outs`, in an order that respects dependencies."""
+    graph = _Graph(outs)
+    items = []
+    for base in graph.order:  # sources before consumers
+        if base not in graph.realize:
+            continue
+        if base.op in (LoadOps.EMPTY, LoadOps.CUSTOM):
+            items.append(ScheduleItem(None, base))
+        elif base.op is LoadOps.COPY:
+            items.append(ScheduleItem(None, base, [base.srcs[0].base]))
+        elif base.op is LoadOps.CONST:
+            raise AssertionError("constants are never materialised on their own")
+        else:
+            builder = _KernelBuilder(graph, base)
+            ast = builder.build()
+            items.append(ScheduleItem(ast, base, builder.inputs))
+    return items

@@ -1,0 +1,45 @@
+"""Device registry: device name -> runtime module, imported only when first asked for.
+
+`get_runtime("OPENCL:1")` returns the Runtime for that device, created once. Asking for
+an unknown or unavailable device raises a RuntimeError/ValueError that says what is
+missing. To add a runtime, add one line to RUNTIMES (see docs/porting.md).
+"""
+from __future__ import annotations
+import importlib
+
+from runtimes.base import Allocator, Buffer, CompileError, Compiler, Program, Runtime
+
+RUNTIMES = {  # device name -> module with make_runtime(name)
+    "CPU": "runtimes.cpu_llvm",
+    "OPENCL": "runtimes.opencl",
+    "CUDA": "runtimes.cuda",
+    "NULL": "runtimes.null",
+}
+_OPEN: dict[str, Runtime] = {}
+
+
+def canonical(device: str) -> str:
+    """Normalise a device name: "cpu" -> "CPU", "opencl:0" -> "OPENCL:0", "OPENCL:0" -> "OPENCL"."""
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a string like 'CPU' or 'OPENCL:1', got {device!r}")
+    name, _, index = device.upper().partition(":")
+    if name == "LLVM":
+        name = "CPU"
+    if name not in RUNTIMES:
+        raise ValueError(f"unknown device {device!r}; known devices: {', '.join(RUNTIMES)}")
+    if index and not index.isdigit():
+        raise ValueError(f"bad device index in {device!r}; expected e.g. {name}:1")
+    return name if index in ("", "0") else f"{name}:{index}"
+
+
+def get_runtime(device: str) -> Runtime:
+    """The Runtime for a device, created on first use."""
+    device = canonical(device)
+    if device not in _OPEN:
+        module = importlib.import_module(RUNTIMES[device.split(":")[0]])
+        _OPEN[device] = module.make_runtime(device)
+    return _OPEN[device]
+
+
+__all__ = ["Allocator", "Buffer", "CompileError", "Compiler", "Program", "Runtime",
+           "RUNTIMES", "canonical", "get_runtime"]

@@ -1,0 +1,172 @@
+"""The runtime interface: Allocator, Compiler, Program, Runtime, and device Buffers.
+
+A runtime module supplies one of each. Allocator: alloc/free/copyin/copyout of raw
+bytes (with an LRU cache of freed blocks). Compiler: source -> binary, cached on disk by
+source hash and compiler version. Program: a loaded binary, called with buffers and
+launch sizes; returns seconds when asked to wait. Imports codegen only.
+"""
+from __future__ import annotations
+import hashlib
+import os
+import pathlib
+import tempfile
+from collections import defaultdict
+from typing import Any
+
+from codegen.dtypes import DType
+from codegen.helpers import getenv
+from codegen.renderer import ProgramSpec, Renderer
+
+
+class CompileError(RuntimeError):
+    """A kernel failed to compile; the message includes its source."""
+
+    def __init__(self, name: str, log: str, src: str):
+        numbered = "\n".join(f"{i + 1:4d} {line}" for i, line in enumerate(src.splitlines()))
+        super().__init__(f"kernel {name} failed to compile:\n{log}\n--- source ---\n{numbered}")
+        self.src, self.log = src, log
+
+
+class Allocator:
+    """Raw device memory. Freed blocks are kept by size for reuse (LRU cache)."""
+
+    def __init__(self):
+        self.cache: dict[int, list[Any]] = defaultdict(list)
+        self.live = 0  # blocks handed out and not yet freed: the memory-leak tests read it
+
+    def alloc(self, nbytes: int) -> Any:
+        self.live += 1
+        if self.cache[nbytes]:
+            return self.cache[nbytes].pop()
+        return self._alloc(nbytes)
+
+    def free(self, opaque: Any, nbytes: int) -> None:
+        self.live -= 1
+        if getenv("LRU", 1):
+            self.cache[nbytes].append(opaque)
+        else:
+            self._free(opaque)
+
+    def free_cache(self) -> None:
+        """Give every cached block back to the device."""
+        for blocks in self.cache.values():
+            for opaque in blocks:
+                self._free(opaque)
+        self.cache.clear()
+
+    # a runtime implements these four
+    def _alloc(self, nbytes: int) -> Any:
+        raise NotImplementedError
+
+    def _free(self, opaque: Any) -> None:
+        pass
+
+    def copyin(self, dest: Any, src: memoryview) -> None:
+        raise NotImplementedError
+
+    def copyout(self, dest: memoryview, src: Any) -> None:
+        raise NotImplementedError
+
+
+def cache_dir() -> pathlib.Path:
+    """Where compiled kernels live: $CACHEDIR, else ~/.cache/lazyten."""
+    return pathlib.Path(getenv("CACHEDIR", str(pathlib.Path.home() / ".cache" / "lazyten")))
+
+
+class Compiler:
+    """Source -> binary. `key` names the compiler and version; it is part of the cache key."""
+    key = "base"
+
+    def __init__(self):
+        self.compiled = 0  # real compilations (cache misses), for the cache tests
+
+    def compile(self, src: str) -> bytes:
+        raise NotImplementedError
+
+    def compile_cached(self, name: str, src: str) -> bytes:
+        """Compile through the disk cache unless DISABLE_CACHE=1."""
+        if getenv("DISABLE_CACHE", 0):
+            self.compiled += 1
+            return self.compile_named(name, src)
+        digest = hashlib.sha256(f"{self.key}\n{src}".encode()).hexdigest()
+        path = cache_dir() / "kernels" / digest[:2] / f"{digest}.bin"
+        if path.exists():
+            return path.read_bytes()
+        self.compiled += 1
+        binary = self.compile_named(name, src)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
+            tmp.write(binary)
+        os.replace(tmp.name, path)  # atomic, so parallel processes never see half a file
+        return binary
+
+    def compile_named(self, name: str, src: str) -> bytes:
+        """Compile, turning any failure into a CompileError that shows the source."""
+        try:
+            return self.compile(src)
+        except CompileError:
+            raise
+        except Exception as e:  # the backend's own error type varies
+            raise CompileError(name, str(e), src) from e
+
+
+class Program:
+    """A loaded kernel. Called with device buffers; returns seconds if wait=True."""
+
+    def __init__(self, spec: ProgramSpec, binary: bytes):
+        self.spec, self.name, self.binary = spec, spec.name, binary
+
+    def __call__(self, *bufs: Any, global_size: list[int], local_size: list[int],
+                 vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
+        raise NotImplementedError
+
+
+class Runtime:
+    """One device: its allocator, compiler, Program class and renderer."""
+
+    def __init__(self, name: str, allocator: Allocator, compiler: Compiler,
+                 program: type[Program], renderer: Renderer):
+        self.name, self.allocator, self.compiler = name, allocator, compiler
+        self.program, self.renderer = program, renderer
+
+    def synchronize(self) -> None:
+        """Wait for queued work (CPU runs synchronously)."""
+
+
+class Buffer:
+    """`size` elements of `dtype` on a device; memory is allocated on first use."""
+
+    def __init__(self, runtime: Runtime, size: int, dtype: DType):
+        self.runtime, self.size, self.dtype = runtime, size, dtype
+        self._buf: Any = None
+
+    @property
+    def device(self) -> str:
+        return self.runtime.name
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def ensure_allocated(self) -> Any:
+        if self._buf is None:
+            self._buf = self.runtime.allocator.alloc(max(self.nbytes, 1))
+        return self._buf
+
+    def copyin(self, data: memoryview) -> Buffer:
+        assert data.nbytes == self.nbytes, f"copyin of {data.nbytes} bytes into {self.nbytes}"
+        self.runtime.allocator.copyin(self.ensure_allocated(), data)
+        return self
+
+    def copyout(self, dest: memoryview) -> memoryview:
+        self.runtime.synchronize()
+        self.runtime.allocator.copyout(dest, self.ensure_allocated())
+        return dest
+
+    def __del__(self):
+        if getattr(self, "_buf", None) is not None:
+            self.runtime.allocator.free(self._buf, max(self.nbytes, 1))
+            self._buf = None
+
+    def __repr__(self) -> str:
+        return f"<Buffer {self.device} {self.size} {self.dtype.name}>"

@@ -1,0 +1,96 @@
+"""CPU runtime: LLVM IR -> native code with llvmlite, run through ctypes.
+
+Buffers are 64-byte aligned host memory. Compiled kernels are object files (cached on
+disk); each Program loads one into its own MCJIT engine. The outer loop of a kernel is
+split across THREADS worker threads: ctypes releases the GIL during the call.
+"""
+from __future__ import annotations
+import ctypes
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import llvmlite.binding as llvm
+
+from codegen.helpers import getenv
+from codegen.renderer.llvmir import LLVMRenderer
+from codegen.renderer import ProgramSpec
+from runtimes.base import Allocator, Compiler, Program, Runtime
+
+llvm.initialize_native_target()
+llvm.initialize_native_asmprinter()
+_TARGET_MACHINE = llvm.Target.from_default_triple().create_target_machine(
+    cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
+    opt=3, reloc="pic", codemodel="default", jit=True)
+_MIN_WORK_PER_THREAD = 1 << 16  # below this many loop iterations per thread, stay serial
+
+
+class CPUAllocator(Allocator):
+    """Host memory from ctypes, aligned for vector loads."""
+
+    def _alloc(self, nbytes: int):
+        raw = (ctypes.c_uint8 * (nbytes + 64))()
+        offset = (-ctypes.addressof(raw)) % 64
+        return (raw, ctypes.addressof(raw) + offset)
+
+    def copyin(self, dest, src: memoryview) -> None:
+        ctypes.memmove(dest[1], (ctypes.c_char * src.nbytes).from_buffer_copy(src), src.nbytes)
+
+    def copyout(self, dest: memoryview, src) -> None:
+        ctypes.memmove((ctypes.c_char * dest.nbytes).from_buffer(dest), src[1], dest.nbytes)
+
+
+class LLVMCompiler(Compiler):
+    """LLVM IR -> optimised object code for this CPU."""
+    key = f"llvm-{llvm.llvm_version_info}-{llvm.get_host_cpu_name()}-{llvm.get_host_cpu_features().flatten()}"
+
+    def compile(self, src: str) -> bytes:
+        mod = llvm.parse_assembly(src)
+        mod.verify()
+        tuning = llvm.create_pipeline_tuning_options(speed_level=getenv("OPT", 3))
+        tuning.loop_vectorization = tuning.slp_vectorization = True
+        builder = llvm.create_pass_builder(_TARGET_MACHINE, tuning)
+        builder.getModulePassManager().run(mod, builder)
+        return _TARGET_MACHINE.emit_object(mod)
+
+
+class CPUProgram(Program):
+    """A kernel loaded into its own MCJIT engine and called through ctypes."""
+    pool: ThreadPoolExecutor | None = None
+
+    def __init__(self, spec: ProgramSpec, binary: bytes):
+        super().__init__(spec, binary)
+        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _TARGET_MACHINE)
+        self.engine.add_object_file(llvm.ObjectFileRef.from_data(binary))
+        self.engine.finalize_object()
+        # thread bounds go as 64-bit ints; an i32 parameter reads the low half (x86-64 ABI)
+        argtypes = [ctypes.c_void_p] * len(spec.buf_dtypes) + [ctypes.c_int64] * len(spec.var_names)
+        self.fn = ctypes.CFUNCTYPE(None, *argtypes)(self.engine.get_function_address(spec.name))
+        self.threaded = len(spec.var_names) == 2
+        self.work = max(spec.flops, spec.mem_bytes // 4)
+
+    def __call__(self, *bufs, global_size, local_size, vals=(), wait=False):
+        ptrs = [b[1] for b in bufs]
+        start = time.perf_counter()
+        if not self.threaded:
+            self.fn(*ptrs)
+        else:
+            n = global_size[0]
+            threads = min(getenv("THREADS", os.cpu_count() or 1), n)
+            if threads <= 1 or self.work < threads * _MIN_WORK_PER_THREAD:
+                self.fn(*ptrs, 0, n)
+            else:
+                if CPUProgram.pool is None:
+                    CPUProgram.pool = ThreadPoolExecutor(max_workers=os.cpu_count())
+                bounds = [n * i // threads for i in range(threads + 1)]
+                futures = [CPUProgram.pool.submit(self.fn, *ptrs, bounds[i], bounds[i + 1])
+                           for i in range(1, threads)]
+                self.fn(*ptrs, bounds[0], bounds[1])
+                for f in futures:
+                    f.result()
+        return time.perf_counter() - start if wait else None
+
+
+def make_runtime(name: str = "CPU") -> Runtime:
+    """The CPU device."""
+    return Runtime(name, CPUAllocator(), LLVMCompiler(), CPUProgram, LLVMRenderer())
