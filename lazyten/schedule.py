@@ -81,27 +81,40 @@ class _Graph:
                     self.realize.add(top)
                     self.fused_reduce[top] = base
 
-    def _chain_top(self, base: LazyBuffer) -> LazyBuffer:
-        """Follow single elementwise consumers that read in memory order (rule 3)."""
-        top = base
-        while top not in self.realize:
-            users = {id(c): c for c, _ in self.consumers[top]}
-            if len(users) != 1:
-                break
-            (user,) = users.values()
-            views = [v for c, v in self.consumers[top] if c is user]
-            if user.op is None or isinstance(user.op, (LoadOps, ReduceOps)) or \
-                    not all(v.st.contiguous for v in views) or self._reads_reduce(user, top):
-                break
-            top = user
-        return top
+    def _chain_top(self, reduce: LazyBuffer) -> LazyBuffer:
+        """Rule 3: grow the elementwise descendants of `reduce` that read it (or each
+        other) in memory order; if they all flow into one exit, that exit's kernel holds
+        the reduce. Otherwise the reduce is materialised on its own."""
+        if reduce in self.realize:
+            return reduce
+        group, stack = {reduce}, [reduce]
+        while stack:
+            node = stack.pop()
+            if node in self.realize:
+                continue  # an output: its consumers read it from memory
+            for user, view in self.consumers[node]:
+                if user in group:
+                    continue
+                if user.op is None or isinstance(user.op, (LoadOps, ReduceOps)) or \
+                        not view.st.contiguous or self._reads_reduce(user, group):
+                    return reduce
+                group.add(user)
+                stack.append(user)
+        exits = [n for n in group if n in self.realize or
+                 any(u not in group for u, _ in self.consumers[n]) or not self.consumers[n]]
+        if len(exits) != 1 or exits[0] is reduce:
+            return reduce
+        for n in group:  # every path from the reduce must read in memory order
+            if n is not reduce and not all(v.st.contiguous for u, v in self.consumers[n] if u in group):
+                return reduce
+        return exits[0]
 
-    def _reads_reduce(self, user: LazyBuffer, skip: LazyBuffer) -> bool:
+    def _reads_reduce(self, user: LazyBuffer, group: set) -> bool:
         """Does `user` inline another unrealized reduce (a kernel holds only one)?"""
-        stack, seen = [s.base for s in user.srcs if s.base is not skip], set()
+        stack, seen = [s.base for s in user.srcs if s.base not in group], set()
         while stack:
             b = stack.pop()
-            if id(b) in seen or b.realized is not None or b in self.realize:
+            if id(b) in seen or b.realized is not None or b in self.realize or b in group:
                 continue
             seen.add(id(b))
             if isinstance(b.op, ReduceOps):

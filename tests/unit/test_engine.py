@@ -1,0 +1,141 @@
+"""Laziness, fusion (kernel counts), compute-once, and the kernel caches."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from lazyten import Tensor
+from lazyten.realize import Stats
+from runtimes import CompileError, get_runtime
+
+
+def count_kernels(fn):
+    before = Stats.kernels
+    out = fn()
+    return Stats.kernels - before, out
+
+
+def rnd(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def test_fifty_ops_run_nothing_until_numpy():
+    x, y = rnd(8, 16), rnd(8, 16, seed=1)
+    before = Stats.kernels
+    a, b = Tensor(x), Tensor(y)
+    ref_a, ref_b = x.copy(), y.copy()
+    for i in range(25):
+        a = (a * 0.9 + b).relu() if i % 2 else a - b * 0.1
+        ref_a = np.maximum(ref_a * 0.9 + ref_b, 0) if i % 2 else ref_a - ref_b * 0.1
+    out = a.sum(axis=1).sqrt()
+    assert Stats.kernels == before, "building the graph launched kernels"
+    repr(out)
+    assert Stats.kernels == before, "__repr__ realized"
+    np.testing.assert_allclose(out.numpy(), np.sqrt(ref_a.sum(1)), rtol=1e-4)
+    assert Stats.kernels > before
+
+
+@pytest.mark.parametrize("build,expected", [
+    ("elementwise chain", 1),
+    ("reduce with elementwise around it", 1),
+    ("linear + relu", 1),
+    ("movement ops on inputs", 1),
+])
+def test_kernel_counts(build, expected):
+    a, b, c = Tensor(rnd(16, 32)), Tensor(rnd(16, 32, seed=1)), Tensor(rnd(16, 32, seed=2))
+    x, w, bias = Tensor(rnd(8, 32)), Tensor(rnd(32, 16, seed=3)), Tensor(rnd(16, seed=4))
+    graphs = {
+        "elementwise chain": lambda: ((a * b + c).exp() * 2 - a.sqrt().abs()).maximum(b),
+        "reduce with elementwise around it": lambda: (a * b + c).sum(axis=1).abs().sqrt(),
+        "linear + relu": lambda: (x @ w + bias).relu(),
+        "movement ops on inputs": lambda: a.T.flip(0)[::2] + b.T[::-2].pad(((0, 0), (0, 0))),
+    }
+    n, out = count_kernels(lambda: graphs[build]().realize())
+    assert n == expected
+    assert out.numpy().shape == graphs[build]().numpy().shape
+
+
+def test_softmax_kernels_and_value():
+    x = rnd(8, 50)
+    n, out = count_kernels(lambda: Tensor(x).softmax(-1).realize())
+    assert n <= 3
+    e = np.exp(x - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(out.numpy(), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
+def test_buffer_read_by_several_consumers_is_computed_once():
+    t = Tensor(rnd(16, 32))
+    s = t.sum(axis=1, keepdim=True)          # one reduce, expanded into two consumers
+    n, _ = count_kernels(lambda: Tensor.realize(t - s, t * s))
+    assert n == 3  # the sum once, then one kernel per consumer
+    x = t * 3 + 1                            # shared subexpression inside one kernel
+    src = _source_of(lambda: (x * x + x).realize())
+    assert src.count("fmul") <= 3
+
+
+def _source_of(fn):
+    from lazyten import realize as engine
+    before = set(engine._PROGRAMS)
+    fn()
+    new = [v for k, v in engine._PROGRAMS.items() if k not in before]
+    return new[-1][0].src if new else ""
+
+
+def test_pad_of_exp_is_zero_in_the_padding():
+    x = rnd(4, 5)
+    out = Tensor(x).exp().pad(((1, 1), (2, 0))).numpy()
+    np.testing.assert_allclose(out, np.pad(np.exp(x), ((1, 1), (2, 0))), rtol=1e-6)
+
+
+def test_compile_error_includes_source():
+    runtime = get_runtime("CPU")
+    with pytest.raises(CompileError) as info:
+        runtime.compiler.compile_named("broken", "define void @broken() {\n  nonsense\n}\n")
+    assert "nonsense" in str(info.value) and "broken" in str(info.value)
+
+
+SCRIPT = """
+import numpy as np
+from lazyten import Tensor
+from lazyten.realize import Stats
+from runtimes import get_runtime
+x = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+assert np.allclose(((x * 2 + 1).sum(axis=0)).numpy(), (np.arange(12).reshape(3, 4) * 2 + 1).sum(0))
+print(get_runtime("CPU").compiler.compiled)
+"""
+
+
+def test_disk_cache_second_process_compiles_nothing(tmp_path):
+    env = dict(os.environ, CACHEDIR=str(tmp_path), PYTHONPATH=os.getcwd())
+    env.pop("DISABLE_CACHE", None)
+    first = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True)
+    second = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    assert int(first.stdout) > 0 and int(second.stdout) == 0
+    off = subprocess.run([sys.executable, "-c", SCRIPT], env=dict(env, DISABLE_CACHE="1"),
+                         capture_output=True, text=True)
+    assert int(off.stdout) > 0
+
+
+def test_memory_cache_reuses_compiled_kernels():
+    from lazyten.realize import Stats as S
+    a = Tensor(rnd(5, 7))
+    (a * 3 + 2).realize()
+    lowered = S.lowered
+    (Tensor(rnd(5, 7, seed=9)) * 3 + 2).realize()
+    assert S.lowered == lowered
+
+
+def test_debug2_prints_one_line_per_kernel():
+    code = ("from lazyten import Tensor\n"
+            "a = Tensor.randn(64, 32); b = Tensor.randn(32, 16)\n"
+            "((a @ b).relu() + 1).sum(axis=1).numpy()\n")
+    env = dict(os.environ, DEBUG="2", PYTHONPATH=os.getcwd())
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    lines = [l for l in res.stderr.splitlines() if l.startswith("*** ")]
+    kernels = [l for l in lines if "total" not in l]
+    assert len(kernels) == 2 and all("GFLOP/s" in l and "CPU" in l for l in kernels)
+    assert lines[-1].startswith("*** total: 2 kernels")
+    assert "r_64_16_32" in kernels[0]
