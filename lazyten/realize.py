@@ -16,6 +16,11 @@ from lazyten.schedule import ScheduleItem, create_schedule
 from runtimes import Program, get_runtime
 
 
+class Capture:
+    """While `items` is a list, every kernel launch is recorded there (for the JIT)."""
+    items: list | None = None
+
+
 class Stats:
     """Counters the tests and DEBUG read: kernels launched and compiled, time spent."""
     kernels = 0
@@ -83,16 +88,23 @@ def _run_kernel(item: ScheduleItem) -> None:
     else:
         out.realized = out.allocate()
     spec, program = get_program(item.ast, out.device)
-    bufs = [b.realized.ensure_allocated() for b in [out] + item.inputs]
+    buffers = [b.realized for b in [out] + item.inputs]
+    if Capture.items is not None:
+        Capture.items.append((spec, program, buffers))
+    launch(spec, program, buffers, out.device)
+
+
+def launch(spec: ProgramSpec, program: Program, buffers: list, device: str) -> None:
+    """Call a compiled program on device buffers (also used by JIT replay)."""
     timing = debug_level() >= 2
-    seconds = program(*bufs, global_size=spec.global_size, local_size=spec.local_size,
-                      wait=timing)
+    seconds = program(*[b.ensure_allocated() for b in buffers], global_size=spec.global_size,
+                      local_size=spec.local_size, wait=timing)
     Stats.kernels += 1
     Stats.flops += spec.flops
     Stats.mem += spec.mem_bytes
     if timing:
         Stats.seconds += seconds
-        _debug_line(spec, out.device, seconds)
+        _debug_line(spec, device, seconds)
 
 
 def _debug_line(spec: ProgramSpec, device: str, seconds: float) -> None:

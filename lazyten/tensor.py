@@ -429,6 +429,19 @@ def _from_numpy(arr: np.ndarray, device: str) -> LazyBuffer:
 
 
 @contextmanager
+def _training(mode: bool = True):
+    """Inside this block Tensor.training is `mode` (dropout and batchnorm read it)."""
+    previous, Tensor.training = Tensor.training, mode
+    try:
+        yield
+    finally:
+        Tensor.training = previous
+
+
+Tensor.train = staticmethod(_training)
+
+
+@contextmanager
 def no_grad():
     """Inside this block no autograd graph is recorded."""
     previous, Tensor.no_grad = Tensor.no_grad, True

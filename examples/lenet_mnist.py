@@ -1,0 +1,104 @@
+"""Train LeNet-5 on MNIST with lazyten and report test accuracy.
+
+    python examples/lenet_mnist.py                 # real MNIST if found, else the bundled sample
+    python examples/lenet_mnist.py --data DIR      # a directory holding the four IDX .gz files
+    DEBUG=2 python examples/lenet_mnist.py --steps 3   # the kernels of a training step
+
+Data comes from --data, $MNIST_DIR, the download cache, a download, or (offline) the
+small sample shipped with lazyten; the first line printed says which.
+"""
+from __future__ import annotations
+import argparse
+import time
+
+import numpy as np
+
+import lazyten
+from lazyten import Tensor, nn, optim
+from lazyten.datasets import mnist
+from lazyten.nn.state import get_parameters
+from lazyten.progress import Progress
+
+
+class LeNet5:
+    """conv(1->6,5)-relu-pool-conv(6->16,5)-relu-pool-fc(256->120)-relu-fc(120->84)-relu-fc(84->10)."""
+
+    def __init__(self):
+        self.c1, self.c2 = nn.Conv2d(1, 6, 5), nn.Conv2d(6, 16, 5)
+        self.l1, self.l2, self.l3 = nn.Linear(256, 120), nn.Linear(120, 84), nn.Linear(84, 10)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        x = self.c1(x).relu().max_pool2d(2)
+        x = self.c2(x).relu().max_pool2d(2)
+        x = x.flatten(1)
+        return self.l3(self.l2(self.l1(x).relu()).relu())
+
+
+def normalise(images: np.ndarray) -> np.ndarray:
+    return ((images.astype(np.float32) / 255.0 - 0.1307) / 0.3081).reshape(-1, 1, 28, 28)
+
+
+def evaluate(model: LeNet5, images: np.ndarray, labels: np.ndarray, device: str,
+             batch: int = 1000) -> float:
+    correct = 0
+    with lazyten.no_grad():
+        for i in range(0, len(images), batch):
+            logits = model(Tensor(normalise(images[i:i + batch]), device=device))
+            correct += int((logits.argmax(axis=1).numpy() == labels[i:i + batch]).sum())
+    return correct / len(images)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--data", default=None, help="directory with the MNIST IDX files")
+    parser.add_argument("--device", default=None, help="CPU (default), OPENCL, CUDA ...")
+    parser.add_argument("--steps", type=int, default=0, help="stop each epoch after N steps")
+    parser.add_argument("--no-download", action="store_true", help="never use the network")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    x_train, y_train, x_test, y_test, source = mnist(args.data, download=not args.no_download)
+    device = args.device or lazyten.tensor.default_device()
+    print(f"data: {source}; {len(x_train)} train / {len(x_test)} test images; device {device}")
+    Tensor.manual_seed(args.seed)
+    rng = np.random.default_rng(args.seed)
+    model = LeNet5()
+    params = get_parameters(model)
+    for p in params:
+        p.replace(p.to(device).realize())
+    opt = optim.Adam(params, lr=args.lr)
+
+    @lazyten.jit
+    def train_step(x: Tensor, y: Tensor) -> Tensor:
+        with Tensor.train():
+            opt.zero_grad()
+            loss = model(x).sparse_categorical_crossentropy(y)
+            loss.backward()
+            opt.step()
+        return loss.realize()
+
+    steps_per_epoch = len(x_train) // args.batch_size
+    if args.steps:
+        steps_per_epoch = min(steps_per_epoch, args.steps)
+    for epoch in range(1, args.epochs + 1):
+        order = rng.permutation(len(x_train))
+        bar = Progress(steps_per_epoch, desc=f"epoch {epoch}/{args.epochs}")
+        start = time.perf_counter()
+        for step in bar:
+            idx = order[step * args.batch_size:(step + 1) * args.batch_size]
+            x = Tensor(normalise(x_train[idx]), device=device)
+            y = Tensor(y_train[idx].astype(np.int32), device=device)
+            loss = train_step(x, y)
+            if step % 10 == 0 or step == steps_per_epoch - 1:
+                seen = (step + 1) * args.batch_size
+                bar.set(loss=f"{loss.item():.4f}",
+                        img_s=f"{seen / (time.perf_counter() - start):.0f}")
+        accuracy = evaluate(model, x_test, y_test, device)
+        print(f"epoch {epoch}: test accuracy {accuracy * 100:.2f}%")
+
+
+if __name__ == "__main__":
+    main()
