@@ -233,4 +233,33 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
             builder = _KernelBuilder(graph, base)
             ast = builder.build()
             items.append(ScheduleItem(ast, base, builder.inputs))
-    return items
+    return _order(items)
+
+
+def _order(items: list[ScheduleItem]) -> list[ScheduleItem]:
+    """Topological order with one extra rule: every kernel that reads a buffer's old value
+    runs before the ASSIGN that overwrites it in place."""
+    producer = {id(item.out): i for i, item in enumerate(items)}
+    assigns = {}  # id(target base) -> index of the assign item
+    for i, item in enumerate(items):
+        if item.out.op is LoadOps.ASSIGN:
+            assigns[id(item.out.srcs[1].base)] = i
+    after: list[set[int]] = [set() for _ in items]  # after[i]: items that must run before i
+    for i, item in enumerate(items):
+        for inp in item.inputs:
+            if id(inp) in producer:
+                after[i].add(producer[id(inp)])
+            if id(inp) in assigns and assigns[id(inp)] != i:
+                after[assigns[id(inp)]].add(i)
+    done, order = set(), []
+    pending = list(range(len(items)))
+    while pending:
+        ready = [i for i in pending if after[i] <= done]
+        if not ready:
+            raise RuntimeError("cyclic schedule: a kernel reads a buffer that an assign in the "
+                               "same realize overwrites and also depends on that assign")
+        for i in ready:
+            done.add(i)
+            order.append(items[i])
+        pending = [i for i in pending if i not in done]
+    return order

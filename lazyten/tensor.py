@@ -204,6 +204,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
             gradient = Tensor.ones(self.shape, dtype=self.dtype, device=self.device)
         if gradient.shape != self.shape:
             raise ValueError(f"gradient shape {gradient.shape} != tensor shape {self.shape}")
+        if gradient.dtype != self.dtype or gradient.device != self.device:
+            raise TypeError(f"gradient is {gradient.dtype} on {gradient.device} but the tensor "
+                            f"is {self.dtype} on {self.device}")
         if self._ctx is None and not self.requires_grad:
             raise RuntimeError("backward() on a tensor that does not require grad")
         grads = {id(self): gradient.lazydata}
@@ -212,6 +215,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
             if g is None:
                 continue
             if node._ctx is None:
+                if getattr(node, "_freed", False):
+                    raise RuntimeError("backward through a graph a second time: its saved "
+                                       "values were freed by the first backward()")
                 if node.requires_grad:
                     new = Tensor(g, device=node.device)
                     node.grad = new if node.grad is None else node.grad + new
@@ -226,6 +232,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
                 prev = grads.get(id(parent))
                 grads[id(parent)] = pg if prev is None else prev.e(BinaryOps.ADD, pg)
             node._ctx, node._parents = None, ()  # free the graph, as PyTorch does
+            node._freed = True
         return self
 
     # ---- creation ----
@@ -344,9 +351,11 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
         return self._like(Tensor.randn, self.shape, **kw)
 
     def uniform_like(self, **kw) -> Tensor:
+        kw.setdefault("dtype", self.dtype if self.dtype.is_float else None)
         return self._like(Tensor.uniform, self.shape, **kw)
 
     def normal_like(self, **kw) -> Tensor:
+        kw.setdefault("dtype", self.dtype if self.dtype.is_float else None)
         return self._like(Tensor.normal, self.shape, **kw)
 
     # ---- dtype ----

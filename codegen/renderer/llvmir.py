@@ -5,6 +5,7 @@ loop runs [core_start, core_end) so a runtime can split it across threads. Loops
 SSA phi loops; accumulators are allocas that LLVM's SROA turns into registers.
 """
 from __future__ import annotations
+import math
 import struct
 
 from codegen.dtypes import DType, dtypes
@@ -30,11 +31,17 @@ def llvm_const(value, dtype: DType) -> str:
         return "true" if value else "false"
     if dtype.is_int:
         return str(int(value))
+    value = float(value)
+    if dtype in (dtypes.float16, dtypes.float32):  # round to the dtype; too big is inf
+        fmt = "<e" if dtype == dtypes.float16 else "<f"
+        try:
+            value = struct.unpack(fmt, struct.pack(fmt, value))[0]
+        except OverflowError:
+            value = math.copysign(math.inf, value)
     if dtype == dtypes.float16:
-        return "0xH%04X" % struct.unpack("<H", struct.pack("<e", float(value)))[0]
-    if dtype == dtypes.float32:  # LLVM writes float literals as the double they widen to
-        value = struct.unpack("<f", struct.pack("<f", float(value)))[0]
-    return "0x%016X" % struct.unpack("<Q", struct.pack("<d", float(value)))[0]
+        return "0xH%04X" % struct.unpack("<H", struct.pack("<e", value))[0]
+    # LLVM writes float literals as the double they widen to
+    return "0x%016X" % struct.unpack("<Q", struct.pack("<d", value))[0]
 
 
 def _intrinsic(name: str, dtype: DType, nargs: int, used: set) -> str:
@@ -50,6 +57,8 @@ def _alu(op, dtype: DType, src_dtype: DType, args: list[str], used: set) -> str:
     a = args[0]
     b = args[1] if len(args) > 1 else None
     if op is BinaryOps.ADD:
+        if src_dtype == dtypes.bool:
+            return f"or i1 {a}, {b}"
         return f"{'fadd' if f else 'add'} {t} {a}, {b}"
     if op is BinaryOps.MUL:
         return f"{'fmul' if f else ('and' if src_dtype == dtypes.bool else 'mul')} {t} {a}, {b}"
@@ -87,6 +96,8 @@ def _cast(src: DType, dst: DType, x: str) -> list[tuple[str, str]]:
     ts, td = LLVM_TYPES[src], LLVM_TYPES[dst]
     if dst == dtypes.bool:
         return [(f"fcmp une {ts} {x}, 0.0" if src.is_float else f"icmp ne {ts} {x}, 0", td)]
+    if src == dtypes.float64 and dst == dtypes.float16:  # no libcall: go through float
+        return [(f"fptrunc double {x} to float", "float"), ("fptrunc float %prev to half", td)]
     if src.is_float and dst.is_float:
         op = "fpext" if dst.itemsize > src.itemsize else "fptrunc"
         return [(f"{op} {ts} {x} to {td}", td)]

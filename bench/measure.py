@@ -1,0 +1,121 @@
+"""Timing: warm up, then time repeated calls within a time budget and take the median.
+
+`measure(fn)` calls `fn` `warmup` times (the first call compiles, captures a JIT, fills
+allocator caches), optionally checks the first warm-up result, then times `repeat`
+further calls. Fast workloads get more timed calls: timing goes on until `fill` seconds
+of timed calls (at most `max_runs` calls), so a millisecond kernel is not judged on three
+noisy samples. Slow ones get fewer: timing stops once `budget` seconds have been spent
+(after at least `min_runs` calls), and a call expected to end past `deadline` (a
+time.monotonic() value) or more than `timed_limit` seconds after the warm-up ended is
+never started. If not even one timed call fits before `deadline`, the last warm-up call
+is reported instead and the result says so in `note`; `timed_limit` alone always allows
+one timed call.
+
+Each timed call is a fresh call of `fn` (for lazyten: build the graph, realize it), timed
+as wall clock with time.perf_counter(). The garbage collector is off during each call,
+so a collection never lands inside one timing; a full collection runs before the timed
+calls and a cheap young-generation one between them (a full one per call would cost
+more than the call itself in a process that has imported torch).
+"""
+from __future__ import annotations
+import gc
+import os
+import statistics
+import time
+from typing import Any, Callable
+
+
+class Unavailable(Exception):
+    """A workload cannot run here (a missing library or feature); the message says why."""
+
+
+def measure(fn: Callable[[], Any], *, warmup: int = 1, repeat: int = 5, budget: float = 5.0,
+            fill: float | None = None, max_runs: int = 100, min_runs: int = 3,
+            deadline: float | None = None, timed_limit: float | None = None,
+            check: Callable[[Any], dict] | None = None,
+            after: Callable[[], None] | None = None) -> dict:
+    """Time `fn`; returns a JSON-able dict (see the module docstring).
+
+    check: called with the first warm-up call's return value; its dict is stored under
+    "check". after: called after each call inside the timing (for example, to wait for a
+    device) so the call's work is complete when the clock stops."""
+    start = time.monotonic()
+    warm_times: list[float] = []
+    result: dict = {}
+    for i in range(max(warmup, 1)):
+        gc.collect()
+        t0 = time.perf_counter()
+        out = fn()
+        if after is not None:
+            after()
+        warm_times.append(time.perf_counter() - t0)
+        if i == 0 and check is not None:
+            try:
+                result["check"] = check(out)
+            except Exception as e:  # a failed check is reported, never fatal
+                result["check"] = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+        del out
+    times: list[float] = []
+    fill = budget / 5 if fill is None else fill
+    if timed_limit is not None:
+        relative = time.monotonic() + timed_limit
+        deadline = relative if deadline is None else min(deadline, relative)
+    gc_was_enabled = gc.isenabled()
+    gc.collect()
+    try:
+        while len(times) < max(repeat, max_runs):
+            spent = sum(times)
+            if len(times) >= repeat and (spent >= fill or len(times) >= max_runs):
+                break
+            if len(times) >= min(min_runs, repeat) and spent >= budget:
+                break
+            expected = times[-1] if times else warm_times[-1]
+            if deadline is not None and time.monotonic() + expected > deadline:
+                if times or timed_limit is None or time.monotonic() > deadline:
+                    break
+            gc.collect(1)
+            gc.disable()
+            t0 = time.perf_counter()
+            out = fn()
+            if after is not None:
+                after()
+            times.append(time.perf_counter() - t0)
+            if gc_was_enabled:
+                gc.enable()
+            del out
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    note = ""
+    if not times:
+        times = [warm_times[-1]]
+        note = ("1 run, the warm-up itself" + (" (includes compiling)" if len(warm_times) == 1
+                                               else "") + ": too slow to repeat in the time limit")
+    result.update({
+        "median_s": statistics.median(times),
+        "min_s": min(times),
+        "max_s": max(times),
+        "runs": len(times),
+        "times_s": times,
+        "warmup_s": warm_times,
+        "total_s": time.monotonic() - start,
+        "loadavg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+    })
+    if note:
+        result["note"] = note
+    return result
+
+
+def compare(actual, expected, rtol: float, atol_scale: float) -> dict:
+    """Compare two arrays with tolerance rtol*|x| + atol_scale*max|expected|."""
+    import numpy as np
+    actual = np.asarray(actual, dtype=np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    if actual.shape != expected.shape:
+        return {"ok": False, "error": f"shape {actual.shape} != expected {expected.shape}"}
+    scale = float(np.max(np.abs(expected))) if expected.size else 0.0
+    err = np.abs(actual - expected)
+    ok = bool(np.all(err <= rtol * np.abs(expected) + atol_scale * scale)) and \
+        bool(np.all(np.isfinite(actual)))
+    rel = float(np.max(err) / scale) if scale else float(np.max(err, initial=0.0))
+    return {"ok": ok, "max_abs_err": float(np.max(err, initial=0.0)), "max_err_over_scale": rel}

@@ -1,0 +1,106 @@
+"""Child-process entry point: `python -m bench.worker SIDE NAMES --out FILE ...`.
+
+SIDE "lazyten": measure one lazyten workload. SIDE "baseline": measure numpy and torch
+eager for every named workload, then torch.compile where it applies (last, since its
+compilation is the slow part). Each finished measurement is appended to FILE as one JSON
+line at once, so a child stopped at its time limit still leaves what it measured.
+
+Line format: {"workload", "impl", "status": "ok" | "n/a" | "error", "result" | "reason"},
+plus one {"meta": {...}} line describing the child's environment.
+"""
+from __future__ import annotations
+import argparse
+import json
+import time
+import traceback
+
+from bench.measure import Unavailable, measure
+from bench.workloads import BY_NAME
+
+
+class Sink:
+    def __init__(self, path: str):
+        self.path = path
+
+    def write(self, record: dict) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def _error(e: BaseException) -> str:
+    tb = traceback.format_exception(type(e), e, e.__traceback__)
+    return f"{type(e).__name__}: {e}\n" + "".join(tb[-3:])
+
+
+def run_lazyten(name: str, args, sink: Sink, end: float) -> None:
+    try:
+        from bench import lazy_side
+        c = lazy_side.case(name)
+        counter = lazy_side.kernel_counter()
+        last_kernels = [None]
+
+        def run():
+            k0 = counter() if counter else 0
+            out = c.run()
+            if counter:
+                last_kernels[0] = counter() - k0
+            return out
+
+        result = measure(run, warmup=c.warmup, repeat=args.repeat, budget=args.budget,
+                         deadline=end, check=c.check, after=lazy_side.sync)
+        result.update(c.info)
+        if last_kernels[0] is not None:
+            result["kernels_per_call"] = last_kernels[0]
+        sink.write({"workload": name, "impl": "lazyten", "status": "ok", "result": result})
+    except Unavailable as e:
+        sink.write({"workload": name, "impl": "lazyten", "status": "n/a", "reason": str(e)})
+    except Exception as e:
+        sink.write({"workload": name, "impl": "lazyten", "status": "error", "reason": _error(e)})
+
+
+def run_baselines(names: list[str], args, sink: Sink, end: float) -> None:
+    from bench import baselines
+    sink.write({"meta": {"torch": baselines.torch_info()}})
+    cap = max(3 * args.budget, 10.0)
+    plan = [(n, impl) for impl in ("numpy", "torch") for n in names
+            if impl in BY_NAME[n].baselines]
+    plan.sort(key=lambda item: names.index(item[0]))
+    plan += [(n, "torch_compile") for n in names if "torch_compile" in BY_NAME[n].baselines]
+    for name, impl in plan:
+        try:
+            fn = baselines.CASES[impl](name)
+            # the warm-up always runs (torch.compile compiles there); the limits only
+            # stop further timed calls, and the parent's timeout bounds the whole child
+            result = measure(fn, warmup=2 if impl == "torch" else 1, repeat=args.repeat,
+                             budget=args.budget, deadline=end, timed_limit=cap)
+            if impl == "torch_compile":
+                result["compile_s"] = result["warmup_s"][0]
+            sink.write({"workload": name, "impl": impl, "status": "ok", "result": result})
+        except Unavailable as e:
+            sink.write({"workload": name, "impl": impl, "status": "n/a", "reason": str(e)})
+        except Exception as e:
+            sink.write({"workload": name, "impl": impl, "status": "error", "reason": _error(e)})
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.worker")
+    p.add_argument("side", choices=["lazyten", "baseline"])
+    p.add_argument("names", help="comma-separated workload names")
+    p.add_argument("--out", required=True)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--budget", type=float, default=5.0)
+    p.add_argument("--deadline", type=float, default=60.0, help="seconds from start")
+    args = p.parse_args(argv)
+    end = time.monotonic() + args.deadline
+    sink = Sink(args.out)
+    names = [n for n in args.names.split(",") if n]
+    if args.side == "lazyten":
+        for name in names:
+            run_lazyten(name, args, sink, end)
+    else:
+        run_baselines(names, args, sink, end)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

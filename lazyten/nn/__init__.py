@@ -1,0 +1,249 @@
+"""Neural-network layers: plain classes holding parameter Tensors, called like functions.
+
+Each layer takes Tensors in and gives a Tensor out; the math lives in Tensor methods
+(nnops.py), so a layer only owns its parameters and PyTorch's default initialisation.
+Parameters are realized buffers from the start, so optimisers can update them in place.
+`get_parameters` / `get_state_dict` (nn/state.py) find them by walking attributes.
+"""
+from __future__ import annotations
+import math
+
+import numpy as np
+
+from codegen.helpers import make_pair, prod
+from lazyten.tensor import Tensor, no_grad
+
+__all__ = ["Linear", "Conv2d", "ConvTranspose2d", "BatchNorm", "BatchNorm1d", "BatchNorm2d",
+           "LayerNorm", "GroupNorm", "Embedding", "Dropout", "max_pool2d", "avg_pool2d",
+           "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+           "mse_loss"]
+
+
+def _filled(shape: tuple[int, ...], value: float, requires_grad: bool | None = None) -> Tensor:
+    """A realized buffer (copied in from the host, so no kernel runs)."""
+    data = np.full(shape, value, dtype=np.float32)
+    return Tensor(data, requires_grad=requires_grad)
+
+
+def _uniform_bias(n: int, fan_in: int) -> Tensor:
+    bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+    return Tensor.uniform(n, low=-bound, high=bound, requires_grad=True)
+
+
+class Linear:
+    """y = x @ weight.T + bias, weight laid out (out_features, in_features)."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True):
+        self.weight = Tensor.kaiming_uniform(out_features, in_features, a=math.sqrt(5),
+                                             requires_grad=True)
+        self.bias = _uniform_bias(out_features, in_features) if bias else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return x.linear(self.weight, self.bias)
+
+
+def _conv_padding(padding, kernel: tuple[int, ...], dilation: tuple[int, ...]):
+    """PyTorch's padding argument, with "valid" and "same" spelled out as per-dim pairs."""
+    if padding == "valid":
+        return 0
+    if padding == "same":
+        total = [d * (k - 1) for k, d in zip(kernel, dilation)]
+        return [(t // 2, t - t // 2) for t in total]
+    return padding
+
+
+class Conv2d:
+    """2-d convolution, weight (out_channels, in_channels / groups, kh, kw)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 dilation=1, groups: int = 1, bias: bool = True):
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"channels {in_channels} -> {out_channels} are not divisible "
+                             f"by groups={groups}")
+        self.kernel_size = make_pair(kernel_size)
+        self.stride, self.dilation, self.groups = stride, make_pair(dilation), groups
+        if padding == "same" and make_pair(stride) != (1, 1):
+            raise ValueError("padding='same' needs stride 1")
+        self.padding = _conv_padding(padding, self.kernel_size, self.dilation)
+        shape = (out_channels, in_channels // groups) + self.kernel_size
+        self.weight = Tensor.kaiming_uniform(*shape, a=math.sqrt(5), requires_grad=True)
+        self.bias = _uniform_bias(out_channels, prod(shape[1:])) if bias else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return x.conv2d(self.weight, self.bias, groups=self.groups, stride=self.stride,
+                        dilation=self.dilation, padding=self.padding)
+
+
+class ConvTranspose2d:
+    """Transposed 2-d convolution, weight (in_channels, out_channels / groups, kh, kw)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups: int = 1, bias: bool = True, dilation=1):
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"channels {in_channels} -> {out_channels} are not divisible "
+                             f"by groups={groups}")
+        self.kernel_size = make_pair(kernel_size)
+        self.stride, self.padding, self.output_padding = stride, padding, output_padding
+        self.dilation, self.groups = dilation, groups
+        shape = (in_channels, out_channels // groups) + self.kernel_size
+        # PyTorch computes fan_in from dim 1 here too (out_channels / groups * kh * kw)
+        self.weight = Tensor.kaiming_uniform(*shape, a=math.sqrt(5), requires_grad=True)
+        self.bias = _uniform_bias(out_channels, prod(shape[1:])) if bias else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return x.conv_transpose2d(self.weight, self.bias, groups=self.groups,
+                                  stride=self.stride, dilation=self.dilation,
+                                  padding=self.padding, output_padding=self.output_padding)
+
+
+class BatchNorm:
+    """Batch normalisation over axis 1 (any rank). In training (Tensor.training) it uses
+    the batch statistics and updates the running ones in place; in eval it uses the
+    running ones. running_var tracks the unbiased variance, as PyTorch does."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+                 affine: bool = True, track_running_stats: bool = True):
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.weight = _filled((num_features,), 1.0, True) if affine else None
+        self.bias = _filled((num_features,), 0.0, True) if affine else None
+        if track_running_stats:
+            self.running_mean = _filled((num_features,), 0.0, False)
+            self.running_var = _filled((num_features,), 1.0, False)
+            self.num_batches_tracked = Tensor(np.zeros((), np.int64), requires_grad=False)
+        else:
+            self.running_mean = self.running_var = self.num_batches_tracked = None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if x.ndim < 2 or x.shape[1] != self.num_features:
+            raise ValueError(f"batchnorm of {self.num_features} features got input {x.shape}")
+        axes = (0,) + tuple(range(2, x.ndim))
+        if Tensor.training or self.running_mean is None:
+            mean = x.mean(axis=axes)
+            shape = (1, self.num_features) + (1,) * (x.ndim - 2)
+            var = (x - mean.reshape(shape)).square().mean(axis=axes)
+            if Tensor.training and self.running_mean is not None:
+                self._update_running(mean.detach(), var.detach(), x.numel() // x.shape[1])
+        else:
+            mean, var = self.running_mean, self.running_var
+        invstd = (var + self.eps).rsqrt()
+        return x.batchnorm(self.weight, self.bias, mean.cast(x.dtype), invstd.cast(x.dtype))
+
+    def _update_running(self, mean: Tensor, var: Tensor, count: int) -> None:
+        stats = (self.running_mean, self.running_var, self.num_batches_tracked)
+        pending = [t for t in stats if not t.lazydata.is_realized]
+        if pending:  # last step's update: finish it so the lazy graph never chains steps
+            Tensor.realize(*pending)
+        unbiased = var * (count / (count - 1)) if count > 1 else var
+        m = self.momentum
+        with no_grad():
+            dtype = self.running_mean.dtype
+            self.running_mean.assign(self.running_mean * (1 - m) + mean.cast(dtype) * m)
+            self.running_var.assign(self.running_var * (1 - m) + unbiased.cast(dtype) * m)
+            self.num_batches_tracked.assign(self.num_batches_tracked + 1)
+
+
+class BatchNorm1d(BatchNorm):
+    """BatchNorm over (N, C) or (N, C, L)."""
+
+
+class BatchNorm2d(BatchNorm):
+    """BatchNorm over (N, C, H, W)."""
+
+
+class LayerNorm:
+    """Normalise over the last len(normalized_shape) axes, then scale and shift."""
+
+    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True):
+        if isinstance(normalized_shape, int):
+            normalized_shape = (normalized_shape,)
+        shape = self.normalized_shape = tuple(normalized_shape)
+        self.eps = eps
+        self.weight = _filled(shape, 1.0, True) if elementwise_affine else None
+        self.bias = _filled(shape, 0.0, True) if elementwise_affine else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        n = len(self.normalized_shape)
+        if x.shape[x.ndim - n:] != self.normalized_shape:
+            raise ValueError(f"layernorm over {self.normalized_shape} got input {x.shape}")
+        out = x.layernorm(axis=tuple(range(x.ndim - n, x.ndim)), eps=self.eps)
+        if self.weight is None:
+            return out
+        return out * self.weight + self.bias
+
+
+class GroupNorm:
+    """Normalise each group of channels of (N, C, ...) over its channels and positions."""
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5,
+                 affine: bool = True):
+        if num_channels % num_groups:
+            raise ValueError(f"{num_channels} channels do not split into {num_groups} groups")
+        self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
+        self.weight = _filled((num_channels,), 1.0, True) if affine else None
+        self.bias = _filled((num_channels,), 0.0, True) if affine else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if x.ndim < 2 or x.shape[1] != self.num_channels:
+            raise ValueError(f"groupnorm of {self.num_channels} channels got input {x.shape}")
+        grouped = x.reshape(x.shape[0], self.num_groups, -1).layernorm(eps=self.eps)
+        out = grouped.reshape(x.shape)
+        if self.weight is None:
+            return out
+        shape = (1, self.num_channels) + (1,) * (x.ndim - 2)
+        return out * self.weight.reshape(shape) + self.bias.reshape(shape)
+
+
+class Embedding:
+    """Rows of a (num_embeddings, embedding_dim) table picked by integer indices."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int):
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.weight = Tensor.normal(num_embeddings, embedding_dim, requires_grad=True)
+
+    def __call__(self, idx: Tensor) -> Tensor:
+        if idx.dtype.is_float:
+            raise TypeError(f"embedding indices must be integers, got {idx.dtype}")
+        # one-hot rows times the table: a reduce the scheduler fuses, and its gradient
+        # is a plain matmul back into the table
+        onehot = (idx.unsqueeze(-1) == Tensor.arange(self.num_embeddings, device=idx.device))
+        return onehot.cast(self.weight.dtype) @ self.weight
+
+
+class Dropout:
+    """Zero each element with probability p in training, scaling the rest by 1/(1-p)."""
+
+    def __init__(self, p: float = 0.5):
+        if not 0 <= p < 1:
+            raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+        self.p = p
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return x.dropout(self.p)
+
+
+# ---- functions (PyTorch's torch.nn.functional names) ----
+def max_pool2d(x: Tensor, kernel_size=(2, 2), stride=None, dilation=1, padding=0) -> Tensor:
+    return x.max_pool2d(kernel_size, stride, dilation, padding)
+
+
+def avg_pool2d(x: Tensor, kernel_size=(2, 2), stride=None, dilation=1, padding=0) -> Tensor:
+    return x.avg_pool2d(kernel_size, stride, dilation, padding)
+
+
+def cross_entropy(logits: Tensor, target: Tensor, label_smoothing: float = 0.0,
+                  reduction: str = "mean") -> Tensor:
+    return logits.cross_entropy(target, label_smoothing=label_smoothing, reduction=reduction)
+
+
+def binary_cross_entropy(probs: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    return probs.binary_crossentropy(target, reduction=reduction)
+
+
+def binary_cross_entropy_with_logits(logits: Tensor, target: Tensor,
+                                     reduction: str = "mean") -> Tensor:
+    return logits.binary_crossentropy_logits(target, reduction=reduction)
+
+
+def mse_loss(x: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    return x.mse(target, reduction=reduction)
+

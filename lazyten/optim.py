@@ -1,0 +1,151 @@
+"""Optimisers: read each parameter's `.grad`, write the new value into the parameter's own
+buffer with `Tensor.assign`.
+
+Parameters and optimiser state (momentum, Adam's moments, the step count, the learning
+rate) are realized buffers that keep their storage across steps. `step()` builds every
+update lazily and realizes them all in one call, so the scheduler sees the whole update
+at once. Formulas follow PyTorch's SGD, Adam and AdamW.
+"""
+from __future__ import annotations
+import math
+
+import numpy as np
+
+from codegen.helpers import dedup
+from lazyten.nn.state import realize_owned
+from lazyten.tensor import Tensor, no_grad, to_numpy_dtype
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
+
+
+def _zeros_like(t: Tensor) -> Tensor:
+    """A realized zero buffer shaped like `t` (filled from the host: no kernel)."""
+    return Tensor(np.zeros(t.shape, dtype=to_numpy_dtype(t.dtype)), device=t.device)
+
+
+class Optimizer:
+    """Base: holds the parameters that need gradients and the learning rate.
+
+    `lr` is a 0-d float32 Tensor, so changing it (`opt.set_lr(0.01)`) changes no kernel of
+    the step. Subclasses implement `_update() -> tensors written`."""
+
+    def __init__(self, params: list[Tensor], lr: float):
+        params = dedup(params)
+        for p in params:
+            if p.requires_grad is None:  # tinygrad's convention: unset means "train me"
+                p.requires_grad = True
+        self.params: list[Tensor] = [p for p in params if p.requires_grad]
+        if not self.params:
+            raise ValueError("optimizer got no parameters that require grad")
+        realize_owned(self.params)
+        self.lr = Tensor(np.array(lr, dtype=np.float32), device=self.params[0].device)
+
+    def set_lr(self, lr: float) -> None:
+        """A new learning rate, copied from the host (the step's kernels stay the same)."""
+        value = Tensor(np.array(lr, dtype=np.float32), device=self.lr.device)
+        self.lr.assign(value).realize()
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def step(self) -> None:
+        """Apply one update to every parameter that has a gradient."""
+        with no_grad():
+            live = [p for p in self.params if p.grad is not None]
+            if not live:
+                return
+            # The scheduler does not yet order reads of a buffer before an ASSIGN into
+            # it (see tests/unit/test_optim.py::test_scheduler_orders_reads_before_assign),
+            # so a layer's update could land before another layer's gradient reads it.
+            # Realizing the gradients first keeps every update reading old values.
+            Tensor.realize(*[p.grad for p in live])
+            Tensor.realize(*self._update())
+
+    def _update(self) -> list[Tensor]:
+        raise NotImplementedError
+
+    def _grad(self, p: Tensor) -> Tensor:
+        g = p.grad.detach()
+        if g.shape != p.shape:
+            raise ValueError(f"gradient shape {g.shape} != parameter shape {p.shape}")
+        return g.cast(p.dtype)
+
+    def _lr(self, p: Tensor) -> Tensor:
+        return self.lr.cast(p.dtype).to(p.device)
+
+
+class SGD(Optimizer):
+    """p -= lr * g, with PyTorch's L2 weight decay, momentum and Nesterov momentum."""
+
+    def __init__(self, params: list[Tensor], lr: float = 1e-3, momentum: float = 0.0,
+                 weight_decay: float = 0.0, nesterov: bool = False):
+        if nesterov and momentum <= 0:
+            raise ValueError("nesterov momentum needs momentum > 0")
+        super().__init__(params, lr)
+        self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, nesterov
+        self.buffers = [_zeros_like(p) for p in self.params] if momentum else []
+
+    def _update(self) -> list[Tensor]:
+        written = [self.lr]
+        for i, p in enumerate(self.params):
+            if p.grad is None:
+                continue
+            g = self._grad(p)
+            if self.weight_decay:
+                g = g + self.weight_decay * p.detach()
+            if self.momentum:
+                buf = self.buffers[i].assign(self.buffers[i] * self.momentum + g)
+                g = g + buf * self.momentum if self.nesterov else buf
+                written.append(buf)
+            written.append(p.assign(p.detach() - self._lr(p) * g))
+        return written
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba) with bias correction; weight_decay is PyTorch's L2 form
+    (added to the gradient). AdamW sets `decoupled` to shrink the weights instead."""
+    decoupled = False
+
+    def __init__(self, params: list[Tensor], lr: float = 1e-3, b1: float = 0.9,
+                 b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0):
+        if not (0 <= b1 < 1 and 0 <= b2 < 1):
+            raise ValueError(f"Adam betas must be in [0, 1), got {b1}, {b2}")
+        super().__init__(params, lr)
+        self.b1, self.b2, self.eps, self.weight_decay = b1, b2, eps, weight_decay
+        self.t = Tensor(np.zeros((), dtype=np.int32), device=self.params[0].device)
+        self.m = [_zeros_like(p) for p in self.params]
+        self.v = [_zeros_like(p) for p in self.params]
+
+    def _bias_correction(self, beta: float, p: Tensor) -> Tensor | float:
+        """1 - beta**t, computed on the device from the step count (no per-step constant)."""
+        if beta == 0:
+            return 1.0
+        return 1 - (self.t.cast(p.dtype).to(p.device) * math.log(beta)).exp()
+
+    def _update(self) -> list[Tensor]:
+        self.t.assign(self.t + 1)
+        written = [self.lr, self.t]
+        for i, p in enumerate(self.params):
+            if p.grad is None:
+                continue
+            g, lr, weights = self._grad(p), self._lr(p), p.detach()
+            if self.weight_decay and not self.decoupled:
+                g = g + self.weight_decay * weights
+            if self.weight_decay and self.decoupled:
+                weights = weights * (1 - lr * self.weight_decay)
+            m = self.m[i].assign(self.m[i] * self.b1 + g * (1 - self.b1))
+            v = self.v[i].assign(self.v[i] * self.b2 + g.square() * (1 - self.b2))
+            m_hat = m / self._bias_correction(self.b1, p)
+            v_hat = v / self._bias_correction(self.b2, p)
+            written += [m, v, p.assign(weights - lr * m_hat / (v_hat.sqrt() + self.eps))]
+        return written
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov & Hutter): p *= 1 - lr * weight_decay."""
+    decoupled = True
+
+    def __init__(self, params: list[Tensor], lr: float = 1e-3, b1: float = 0.9,
+                 b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.01):
+        super().__init__(params, lr, b1, b2, eps, weight_decay)
