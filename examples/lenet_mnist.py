@@ -58,6 +58,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=0, help="stop each epoch after N steps")
     parser.add_argument("--no-download", action="store_true", help="never use the network")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--min-accuracy", type=float, default=0.0,
+                        help="exit with status 1 if the final test accuracy (%%) is lower")
     args = parser.parse_args()
 
     x_train, y_train, x_test, y_test, source = mnist(args.data, download=not args.no_download)
@@ -98,6 +100,8 @@ def main() -> None:
                         img_s=f"{seen / (time.perf_counter() - start):.0f}")
         accuracy = evaluate(model, x_test, y_test, device)
         print(f"epoch {epoch}: test accuracy {accuracy * 100:.2f}%")
+    if accuracy * 100 < args.min_accuracy:
+        raise SystemExit(f"test accuracy {accuracy * 100:.2f}% is below {args.min_accuracy}%")
 
 
 if __name__ == "__main__":
