@@ -114,9 +114,10 @@ class Linearizer:
         self.global_loops: list[UOp] = []
         self.vars: dict[str, UOp] = {}
         var_names: list[str] = []
+        self.group: tuple[UOp, int] | None = None  # (local index, size) of a group reduce
+        launch = (gsizes or [1], [1] * max(1, n_global))
         if self.opts.gpu:
-            for i, s in enumerate(gsizes):
-                self.vars[f"gidx{i}"] = g.add(UOps.SPECIAL, self.idx_dtype, (), (f"gidx{i}", s))
+            launch = self._gpu_indices(gsizes)
         else:
             for i, s in enumerate(gsizes):
                 if i == 0:  # the outer loop is split across threads by the runtime
@@ -141,7 +142,7 @@ class Linearizer:
         red_str = "_".join(map(str, self.full_shape[n_global:]))
         name = f"r_{shape_str}_{red_str}" if self.reduceop else f"E_{shape_str}"
         flops, mem = self._estimate()
-        return LinearKernel(name, g.uops, self.buf_dtypes, gsizes or [1], [1] * max(1, n_global),
+        return LinearKernel(name, g.uops, self.buf_dtypes, launch[0], launch[1],
                             flops, mem, self.ast, var_names)
 
     def _idxs(self, pre: bool) -> list[Node]:
@@ -205,13 +206,16 @@ class Linearizer:
         elif acc_dtype.is_float:
             init = float(init)
         acc = g.add(UOps.DEFINE_ACC, acc_dtype, (), init, extra_loops=frozenset(self.global_loops))
-        loops = []
-        self.ridx = []
-        for j, s in enumerate(self.full_shape[n_global:]):
-            loop = g.add(UOps.LOOP, self.idx_dtype, (self.const(0), self.const(s)), f"ridx{j}")
-            loops.append(loop)
-            self.vars[f"ridx{j}"] = loop
-            self.ridx.append(Variable(f"ridx{j}", 0, s - 1))
+        rsizes = self.full_shape[n_global:]
+        self.ridx = [Variable(f"ridx{j}", 0, s - 1) for j, s in enumerate(rsizes)]
+        if self.group is not None:
+            loops = [self._group_loop(rsizes)]
+        else:
+            loops = []
+            for j, s in enumerate(rsizes):
+                loop = g.add(UOps.LOOP, self.idx_dtype, (self.const(0), self.const(s)), f"ridx{j}")
+                loops.append(loop)
+                self.vars[f"ridx{j}"] = loop
         value = self.cast(self.emit(node.src[0]), acc_dtype)
         op = BinaryOps.ADD if node.op is ReduceOps.SUM else BinaryOps.MAX
         current = g.add(UOps.ACC_READ, acc_dtype, (acc,), None, extra_loops=frozenset(loops))
@@ -219,6 +223,59 @@ class Linearizer:
         for loop in reversed(loops):
             g.end_loop(loop)
         return self.cast(g.add(UOps.ACC_READ, acc_dtype, (acc,)), src_dtype)
+
+    # ---- GPU work-items ----
+    def _gpu_indices(self, gsizes: list[int]) -> tuple[list[int], list[int]]:
+        """Bind the global axes to work-item indices; return (groups, local size) per dim.
+
+        Hardware dim 0 takes the innermost axis, so neighbouring work-items touch neighbouring
+        memory. Axes beyond three are merged into the outermost dim and split back with // and
+        %. A large reduce with few outputs becomes a group reduce: one work-group per output,
+        each work-item a strided share of the reduce, combined by the renderer."""
+        g, opts = self.g, self.opts
+        n_out, rsize = prod(gsizes), prod(self.full_shape[len(gsizes):])
+        names = [f"gidx{i}" for i in range(len(gsizes))]
+        if (self.reduceop is not None and opts.local_size > 1 and rsize >= _GROUP_MIN_REDUCE
+                and n_out <= _GROUP_MAX_OUTPUTS):
+            size = 1 << (min(opts.local_size, rsize).bit_length() - 1)  # a power of two
+            self._split(g.add(UOps.SPECIAL, self.idx_dtype, (), ("grp0", n_out)), gsizes, names)
+            self.group = (g.add(UOps.SPECIAL, self.idx_dtype, (), ("lidx0", size)), size)
+            return [n_out], [size]
+        if not gsizes:
+            return [1], [1]
+        axes = list(range(len(gsizes)))
+        dims = [[a] for a in reversed(axes[-2:])] + ([axes[:-2]] if len(axes) > 2 else [])
+        groups, local = _launch_sizes([prod(gsizes[a] for a in d) for d in dims], opts.local_size)
+        if any(n > limit for n, limit in zip(groups[1:], opts.max_global[1:])):
+            dims = [axes]  # a dim beyond its launch limit: everything goes to dim 0
+            groups, local = _launch_sizes([n_out], opts.local_size)
+        for d, dim_axes in enumerate(dims):
+            size = prod(gsizes[a] for a in dim_axes)
+            special = g.add(UOps.SPECIAL, self.idx_dtype, (), (f"gidx{d}", size))
+            self._split(special, [gsizes[a] for a in dim_axes], [names[a] for a in dim_axes])
+        return groups, local
+
+    def _split(self, index: UOp, sizes: list[int], names: list[str]) -> None:
+        """Bind axes (outer to inner) merged into one index: axis = index // inner % size."""
+        inner = 1
+        for j in reversed(range(len(names))):
+            q = index if inner == 1 else self.alu(BinaryOps.IDIV, self.idx_dtype, index,
+                                                  self.const(inner))
+            self.vars[names[j]] = q if j == 0 else self.alu(BinaryOps.MOD, self.idx_dtype, q,
+                                                            self.const(sizes[j]))
+            inner *= sizes[j]
+
+    def _group_loop(self, rsizes: tuple[int, ...]) -> UOp:
+        """Work-item l of a group reduce walks reduce elements l, l+L, l+2L, ... < R."""
+        lidx, size = self.group
+        count = self.alu(BinaryOps.IDIV, self.idx_dtype, self.alu(
+            BinaryOps.ADD, self.idx_dtype, self.const(prod(rsizes) + size - 1),
+            self.alu(UnaryOps.NEG, self.idx_dtype, lidx)), self.const(size))
+        loop = self.g.add(UOps.LOOP, self.idx_dtype, (self.const(0), count), "ridx")
+        flat = self.alu(BinaryOps.ADD, self.idx_dtype,
+                        self.alu(BinaryOps.MUL, self.idx_dtype, loop, self.const(size)), lidx)
+        self._split(flat, list(rsizes), [f"ridx{j}" for j in range(len(rsizes))])
+        return loop
 
     def _dtype_of(self, node: LazyOp) -> DType:
         if node.op in BufferOps:
@@ -245,6 +302,25 @@ class Linearizer:
                 seen.add(n.arg.idx)
                 mem += min(self.sts[id(n)].size, full) * n.arg.dtype.itemsize
         return flops, mem
+
+
+_GROUP_MIN_REDUCE = 256      # a GPU reduce this long, with few outputs, uses a work-group
+_GROUP_MAX_OUTPUTS = 4096
+
+
+def _launch_sizes(sizes: list[int], budget: int) -> tuple[list[int], list[int]]:
+    """Work-groups and work-group size per dim. Dims past 0 take an exact divisor; dim 0 is
+    padded (the renderer guards the extra work-items) when no good divisor exists."""
+    groups, local = [], []
+    for d, size in enumerate(sizes):
+        cap = max(1, min(size, budget))
+        best = max(n for n in range(1, cap + 1) if size % n == 0)
+        if d == 0 and best * 2 < cap:
+            best = cap
+        groups.append(-(-size // best))
+        local.append(best)
+        budget //= best
+    return groups, local
 
 
 def _floor_shift(node, ctx: Linearizer) -> tuple[UOp, int]:

@@ -1,0 +1,240 @@
+"""LinearKernel -> C-style kernel source. OpenCL C and CUDA C are small dialects of this.
+
+Each uop becomes one C statement (a named value), so a dialect only supplies spellings:
+types, the kernel and buffer prefixes, work-item indices, the barrier, and op-table
+entries (op -> function of operand strings and the operands' dtype -> C expression).
+
+Conventions every dialect shares:
+- IDIV and MOD truncate toward zero, as C does; float MAX propagates NaN like numpy.
+- bool is one byte in memory (`unsigned char`), `bool` in registers.
+- half is storage only: loaded to float, computed in float and rounded back to half after
+  every op (float holds enough bits for this to equal native half arithmetic), so no device
+  needs fp16 arithmetic support.
+- SPECIAL names its work-item index: gidx<d> global, lidx<d> local, grp<d> group, in dim d.
+  Where a dim is launched wider than its SPECIAL's size, extra work-items return at once.
+- Group reduce: in a kernel with a local index, each work-item's accumulator holds a partial
+  result; the first read of it after its loop combines the partials through local memory
+  with a barrier tree, and only work-item 0 stores.
+"""
+from __future__ import annotations
+import math
+import struct
+from typing import Callable
+
+from codegen.dtypes import DType, dtypes
+from codegen.helpers import prod
+from codegen.linearizer import KernelOptions, LinearKernel
+from codegen.ops import BinaryOps, TernaryOps, UnaryOps
+from codegen.renderer import Renderer
+from codegen.uops import UOp, UOps
+
+
+def _max(a: str, b: str, dtype: DType) -> str:
+    if dtype == dtypes.bool:
+        return f"({a}|{b})"
+    if dtype.is_float:  # a NaN on either side wins, as numpy.maximum
+        return f"(({a}!={a} || {a}>{b}) ? {a} : {b})"
+    return f"({a}>{b} ? {a} : {b})"
+
+
+class CStyleRenderer(Renderer):
+    """Renders GPU kernels as C; dialects override the class attributes below."""
+    kernel_options = KernelOptions(gpu=True, local_size=256)
+    kernel_prefix = ""                   # before `void name(...)`
+    buffer_prefix = ""                   # address space of buffer arguments
+    smem_prefix = ""                     # address space of the group-reduce scratch array
+    barrier = ""                         # wait for the work-group, local memory visible
+    int64_suffix = "LL"
+    types: dict[DType, str] = {
+        dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char",
+        dtypes.int16: "short", dtypes.int32: "int", dtypes.int64: "long long",
+        dtypes.float16: "float", dtypes.float32: "float", dtypes.float64: "double"}
+    mem_types: dict[DType, str] = {dtypes.bool: "unsigned char", dtypes.float16: "unsigned short"}
+    specials: dict[str, Callable[[int], str]] = {}   # "gidx"/"lidx"/"grp" -> index expression
+    code_for_op: dict = {
+        UnaryOps.EXP2: lambda x, dt: f"exp2({x})",
+        UnaryOps.LOG2: lambda x, dt: f"log2({x})",
+        UnaryOps.SIN: lambda x, dt: f"sin({x})",
+        UnaryOps.SQRT: lambda x, dt: f"sqrt({x})",
+        UnaryOps.RECIP: lambda x, dt: f"(1.0f/{x})",
+        UnaryOps.NEG: lambda x, dt: f"(!{x})" if dt == dtypes.bool else f"(-{x})",
+        BinaryOps.ADD: lambda a, b, dt: f"({a}+{b})",
+        BinaryOps.MUL: lambda a, b, dt: f"({a}*{b})",
+        BinaryOps.IDIV: lambda a, b, dt: f"({a}/{b})",
+        BinaryOps.MOD: lambda a, b, dt: f"fmod({a}, {b})" if dt.is_float else f"({a}%{b})",
+        BinaryOps.MAX: _max,
+        BinaryOps.CMPLT: lambda a, b, dt: f"({a}<{b})",
+        BinaryOps.CMPNE: lambda a, b, dt: f"({a}!={b})",
+        BinaryOps.AND: lambda a, b, dt: f"({a}&{b})",
+        BinaryOps.OR: lambda a, b, dt: f"({a}|{b})",
+        BinaryOps.XOR: lambda a, b, dt: f"({a}^{b})",
+        TernaryOps.WHERE: lambda c, a, b, dt: f"({c} ? {a} : {b})",
+        TernaryOps.MULACC: lambda a, b, c, dt: f"(({a}*{b})+{c})",
+    }
+
+    # ---- dialect hooks ----
+    def prelude(self, kernel: LinearKernel) -> list[str]:
+        """Lines before the kernel: pragmas, includes, helper functions."""
+        return []
+
+    def load_half(self, buf: str, idx: str) -> str:
+        raise NotImplementedError
+
+    def store_half(self, buf: str, idx: str, value: str) -> str:
+        raise NotImplementedError
+
+    def round_half(self, x: str, src: DType) -> str:
+        """A float (or double) value rounded to the nearest half, as a float."""
+        raise NotImplementedError
+
+    def inf(self, dtype: DType) -> str:
+        return "INFINITY" if dtype != dtypes.float64 else "((double)INFINITY)"
+
+    def nan(self, dtype: DType) -> str:
+        return "NAN" if dtype != dtypes.float64 else "((double)NAN)"
+
+    # ---- shared rendering ----
+    def mem_type(self, dtype: DType) -> str:
+        return self.mem_types.get(dtype, self.types[dtype])
+
+    def const(self, value, dtype: DType) -> str:
+        """An exact literal: floats with enough digits to round-trip, ints with a suffix."""
+        if dtype == dtypes.bool:
+            return "1" if value else "0"
+        if dtype.is_int:
+            value, suffix = int(value), self.int64_suffix if dtype == dtypes.int64 else ""
+            if value == dtypes.min(dtype) and dtype.itemsize >= 4:  # -2^31 is not a literal
+                return f"({self.types[dtype]})({value + 1}{suffix}-1)"
+            return f"({value}{suffix})" if value < 0 else f"{value}{suffix}"
+        value = float(value)
+        if math.isnan(value):
+            return self.nan(dtype)
+        if math.isinf(value):
+            return self.inf(dtype) if value > 0 else f"(-{self.inf(dtype)})"
+        if dtype == dtypes.float64:
+            text = repr(value)
+        else:  # half values are exact in float
+            text = f"{struct.unpack('<f', struct.pack('<f', value))[0]:.9g}"
+        if "." not in text and "e" not in text:
+            text += ".0"
+        text += "" if dtype == dtypes.float64 else "f"
+        return f"({text})" if value < 0 or text.startswith("-") else text
+
+    def cast(self, x: str, src: DType, dst: DType) -> str:
+        if dst == dtypes.bool:
+            return f"({x}!=0)"
+        if dst == dtypes.float16:
+            if src == dtypes.float64:
+                return self.round_half(x, src)
+            return x if src == dtypes.float16 else self.round_half(f"(float)({x})", dtypes.float32)
+        if src.is_float and dst.is_int and dst.itemsize < 8:  # wrap like numpy, via 64 bits
+            return f"({self.types[dst]})({self.types[dtypes.int64]})({x})"
+        return f"({self.types[dst]})({x})"
+
+    def render(self, kernel: LinearKernel) -> str:
+        r: dict[UOp, str] = {}
+        args: list[str] = []
+        prologue: list[str] = []
+        body: list[str] = []
+        depth = [1]
+        counter = [0]
+        acc_depth: dict[UOp, int] = {}
+        acc_op: dict[UOp, object] = {}
+        lidx: list[str] = []
+
+        def emit(line: str) -> None:
+            body.append("  " * depth[0] + line)
+
+        def value(u: UOp, expr: str) -> None:
+            counter[0] += 1
+            r[u] = f"v{counter[0]}"
+            emit(f"{self.types[u.dtype]} {r[u]} = {expr};")
+
+        for u in kernel.uops:
+            if u.uop is UOps.DEFINE_GLOBAL:
+                r[u] = u.arg[0]
+                args.append(f"{self.buffer_prefix}{self.mem_type(u.arg[1])}* {r[u]}")
+            elif u.uop is UOps.DEFINE_VAR:
+                r[u] = u.arg
+                args.append(f"{self.types[u.dtype]} {r[u]}")
+            elif u.uop is UOps.SPECIAL:
+                name, size = u.arg
+                kind, dim = name.rstrip("0123456789"), int(name[len(name.rstrip("0123456789")):])
+                r[u] = name
+                emit(f"{self.types[u.dtype]} {name} = ({self.types[u.dtype]})"
+                     f"{self.specials[kind](dim)};")
+                if kind == "lidx":
+                    lidx.append(name)
+                launched = kernel.global_size[dim] * kernel.local_size[dim]
+                if kind == "gidx" and launched > size:
+                    emit(f"if ({name} >= {size}) return;")
+            elif u.uop is UOps.CONST:
+                r[u] = self.const(u.arg, u.dtype)
+            elif u.uop is UOps.LOOP:
+                counter[0] += 1
+                r[u] = f"{u.arg}_{counter[0]}"
+                emit(f"for ({self.types[u.dtype]} {r[u]} = {r[u.vin[0]]}; {r[u]} < "
+                     f"{r[u.vin[1]]}; {r[u]}++) {{")
+                depth[0] += 1
+            elif u.uop is UOps.END:
+                depth[0] -= 1
+                emit("}")
+            elif u.uop is UOps.DEFINE_ACC:
+                counter[0] += 1
+                r[u], acc_depth[u] = f"acc{counter[0]}", depth[0]
+                emit(f"{self.types[u.dtype]} {r[u]} = {self.const(u.arg, u.dtype)};")
+            elif u.uop is UOps.ACC_READ:
+                acc = u.vin[0]
+                if lidx and acc in acc_op and depth[0] == acc_depth[acc]:
+                    self._group_combine(acc, acc_op.pop(acc), lidx[0], kernel, r, prologue, emit)
+                value(u, r[acc])
+            elif u.uop is UOps.ACC_UPDATE:
+                acc, val = u.vin
+                acc_op[acc] = val.arg
+                emit(f"{r[acc]} = {r[val]};")
+            elif u.uop is UOps.LOAD:
+                buf, idx = r[u.vin[0]], r[u.vin[1]]
+                expr = (self.load_half(buf, idx) if u.dtype == dtypes.float16 else
+                        f"({buf}[{idx}]!=0)" if u.dtype == dtypes.bool else f"{buf}[{idx}]")
+                if len(u.vin) == 3:  # gated: never touch memory where not valid
+                    expr = f"({r[u.vin[2]]} ? {expr} : {self.const(0, u.dtype)})"
+                value(u, expr)
+            elif u.uop is UOps.STORE:
+                buf, idx, val = r[u.vin[0]], r[u.vin[1]], u.vin[2]
+                if val.dtype == dtypes.float16:
+                    line = self.store_half(buf, idx, r[val]) + ";"
+                else:
+                    line = f"{buf}[{idx}] = ({self.mem_type(val.dtype)})({r[val]});"
+                emit(f"if ({lidx[0]} == 0) {line}" if lidx else line)
+            elif u.uop is UOps.ALU:
+                src = u.vin[-1].dtype if u.arg is TernaryOps.WHERE else u.vin[0].dtype
+                expr = self.code_for_op[u.arg](*[r[v] for v in u.vin],
+                                               dtypes.float32 if src == dtypes.float16 else src)
+                if u.dtype == dtypes.float16:
+                    expr = self.round_half(expr, dtypes.float32)
+                value(u, expr)
+            elif u.uop is UOps.CAST:
+                value(u, self.cast(r[u.vin[0]], u.vin[0].dtype, u.dtype))
+            else:
+                raise NotImplementedError(f"C renderer has no rule for {u.uop}")
+        head = f"{self.kernel_prefix}void {kernel.name}({', '.join(args)}) {{"
+        return "\n".join([*self.prelude(kernel), head, *prologue, *body, "}"]) + "\n"
+
+    def _group_combine(self, acc: UOp, op, lidx: str, kernel: LinearKernel, r: dict,
+                       prologue: list[str], emit) -> None:
+        """Combine the work-group's partial accumulators in local memory (a barrier tree)."""
+        size, scratch = prod(kernel.local_size), f"red_{r[acc]}"
+        prologue.append(f"  {self.smem_prefix}{self.mem_type(acc.dtype)} {scratch}[{size}];")
+        emit(f"{scratch}[{lidx}] = {r[acc]};")
+        emit(self.barrier)
+        emit(f"for (int s = {size // 2}; s > 0; s >>= 1) {{")
+        mine, other = f"{scratch}[{lidx}]", f"{scratch}[{lidx}+s]"
+        emit(f"  if ({lidx} < s) {mine} = {self.code_for_op[op](mine, other, acc.dtype)};")
+        emit(f"  {self.barrier}")
+        emit("}")
+        emit(f"{r[acc]} = {scratch}[0];")
+
+
+def uses(kernel: LinearKernel, dtype: DType) -> bool:
+    """Whether any value or buffer of the kernel has this dtype (to pick helpers, pragmas)."""
+    return dtype in kernel.buf_dtypes or any(u.dtype == dtype for u in kernel.uops)

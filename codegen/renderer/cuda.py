@@ -1,0 +1,63 @@
+"""CUDA C dialect of the C-style renderer (LinearKernel -> CUDA C source for NVRTC).
+
+half is kept in memory as 16 bits and converted with the PTX `cvt` instructions that
+cuda_fp16.h wraps; writing them inline means NVRTC needs no include path.
+"""
+from __future__ import annotations
+
+from codegen.dtypes import DType, dtypes
+from codegen.linearizer import LinearKernel
+from codegen.ops import BinaryOps, UnaryOps
+from codegen.renderer.cstyle import CStyleRenderer, uses
+
+_HALF = [
+    "__device__ float h2f(unsigned short h) { float f; "
+    "asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f; }",
+    "__device__ unsigned short f2h(float f) { unsigned short h; "
+    "asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }",
+    "__device__ unsigned short d2h(double d) { unsigned short h; "
+    "asm(\"cvt.rn.f16.f64 %0, %1;\" : \"=h\"(h) : \"d\"(d)); return h; }",
+]
+
+
+def _math(name: str):
+    """C math names: float gets the `f` variant (sinf), double the plain one."""
+    def render(*args) -> str:
+        return f"{name}{'' if args[-1] == dtypes.float64 else 'f'}({', '.join(args[:-1])})"
+    return render
+
+
+class CUDARenderer(CStyleRenderer):
+    """`extern "C" __global__` functions indexed by blockIdx * blockDim + threadIdx."""
+    kernel_prefix = 'extern "C" __global__ '
+    smem_prefix = "__shared__ "
+    barrier = "__syncthreads();"
+    int64_suffix = "LL"
+    specials = {"gidx": lambda d: f"(blockIdx.{'xyz'[d]}*(long long)blockDim.{'xyz'[d]}"
+                                  f"+threadIdx.{'xyz'[d]})",
+                "lidx": lambda d: f"threadIdx.{'xyz'[d]}", "grp": lambda d: f"blockIdx.{'xyz'[d]}"}
+    code_for_op = {**CStyleRenderer.code_for_op, UnaryOps.EXP2: _math("exp2"),
+                   UnaryOps.LOG2: _math("log2"), UnaryOps.SIN: _math("sin"),
+                   UnaryOps.SQRT: _math("sqrt"),
+                   BinaryOps.MOD: lambda a, b, dt: _math("fmod")(a, b, dt) if dt.is_float
+                   else f"({a}%{b})"}
+
+    def prelude(self, kernel: LinearKernel) -> list[str]:
+        return _HALF if uses(kernel, dtypes.float16) else []
+
+    def inf(self, dtype: DType) -> str:  # NVRTC has no math.h, so no INFINITY / NAN
+        return ("__longlong_as_double(0x7ff0000000000000LL)" if dtype == dtypes.float64
+                else "__int_as_float(0x7f800000)")
+
+    def nan(self, dtype: DType) -> str:
+        return ("__longlong_as_double(0x7ff8000000000000LL)" if dtype == dtypes.float64
+                else "__int_as_float(0x7fc00000)")
+
+    def load_half(self, buf: str, idx: str) -> str:
+        return f"h2f({buf}[{idx}])"
+
+    def store_half(self, buf: str, idx: str, value: str) -> str:
+        return f"{buf}[{idx}] = f2h({value})"
+
+    def round_half(self, x: str, src: DType) -> str:
+        return f"h2f({'d2h' if src == dtypes.float64 else 'f2h'}({x}))"

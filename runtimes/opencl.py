@@ -1,0 +1,120 @@
+"""OpenCL runtime through pyopencl: OpenCL C source -> program binary -> timed launches.
+
+`OPENCL:N` is the N-th device counting across every platform (`OPENCL` is `OPENCL:0`).
+Launch sizes from the renderer are work-groups and work-group sizes per dim; OpenCL wants
+total work-items, so the Program multiplies them. Events on a profiling queue time kernels.
+"""
+from __future__ import annotations
+import functools
+
+from codegen.renderer import ProgramSpec
+from codegen.renderer.opencl import OpenCLRenderer
+from runtimes.base import Allocator, Compiler, Program, Runtime
+
+
+def _pyopencl():
+    try:
+        import pyopencl
+    except ImportError as e:
+        raise RuntimeError("OPENCL needs the pyopencl package (pip install pyopencl) and a "
+                           "driver, e.g. pip install pocl-binary-distribution") from e
+    return pyopencl
+
+
+class OpenCLDevice:
+    """One device with its context and in-order profiling queue."""
+
+    def __init__(self, index: int):
+        cl = self.cl = _pyopencl()
+        try:
+            devices = [d for p in cl.get_platforms() for d in p.get_devices()]
+        except cl.Error as e:  # no ICD loader or no platform at all
+            raise RuntimeError(f"OPENCL: no OpenCL platform found ({e}); install a driver, "
+                               "e.g. pip install pocl-binary-distribution") from e
+        if index >= len(devices):
+            raise RuntimeError(f"OPENCL:{index} does not exist: {len(devices)} OpenCL device(s) "
+                               "found; install a driver, e.g. pip install pocl-binary-distribution")
+        self.device = devices[index]
+        self.context = cl.Context([self.device])
+        self.queue = cl.CommandQueue(self.context, self.device,
+                                     properties=cl.command_queue_properties.PROFILING_ENABLE)
+
+
+class OpenCLAllocator(Allocator):
+    """cl.Buffer objects; copies block, so host memory may be reused as soon as they return."""
+
+    def __init__(self, dev: OpenCLDevice):
+        super().__init__()
+        self.dev = dev
+
+    def _alloc(self, nbytes: int):
+        return self.dev.cl.Buffer(self.dev.context, self.dev.cl.mem_flags.READ_WRITE, nbytes)
+
+    def _free(self, opaque) -> None:
+        opaque.release()
+
+    def copyin(self, dest, src: memoryview) -> None:
+        self.dev.cl.enqueue_copy(self.dev.queue, dest, src, is_blocking=True)
+
+    def copyout(self, dest: memoryview, src) -> None:
+        self.dev.cl.enqueue_copy(self.dev.queue, dest, src, is_blocking=True)
+
+
+class OpenCLCompiler(Compiler):
+    """OpenCL C -> the driver's program binary; the key names the device and driver."""
+
+    def __init__(self, dev: OpenCLDevice):
+        super().__init__()
+        self.dev = dev
+        d = dev.device
+        self.key = f"opencl-{d.platform.name}-{d.name}-{d.version}-{d.driver_version}"
+
+    def compile(self, src: str) -> bytes:
+        cl, dev = self.dev.cl, self.dev.device
+        program = cl.Program(self.dev.context, src)
+        try:
+            program.build(devices=[dev])
+        except cl.Error as e:
+            log = program.get_build_info(dev, cl.program_build_info.LOG)
+            raise RuntimeError(f"OpenCL build failed: {e}\n--- build log ---\n{log}") from e
+        return bytes(program.get_info(cl.program_info.BINARIES)[0])
+
+
+class OpenCLProgram(Program):
+    """A kernel loaded from its binary; returns seconds (from events) when asked to wait."""
+
+    def __init__(self, spec: ProgramSpec, binary: bytes, dev: OpenCLDevice):
+        super().__init__(spec, binary)
+        self.dev = dev
+        program = dev.cl.Program(dev.context, [dev.device], [binary]).build()
+        self.kernel = dev.cl.Kernel(program, spec.name)
+
+    def __call__(self, *bufs, global_size, local_size, vals=(), wait=False):
+        for i, buf in enumerate(bufs):
+            self.kernel.set_arg(i, buf)
+        work_items = [g * l for g, l in zip(global_size, local_size)]
+        event = self.dev.cl.enqueue_nd_range_kernel(self.dev.queue, self.kernel, work_items,
+                                                    list(local_size))
+        if not wait:
+            return None
+        event.wait()
+        return (event.profile.end - event.profile.start) * 1e-9
+
+
+class OpenCLRuntime(Runtime):
+    """An OpenCL device; synchronize waits for its queue."""
+
+    def __init__(self, name: str, dev: OpenCLDevice):
+        local = min(256, dev.device.max_work_group_size)
+        super().__init__(name, OpenCLAllocator(dev), OpenCLCompiler(dev),
+                         functools.partial(OpenCLProgram, dev=dev), OpenCLRenderer(local))
+        self.dev = dev
+
+    def synchronize(self) -> None:
+        self.dev.queue.finish()
+
+
+def make_runtime(name: str = "OPENCL") -> Runtime:
+    """The OpenCL device `name` ("OPENCL" or "OPENCL:N")."""
+    _, _, index = name.partition(":")
+    return OpenCLRuntime(name, OpenCLDevice(int(index or 0)))

@@ -1,0 +1,226 @@
+"""The CUDA runtime where no GPU may be present: importing it, the missing-library error,
+and its ctypes plumbing against a fake libcuda/libnvrtc written in Python (argument order,
+launch geometry, copies, error names, the NVRTC log in a CompileError). Where `nvcc` is
+installed, the CUDA C the renderer writes is also compiled for real (syntax and PTX asm)."""
+import ctypes
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from lazyten import Tensor
+import runtimes
+import runtimes.base
+from runtimes import CompileError
+import runtimes.cuda as cuda
+
+NVCC = shutil.which("nvcc") or next(
+    (p for p in (os.path.join(os.environ.get("CUDA_PATH", "/usr/local/cuda"), "bin", "nvcc"),)
+     if os.path.exists(p)), None)
+
+
+def test_import_needs_no_cuda_library():
+    assert callable(cuda.make_runtime) and cuda.CUDARuntime.__name__ == "CUDARuntime"
+
+
+def test_missing_library_names_it():
+    with pytest.raises(RuntimeError, match=r"libnot_a_cuda_lib\.so \(testing\) not found"):
+        cuda.load_library("not_a_cuda_lib", "testing")
+
+
+@pytest.mark.parametrize("missing", ["cuda", "nvrtc"])
+def test_make_runtime_says_which_library_is_missing(monkeypatch, missing):
+    real, fakes = cuda.load_library, {"cuda": _fake_cuda({}), "nvrtc": _fake_nvrtc([])}
+
+    def load(stem, what):
+        return real("not_installed_" + stem, what) if stem == missing else fakes[stem]
+    monkeypatch.setattr(cuda, "load_library", load)
+    with pytest.raises(RuntimeError, match=f"libnot_installed_{missing}"):
+        cuda.make_runtime("CUDA")
+
+
+# ---- a fake driver and NVRTC: plain Python functions behind the ctypes names ----
+class _Fake:
+    """Functions are attributes so _API can set argtypes on them; `calls` records them."""
+
+    def __init__(self, **fns):
+        self.calls = []
+        for name, fn in fns.items():
+            setattr(self, name, self._recording(name, fn))
+
+    def _recording(self, name, fn):
+        def call(*args):
+            self.calls.append((name, args))
+            return fn(*args) or 0
+        return call
+
+
+def _set(ref, value):
+    ref._obj.value = value  # a byref() argument: write through it
+
+
+def _fake_cuda(memory: dict):
+    def alloc(ref, nbytes):
+        address = 0x1000 * (len(memory) + 1)
+        memory[address] = bytearray(nbytes)
+        _set(ref, address)
+
+    def htod(dest, src, n):
+        memory[dest][:n] = src[:n]
+
+    def dtoh(dest, src, n):
+        ctypes.memmove(dest, bytes(memory[src][:n]), n)
+
+    def launch(function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        n = len(params)  # the argument pointers, read while the launch is in progress
+        args = [ctypes.cast(params[i], ctypes.POINTER(ctypes.c_uint64)).contents.value
+                for i in range(n)]
+        launches.append(((gx, gy, gz), (bx, by, bz), args))
+    launches = []
+    fake = _Fake(
+        cuInit=lambda flags: None, cuDeviceGetCount=lambda ref: _set(ref, 1),
+        cuDeviceGet=lambda ref, i: _set(ref, i),
+        cuDeviceGetAttribute=lambda ref, attr, dev: _set(ref, {75: 8, 76: 9}[attr]),
+        cuDevicePrimaryCtxRetain=lambda ref, dev: _set(ref, 77), cuCtxSetCurrent=lambda c: None,
+        cuCtxSynchronize=lambda: None, cuMemAlloc_v2=alloc,
+        cuMemFree_v2=lambda address: None if memory.pop(address, None) is not None else 1,
+        cuMemcpyHtoD_v2=htod, cuMemcpyDtoH_v2=dtoh,
+        cuModuleLoadData=lambda ref, image: _set(ref, 5),
+        cuModuleGetFunction=lambda ref, module, name: _set(ref, 6),
+        cuLaunchKernel=launch, cuEventCreate=lambda ref, flags: _set(ref, 9),
+        cuEventRecord=lambda event, stream: None, cuEventSynchronize=lambda event: None,
+        cuEventElapsedTime=lambda ref, start, end: _set(ref, 1.5),
+        cuGetErrorName=lambda status, ref: _set(ref, b"CUDA_ERROR_INVALID_VALUE"))
+    fake.launches = launches
+    return fake
+
+
+def _fake_nvrtc(sources: list):
+    log = b"kernel.cu(1): error: identifier \"nope\" is undefined\0"
+
+    def compile_program(prog, n, options):
+        opts = [options[i].decode() for i in range(n)]
+        sources[-1] = (sources[-1][0], opts)
+        return 6 if b"nope" in sources[-1][0] else 0  # NVRTC_ERROR_COMPILATION
+
+    def write(data):
+        return lambda prog, out: ctypes.memmove(out, data, len(data)) and None
+    return _Fake(
+        nvrtcVersion=lambda major, minor: (_set(major, 12), _set(minor, 4)) and None,
+        nvrtcCreateProgram=lambda ref, src, name, n, h, i: sources.append((src, None)),
+        nvrtcCompileProgram=compile_program, nvrtcDestroyProgram=lambda ref: None,
+        nvrtcGetProgramLogSize=lambda prog, ref: _set(ref, len(log)),
+        nvrtcGetProgramLog=write(log), nvrtcGetCUBINSize=lambda prog, ref: _set(ref, 5),
+        nvrtcGetCUBIN=write(b"CUBIN"),
+        nvrtcGetErrorString=lambda status: b"NVRTC_ERROR_COMPILATION")
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch, tmp_path):
+    monkeypatch.setattr(runtimes.base, "cache_dir", lambda: tmp_path)  # keep fake CUBINs out
+    memory, sources = {}, []
+    fakes = {"cuda": _fake_cuda(memory), "nvrtc": _fake_nvrtc(sources)}
+    monkeypatch.setattr(cuda, "load_library", lambda stem, what: fakes[stem])
+    runtime = cuda.make_runtime("CUDA:0")
+    return runtime, memory, sources
+
+
+def test_device_setup_and_compile_options(fake_cuda):
+    runtime, _, sources = fake_cuda
+    assert runtime.arch == "89" and runtime.compiler.key == "cuda-nvrtc12.4-sm_89"
+    assert runtime.compiler.compile('extern "C" __global__ void k() {}') == b"CUBIN"
+    assert sources[-1][1] == ["--gpu-architecture=sm_89"]
+
+
+def test_compile_error_carries_nvrtc_log_and_source(fake_cuda):
+    runtime, _, _ = fake_cuda
+    with pytest.raises(CompileError) as info:
+        runtime.compiler.compile_named("k", 'extern "C" __global__ void k() { nope; }')
+    assert "NVRTC_ERROR_COMPILATION" in str(info.value) and "undefined" in info.value.log
+    assert "   1 extern" in str(info.value)
+
+
+def test_copies_and_driver_errors(fake_cuda):
+    runtime, memory, _ = fake_cuda
+    buf = runtime.allocator.alloc(16)
+    runtime.allocator.copyin(buf, memoryview(np.arange(4, dtype=np.float32)).cast("B"))
+    out = np.zeros(4, np.float32)
+    runtime.allocator.copyout(memoryview(out).cast("B"), buf)
+    np.testing.assert_array_equal(out, np.arange(4))
+    runtime.allocator._free(buf)
+    with pytest.raises(RuntimeError, match=r"cuMemFree_v2 failed: CUDA_ERROR_INVALID_VALUE"):
+        runtime.allocator._free(buf)  # the fake fails a double free
+
+
+def test_tensor_program_launch_geometry(fake_cuda, monkeypatch):
+    runtime, memory, sources = fake_cuda
+    monkeypatch.setitem(runtimes._OPEN, "CUDA:7", runtime)  # a name no real device uses here
+    x = Tensor(np.ones((3, 1000), np.float32), device="CUDA:7")
+    (x * 2).sum(axis=1).realize()
+    grid, block, pointers = runtime.cu.lib.launches[-1]
+    assert grid == (3, 1, 1) and block == (256, 1, 1)  # one work-group per row: group reduce
+    assert len(pointers) == 2 and all(p in memory for p in pointers)  # both device buffers
+    src = sources[-1][0].decode()
+    assert 'extern "C" __global__ void r_3_1000' in src and "__syncthreads();" in src
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
+def test_rendered_cuda_compiles_with_nvcc(fake_cuda, monkeypatch, tmp_path):
+    runtime, _, sources = fake_cuda
+    monkeypatch.setitem(runtimes._OPEN, "CUDA:7", runtime)
+    a = Tensor(np.ones((5, 300), np.float16), device="CUDA:7")
+    b = Tensor(np.ones((300,), np.float64), device="CUDA:7")
+    ((a.exp().max(axis=0) / b) > 0.5).where(a.cast("int8").sum(axis=0), -1).realize()
+    (Tensor(np.ones((2, 3, 4, 5), np.int64), device="CUDA:7").permute(3, 1, 0, 2) % 3).realize()
+    assert sources
+    for i, (src, _) in enumerate(sources):
+        path = tmp_path / f"k{i}.cu"
+        path.write_bytes(src)
+        result = subprocess.run([NVCC, "-cubin", "-arch=sm_89", "-o", str(tmp_path / f"k{i}.cubin"),
+                                 str(path)], capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr + src.decode()
+
+
+def _every_primitive_ast():
+    """One kernel AST per (op, dtype) pair the IR allows, plus launch-shape variants."""
+    from codegen.dtypes import dtypes
+    from codegen.ops import BinaryOps, ReduceOps, TernaryOps, UnaryOps
+    from lazyten.schedule import create_schedule
+
+    def lb(dtype, shape=(61,)):
+        return Tensor(np.zeros(shape, np.dtype(dtype.fmt)), device="CPU").lazydata
+    outs = [lb(d).e(op) for d in (dtypes.float16, dtypes.float32, dtypes.float64)
+            for op in (UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN, UnaryOps.SQRT, UnaryOps.RECIP)]
+    for d in dtypes.all():
+        outs += [lb(d).e(UnaryOps.NEG), lb(dtypes.bool).e(TernaryOps.WHERE, lb(d), lb(d))]
+        outs += [lb(d).cast(other) for other in dtypes.all() if other != d]
+        outs += [lb(d, (7, 300)).r(op, (1,)) for op in ReduceOps]  # group reduces
+        outs.append(lb(d, (9000, 3)).r(ReduceOps.MAX, (0,)))
+        skip = ({BinaryOps.AND, BinaryOps.OR, BinaryOps.XOR} if d.is_float else
+                {BinaryOps.IDIV, BinaryOps.MOD} if d == dtypes.bool else set())
+        outs += [lb(d).e(op, lb(d)) for op in BinaryOps if op not in skip]
+    return [item.ast for out in outs for item in create_schedule([out]) if item.ast is not None]
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
+def test_every_primitive_renders_valid_cuda(tmp_path):
+    from codegen.linearizer import Linearizer
+    from codegen.renderer.cuda import CUDARenderer
+    renderer, seen, lines = CUDARenderer(), set(), []
+    asts = _every_primitive_ast()
+    for i, ast in enumerate(asts):
+        kernel = Linearizer(ast, renderer.kernel_options).linearize()
+        for line in renderer.render(kernel).splitlines():
+            if line.startswith("__device__"):  # shared helpers: once per file
+                if line in seen:
+                    continue
+                seen.add(line)
+            lines.append(line.replace(f"void {kernel.name}(", f"void k{i}_{kernel.name}("))
+    path = tmp_path / "all.cu"
+    path.write_text("\n".join(lines))
+    result = subprocess.run([NVCC, "-cubin", "-arch=sm_89", "-o", str(tmp_path / "all.cubin"),
+                             str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert len(asts) > 200

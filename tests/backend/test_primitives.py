@@ -1,0 +1,190 @@
+"""Every primitive op as a one-op kernel on every device, against numpy.
+
+Each case builds exactly one kernel from LazyBuffer primitives (no Tensor-level rewriting)
+so a failure names the op and dtype a runtime gets wrong.
+"""
+import numpy as np
+import pytest
+
+from codegen.dtypes import dtypes
+from codegen.ops import BinaryOps, ReduceOps, TernaryOps, UnaryOps
+from lazyten import Tensor
+from lazyten.realize import Stats
+
+NP = {d: np.dtype(d.fmt) for d in dtypes.all()}
+RTOL = {dtypes.float16: 1e-3, dtypes.float32: 2e-6, dtypes.float64: 1e-13}
+SIZE = 61  # odd, so vector paths see a tail
+
+
+def data(dtype, n=SIZE, seed=0, low=None, high=None, nonzero=False):
+    """Values of `dtype` covering signs and magnitudes (specials are added per test)."""
+    rng = np.random.default_rng(seed)
+    if dtype == dtypes.bool:
+        return rng.random(n) < 0.5
+    if dtype.is_float:
+        x = rng.standard_normal(n) * 4 if low is None else rng.uniform(low, high, n)
+        return x.astype(NP[dtype])
+    info = np.iinfo(NP[dtype])
+    lo = max(info.min, -100 if low is None else low)
+    hi = min(info.max, 100 if high is None else high)
+    x = rng.integers(lo, hi + 1, n).astype(NP[dtype])
+    return np.where(x == 0, 1, x).astype(NP[dtype]) if nonzero else x
+
+
+def one_kernel(device, build, *arrays):
+    """Run `build(*lazybuffers)` as one kernel on `device` and return it as numpy."""
+    lbs = [Tensor(a, device=device).lazydata for a in arrays]
+    out = Tensor(build(*lbs), device=device)
+    before = Stats.kernels
+    result = out.numpy()
+    assert Stats.kernels - before == 1, "expected exactly one kernel"
+    return result
+
+
+def check(got, want):
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    if got.dtype.kind == "f":
+        rtol = RTOL[dtypes.from_name(got.dtype.name)]
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * 1e-3, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+# ---- unary ----
+UNARY = {UnaryOps.EXP2: (np.exp2, -20, 20), UnaryOps.LOG2: (np.log2, 1e-3, 1e3),
+         UnaryOps.SIN: (np.sin, -10, 10), UnaryOps.SQRT: (np.sqrt, 0, 1e4),
+         UnaryOps.RECIP: (np.reciprocal, -1e3, 1e3)}
+
+
+UNARY_CASES = [(op, dtypes.float32) for op in UNARY] + [
+    (op, d) for op in (UnaryOps.EXP2, UnaryOps.SQRT) for d in (dtypes.float16, dtypes.float64)]
+
+
+@pytest.mark.parametrize("op,dtype", UNARY_CASES, ids=lambda x: x.name)
+def test_unary_float(device, op, dtype):
+    fn, low, high = UNARY[op]
+    x = data(dtype, low=low, high=high)
+    x[:3] = [np.inf, np.nan, 0.0] if op is not UnaryOps.SIN else [np.nan, 0.0, -0.0]
+    with np.errstate(all="ignore"):
+        check(one_kernel(device, lambda a: a.e(op), x), fn(x))
+
+
+@pytest.mark.parametrize("dtype", [dtypes.bool, dtypes.uint8, dtypes.int64, dtypes.float16],
+                         ids=str)
+def test_neg(device, dtype):
+    x = data(dtype)
+    want = np.logical_not(x) if dtype == dtypes.bool else (-x).astype(x.dtype)
+    check(one_kernel(device, lambda a: a.e(UnaryOps.NEG), x), want)
+
+
+CASTS = [(d, dtypes.float32) for d in dtypes.all() if d != dtypes.float32] + \
+        [(dtypes.float32, d) for d in dtypes.all() if d != dtypes.float32] + [
+        (dtypes.float64, dtypes.float16), (dtypes.int64, dtypes.int8), (dtypes.uint8, dtypes.int8),
+        (dtypes.int16, dtypes.uint8), (dtypes.float16, dtypes.bool)]
+
+
+@pytest.mark.parametrize("src,dst", CASTS, ids=lambda d: d.name)
+def test_cast(device, src, dst):
+    x = data(src, high=250)
+    if src.is_float:
+        x[:4] = [0.5, -0.5, 2.75, -2.75]  # conversion to integers truncates toward zero
+        if dst.is_float or dst == dtypes.bool:
+            x[4:8] = [np.inf, -np.inf, np.nan, -0.0]
+        if src != dtypes.float16 and dst == dtypes.float16:
+            x[8:11] = [65520.0, 1e-8, 0.1]  # overflow to inf, underflow, rounding
+    with np.errstate(all="ignore"):
+        want = x.astype(NP[dst])
+    check(one_kernel(device, lambda a: a.cast(dst), x), want)
+
+
+# ---- binary ----
+def _trunc_div(a, b):
+    if a.dtype.kind == "f":
+        return a / b
+    q = np.abs(a.astype(np.int64)) // np.abs(b.astype(np.int64))
+    return (q * np.sign(a.astype(np.int64)) * np.sign(b.astype(np.int64))).astype(a.dtype)
+
+
+# ADD runs on every dtype (types, loads and stores); the other ops on the dtypes that take
+# a different code path (bool, unsigned, 64-bit, half computed in float, NaN)
+BINARY = {  # op -> (numpy reference, dtypes to run it on)
+    BinaryOps.ADD: (np.add, dtypes.all()),
+    BinaryOps.MUL: (np.multiply, [dtypes.float16]),
+    BinaryOps.MAX: (np.maximum, [dtypes.int32, dtypes.float32]),
+    BinaryOps.CMPLT: (np.less, [dtypes.uint8, dtypes.float16]),
+    BinaryOps.CMPNE: (np.not_equal, [dtypes.float32]),
+    BinaryOps.IDIV: (_trunc_div, [dtypes.int8, dtypes.int64]),
+    BinaryOps.MOD: (np.fmod, [dtypes.int32, dtypes.float64]),
+    BinaryOps.AND: (np.bitwise_and, [dtypes.bool]),
+    BinaryOps.OR: (np.bitwise_or, [dtypes.int32]),
+    BinaryOps.XOR: (np.bitwise_xor, [dtypes.bool]),
+}
+BINARY_CASES = [(op, d) for op, (_, ds) in BINARY.items() for d in ds]
+
+
+@pytest.mark.parametrize("op,dtype", BINARY_CASES, ids=lambda x: x.name)
+def test_binary(device, op, dtype):
+    divides = op in (BinaryOps.IDIV, BinaryOps.MOD)
+    a, b = data(dtype, seed=1), data(dtype, seed=2, nonzero=divides)
+    if dtype.is_float and not divides:
+        a[:4], b[:4] = [np.nan, 1.0, np.inf, -0.0], [2.0, np.nan, np.inf, 0.0]  # NaN wins MAX
+    if dtype.is_int and not dtype.is_unsigned and divides:
+        a[:4], b[:4] = [7, -7, 7, -7], [2, 2, -2, -2]  # C semantics: truncate toward zero
+    with np.errstate(all="ignore"):
+        want = BINARY[op][0](a, b)
+    want = want if want.dtype == np.bool_ else want.astype(a.dtype)
+    check(one_kernel(device, lambda x, y: x.e(op, y), a, b), want)
+
+
+@pytest.mark.parametrize("dtype", [dtypes.bool, dtypes.int8, dtypes.float16], ids=str)
+def test_where(device, dtype):
+    c, a, b = data(dtypes.bool), data(dtype, seed=1), data(dtype, seed=2)
+    check(one_kernel(device, lambda x, y, z: x.e(TernaryOps.WHERE, y, z), c, a, b),
+          np.where(c, a, b))
+
+
+# ---- reduce ----
+REDUCES = [(ReduceOps.SUM, d) for d in (dtypes.bool, dtypes.int8, dtypes.int64, dtypes.float16,
+                                        dtypes.float32)] + \
+          [(ReduceOps.MAX, d) for d in (dtypes.bool, dtypes.int32, dtypes.float64)]
+
+
+@pytest.mark.parametrize("op,dtype", REDUCES, ids=lambda x: x.name)
+def test_reduce(device, op, dtype):
+    x = data(dtype, n=7 * 45).reshape(7, 45)
+    if dtype.is_float and op is ReduceOps.MAX:
+        x[2, 5] = np.nan  # numpy's max propagates NaN
+    if op is ReduceOps.SUM:  # in the input's dtype (integers wrap); half accumulates in float
+        acc = np.float32 if dtype == dtypes.float16 else x.dtype
+        want = x.sum(axis=1, keepdims=True, dtype=acc).astype(x.dtype)
+    else:
+        want = x.max(axis=1, keepdims=True)
+    got = one_kernel(device, lambda a: a.r(op, (1,)), x)
+    if dtype in (dtypes.float32, dtypes.float64):  # summation order differs: scale the error
+        scale = np.abs(x).sum(axis=1, keepdims=True) * RTOL[dtype]
+        np.testing.assert_allclose(got, want, rtol=RTOL[dtype], atol=np.nanmax(scale),
+                                   equal_nan=True)
+    else:
+        check(got, want)
+
+
+# ---- constants ----
+SPECIAL_VALUES = {
+    dtypes.float32: [0.1, 1 / 3, -2.5e-38, 3.4028234663852886e38, -0.0, np.inf, -np.inf, np.nan],
+    dtypes.float64: [0.1, 1 / 3, -2.5e-308, 1.7976931348623157e308, -0.0, np.inf, np.nan, 1e-300],
+    dtypes.int64: [-2 ** 63, 2 ** 63 - 1, -2 ** 31, 2 ** 31, -1, 0, 7, 123456789012],
+    dtypes.int32: [-2 ** 31, 2 ** 31 - 1, -1, 0, 1, 65536, -65537, 99],
+}
+
+
+@pytest.mark.parametrize("dtype", list(SPECIAL_VALUES), ids=str)
+def test_constants_are_exact(device, dtype):
+    """Literals in the source must reproduce every bit: extremes, -0.0, inf, NaN."""
+    values = SPECIAL_VALUES[dtype]
+    index = Tensor(np.arange(len(values), dtype=np.int32), device=device)
+    out = Tensor.full((len(values),), values[-1], dtype=dtype, device=device)
+    for i, v in enumerate(values[:-1]):
+        out = (index == i).where(Tensor.full((len(values),), v, dtype=dtype, device=device), out)
+    got, want = out.numpy(), np.array(values, dtype=NP[dtype])
+    assert got.tobytes() == want.tobytes() or (dtype.is_float and np.array_equal(
+        got, want, equal_nan=True) and (np.signbit(got) == np.signbit(want)).all())
