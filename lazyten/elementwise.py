@@ -79,61 +79,105 @@ class ElementwiseMixin:
         """True division (integers give floats), or "trunc"/"floor" rounding as PyTorch."""
         x, y = self._broadcasted(other, reverse)
         if rounding_mode == "trunc":
-            return x._idiv(y) if x.dtype.is_int else x.apply(F.Div, y).trunc()
+            return x._int_divmod(y)[0] if not x.dtype.is_float else x.apply(F.Div, y).trunc()
         if rounding_mode == "floor":
             return x.floordiv(y)
+        if rounding_mode is not None:
+            raise ValueError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
         if not x.dtype.is_float:
             x, y = x.cast(dtypes.default_float), y.cast(dtypes.default_float)
         return x.apply(F.Div, y)
 
-    def _idiv(self, y):
-        return self.apply(F.BinaryNoGrad, y, op=BinaryOps.IDIV)
+    def _int_divmod(self, y):
+        """C division of integers (quotient toward zero, remainder with the dividend's sign).
+        Division by zero gives 0 and INT_MIN // -1 wraps, as numpy: the hardware would trap."""
+        if self.dtype == dtypes.bool:
+            raise TypeError("integer division is not defined for bool tensors")
+        zero = y == 0
+        minus_one = (y == -1) if not self.dtype.is_unsigned else None
+        unsafe = zero if minus_one is None else zero | minus_one
+        safe = unsafe.where(y.ones_like(), y)
+        q = self.apply(F.BinaryNoGrad, safe, op=BinaryOps.IDIV)
+        r = self.apply(F.BinaryNoGrad, safe, op=BinaryOps.MOD)  # x % 1 == 0 where unsafe
+        if minus_one is not None:
+            q = minus_one.where(-self, q)
+        return zero.where(q.zeros_like(), q), r
+
+    def _float_divmod(self, y):
+        """numpy's floor division and remainder of floats (npy_divmod): exact remainders,
+        quotients consistent with them; x // 0 is x / 0 and x % 0 is nan."""
+        fmod = self.detach().apply(F.BinaryNoGrad, y.detach(), op=BinaryOps.MOD)
+        fix = (fmod != 0) & ((y < 0) != (fmod < 0))
+        mod = fix.where(fmod + y.detach(), fmod)
+        div = (self.detach() - fmod) / y.detach()
+        div = fix.where(div - 1, div)
+        floor = div.floor()
+        floor = (div - floor > 0.5).where(floor + 1, floor)
+        floordiv = (y == 0).where(self.detach() / y.detach(), floor)
+        return floordiv, mod
 
     def floordiv(self, other, reverse: bool = False):
         """Python's // : rounds toward minus infinity, for ints and floats."""
         x, y = self._broadcasted(other, reverse)
         if x.dtype.is_float:
-            return x.apply(F.Div, y).floor()
-        if x.dtype == dtypes.bool:
-            raise TypeError("// is not defined for bool tensors")
-        q = x._idiv(y)
-        fix = (x.apply(F.BinaryNoGrad, y, op=BinaryOps.MOD) != 0) & ((x < 0) != (y < 0))
+            return x._float_divmod(y)[0]
+        q, r = x._int_divmod(y)
+        fix = (r != 0) & ((r < 0) != (y < 0))
         return fix.where(q - 1, q)
 
     def mod(self, other, reverse: bool = False):
         """Python's % : the result takes the divisor's sign."""
         x, y = self._broadcasted(other, reverse)
         if x.dtype.is_float:
-            return x - x.div(y, rounding_mode="floor") * y
-        r = x.apply(F.BinaryNoGrad, y, op=BinaryOps.MOD)
+            floordiv, out = x._float_divmod(y)
+            if x.requires_grad or y.requires_grad:  # d/dx = 1, d/dy = -(x // y)
+                out = out + (x - x.detach()) - (y - y.detach()) * floordiv
+            return out
+        r = x._int_divmod(y)[1]
         return ((r != 0) & ((r < 0) != (y < 0))).where(r + y, r)
 
     def pow(self, exponent, reverse: bool = False):
-        """x ** y with numpy's rules for negative bases, zeros and integer powers."""
-        if not reverse and isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
-            if exponent == 0:
-                return self.ones_like(dtype=scalar_result(self.dtype, exponent))
-            if exponent == 1:
-                return self.cast(scalar_result(self.dtype, exponent))
-            if exponent == 2:
-                return self * self
-            if exponent == 0.5 and self.dtype.is_float:
-                return self.sqrt()
-            if exponent == -1:
-                return self.reciprocal()
+        """x ** y with numpy's results: exact integer powers, negative bases, zeros, nan/inf."""
+        is_number = isinstance(exponent, (int, float)) and not isinstance(exponent, bool)
+        if not reverse and is_number and float(exponent).is_integer() and abs(exponent) <= 64:
+            return self._int_power(int(exponent), scalar_result(self.dtype, exponent))
         x, y = self._broadcasted(exponent, reverse)
-        is_int = not x.dtype.is_float
-        xf, yf = (x.float(), y.float()) if is_int else (x, y)
-        if is_int and x.dtype == dtypes.int64:
-            xf, yf = x.double(), y.double()
-        magnitude = (yf * xf.abs().log2()).exp2()
-        y_int = yf == yf.trunc()
-        y_odd = y_int & ((yf.abs() % 2) == 1)
-        negative = xf < 0
-        nan = xf.full_like(float("nan"))
-        result = negative.where(y_int.where(y_odd.where(-magnitude, magnitude), nan), magnitude)
-        result = (yf == 0).where(xf.ones_like(), result)
-        return result.round().cast(x.dtype) if is_int else result
+        if not x.dtype.is_float:  # integer powers in float64 (exact below 2**53), rounded back
+            return x.double()._float_pow(y.double()).round().cast(x.dtype)
+        if x.dtype == dtypes.float16:
+            return x.float()._float_pow(y.float()).cast(dtypes.float16)
+        return x._float_pow(y)
+
+    def _int_power(self, n: int, dtype):
+        """self ** n for a Python int n by repeated squaring: exact (and wrapping) for ints."""
+        x = self.cast(dtype)
+        if n == 0:
+            return x.ones_like()
+        if n < 0:
+            if not dtype.is_float:
+                raise ValueError(f"integers to negative integer powers are not allowed "
+                                 f"(tensor of {dtype.name} ** {n})")
+            return x._int_power(-n, dtype).reciprocal()
+        out, square = None, x
+        while n:
+            if n & 1:
+                out = square if out is None else out * square
+            n >>= 1
+            if n:
+                square = square * square
+        return out
+
+    def _float_pow(self, y):
+        """Float x ** y as exp2(y * log2|x|) with C99 pow's special cases."""
+        x = self
+        magnitude = (y * x.abs().log2()).exp2()
+        odd = y.apply(F.BinaryNoGrad, y.full_like(2.0).detach(), op=BinaryOps.MOD).abs() == 1
+        negative = (x < 0) | ((x == 0) & (x.detach().reciprocal() < 0))  # -0.0 counts
+        finite_negative = (x < 0) & (x > float("-inf"))
+        result = (negative & odd).where(-magnitude, magnitude)
+        result = (finite_negative & (y != y.trunc())).where(float("nan"), result)
+        one = (y == 0) | (x == 1) | ((x == -1) & y.isinf())
+        return one.where(1.0, result)
 
     def __add__(self, o): return self.add(o)
     def __radd__(self, o): return self.add(o, True)
@@ -161,14 +205,22 @@ class ElementwiseMixin:
     # ---- comparisons and logic (results are bool; no gradient) ----
     def __lt__(self, o): return self._compare(F.Less, o, False)
     def __gt__(self, o): return self._compare(F.Less, o, True)
-    def __ge__(self, o): return (self < o).logical_not()
-    def __le__(self, o): return (self > o).logical_not()
+    def __ge__(self, o): return self._compare_or_equal(o, True)
+    def __le__(self, o): return self._compare_or_equal(o, False)
     def __ne__(self, o): return self._compare(F.NotEqual, o, False)
     def __eq__(self, o): return (self != o).logical_not()
 
     def _compare(self, fn, other, reverse):
         x, y = self._broadcasted(other, reverse)
         return x.apply(fn, y)
+
+    def _compare_or_equal(self, other, greater: bool):
+        """x >= y (or x <= y); false where either side is NaN, as IEEE and numpy say."""
+        x, y = self._broadcasted(other)
+        small, big = (y, x) if greater else (x, y)
+        if not x.dtype.is_float:
+            return big.apply(F.Less, small).logical_not()
+        return small.apply(F.Less, big) | x.apply(F.NotEqual, y).logical_not()
 
     def _logic(self, other, op, reverse=False):
         x, y = self._broadcasted(other, reverse)
@@ -268,7 +320,8 @@ class ElementwiseMixin:
     def sign(self):
         if self.dtype == dtypes.bool:
             return self
-        return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype) + self * 0
+        out = (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
+        return self.isnan().where(self, out) if self.dtype.is_float else out
 
     def trunc(self):
         if not self.dtype.is_float:
@@ -277,7 +330,9 @@ class ElementwiseMixin:
 
     def _round_like(self, rounded):
         """Rounding has zero gradient; keep values exact at huge magnitudes and nan/inf."""
-        keep = (self.abs() >= 2.0 ** 52) | self.isnan()
+        # every float at or above 2**mantissa_bits is an integer already
+        exact = {dtypes.float16: 2.0 ** 10, dtypes.float32: 2.0 ** 23}.get(self.dtype, 2.0 ** 52)
+        keep = (self.abs() >= exact) | self.isnan()
         return keep.where(self, rounded).detach()
 
     def floor(self):
@@ -296,17 +351,17 @@ class ElementwiseMixin:
         """Round half to even, as numpy and PyTorch do."""
         if not self.dtype.is_float:
             return self
-        r = (self + 0.5).floor()
-        half = (r - self) == 0.5
-        odd = (r % 2) == 1
-        out = (half & odd).where(r - 1, r)
-        return self._round_like(out)
+        t = self.trunc()
+        frac = (self - t).abs()  # exact: x and trunc(x) share their leading bits
+        odd = t.apply(F.BinaryNoGrad, t.full_like(2.0), op=BinaryOps.MOD) != 0
+        away = (frac > 0.5) | ((frac == 0.5) & odd)
+        return self._round_like(away.where(t + (self > 0).where(1.0, -1.0).cast(self.dtype), t))
 
     # ---- activations ----
     def relu(self): return self.apply(F.Relu)
     def sigmoid(self): return self._float().apply(F.Sigmoid)
     def tanh(self): return 2.0 * (2.0 * self).sigmoid() - 1.0
-    def relu6(self): return self.relu() - (self - 6).relu()
+    def relu6(self): return self.relu().minimum(6)
     def leakyrelu(self, neg_slope: float = 0.01): return self.relu() - (-neg_slope * self).relu()
     def elu(self, alpha: float = 1.0): return self.relu() - alpha * (1 - self.exp()).relu()
     def celu(self, alpha: float = 1.0): return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
@@ -321,7 +376,7 @@ class ElementwiseMixin:
     def swish(self): return self * self.sigmoid()
     silu = swish
     def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5):
-        return (alpha * self + beta).relu() - (alpha * self + beta - 1).relu()
+        return (alpha * self + beta).relu().minimum(1)
     def hardswish(self): return self * (self + 3).relu6() * (1 / 6)
     def hardtanh(self, min_val: float = -1, max_val: float = 1): return self.clip(min_val, max_val)
     def lerp(self, end, weight): return self + (end - self) * weight

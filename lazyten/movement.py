@@ -6,15 +6,23 @@ elementwise ops. Mixed into Tensor.
 """
 from __future__ import annotations
 import math
+import operator
 
 from codegen.dtypes import dtypes
 from codegen.helpers import argfix, prod
 from lazyten import function as F
+from lazyten.elementwise import broadcast_shape
+
+
+def _as_int(value, what: str) -> int:
+    """A Python int from an int-like (numpy integers too); bools and floats are errors."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{what} must be an int, got {value!r}")
+    return operator.index(value)
 
 
 def _norm_axis(axis: int, ndim: int, what: str = "axis") -> int:
-    if not isinstance(axis, int) or isinstance(axis, bool):
-        raise TypeError(f"{what} must be an int, got {axis!r}")
+    axis = _as_int(axis, what)
     if not -max(ndim, 1) <= axis < max(ndim, 1):
         raise IndexError(f"{what} {axis} is out of range for a tensor with {ndim} dims")
     return axis % max(ndim, 1)
@@ -25,7 +33,7 @@ class MovementMixin:
 
     # ---- primitive views ----
     def reshape(self, *shape):
-        shape = argfix(*shape)
+        shape = tuple(_as_int(s, "reshape size") for s in argfix(*shape))
         if shape.count(-1) > 1:
             raise ValueError(f"reshape {self.shape} -> {shape}: only one -1 allowed")
         if -1 in shape:
@@ -53,7 +61,7 @@ class MovementMixin:
         return self.apply(F.Permute, order=order)
 
     def expand(self, *shape):
-        shape = argfix(*shape)
+        shape = tuple(_as_int(s, "expand size") for s in argfix(*shape))
         if len(shape) < self.ndim:
             raise ValueError(f"cannot expand {self.shape} to fewer dims {shape}")
         base = (1,) * (len(shape) - self.ndim) + self.shape
@@ -109,7 +117,8 @@ class MovementMixin:
     # ---- derived views ----
     @property
     def T(self):
-        return self.transpose()
+        """All dims reversed, as numpy's (and PyTorch's) .T."""
+        return self.permute(tuple(reversed(range(self.ndim))))
 
     def transpose(self, dim0: int = 1, dim1: int = 0):
         order = list(range(self.ndim))
@@ -117,15 +126,13 @@ class MovementMixin:
         order[d0], order[d1] = order[d1], order[d0]
         return self.permute(order)
 
-    def squeeze(self, dim: int | None = None):
+    def squeeze(self, dim=None):
+        """Drop size-1 dims: all of them, or those of `dim` (an int or a tuple) that are 1."""
         if dim is None:
             return self.reshape(tuple(s for s in self.shape if s != 1))
-        if self.ndim == 0:
-            return self
-        dim = _norm_axis(dim, self.ndim, "dim")
-        if self.shape[dim] != 1:
-            return self
-        return self.reshape(self.shape[:dim] + self.shape[dim + 1:])
+        dims = {_norm_axis(d, self.ndim, "dim") for d in (dim if isinstance(dim, (tuple, list))
+                                                          else (dim,))}
+        return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in dims and s == 1)))
 
     def unsqueeze(self, dim: int):
         dim = _norm_axis(dim, self.ndim + 1, "dim")
@@ -176,6 +183,9 @@ class MovementMixin:
 
     def cat(self, *others, dim: int = 0):
         tensors = (self,) + others
+        if any(t.ndim == 0 for t in tensors):
+            raise ValueError(f"cat needs tensors with at least one dim, got shapes "
+                             f"{[t.shape for t in tensors]} (use stack)")
         dim = _norm_axis(dim, self.ndim, "dim")
         for t in tensors:
             if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape))
@@ -240,49 +250,76 @@ class MovementMixin:
         return x.shrink(arg).reshape(x.shape[:dim] + (count,) + x.shape[dim + 2:])
 
     def __getitem__(self, index):
+        """numpy indexing: ints, slices (any step), None, one Ellipsis, and integer tensors
+        (or lists) broadcast together; with a tensor present, ints index like tensors too."""
         tensor_type = type(self)
-        items = list(index) if isinstance(index, tuple) else [index]
-        items = [tensor_type(i, device=self.device) if isinstance(i, list) else i for i in items]
-        consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
+        items = [self._index_item(i) for i in (index if isinstance(index, tuple) else (index,))]
         if sum(1 for i in items if i is Ellipsis) > 1:
-            raise IndexError("an index can only have a single ellipsis")
+            raise IndexError("an index can only have a single ellipsis ('...')")
+        consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
         if consumed > self.ndim:
             raise IndexError(f"too many indices ({consumed}) for tensor of shape {self.shape}")
-        if Ellipsis in [i for i in items if not isinstance(i, tensor_type)]:
+        fill = [slice(None)] * (self.ndim - consumed)
+        if any(i is Ellipsis for i in items):
             at = next(k for k, i in enumerate(items) if i is Ellipsis)
-            items[at:at + 1] = [slice(None)] * (self.ndim - consumed)
-        items += [slice(None)] * (self.ndim - consumed)
-        x, dim, out_shape, advanced = self, 0, [], []
+            items[at:at + 1] = fill
+        else:
+            items += fill
+        has_tensor = any(isinstance(i, tensor_type) for i in items)
+        x, dim, advanced = self, 0, []
         for item in items:
             if item is None:
                 x = x.unsqueeze(dim)
                 dim += 1
             elif isinstance(item, slice):
-                start, stop, step = item.indices(x.shape[dim])
-                x = x._slice_axis(dim, start, stop, step)
+                x = x._slice_axis(dim, *item.indices(x.shape[dim]))
                 dim += 1
-            elif isinstance(item, tensor_type):
-                if item.dtype.is_float:
-                    raise IndexError(f"tensors used as indices must be integer, got {item.dtype}")
-                advanced.append((dim, item))
-                dim += 1
-            elif isinstance(item, int) and not isinstance(item, bool):
+            elif isinstance(item, int):
                 n = x.shape[dim]
                 if not -n <= item < n:
-                    raise IndexError(f"index {item} is out of bounds for dim {dim} with size {n}")
-                x = x._slice_axis(dim, item % n, item % n + 1, 1)
-                x = x.reshape(x.shape[:dim] + x.shape[dim + 1:])
+                    raise IndexError(f"index {item} is out of bounds for dim {dim} with size {n} "
+                                     f"(tensor of shape {self.shape})")
+                if has_tensor:  # numpy: an int beside an index tensor is an index tensor
+                    advanced.append((dim, tensor_type(item % n, device=self.device)))
+                    dim += 1
+                else:
+                    x = x._slice_axis(dim, item % n, item % n + 1, 1)
+                    x = x.reshape(x.shape[:dim] + x.shape[dim + 1:])
             else:
-                raise IndexError(f"unsupported index {item!r} for tensor of shape {self.shape}")
-        del out_shape
+                advanced.append((dim, item))
+                dim += 1
         return x._advanced_index(advanced) if advanced else x
+
+    def _index_item(self, item):
+        """One index item normalised: None, Ellipsis, slice, Python int or integer Tensor."""
+        tensor_type = type(self)
+        if item is None or item is Ellipsis or isinstance(item, slice):
+            return item
+        if isinstance(item, bool):
+            raise IndexError(f"boolean index {item!r} is not supported (tensor of shape {self.shape})")
+        if hasattr(item, "__index__") and getattr(item, "ndim", 0) == 0 and \
+                not isinstance(item, tensor_type):
+            return operator.index(item)
+        if isinstance(item, (list, tuple)) or hasattr(item, "__array__"):
+            item = tensor_type(item, device=self.device)
+        if not isinstance(item, tensor_type):
+            raise IndexError(f"unsupported index {item!r} for tensor of shape {self.shape}")
+        if not item.dtype.is_int:
+            raise IndexError(f"tensors used as indices must be integer, got {item.dtype.name} "
+                             f"(boolean masks are not supported)")
+        if item.device != self.device:
+            raise IndexError(f"index on {item.device} for a tensor on {self.device}")
+        return item
 
     def _advanced_index(self, advanced):
         """numpy's integer-array indexing, as one-hot masks reduced by a sum (no gather op)."""
         tensor_type = type(self)
         dims = [d for d, _ in advanced]
-        from lazyten.elementwise import broadcast_shape
-        idx_shape = broadcast_shape(*[t.shape for _, t in advanced])
+        try:
+            idx_shape = broadcast_shape(*[t.shape for _, t in advanced])
+        except ValueError:
+            raise IndexError(f"index tensors of shapes {[t.shape for _, t in advanced]} cannot "
+                             f"be broadcast together") from None
         rest = [d for d in range(self.ndim) if d not in dims]
         # numpy: adjacent advanced dims keep their place, separated ones go first
         adjacent = dims == list(range(dims[0], dims[0] + len(dims)))

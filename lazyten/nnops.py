@@ -10,6 +10,7 @@ import math
 from codegen.dtypes import dtypes
 from codegen.dtypes import promote
 from codegen.helpers import make_pair
+from lazyten.elementwise import broadcast_shape
 
 
 class NNMixin:
@@ -23,6 +24,10 @@ class NNMixin:
             raise ValueError(f"matmul needs at least 1-d tensors, got {x.shape} and {w.shape}")
         if x.shape[-1] != w.shape[-2 if w.ndim > 1 else 0]:
             raise ValueError(f"matmul shape mismatch: {x.shape} @ {w.shape}")
+        try:
+            broadcast_shape(x.shape[:-2], w.shape[:-2])
+        except ValueError:
+            raise ValueError(f"matmul batch dims do not broadcast: {x.shape} @ {w.shape}") from None
         if x.dtype != w.dtype:
             dt = promote(x.dtype, w.dtype)
             x, w = x.cast(dt), w.cast(dt)
@@ -36,7 +41,12 @@ class NNMixin:
         xr = x.reshape(x.shape[:-1] + (1, k))
         wr = w.transpose(-1, -2)
         wr = wr.reshape(wr.shape[:-2] + (1,) + wr.shape[-2:])
-        out = (xr * wr).sum(-1, dtype=x.dtype if x.dtype.is_float else None)
+        if x.dtype == dtypes.bool:  # numpy: any(x and w) over the contracted dim
+            out = (xr & wr).sum(-1) > 0
+        elif x.dtype == dtypes.float16:  # accumulate halves in float32, as PyTorch does
+            out = (xr.float() * wr.float()).sum(-1).half()
+        else:  # integer products wrap in their own dtype, as numpy's and PyTorch's do
+            out = (xr * wr).sum(-1, dtype=x.dtype)
         if squeeze_x:
             out = out.reshape(out.shape[:-2] + out.shape[-1:])
         if squeeze_w:
@@ -91,14 +101,14 @@ class NNMixin:
         """int, per-dim ints, or per-dim (before, after) pairs -> per-dim pairs."""
         if isinstance(padding, int):
             return [(padding, padding)] * nd
-        padding = list(padding)
+        given, padding = padding, list(padding)
         if len(padding) == nd and all(isinstance(p, int) for p in padding):
             return [(p, p) for p in padding]
         if len(padding) == 2 * nd and all(isinstance(p, int) for p in padding):  # PyTorch flat
             return [(padding[2 * (nd - 1 - i)], padding[2 * (nd - 1 - i) + 1]) for i in range(nd)]
         if len(padding) == nd:
             return [tuple(p) for p in padding]
-        raise ValueError(f"padding {padding} does not fit {nd} spatial dims")
+        raise ValueError(f"padding {given} does not fit {nd} spatial dims")
 
     # ---- convolution ----
     def conv2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0):
@@ -159,8 +169,8 @@ class NNMixin:
     # ---- pooling ----
     def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0):
         k = make_pair(kernel_size)
-        x = self.pad([(0, 0)] * (self.ndim - 2) + self._padding(padding, 2), value=float("-inf")) \
-            if padding else self
+        x = self.pad([(0, 0)] * (self.ndim - 2) + self._padding(padding, 2),
+                     value=dtypes.min(self.dtype)) if padding else self
         return x._pool(k, stride if stride is not None else k, dilation).max(axis=(-2, -1))
 
     def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0):

@@ -3,6 +3,8 @@ argmax, prod, cumsum...). Reductions take `axis=` (int, tuple or None) and `keep
 Mixed into Tensor.
 """
 from __future__ import annotations
+import operator
+
 from codegen.dtypes import dtypes
 from codegen.helpers import prod
 from lazyten import function as F
@@ -11,11 +13,17 @@ from lazyten import function as F
 def _axes(axis, ndim: int) -> tuple[int, ...]:
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if hasattr(axis, "__index__"):
+        axes = (axis,)
+    elif isinstance(axis, (tuple, list)):
+        axes = tuple(axis)
+    else:
+        raise TypeError(f"axis must be an int or a tuple of ints, got {axis!r}")
     out = []
     for a in axes:
-        if not isinstance(a, int) or isinstance(a, bool):
+        if not hasattr(a, "__index__") or isinstance(a, bool):
             raise TypeError(f"axis must be an int or a tuple of ints, got {axis!r}")
+        a = operator.index(a)
         if not -max(ndim, 1) <= a < max(ndim, 1):
             raise IndexError(f"axis {a} is out of range for a tensor with {ndim} dims")
         out.append(a % max(ndim, 1) if ndim else 0)
@@ -96,21 +104,25 @@ class ReduceMixin:
         return out
 
     def _arg(self, axis, keepdim: bool, largest: bool):
-        x = self if self.dtype.is_float else self.cast(dtypes.float64 if self.dtype == dtypes.int64 else dtypes.float32)
-        if not largest:
-            x = -x
+        """Index of the first maximum (or minimum); NaN counts as the extreme, as numpy."""
+        x = self.cast(dtypes.uint8) if self.dtype == dtypes.bool else self
+        if not largest:  # order-reversing and exact: ~ for integers, negation for floats
+            x = -x if x.dtype.is_float else ~x
         if axis is None:
-            return x.flatten()._arg(0, keepdim=False, largest=True).reshape(
-                (1,) * self.ndim if keepdim else ())
-        axis = _axes(axis, self.ndim)[0]
+            out = x.flatten()._arg(0, keepdim=False, largest=True)
+            return out.reshape((1,) * self.ndim) if keepdim else out
+        axis = _axes(axis, self.ndim)
+        if not axis:  # a 0-d tensor
+            return type(self).zeros((), dtype=dtypes.int64, device=self.device)
+        axis = axis[0]
         n = self.shape[axis]
         if n == 0:
             raise ValueError(f"argmax/argmin of an empty dim {axis} of shape {self.shape}")
         best = x.max(axis, keepdim=True)
-        hit = (x == best) | x.isnan()
+        hit = (x == best) | x.isnan() if x.dtype.is_float else x == best
         count_down = type(self).arange(n, 0, -1, device=self.device).reshape(
             (n,) + (1,) * (self.ndim - axis - 1))
-        first = (hit.cast(dtypes.int64) * count_down).max(axis, keepdim=keepdim)
+        first = hit.where(count_down, 0).max(axis, keepdim=keepdim)
         return (n - first).cast(dtypes.int64)
 
     def argmax(self, axis=None, keepdim: bool = False):
