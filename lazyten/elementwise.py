@@ -83,7 +83,8 @@ class ElementwiseMixin:
         if rounding_mode == "floor":
             return x.floordiv(y)
         if rounding_mode is not None:
-            raise ValueError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+            raise ValueError(f"rounding_mode must be None, 'trunc' or 'floor', "
+                             f"got {rounding_mode!r}")
         if not x.dtype.is_float:
             x, y = x.cast(dtypes.default_float), y.cast(dtypes.default_float)
         return x.apply(F.Div, y)
@@ -300,15 +301,21 @@ class ElementwiseMixin:
             raise TypeError("negation of a bool tensor: use logical_not() or ~")
         return self.apply(F.Neg)
 
+    def _opmath(self, fn):
+        """fn on this tensor as a float; halves go through float32 (as PyTorch computes
+        them), since exp(x) = exp2(x / ln2) in half precision loses about |x| ulps."""
+        x = self._float()
+        return fn(x.float()).half() if x.dtype == dtypes.float16 else fn(x)
+
     def reciprocal(self): return self._float().apply(F.Reciprocal)
     def sqrt(self): return self._float().apply(F.Sqrt)
     def rsqrt(self): return self.sqrt().reciprocal()
-    def exp(self): return self._float().apply(F.Exp)
-    def log(self): return self._float().apply(F.Log)
-    def exp2(self): return (self._float() * math.log(2)).exp()
+    def exp(self): return self._opmath(lambda x: x.apply(F.Exp))
+    def log(self): return self._opmath(lambda x: x.apply(F.Log))
+    def exp2(self): return self._opmath(lambda x: (x * math.log(2)).exp())
     def log2(self): return self.log() / math.log(2)
-    def sin(self): return self._float().apply(F.Sin)
-    def cos(self): return ((math.pi / 2) - self._float()).sin()
+    def sin(self): return self._opmath(lambda x: x.apply(F.Sin))
+    def cos(self): return self._opmath(lambda x: ((math.pi / 2) - x).sin())
     def tan(self): return self.sin() / self.cos()
     def square(self): return self * self
 
@@ -359,7 +366,7 @@ class ElementwiseMixin:
 
     # ---- activations ----
     def relu(self): return self.apply(F.Relu)
-    def sigmoid(self): return self._float().apply(F.Sigmoid)
+    def sigmoid(self): return self._opmath(lambda x: x.apply(F.Sigmoid))
     def tanh(self): return 2.0 * (2.0 * self).sigmoid() - 1.0
     def relu6(self): return self.relu().minimum(6)
     def leakyrelu(self, neg_slope: float = 0.01): return self.relu() - (-neg_slope * self).relu()

@@ -132,7 +132,8 @@ class MovementMixin:
             return self.reshape(tuple(s for s in self.shape if s != 1))
         dims = {_norm_axis(d, self.ndim, "dim") for d in (dim if isinstance(dim, (tuple, list))
                                                           else (dim,))}
-        return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in dims and s == 1)))
+        return self.reshape(tuple(s for i, s in enumerate(self.shape)
+                                  if not (i in dims and s == 1)))
 
     def unsqueeze(self, dim: int):
         dim = _norm_axis(dim, self.ndim + 1, "dim")
@@ -296,7 +297,8 @@ class MovementMixin:
         if item is None or item is Ellipsis or isinstance(item, slice):
             return item
         if isinstance(item, bool):
-            raise IndexError(f"boolean index {item!r} is not supported (tensor of shape {self.shape})")
+            raise IndexError(f"boolean index {item!r} is not supported "
+                             f"(tensor of shape {self.shape})")
         if hasattr(item, "__index__") and getattr(item, "ndim", 0) == 0 and \
                 not isinstance(item, tensor_type):
             return operator.index(item)

@@ -86,6 +86,9 @@ class NNMixin:
         x = x.reshape(lead + tuple(e * i for e, i in zip(reps, spatial)))
         x = x.shrink([(0, s) for s in lead] + [(0, k * (i + d)) for k, i, d in zip(kernel, spatial, dilation)])
         x = x.reshape(lead + tuple(v for k, i, d in zip(kernel, spatial, dilation) for v in (k, i + d)))
+        # a stride longer than a row (i + d) needs a longer row; the tail is never picked
+        x = x.pad([(0, 0)] * len(lead) + [r for o, s, i, d in zip(out, stride, spatial, dilation)
+                                          for r in ((0, 0), (0, max(0, o * s - i - d)))])
         x = x.shrink([(0, s) for s in lead] + [r for k, o, s in zip(kernel, out, stride)
                                                 for r in ((0, k), (0, o * s))])
         x = x.reshape(lead + tuple(v for k, o, s in zip(kernel, out, stride) for v in (k, o, s)))
