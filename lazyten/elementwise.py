@@ -370,12 +370,13 @@ class ElementwiseMixin:
     def tanh(self): return 2.0 * (2.0 * self).sigmoid() - 1.0
     def relu6(self): return self.relu().minimum(6)
     def leakyrelu(self, neg_slope: float = 0.01): return self.relu() - (-neg_slope * self).relu()
-    def elu(self, alpha: float = 1.0): return self.relu() - alpha * (1 - self.exp()).relu()
+    def elu(self, alpha: float = 1.0): return (self > 0).where(self, alpha * (self.exp() - 1))
     def celu(self, alpha: float = 1.0): return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
     def softplus(self, beta: float = 1.0):
-        # log(1 + exp(bx))/b computed stably: max(bx, 0) + log(1 + exp(-|bx|))
+        # log(1 + exp(bx))/b computed stably: max(bx, 0) + log(1 + exp(-|bx|)); maximum
+        # (not relu) splits the gradient at the kink, so d/dx at 0 is 0.5 as it should be
         bx = self * beta
-        return (bx.relu() + (1 + (-bx.abs()).exp()).log()) / beta
+        return (bx.maximum(0) + (1 + (-bx.abs()).exp()).log()) / beta
     def softsign(self): return self / (1 + self.abs())
     def gelu(self): return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self ** 3)).tanh())
     def quick_gelu(self): return self * (self * 1.702).sigmoid()

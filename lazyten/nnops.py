@@ -233,7 +233,7 @@ class NNMixin:
 
     def binary_crossentropy_logits(self, target, reduction: str = "mean"):
         # max(x, 0) - x*t + log(1 + exp(-|x|)), stable for large |x|
-        loss = self.relu() - self * target + (1 + (-self.abs()).exp()).log()
+        loss = self.maximum(0) - self * target + (1 + (-self.abs()).exp()).log()
         return _reduce_loss(loss, reduction)
 
     def mse(self, target, reduction: str = "mean"):

@@ -162,10 +162,6 @@ def test_ties_and_kinks_follow_pytorch():
     np.testing.assert_array_equal(z.grad.numpy(), [0, -1, 2])
 
 
-@pytest.mark.xfail(strict=True, reason="elementwise.py/nnops.py: softplus, elu and "
-                   "binary_crossentropy_logits are built from relu(x) and |x|, whose kinks at 0 "
-                   "cancel in the value but both take gradient 0, so the gradient at x == 0 is "
-                   "wrong (softplus 0 not 0.5, elu 0 not 1, bce_logits -t not 0.5 - t)")
 @pytest.mark.parametrize("name,fn,expected", [
     ("softplus", lambda x: x.softplus(), 0.5),
     ("elu", lambda x: x.elu(), 1.0),
