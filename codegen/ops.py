@@ -11,38 +11,59 @@ from typing import Any
 
 class UnaryOps(Enum):
     """AST. One input, same dtype out (CAST changes dtype, arg=(dtype, bitcast))."""
-    EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto()  # noqa: E702
-    RECIP = auto(); NEG = auto(); CAST = auto()  # noqa: E702
+    EXP2 = auto()
+    LOG2 = auto()
+    SIN = auto()
+    SQRT = auto()
+    RECIP = auto()
+    NEG = auto()
+    CAST = auto()
 
 
 class BinaryOps(Enum):
     """AST. Two inputs of one dtype. CMPLT and CMPNE yield bool.
     IDIV and MOD truncate toward zero, as C does (the Tensor layer builds floor division)."""
-    ADD = auto(); MUL = auto(); IDIV = auto(); MOD = auto(); MAX = auto()  # noqa: E702
-    CMPLT = auto(); CMPNE = auto(); AND = auto(); OR = auto(); XOR = auto()  # noqa: E702
+    ADD = auto()
+    MUL = auto()
+    IDIV = auto()
+    MOD = auto()
+    MAX = auto()
+    CMPLT = auto()
+    CMPNE = auto()
+    AND = auto()
+    OR = auto()
+    XOR = auto()
 
 
 class TernaryOps(Enum):
     """AST. WHERE(cond, a, b); MULACC(a, b, c) = a*b + c only appears inside codegen."""
-    WHERE = auto(); MULACC = auto()  # noqa: E702
+    WHERE = auto()
+    MULACC = auto()
 
 
 class ReduceOps(Enum):
     """AST. Reduce the axes given in arg (a tuple) to size 1."""
-    SUM = auto(); MAX = auto()  # noqa: E702
+    SUM = auto()
+    MAX = auto()
 
 
 class BufferOps(Enum):
     """AST leaves and root: LOAD/CONST read through a ShapeTracker, STORE writes."""
-    LOAD = auto(); CONST = auto(); STORE = auto()  # noqa: E702
+    LOAD = auto()
+    CONST = auto()
+    STORE = auto()
 
 
 class LoadOps(Enum):
     """Lazy graph only, executed by the engine: EMPTY allocates, CONST fills, COPY moves
     between devices, CONTIGUOUS forces a copy in memory order, ASSIGN writes in place,
     CUSTOM wraps data that is already realized (from numpy)."""
-    EMPTY = auto(); CONST = auto(); COPY = auto(); CONTIGUOUS = auto()  # noqa: E702
-    ASSIGN = auto(); CUSTOM = auto()  # noqa: E702
+    EMPTY = auto()
+    CONST = auto()
+    COPY = auto()
+    CONTIGUOUS = auto()
+    ASSIGN = auto()
+    CUSTOM = auto()
 
 
 Op = UnaryOps | BinaryOps | TernaryOps | ReduceOps | BufferOps | LoadOps
