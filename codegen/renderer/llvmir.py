@@ -96,8 +96,8 @@ def _cast(src: DType, dst: DType, x: str) -> list[tuple[str, str]]:
     ts, td = LLVM_TYPES[src], LLVM_TYPES[dst]
     if dst == dtypes.bool:
         return [(f"fcmp une {ts} {x}, 0.0" if src.is_float else f"icmp ne {ts} {x}, 0", td)]
-    if src == dtypes.float64 and dst == dtypes.float16:  # no libcall: go through float
-        return [(f"fptrunc double {x} to float", "float"), ("fptrunc float %prev to half", td)]
+    if src == dtypes.float64 and dst == dtypes.float16:  # no libcall: see _F64_TO_F16
+        return [(f"call half @lazyten_f64_to_f16(double {x})", td)]
     if src.is_float and dst.is_float:
         op = "fpext" if dst.itemsize > src.itemsize else "fptrunc"
         return [(f"{op} {ts} {x} to {td}", td)]
@@ -113,6 +113,28 @@ def _cast(src: DType, dst: DType, x: str) -> list[tuple[str, str]]:
     if dst.itemsize < src.itemsize:
         return [(f"trunc {ts} {x} to {td}", td)]
     return [(f"{'zext' if unsigned else 'sext'} {ts} {x} to {td}", td)]
+
+
+# double -> half without the __truncdfhf2 libcall (MCJIT does not link it): round to float
+# with round-to-odd (truncate toward zero, set the last bit if inexact), then to half, so
+# the value is rounded once, exactly as a direct conversion would
+_F64_TO_F16 = """define internal half @lazyten_f64_to_f16(double %x) alwaysinline {
+  %f = fptrunc double %x to float
+  %back = fpext float %f to double
+  %exact = fcmp oeq double %back, %x
+  %bits = bitcast float %f to i32
+  %ax = call double @llvm.fabs.f64(double %x)
+  %ab = call double @llvm.fabs.f64(double %back)
+  %over = fcmp ogt double %ab, %ax
+  %dec = zext i1 %over to i32
+  %toward0 = sub i32 %bits, %dec
+  %odd = or i32 %toward0, 1
+  %sel = select i1 %exact, i32 %bits, i32 %odd
+  %r = bitcast i32 %sel to float
+  %h = fptrunc float %r to half
+  ret half %h
+}
+declare double @llvm.fabs.f64(double)"""
 
 
 class LLVMRenderer(Renderer):
@@ -189,6 +211,8 @@ class LLVMRenderer(Renderer):
                 src_dtype = u.vin[-1].dtype if u.arg is TernaryOps.WHERE else u.vin[0].dtype
                 r[u] = emit(_alu(u.arg, u.dtype, src_dtype, [r[v] for v in u.vin], used))
             elif u.uop is UOps.CAST:
+                if (u.vin[0].dtype, u.dtype) == (dtypes.float64, dtypes.float16):
+                    used.add(_F64_TO_F16)
                 prev = r[u.vin[0]]
                 for rhs, _ in _cast(u.vin[0].dtype, u.dtype, prev):
                     prev = emit(rhs.replace("%prev", prev))

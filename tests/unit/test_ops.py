@@ -218,8 +218,6 @@ def test_cast_float64_to_float16():  # once a crash: the libcall __truncdfhf2 wa
         assert_tensor(Tensor(arr).half(), arr.astype(np.float16), exact=True)
 
 
-@pytest.mark.xfail(strict=True, reason="renderer bug: float64 -> float16 casts go through "
-                   "float32 (two roundings), so values just above a half-way point round down")
 def test_cast_float64_to_float16_rounds_once():
     arr = np.array([1 + 2 ** -11 + 2 ** -40, -(1 + 2 ** -11 + 2 ** -40), 2049.0000001])
     assert_tensor(Tensor(arr).half(), arr.astype(np.float16), exact=True)
