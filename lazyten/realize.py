@@ -80,13 +80,9 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
 def _run_kernel(item: ScheduleItem) -> None:
     out = item.out
     target = out.srcs[1].base if out.op is LoadOps.ASSIGN else None
-    if target is not None:
-        out.realized = target.realized
-    elif prod(out.shape) == 0:
-        out.realized = out.allocate()
+    out.realized = target.realized if target is not None else out.allocate()
+    if prod(out.shape) == 0:
         return
-    else:
-        out.realized = out.allocate()
     spec, program = get_program(item.ast, out.device)
     buffers = [b.realized for b in [out] + item.inputs]
     if Capture.items is not None:

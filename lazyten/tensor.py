@@ -5,17 +5,17 @@ Each method records autograd Functions over LazyBuffers; nothing runs until
 methods live in mixins (movement.py, reduce.py, nnops.py) so each file stays readable.
 """
 from __future__ import annotations
-import math
 from contextlib import contextmanager
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from codegen.dtypes import DType, as_dtype, dtypes, promote, scalar_result
-from codegen.helpers import argfix, getenv, prod
+from codegen.dtypes import DType, as_dtype, dtypes
+from codegen.helpers import prod
 from codegen.ops import BinaryOps
 from lazyten import function as F
 from lazyten.lazy import LazyBuffer
+from lazyten.creation import CreationMixin, _scalar_dtype, default_device, to_numpy_dtype
 from lazyten.elementwise import ElementwiseMixin
 from lazyten.movement import MovementMixin
 from lazyten.nnops import NNMixin
@@ -23,22 +23,10 @@ from lazyten.realize import realize
 from lazyten.reduce import ReduceMixin
 from runtimes import Buffer, canonical, get_runtime
 
-_NP_DTYPES = {d: np.dtype(d.fmt) for d in dtypes.all()}
-
-
-def default_device() -> str:
-    return canonical(getenv("DEVICE", "CPU"))
-
-
-def to_numpy_dtype(dtype: DType) -> np.dtype:
-    return _NP_DTYPES[dtype]
-
-
-class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
+class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
     """A lazily evaluated n-dimensional array with autograd."""
     training: bool = False
     no_grad: bool = False
-    _rng = np.random.default_rng(getenv("SEED", 0))
 
     def __init__(self, data: Any, device: str | None = None, dtype: Any = None,
                  requires_grad: bool | None = None):
@@ -235,129 +223,6 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
             node._freed = True
         return self
 
-    # ---- creation ----
-    @staticmethod
-    def _dev(device: str | None) -> str:
-        return canonical(device) if device is not None else default_device()
-
-    @staticmethod
-    def full(shape, fill_value, dtype=None, device=None, requires_grad=None) -> Tensor:
-        shape = _check_shape(argfix(shape) if not isinstance(shape, int) else (shape,))
-        dtype = as_dtype(dtype) if dtype is not None else _scalar_dtype(fill_value)
-        lazy = LazyBuffer.const_like(fill_value, shape, dtype, Tensor._dev(device))
-        return Tensor(lazy, device=lazy.device, requires_grad=requires_grad)
-
-    @staticmethod
-    def zeros(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
-        return Tensor.full(argfix(*shape), 0.0, dtype=dtype or dtypes.default_float,
-                           device=device, requires_grad=requires_grad)
-
-    @staticmethod
-    def ones(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
-        return Tensor.full(argfix(*shape), 1.0, dtype=dtype or dtypes.default_float,
-                           device=device, requires_grad=requires_grad)
-
-    @staticmethod
-    def empty(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
-        shape = _check_shape(argfix(*shape))
-        lazy = LazyBuffer.empty(shape, as_dtype(dtype or dtypes.default_float), Tensor._dev(device))
-        return Tensor(lazy, device=lazy.device, requires_grad=requires_grad)
-
-    @staticmethod
-    def arange(start, stop=None, step=1, dtype=None, device=None, requires_grad=None) -> Tensor:
-        if stop is None:
-            start, stop = 0, start
-        if step == 0:
-            raise ValueError("arange step must be nonzero")
-        if dtype is None:
-            is_int = all(isinstance(v, int) for v in (start, stop, step))
-            dtype = dtypes.int64 if is_int else dtypes.default_float
-        n = max(0, math.ceil((stop - start) / step))
-        # a cumulative sum of a constant would be O(n^2); build the values on the host
-        data = (start + step * np.arange(n, dtype=np.float64)).astype(to_numpy_dtype(as_dtype(dtype)))
-        return Tensor(data, device=device, dtype=dtype, requires_grad=requires_grad)
-
-    @staticmethod
-    def eye(n: int, m: int | None = None, dtype=None, device=None, requires_grad=None) -> Tensor:
-        m = n if m is None else m
-        rows = Tensor.arange(n, device=device).reshape(n, 1)
-        cols = Tensor.arange(m, device=device).reshape(1, m)
-        out = (rows == cols).cast(dtype or dtypes.default_float)
-        out.requires_grad = requires_grad
-        return out
-
-    @staticmethod
-    def manual_seed(seed: int = 0) -> None:
-        Tensor._rng = np.random.default_rng(seed)
-
-    @staticmethod
-    def _random(shape, sample, dtype, device, requires_grad) -> Tensor:
-        shape = _check_shape(argfix(*shape))
-        dtype = as_dtype(dtype or dtypes.default_float)
-        data = sample(Tensor._rng, shape).astype(to_numpy_dtype(dtype))
-        return Tensor(data, device=device, dtype=dtype, requires_grad=requires_grad)
-
-    @staticmethod
-    def rand(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
-        return Tensor._random(shape, lambda r, s: r.random(s), dtype, device, requires_grad)
-
-    @staticmethod
-    def randn(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
-        return Tensor._random(shape, lambda r, s: r.standard_normal(s), dtype, device, requires_grad)
-
-    @staticmethod
-    def uniform(*shape, low=0.0, high=1.0, dtype=None, device=None, requires_grad=None) -> Tensor:
-        return Tensor._random(shape, lambda r, s: r.uniform(low, high, s), dtype, device,
-                              requires_grad)
-
-    @staticmethod
-    def normal(*shape, mean=0.0, std=1.0, dtype=None, device=None, requires_grad=None) -> Tensor:
-        return Tensor._random(shape, lambda r, s: r.normal(mean, std, s), dtype, device,
-                              requires_grad)
-
-    @staticmethod
-    def randint(*shape, low=0, high=10, dtype=None, device=None) -> Tensor:
-        return Tensor._random(shape, lambda r, s: r.integers(low, high, s),
-                              dtype or dtypes.int32, device, None)
-
-    @staticmethod
-    def kaiming_uniform(*shape, a: float = 0.01, **kwargs) -> Tensor:
-        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(argfix(*shape)[1:]))
-        return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
-
-    def _like(self, maker, *args, **kwargs) -> Tensor:
-        kwargs.setdefault("dtype", self.dtype)
-        kwargs.setdefault("device", self.device)
-        return maker(*args, **kwargs)
-
-    def zeros_like(self, **kw) -> Tensor:
-        return self._like(Tensor.zeros, self.shape, **kw)
-
-    def ones_like(self, **kw) -> Tensor:
-        return self._like(Tensor.ones, self.shape, **kw)
-
-    def full_like(self, fill_value, **kw) -> Tensor:
-        return self._like(Tensor.full, self.shape, fill_value, **kw)
-
-    def empty_like(self, **kw) -> Tensor:
-        return self._like(Tensor.empty, self.shape, **kw)
-
-    def rand_like(self, **kw) -> Tensor:
-        kw.setdefault("dtype", self.dtype if self.dtype.is_float else None)
-        return self._like(Tensor.rand, self.shape, **kw)
-
-    def randn_like(self, **kw) -> Tensor:
-        kw.setdefault("dtype", self.dtype if self.dtype.is_float else None)
-        return self._like(Tensor.randn, self.shape, **kw)
-
-    def uniform_like(self, **kw) -> Tensor:
-        kw.setdefault("dtype", self.dtype if self.dtype.is_float else None)
-        return self._like(Tensor.uniform, self.shape, **kw)
-
-    def normal_like(self, **kw) -> Tensor:
-        kw.setdefault("dtype", self.dtype if self.dtype.is_float else None)
-        return self._like(Tensor.normal, self.shape, **kw)
-
     # ---- dtype ----
     def cast(self, dtype) -> Tensor:
         dtype = as_dtype(dtype)
@@ -394,21 +259,6 @@ class _ToDevice(F.Function):
 
     def backward(self, grad):
         return grad.copy_to_device(self.device)
-
-
-def _scalar_dtype(value) -> DType:
-    if isinstance(value, bool):
-        return dtypes.bool
-    if isinstance(value, int):
-        return dtypes.int64
-    return dtypes.default_float
-
-
-def _check_shape(shape: tuple) -> tuple[int, ...]:
-    for s in shape:
-        if not isinstance(s, (int, np.integer)) or isinstance(s, bool) or s < 0:
-            raise ValueError(f"invalid shape {shape}: sizes must be non-negative ints")
-    return tuple(int(s) for s in shape)
 
 
 def _to_array(data, dtype: DType | None) -> np.ndarray:

@@ -1,0 +1,171 @@
+"""Tensor creation: constants, ranges, identity, random tensors and the *_like family.
+
+Constants are lazy (a scalar viewed with zero strides); random numbers come from numpy's
+Generator on the host, seeded by `manual_seed`, and are copied in. Mixed into Tensor.
+"""
+from __future__ import annotations
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from codegen.dtypes import DType, as_dtype, dtypes
+from codegen.helpers import argfix, getenv, prod
+from lazyten.lazy import LazyBuffer
+from runtimes import canonical
+
+if TYPE_CHECKING:  # same package; only for the return annotations
+    from lazyten.tensor import Tensor
+
+_NP_DTYPES = {d: np.dtype(d.fmt) for d in dtypes.all()}
+
+
+def default_device() -> str:
+    return canonical(getenv("DEVICE", "CPU"))
+
+
+def to_numpy_dtype(dtype: DType) -> np.dtype:
+    return _NP_DTYPES[dtype]
+
+
+def _scalar_dtype(value) -> DType:
+    if isinstance(value, bool):
+        return dtypes.bool
+    if isinstance(value, int):
+        return dtypes.int64
+    return dtypes.default_float
+
+
+def _check_shape(shape: tuple) -> tuple[int, ...]:
+    for s in shape:
+        if not isinstance(s, (int, np.integer)) or isinstance(s, bool) or s < 0:
+            raise ValueError(f"invalid shape {shape}: sizes must be non-negative ints")
+    return tuple(int(s) for s in shape)
+
+
+
+class CreationMixin:
+    """Class methods that make new tensors, and the *_like methods."""
+    _rng = np.random.default_rng(getenv("SEED", 0))
+
+    @classmethod
+    def _dev(cls, device: str | None) -> str:
+        return canonical(device) if device is not None else default_device()
+
+    @classmethod
+    def full(cls, shape, fill_value, dtype=None, device=None, requires_grad=None) -> Tensor:
+        shape = _check_shape(argfix(shape) if not isinstance(shape, int) else (shape,))
+        dtype = as_dtype(dtype) if dtype is not None else _scalar_dtype(fill_value)
+        lazy = LazyBuffer.const_like(fill_value, shape, dtype, cls._dev(device))
+        return cls(lazy, device=lazy.device, requires_grad=requires_grad)
+
+    @classmethod
+    def zeros(cls, *shape, dtype=None, device=None, requires_grad=None) -> Tensor:
+        return cls.full(argfix(*shape), 0.0, dtype=dtype or dtypes.default_float,
+                           device=device, requires_grad=requires_grad)
+
+    @classmethod
+    def ones(cls, *shape, dtype=None, device=None, requires_grad=None) -> Tensor:
+        return cls.full(argfix(*shape), 1.0, dtype=dtype or dtypes.default_float,
+                           device=device, requires_grad=requires_grad)
+
+    @classmethod
+    def empty(cls, *shape, dtype=None, device=None, requires_grad=None) -> Tensor:
+        shape = _check_shape(argfix(*shape))
+        lazy = LazyBuffer.empty(shape, as_dtype(dtype or dtypes.default_float), cls._dev(device))
+        return cls(lazy, device=lazy.device, requires_grad=requires_grad)
+
+    @classmethod
+    def arange(cls, start, stop=None, step=1, dtype=None, device=None, requires_grad=None) -> Tensor:
+        if stop is None:
+            start, stop = 0, start
+        if step == 0:
+            raise ValueError("arange step must be nonzero")
+        if dtype is None:
+            is_int = all(isinstance(v, int) for v in (start, stop, step))
+            dtype = dtypes.int64 if is_int else dtypes.default_float
+        n = max(0, math.ceil((stop - start) / step))
+        # a cumulative sum of a constant would be O(n^2); build the values on the host
+        data = (start + step * np.arange(n, dtype=np.float64)).astype(to_numpy_dtype(as_dtype(dtype)))
+        return cls(data, device=device, dtype=dtype, requires_grad=requires_grad)
+
+    @classmethod
+    def eye(cls, n: int, m: int | None = None, dtype=None, device=None, requires_grad=None) -> Tensor:
+        m = n if m is None else m
+        rows = cls.arange(n, device=device).reshape(n, 1)
+        cols = cls.arange(m, device=device).reshape(1, m)
+        out = (rows == cols).cast(dtype or dtypes.default_float)
+        out.requires_grad = requires_grad
+        return out
+
+    @classmethod
+    def manual_seed(cls, seed: int = 0) -> None:
+        cls._rng = np.random.default_rng(seed)
+
+    @classmethod
+    def _random(cls, shape, sample, dtype, device, requires_grad) -> Tensor:
+        shape = _check_shape(argfix(*shape))
+        dtype = as_dtype(dtype or dtypes.default_float)
+        data = sample(cls._rng, shape).astype(to_numpy_dtype(dtype))
+        return cls(data, device=device, dtype=dtype, requires_grad=requires_grad)
+
+    @classmethod
+    def rand(cls, *shape, dtype=None, device=None, requires_grad=None) -> Tensor:
+        return cls._random(shape, lambda r, s: r.random(s), dtype, device, requires_grad)
+
+    @classmethod
+    def randn(cls, *shape, dtype=None, device=None, requires_grad=None) -> Tensor:
+        return cls._random(shape, lambda r, s: r.standard_normal(s), dtype, device, requires_grad)
+
+    @classmethod
+    def uniform(cls, *shape, low=0.0, high=1.0, dtype=None, device=None, requires_grad=None) -> Tensor:
+        return cls._random(shape, lambda r, s: r.uniform(low, high, s), dtype, device,
+                              requires_grad)
+
+    @classmethod
+    def normal(cls, *shape, mean=0.0, std=1.0, dtype=None, device=None, requires_grad=None) -> Tensor:
+        return cls._random(shape, lambda r, s: r.normal(mean, std, s), dtype, device,
+                              requires_grad)
+
+    @classmethod
+    def randint(cls, *shape, low=0, high=10, dtype=None, device=None) -> Tensor:
+        return cls._random(shape, lambda r, s: r.integers(low, high, s),
+                              dtype or dtypes.int32, device, None)
+
+    @classmethod
+    def kaiming_uniform(cls, *shape, a: float = 0.01, **kwargs) -> Tensor:
+        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(argfix(*shape)[1:]))
+        return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+    def _like(self, maker, *args, **kwargs) -> Tensor:
+        kwargs.setdefault("dtype", self.dtype)
+        kwargs.setdefault("device", self.device)
+        return maker(*args, **kwargs)
+
+    def zeros_like(self, **kw) -> Tensor:
+        return self._like(type(self).zeros, self.shape, **kw)
+
+    def ones_like(self, **kw) -> Tensor:
+        return self._like(type(self).ones, self.shape, **kw)
+
+    def full_like(self, fill_value, **kw) -> Tensor:
+        return self._like(type(self).full, self.shape, fill_value, **kw)
+
+    def empty_like(self, **kw) -> Tensor:
+        return self._like(type(self).empty, self.shape, **kw)
+
+    def rand_like(self, **kw) -> Tensor:
+        kw.setdefault("dtype", self.dtype if self.dtype.is_float else None)
+        return self._like(type(self).rand, self.shape, **kw)
+
+    def randn_like(self, **kw) -> Tensor:
+        kw.setdefault("dtype", self.dtype if self.dtype.is_float else None)
+        return self._like(type(self).randn, self.shape, **kw)
+
+    def uniform_like(self, **kw) -> Tensor:
+        kw.setdefault("dtype", self.dtype if self.dtype.is_float else None)
+        return self._like(type(self).uniform, self.shape, **kw)
+
+    def normal_like(self, **kw) -> Tensor:
+        kw.setdefault("dtype", self.dtype if self.dtype.is_float else None)
+        return self._like(type(self).normal, self.shape, **kw)
