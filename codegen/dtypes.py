@@ -15,9 +15,18 @@ class DType:
     itemsize: int
     name: str
     fmt: str  # numpy / struct type character
+    count: int = 1  # lanes: more than 1 is a vector of the scalar type (CPU codegen only)
 
     def __repr__(self) -> str:
-        return f"dtypes.{self.name}"
+        return f"dtypes.{self.name}" + (f".vec({self.count})" if self.count > 1 else "")
+
+    def vec(self, count: int) -> DType:
+        """The vector of `count` lanes of this scalar type."""
+        return DType(self.priority, self.itemsize, self.name, self.fmt, count)
+
+    @property
+    def scalar(self) -> DType:
+        return DType(self.priority, self.itemsize, self.name, self.fmt)
 
     @property
     def is_float(self) -> bool:

@@ -8,11 +8,12 @@ work-item indices (GPU), index math from the ShapeTrackers, the ALU ops, one acc
 for the reduce, and the store.
 """
 from __future__ import annotations
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
 from codegen.dtypes import DType, dtypes
-from codegen.helpers import prod
+from codegen.helpers import getenv, prod
 from codegen.ops import (BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps,
                          TernaryOps, UnaryOps)
 from codegen.shape.shapetracker import ShapeTracker
@@ -27,6 +28,7 @@ class KernelOptions:
     gpu: bool = False
     max_global: tuple[int, ...] = (2**31 - 1, 65535, 65535)
     local_size: int = 1  # work-group size the GPU renderer asks for (1 = none)
+    tile: int = 0        # CPU register tiling: most accumulators a reduce may unroll (0 = off)
 
 
 @dataclass
@@ -58,15 +60,31 @@ class Linearizer:
         pre = set(map(id, _leaves(self.reduceop))) if self.reduceop else set()
         self.sts: dict[int, ShapeTracker] = {id(n): n.arg.st for n in _leaves(ast)}
         self.pre = pre  # ids of leaves under the reduce (they live in the full shape)
+        self.mem = {id(n) for n in _leaves(ast) if n.op is BufferOps.LOAD}
         self.out_shape = ast.arg.st.shape
         first_pre = next((n for n in _leaves(ast) if id(n) in pre), None)
         self.full_shape = first_pre.arg.st.shape if first_pre else self.out_shape
+        self.upcasts: list[int] = []  # sizes of the trailing axes unrolled into registers
+        self.combo: tuple[int, ...] = ()  # the upcast copy being emitted
+        self.lanes = 0  # > 1: the last upcast axis is emitted as vectors of this many lanes
         self._reorder_and_merge()
+        self.name_shape = (self.full_shape[:self.n_global], self.full_shape[self.n_global:])
+        if self.opts.tile and self.reduceop is not None and not getenv("NOOPT", 0):
+            self._tile(self.opts.tile)
 
     # ---- shape optimisation ----
     @property
     def n_reduce(self) -> int:
         return sum(f != o for f, o in zip(self.full_shape, self.out_shape))
+
+    @property
+    def n_global(self) -> int:
+        """Axes that are loops (CPU) or work-items (GPU): all but reduce and upcast axes."""
+        return len(self.full_shape) - self.n_reduce - len(self.upcasts)
+
+    @property
+    def reduce_shape(self) -> tuple[int, ...]:
+        return self.full_shape[self.n_global:self.n_global + self.n_reduce]
 
     def _apply(self, fn_full, fn_out) -> bool:
         """Apply a movement to every tracker; keep it only if no tracker grows a view."""
@@ -101,15 +119,76 @@ class Linearizer:
             i -= 1
         self.full_shape, self.out_shape = full, out
 
+    def _tile(self, budget: int) -> None:
+        """Register tiling: unroll output axes into a tile of accumulators.
+
+        An output axis is worth unrolling when some input of the reduce does not depend on
+        it (stride 0: a matmul's A does not depend on the column), so one load feeds many
+        accumulators, or when an input walks it with stride 1 and the reduce walks no
+        input contiguously, so the unrolled copies form vectors. The first unroll is the
+        axis the output is contiguous in, 16 wide: it becomes vector lanes. Then 4 on each
+        other such axis, then 4 more on the vector axis, within `budget` accumulators.
+        For a matmul that is a 4 x 64 tile: 16 vector accumulators, and per step of the
+        reduce 4 broadcasts and 4 vector loads feed 16 vector FMAs."""
+        loads = [k for k in self.pre if k in self.mem]
+        split: set[int] = set()
+        for _ in range(4):
+            strides = [self.sts[k].real_strides(ignore_valid=True) for k in loads]
+            out_strides = self.sts[id(self.ast)].real_strides(ignore_valid=True)
+            inner_red = self.n_global + self.n_reduce - 1
+            red_contig = any(s[inner_red] == 1 for s in strides)
+            best = None
+            for axis in range(self.n_global):
+                reuse = any(s[axis] == 0 for s in strides)
+                vector = not red_contig and any(s[axis] == 1 for s in strides)
+                if not (reuse or vector) or out_strides[axis] is None:
+                    continue
+                want = 16 if not self.upcasts and out_strides[axis] == 1 else 4
+                room = budget // prod(self.upcasts)
+                amount = max((d for d in range(2, min(want, room) + 1)
+                              if self.full_shape[axis] % d == 0), default=0)
+                rank = (amount, axis not in split, -out_strides[axis])
+                if amount and (best is None or rank > best[0]):
+                    best = (rank, axis, amount)
+            if best is None or not self._upcast(best[1], best[2]):
+                break
+            split.add(best[1])
+        # the first unroll (now the last axis) becomes vector lanes when memory is
+        # contiguous along it for the output or an input; the others are scalar copies
+        if self.upcasts and self.upcasts[-1] in (4, 8, 16):
+            axis = len(self.full_shape) - 1
+            walks = [self.sts[k].real_strides(ignore_valid=True)[axis] for k in loads]
+            if self.sts[id(self.ast)].real_strides(ignore_valid=True)[axis] == 1 or 1 in walks:
+                self.lanes = self.upcasts[-1]
+
+    def _upcast(self, axis: int, amount: int) -> bool:
+        """Split `axis` into (size // amount, amount) and move the new axis to the end."""
+        def split(shape):
+            return shape[:axis] + (shape[axis] // amount, amount) + shape[axis + 1:]
+        full, out = split(self.full_shape), split(self.out_shape)
+        if not self._apply(lambda st: st.reshape(full), lambda st: st.reshape(out)):
+            return False
+        # the new axis goes before the earlier upcasts: the first (widest) varies fastest
+        rest = [i for i in range(len(full)) if i != axis + 1]
+        at = len(rest) - len(self.upcasts)
+        order = tuple(rest[:at] + [axis + 1] + rest[at:])
+        self._apply(lambda st: st.permute(order), lambda st: st.permute(order))
+        self.full_shape = tuple(full[i] for i in order)
+        self.out_shape = tuple(out[i] for i in order)
+        self.upcasts.insert(0, amount)
+        return True
+
     # ---- code generation ----
     def linearize(self) -> LinearKernel:
         g = self.g = UOpGraph()
-        self.idx_dtype = dtypes.int32 if self._max_index() < 2**31 - 1 else dtypes.int64
+        # CPU indexes are 64-bit (free on x86-64, no sign extensions); GPUs prefer 32 bits
+        small = self.opts.gpu and self._max_index() < 2**31 - 1
+        self.idx_dtype = dtypes.int32 if small else dtypes.int64
         bufs = sorted({n.arg.idx: n.arg.dtype for n in _leaves(self.ast)
                        if isinstance(n.arg, MemBuffer)}.items())
         self.buf_dtypes = [dt for _, dt in bufs]
         self.bufs = {i: g.add(UOps.DEFINE_GLOBAL, None, (), (f"data{i}", dt)) for i, dt in bufs}
-        n_global = len(self.full_shape) - self.n_reduce
+        n_global = self.n_global
         gsizes = list(self.full_shape[:n_global])
         self.global_loops: list[UOp] = []
         self.vars: dict[str, UOp] = {}
@@ -130,16 +209,18 @@ class Linearizer:
                 self.global_loops.append(loop)
                 self.vars[f"gidx{i}"] = loop
         self.gidx = [Variable(f"gidx{i}", 0, s - 1) for i, s in enumerate(gsizes)]
-        self.cache: dict[int, UOp] = {}
-        value = self.emit(self.ast.src[0])
-        out = self.ast.arg
-        idx, valid = self.sts[id(self.ast)].expr_idxs(self._idxs(False))
-        g.add(UOps.STORE, None, (self.bufs[out.idx], self.render_index(idx),
-                                 self.cast(value, out.dtype)))
+        # one copy of the kernel body per upcast combination; CSE shares what they have in common
+        copies = self.upcasts[:-1] if self.lanes else self.upcasts
+        combos = list(itertools.product(*(range(u) for u in copies)))
+        self.lane = Variable("lane", 0, self.lanes - 1) if self.lanes else None
+        self.reduced = self._reduce(self.reduceop, combos) if self.reduceop else {}
+        for self.combo in combos:
+            self.cache: dict[int, UOp] = {}
+            self._store(self.emit(self.ast.src[0]))
         for loop in reversed(self.global_loops):
             g.end_loop(loop)
-        shape_str = "_".join(map(str, self.full_shape[:n_global] or (1,)))
-        red_str = "_".join(map(str, self.full_shape[n_global:]))
+        shape_str = "_".join(map(str, self.name_shape[0] or (1,)))
+        red_str = "_".join(map(str, self.name_shape[1]))
         name = f"r_{shape_str}_{red_str}" if self.reduceop else f"E_{shape_str}"
         flops, mem = self._estimate()
         return LinearKernel(name, g.uops, self.buf_dtypes, launch[0], launch[1],
@@ -148,7 +229,8 @@ class Linearizer:
     def _idxs(self, pre: bool) -> list[Node]:
         ridx = getattr(self, "ridx", [])
         n_red = self.n_reduce
-        return self.gidx + (ridx if pre else [NumNode(0)] * n_red)
+        return (self.gidx + (ridx if pre else [NumNode(0)] * n_red) +
+                [NumNode(c) for c in self.combo] + ([self.lane] if self.lanes else []))
 
     def _max_index(self) -> int:
         return max([prod(self.full_shape)] + [st.size for st in self.sts.values()])
@@ -160,7 +242,44 @@ class Linearizer:
         return self.g.add(UOps.ALU, dtype, vin, op)
 
     def cast(self, x: UOp, dtype: DType) -> UOp:
+        if x.dtype.count > 1:
+            if (x.dtype.scalar, dtype) == (dtypes.float64, dtypes.float16):  # a scalar helper
+                return self.vectorize([self.cast(self.extract(x, k), dtype)
+                                       for k in range(x.dtype.count)])
+            dtype = dtype.vec(x.dtype.count)
         return x if x.dtype == dtype else self.g.add(UOps.CAST, dtype, (x,), None)
+
+    def vectorize(self, lanes: list[UOp]) -> UOp:
+        return self.g.add(UOps.VECTORIZE, lanes[0].dtype.vec(len(lanes)), tuple(lanes))
+
+    def extract(self, x: UOp, lane: int) -> UOp:
+        return x if x.dtype.count == 1 else self.g.add(UOps.EXTRACT, x.dtype.scalar, (x,), lane)
+
+    def widen(self, x: UOp, lanes: int) -> UOp:
+        """A scalar used where vectors flow: every lane gets it."""
+        return x if x.dtype.count > 1 or lanes == 1 else self.vectorize([x] * lanes)
+
+    def _along_lanes(self, idx: Node) -> Node | None:
+        """idx at lane 0 if idx steps by exactly 1 per lane, else None."""
+        at0 = idx.substitute({self.lane: 0})
+        same = all(idx.substitute({self.lane: k}) == at0 + k
+                   for k in range(1, self.lanes))
+        return at0 if same else None
+
+    def _store(self, value: UOp) -> None:
+        out = self.ast.arg
+        idx, _ = self.sts[id(self.ast)].expr_idxs(self._idxs(False))
+        value, buf = self.cast(value, out.dtype), self.bufs[out.idx]
+        if self.lane is None:
+            self.g.add(UOps.STORE, None, (buf, self.render_index(idx), value))
+            return
+        at0 = self._along_lanes(idx)
+        if at0 is not None:
+            self.g.add(UOps.STORE, None, (buf, self.render_index(at0), self.widen(value, self.lanes)))
+            return
+        for k in range(self.lanes):
+            self.g.add(UOps.STORE, None, (buf, self.render_index(idx.substitute({self.lane: k})),
+                                          self.extract(value, k)))
 
     def render_index(self, node: Node) -> UOp:
         return node.render(_NODE_OPS, self)
@@ -172,20 +291,34 @@ class Linearizer:
 
     def _emit(self, node: LazyOp) -> UOp:
         if node.op in (BufferOps.LOAD, BufferOps.CONST):
-            pre = id(node) in self.pre
-            idx, valid = self.sts[id(node)].expr_idxs(self._idxs(pre))
-            return self._load(node.arg, idx, valid)
+            return self._leaf(node)
         if isinstance(node.op, ReduceOps):
-            return self._reduce(node)
+            return self.reduced[self.combo]
         srcs = [self.emit(s) for s in node.src]
         if node.op is UnaryOps.CAST:
             return self.cast(srcs[0], node.arg[0])
+        lanes = max(s.dtype.count for s in srcs)
+        srcs = [self.widen(s, lanes) for s in srcs]
         if node.op in (BinaryOps.CMPLT, BinaryOps.CMPNE):
-            return self.alu(node.op, dtypes.bool, *srcs)
+            return self.alu(node.op, dtypes.bool.vec(lanes) if lanes > 1 else dtypes.bool, *srcs)
         dtype = srcs[1].dtype if node.op is TernaryOps.WHERE else srcs[0].dtype
         return self.alu(node.op, dtype, *srcs)
 
-    def _load(self, arg: MemBuffer | ConstBuffer, idx: Node, valid: Node) -> UOp:
+    def _leaf(self, node: LazyOp) -> UOp:
+        """A scalar where the value is the same in every lane, one vector load where memory
+        is contiguous along the lanes, else a vector gathered lane by lane."""
+        idx, valid = self.sts[id(node)].expr_idxs(self._idxs(id(node) in self.pre))
+        lane = self.lane
+        if lane is None or (lane not in idx.vars() and lane not in valid.vars()):
+            return self._load(node.arg, idx, valid)
+        at0 = self._along_lanes(idx) if isinstance(node.arg, MemBuffer) else None
+        if at0 is not None and lane not in valid.vars():
+            return self._load(node.arg, at0, valid, self.lanes)
+        return self.vectorize([self._load(node.arg, idx.substitute({lane: k}),
+                                          valid.substitute({lane: k}))
+                               for k in range(self.lanes)])
+
+    def _load(self, arg: MemBuffer | ConstBuffer, idx: Node, valid: Node, lanes: int = 1) -> UOp:
         zero = self.const(0, arg.dtype) if arg.dtype != dtypes.bool else self.const(False, arg.dtype)
         if valid.min == valid.max == 0:
             return zero
@@ -194,10 +327,11 @@ class Linearizer:
             value = self.const(arg.val, arg.dtype)
             return value if gate is None else self.alu(TernaryOps.WHERE, arg.dtype, gate, value, zero)
         vin = (self.bufs[arg.idx], self.render_index(idx)) + ((gate,) if gate is not None else ())
-        return self.g.add(UOps.LOAD, arg.dtype, vin)
+        return self.g.add(UOps.LOAD, arg.dtype.vec(lanes) if lanes > 1 else arg.dtype, vin)
 
-    def _reduce(self, node: LazyOp) -> UOp:
-        g, n_global = self.g, len(self.full_shape) - self.n_reduce
+    def _reduce(self, node: LazyOp, combos: list[tuple[int, ...]]) -> dict[tuple, UOp]:
+        """One accumulator per upcast combination, all updated in the same reduce loops."""
+        g, n_global = self.g, self.n_global
         src_dtype = self._dtype_of(node.src[0])
         acc_dtype = dtypes.float32 if src_dtype == dtypes.float16 else src_dtype
         init = 0 if node.op is ReduceOps.SUM else dtypes.min(acc_dtype)
@@ -205,8 +339,7 @@ class Linearizer:
             init = bool(init)
         elif acc_dtype.is_float:
             init = float(init)
-        acc = g.add(UOps.DEFINE_ACC, acc_dtype, (), init, extra_loops=frozenset(self.global_loops))
-        rsizes = self.full_shape[n_global:]
+        rsizes = self.reduce_shape
         self.ridx = [Variable(f"ridx{j}", 0, s - 1) for j, s in enumerate(rsizes)]
         if self.group is not None:
             loops = [self._group_loop(rsizes)]
@@ -216,13 +349,25 @@ class Linearizer:
                 loop = g.add(UOps.LOOP, self.idx_dtype, (self.const(0), self.const(s)), f"ridx{j}")
                 loops.append(loop)
                 self.vars[f"ridx{j}"] = loop
-        value = self.cast(self.emit(node.src[0]), acc_dtype)
         op = BinaryOps.ADD if node.op is ReduceOps.SUM else BinaryOps.MAX
-        current = g.add(UOps.ACC_READ, acc_dtype, (acc,), None, extra_loops=frozenset(loops))
-        g.add(UOps.ACC_UPDATE, None, (acc, self.alu(op, acc_dtype, current, value)))
+        # an untiled reduce may be reassociated: split into vector lanes and partial sums.
+        # A tiled one already has independent accumulators; its vectors run across the tile
+        reassoc = not self.upcasts
+        accs = []
+        for self.combo in combos:
+            self.cache = {}
+            value = self.cast(self.emit(node.src[0]), acc_dtype)
+            # defined once the value's lanes are known; it still lands before the reduce loops
+            acc = g.add(UOps.DEFINE_ACC, value.dtype, (), init,
+                        extra_loops=frozenset(self.global_loops))
+            accs.append(acc)
+            current = g.add(UOps.ACC_READ, acc.dtype, (acc,), None, extra_loops=frozenset(loops))
+            g.add(UOps.ACC_UPDATE, None, (acc, self.alu(op, acc_dtype, current, value)),
+                  reassoc)
         for loop in reversed(loops):
             g.end_loop(loop)
-        return self.cast(g.add(UOps.ACC_READ, acc_dtype, (acc,)), src_dtype)
+        return {c: self.cast(g.add(UOps.ACC_READ, acc.dtype, (acc,)), src_dtype)
+                for c, acc in zip(combos, accs)}
 
     # ---- GPU work-items ----
     def _gpu_indices(self, gsizes: list[int]) -> tuple[list[int], list[int]]:
@@ -233,7 +378,7 @@ class Linearizer:
         %. A large reduce with few outputs becomes a group reduce: one work-group per output,
         each work-item a strided share of the reduce, combined by the renderer."""
         g, opts = self.g, self.opts
-        n_out, rsize = prod(gsizes), prod(self.full_shape[len(gsizes):])
+        n_out, rsize = prod(gsizes), prod(self.reduce_shape)
         names = [f"gidx{i}" for i in range(len(gsizes))]
         if (self.reduceop is not None and opts.local_size > 1 and rsize >= _GROUP_MIN_REDUCE
                 and n_out <= _GROUP_MAX_OUTPUTS):

@@ -22,11 +22,13 @@ class UOps(Enum):
     END = auto()            # vin=(loop,); closes the loop
     DEFINE_ACC = auto()     # an accumulator, arg=initial value
     ACC_READ = auto()       # vin=(acc,); current value of an accumulator
-    ACC_UPDATE = auto()     # vin=(acc, value); acc = value
+    ACC_UPDATE = auto()     # vin=(acc, value); acc = value; arg=True: may be reassociated
     LOAD = auto()           # vin=(buffer, idx) or (buffer, idx, valid): 0 where not valid
     STORE = auto()          # vin=(buffer, idx, value)
     ALU = auto()            # arg=UnaryOps/BinaryOps/TernaryOps member
     CAST = auto()           # vin=(x,), dtype=target
+    VECTORIZE = auto()      # vin=lanes (scalars); dtype=a vector (all lanes equal: a splat)
+    EXTRACT = auto()        # vin=(vector,), arg=lane; the scalar in that lane
 
 
 @dataclass(eq=False)

@@ -20,13 +20,23 @@ LLVM_TYPES = {dtypes.bool: "i1", dtypes.int8: "i8", dtypes.uint8: "i8", dtypes.i
 _FSUFFIX = {dtypes.float16: "f16", dtypes.float32: "f32", dtypes.float64: "f64"}
 
 
+def ltype(dtype: DType) -> str:
+    """The LLVM type of a value: a scalar, or a vector `<N x T>`."""
+    scalar = LLVM_TYPES[dtype.scalar]
+    return scalar if dtype.count == 1 else f"<{dtype.count} x {scalar}>"
+
+
 def mem_type(dtype: DType) -> str:
     """How a dtype is stored in memory (bool is a byte)."""
-    return "i8" if dtype == dtypes.bool else LLVM_TYPES[dtype]
+    if dtype.scalar == dtypes.bool:
+        return "i8" if dtype.count == 1 else f"<{dtype.count} x i8>"
+    return ltype(dtype)
 
 
 def llvm_const(value, dtype: DType) -> str:
-    """An exact LLVM literal: floats as hex so no digit is lost."""
+    """An exact LLVM literal: floats as hex so no digit is lost; vectors are splats."""
+    if dtype.count > 1:
+        return f"splat ({LLVM_TYPES[dtype.scalar]} {llvm_const(value, dtype.scalar)})"
     if dtype == dtypes.bool:
         return "true" if value else "false"
     if dtype.is_int:
@@ -45,30 +55,39 @@ def llvm_const(value, dtype: DType) -> str:
 
 
 def _intrinsic(name: str, dtype: DType, nargs: int, used: set) -> str:
-    ty, fn = LLVM_TYPES[dtype], f"@llvm.{name}.{_FSUFFIX.get(dtype) or LLVM_TYPES[dtype]}"
+    suffix = _FSUFFIX.get(dtype.scalar) or LLVM_TYPES[dtype.scalar]
+    if dtype.count > 1:
+        suffix = f"v{dtype.count}{suffix}"
+    ty, fn = ltype(dtype), f"@llvm.{name}.{suffix}"
     used.add(f"declare {ty} {fn}({', '.join([ty] * nargs)})")
     return f"call {ty} {fn}"
 
 
-def _alu(op, dtype: DType, src_dtype: DType, args: list[str], used: set) -> str:
-    """The right-hand side of one instruction for `op` on operands of `src_dtype`."""
-    t, f = LLVM_TYPES[src_dtype], src_dtype.is_float
-    u = src_dtype.is_unsigned or src_dtype == dtypes.bool
+def _alu(op, dtype: DType, src_dtype: DType, args: list[str], used: set,
+         flags: str = "contract") -> str:
+    """The right-hand side of one instruction for `op` on operands of `src_dtype`.
+
+    Float add and mul carry fast-math `flags`: `contract` (a*b+c may become one fma,
+    rounding once) everywhere, and `reassoc` on a reduce's accumulation so LLVM may split
+    it into vector lanes and several partial sums."""
+    t, f = ltype(src_dtype), src_dtype.is_float
+    boolean = src_dtype.scalar == dtypes.bool
+    u = src_dtype.is_unsigned or boolean
     a = args[0]
     b = args[1] if len(args) > 1 else None
     if op is BinaryOps.ADD:
-        if src_dtype == dtypes.bool:
-            return f"or i1 {a}, {b}"
-        return f"{'fadd' if f else 'add'} {t} {a}, {b}"
+        if boolean:
+            return f"or {t} {a}, {b}"
+        return f"{'fadd ' + flags if f else 'add'} {t} {a}, {b}"
     if op is BinaryOps.MUL:
-        return f"{'fmul' if f else ('and' if src_dtype == dtypes.bool else 'mul')} {t} {a}, {b}"
+        return f"{'fmul ' + flags if f else ('and' if boolean else 'mul')} {t} {a}, {b}"
     if op is BinaryOps.IDIV:
         return f"{'fdiv' if f else ('udiv' if u else 'sdiv')} {t} {a}, {b}"
     if op is BinaryOps.MOD:
         return f"{'frem' if f else ('urem' if u else 'srem')} {t} {a}, {b}"
     if op is BinaryOps.MAX:
-        if src_dtype == dtypes.bool:
-            return f"or i1 {a}, {b}"
+        if boolean:
+            return f"or {t} {a}, {b}"
         name = "maximum" if f else ("umax" if u else "smax")
         return f"{_intrinsic(name, src_dtype, 2, used)}({t} {a}, {t} {b})"
     if op is BinaryOps.CMPLT:
@@ -78,12 +97,13 @@ def _alu(op, dtype: DType, src_dtype: DType, args: list[str], used: set) -> str:
     if op in (BinaryOps.AND, BinaryOps.OR, BinaryOps.XOR):
         return f"{op.name.lower()} {t} {a}, {b}"
     if op is TernaryOps.WHERE:
-        return f"select i1 {a}, {LLVM_TYPES[dtype]} {b}, {LLVM_TYPES[dtype]} {args[2]}"
+        cond = ltype(dtypes.bool.vec(dtype.count) if dtype.count > 1 else dtypes.bool)
+        return f"select {cond} {a}, {ltype(dtype)} {b}, {ltype(dtype)} {args[2]}"
     if op is TernaryOps.MULACC:
         return f"{_intrinsic('fmuladd', src_dtype, 3, used)}({t} {a}, {t} {b}, {t} {args[2]})"
     if op is UnaryOps.NEG:
-        return f"fneg {t} {a}" if f else (f"xor i1 {a}, true" if src_dtype == dtypes.bool
-                                         else f"sub {t} 0, {a}")
+        return f"fneg {t} {a}" if f else (f"xor {t} {a}, {llvm_const(True, src_dtype)}"
+                                         if boolean else f"sub {t} {llvm_const(0, src_dtype)}, {a}")
     if op is UnaryOps.RECIP:
         return f"fdiv {t} {llvm_const(1.0, src_dtype)}, {a}"
     names = {UnaryOps.SQRT: "sqrt", UnaryOps.EXP2: "exp2", UnaryOps.LOG2: "log2",
@@ -93,9 +113,9 @@ def _alu(op, dtype: DType, src_dtype: DType, args: list[str], used: set) -> str:
 
 def _cast(src: DType, dst: DType, x: str) -> list[tuple[str, str]]:
     """Instructions (as (rhs, type) pairs, each using the previous result '%prev')."""
-    ts, td = LLVM_TYPES[src], LLVM_TYPES[dst]
-    if dst == dtypes.bool:
-        return [(f"fcmp une {ts} {x}, 0.0" if src.is_float else f"icmp ne {ts} {x}, 0", td)]
+    ts, td, zero = ltype(src), ltype(dst), llvm_const(0, src)
+    if dst.scalar == dtypes.bool:
+        return [(f"fcmp une {ts} {x}, {zero}" if src.is_float else f"icmp ne {ts} {x}, {zero}", td)]
     if src == dtypes.float64 and dst == dtypes.float16:  # no libcall: see _F64_TO_F16
         return [(f"call half @lazyten_f64_to_f16(double {x})", td)]
     if src.is_float and dst.is_float:
@@ -105,11 +125,11 @@ def _cast(src: DType, dst: DType, x: str) -> list[tuple[str, str]]:
         if dst.itemsize < 8:
             return [(f"fptosi {ts} {x} to i64", "i64"), (f"trunc i64 %prev to {td}", td)]
         return [(f"fptosi {ts} {x} to {td}", td)]
-    unsigned = src.is_unsigned or src == dtypes.bool
+    unsigned = src.is_unsigned or src.scalar == dtypes.bool
     if dst.is_float:
         return [(f"{'uitofp' if unsigned else 'sitofp'} {ts} {x} to {td}", td)]
     if ts == td:
-        return [(f"add {ts} {x}, 0", td)]
+        return [(f"add {ts} {x}, {zero}", td)]
     if dst.itemsize < src.itemsize:
         return [(f"trunc {ts} {x} to {td}", td)]
     return [(f"{'zext' if unsigned else 'sext'} {ts} {x} to {td}", td)]
@@ -139,7 +159,7 @@ declare double @llvm.fabs.f64(double)"""
 
 class LLVMRenderer(Renderer):
     """Renders CPU kernels as LLVM IR (opaque pointers, LLVM 15+)."""
-    kernel_options = KernelOptions(gpu=False)
+    kernel_options = KernelOptions(gpu=False, tile=256)
 
     def render(self, kernel: LinearKernel) -> str:
         r: dict[UOp, str] = {}
@@ -147,6 +167,7 @@ class LLVMRenderer(Renderer):
         block = ["entry"]
         phis: dict[UOp, tuple[int, str]] = {}
         counter = [0]
+        accumulations = {id(u.vin[1]) for u in kernel.uops if u.uop is UOps.ACC_UPDATE and u.arg}
 
         def fresh(prefix: str = "v") -> str:
             counter[0] += 1
@@ -191,25 +212,30 @@ class LLVMRenderer(Renderer):
                 block[0] = f"{label}_exit"
             elif u.uop is UOps.DEFINE_ACC:
                 r[u] = fresh("acc")
-                ty = LLVM_TYPES[u.dtype]
-                prologue.append(f"  {r[u]} = alloca {ty}, align 16")
+                ty = ltype(u.dtype)
+                prologue.append(f"  {r[u]} = alloca {ty}, align 64")
                 body.append(f"  store {ty} {llvm_const(u.arg, u.dtype)}, ptr {r[u]}")
             elif u.uop is UOps.ACC_READ:
-                r[u] = emit(f"load {LLVM_TYPES[u.dtype]}, ptr {r[u.vin[0]]}")
+                r[u] = emit(f"load {ltype(u.dtype)}, ptr {r[u.vin[0]]}")
             elif u.uop is UOps.ACC_UPDATE:
                 acc, val = u.vin
-                body.append(f"  store {LLVM_TYPES[acc.dtype]} {r[val]}, ptr {r[acc]}")
+                body.append(f"  store {ltype(acc.dtype)} {r[val]}, ptr {r[acc]}")
             elif u.uop is UOps.LOAD:
                 r[u] = self._load(u, r, emit, gep)
             elif u.uop is UOps.STORE:
                 val, dt = r[u.vin[2]], u.vin[2].dtype
-                if dt == dtypes.bool:
-                    val = emit(f"zext i1 {val} to i8")
+                if dt.scalar == dtypes.bool:
+                    val = emit(f"zext {ltype(dt)} {val} to {mem_type(dt)}")
                 ptr = gep(u)
-                body.append(f"  store {mem_type(dt)} {val}, ptr {ptr}")
+                body.append(f"  store {mem_type(dt)} {val}, ptr {ptr}, align {dt.itemsize}")
             elif u.uop is UOps.ALU:
                 src_dtype = u.vin[-1].dtype if u.arg is TernaryOps.WHERE else u.vin[0].dtype
-                r[u] = emit(_alu(u.arg, u.dtype, src_dtype, [r[v] for v in u.vin], used))
+                flags = "reassoc contract" if id(u) in accumulations else "contract"
+                r[u] = emit(_alu(u.arg, u.dtype, src_dtype, [r[v] for v in u.vin], used, flags))
+            elif u.uop is UOps.VECTORIZE:
+                r[u] = self._vectorize(u, r, emit)
+            elif u.uop is UOps.EXTRACT:
+                r[u] = emit(f"extractelement {ltype(u.vin[0].dtype)} {r[u.vin[0]]}, i32 {u.arg}")
             elif u.uop is UOps.CAST:
                 if (u.vin[0].dtype, u.dtype) == (dtypes.float64, dtypes.float16):
                     used.add(_F64_TO_F16)
@@ -226,20 +252,33 @@ class LLVMRenderer(Renderer):
         return "\n".join(lines) + "\n"
 
     @staticmethod
+    def _vectorize(u: UOp, r: dict, emit) -> str:
+        ty, scalar = ltype(u.dtype), ltype(u.dtype.scalar)
+        if all(v is u.vin[0] for v in u.vin):  # a splat
+            one = emit(f"insertelement {ty} poison, {scalar} {r[u.vin[0]]}, i32 0")
+            return emit(f"shufflevector {ty} {one}, {ty} poison, <{u.dtype.count} x i32> "
+                        "zeroinitializer")
+        vec = "poison"
+        for k, v in enumerate(u.vin):
+            vec = emit(f"insertelement {ty} {vec}, {scalar} {r[v]}, i32 {k}")
+        return vec
+
+    @staticmethod
     def _load(u: UOp, r: dict, emit, gep) -> str:
         dt = u.dtype
         if len(u.vin) == 3:  # gated: read index 0 where invalid, then select zero
             valid, idx = r[u.vin[2]], u.vin[1]
             safe = emit(f"select i1 {valid}, {LLVM_TYPES[idx.dtype]} {r[idx]}, "
                         f"{LLVM_TYPES[idx.dtype]} 0")
-            ptr = emit(f"getelementptr inbounds {mem_type(dt)}, ptr {r[u.vin[0]]}, "
+            ptr = emit(f"getelementptr inbounds {mem_type(dt.scalar)}, ptr {r[u.vin[0]]}, "
                        f"{LLVM_TYPES[idx.dtype]} {safe}")
         else:
             ptr = gep(u)
-        val = emit(f"load {mem_type(dt)}, ptr {ptr}")
-        if dt == dtypes.bool:
-            val = emit(f"icmp ne i8 {val}, 0")
+        val = emit(f"load {mem_type(dt)}, ptr {ptr}, align {dt.itemsize}")
+        if dt.scalar == dtypes.bool:
+            byte = dtypes.int8.vec(dt.count) if dt.count > 1 else dtypes.int8
+            val = emit(f"icmp ne {mem_type(dt)} {val}, {llvm_const(0, byte)}")
         if len(u.vin) == 3:
-            zero = "false" if dt == dtypes.bool else llvm_const(0, dt)
-            val = emit(f"select i1 {r[u.vin[2]]}, {LLVM_TYPES[dt]} {val}, {LLVM_TYPES[dt]} {zero}")
+            zero = llvm_const(False if dt.scalar == dtypes.bool else 0, dt)
+            val = emit(f"select i1 {r[u.vin[2]]}, {ltype(dt)} {val}, {ltype(dt)} {zero}")
         return val

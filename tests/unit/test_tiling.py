@@ -1,0 +1,116 @@
+"""CPU register tiling and vector lanes (issue 5) against numpy.
+
+The tiler unrolls output axes into accumulator tiles and turns the output-contiguous one
+into vector lanes. Each test compares with numpy at sizes that do not divide the tile or
+the vector width, on transposed, broadcast and padded (masked) inputs, and over dtypes
+whose code paths differ (bool bytes, half storage, float64 -> half casts).
+"""
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from codegen.dtypes import dtypes
+from codegen.linearizer import KernelOptions, Linearizer
+from codegen.uops import UOps
+from lazyten import Tensor
+from lazyten.schedule import create_schedule
+
+SIDES = st.sampled_from([1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 32, 48, 65])
+
+
+def rnd(shape, dtype=np.float32, seed=0):
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind in "iu":
+        return rng.integers(-4, 5, size=shape).astype(dtype)
+    if np.dtype(dtype).kind == "b":
+        return rng.random(shape) < 0.5
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def linearized(t: Tensor, tile: int = 256) -> Linearizer:
+    (item,) = [i for i in create_schedule([t.lazydata]) if i.ast.op.name == "STORE"][-1:]
+    lin = Linearizer(item.ast, KernelOptions(tile=tile))
+    lin.linearize()
+    return lin
+
+
+def test_matmul_tiles_into_vector_accumulators():
+    a, b = Tensor(rnd((64, 64))), Tensor(rnd((64, 64), seed=1))
+    lin = linearized(a @ b)
+    assert lin.lanes == 16, "the output-contiguous axis should become 16 vector lanes"
+    accs = [u for u in lin.g.uops if u.uop is UOps.DEFINE_ACC]
+    assert sum(u.dtype.count for u in accs) == 256, "a 4 x 64 tile of accumulators"
+    assert all(u.dtype == dtypes.float32.vec(16) for u in accs)
+    # without tiling: one scalar accumulator
+    plain = linearized(a @ b, tile=0)
+    assert [u.dtype for u in plain.g.uops if u.uop is UOps.DEFINE_ACC] == [dtypes.float32]
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=SIDES, n=SIDES, k=SIDES, ta=st.booleans(), tb=st.booleans(),
+       dtype=st.sampled_from([np.float32, np.float64, np.int32]))
+def test_matmul_odd_sizes_and_layouts(m, n, k, ta, tb, dtype):
+    a, b = rnd((k, m) if ta else (m, k), dtype), rnd((n, k) if tb else (k, n), dtype, seed=1)
+    ta_t, tb_t = Tensor(a), Tensor(b)
+    out = (ta_t.T if ta else ta_t) @ (tb_t.T if tb else tb_t)
+    ref = (a.T if ta else a) @ (b.T if tb else b)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=20, deadline=None)
+@given(batch=st.sampled_from([1, 3]), m=SIDES, n=SIDES, k=SIDES)
+def test_batched_and_broadcast_matmul(batch, m, n, k):
+    a, b = rnd((batch, m, k)), rnd((k, n), seed=1)
+    bias = rnd((n,), seed=2)
+    out = (Tensor(a) @ Tensor(b) + Tensor(bias)).relu()
+    np.testing.assert_allclose(out.numpy(), np.maximum(a @ b + bias, 0), rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=25, deadline=None)
+@given(rows=SIDES, cols=SIDES, pad=st.tuples(*[st.integers(0, 3)] * 4),
+       op=st.sampled_from(["sum", "max"]), axis=st.sampled_from([0, 1]))
+@example(rows=17, cols=32, pad=(2, 1, 0, 0), op="sum", axis=0)  # one gated vector load
+@example(rows=5, cols=13, pad=(0, 0, 1, 2), op="max", axis=0)   # gated lane by lane
+def test_padded_reductions(rows, cols, pad, op, axis):
+    """Masked (gated) loads, vector and lane by lane, on both reduce axes."""
+    x = rnd((rows, cols))
+    padding = ((pad[0], pad[1]), (pad[2], pad[3]))
+    t = Tensor(x).pad(padding)
+    ref = np.pad(x, padding)
+    out = getattr(t, op)(axis=axis)
+    np.testing.assert_allclose(out.numpy(), getattr(ref, op)(axis=axis), rtol=1e-5, atol=1e-5)
+
+
+@settings(max_examples=15, deadline=None)
+@given(n=SIDES, c=st.sampled_from([1, 3, 6, 16]), size=st.sampled_from([5, 8, 12]),
+       k=st.sampled_from([1, 3, 5]), padding=st.integers(0, 2), stride=st.integers(1, 2))
+def test_conv2d_against_numpy(n, c, size, k, padding, stride):
+    from tests.helpers import conv_ref
+    n = min(n, 4)
+    x, w, b = rnd((n, 2, size, size)), rnd((c, 2, k, k), seed=1), rnd((c,), seed=2)
+    out = Tensor(x).conv2d(Tensor(w), Tensor(b), padding=padding, stride=stride)
+    ref = conv_ref(x, w, b, stride=stride, padding=padding)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.uint8, np.int64, np.float16])
+def test_tiled_dtypes(dtype):
+    """bool is a byte in memory and i1 in registers; half is stored, computed in float."""
+    a, b = rnd((19, 33), dtype), rnd((33, 48), dtype, seed=1)
+    wide = np.float32 if dtype == np.float16 else np.int64
+    ref = a.astype(wide) @ b.astype(wide)
+    out = Tensor(a).cast(dtypes.float32 if dtype == np.float16 else dtypes.int64) @ \
+        Tensor(b).cast(dtypes.float32 if dtype == np.float16 else dtypes.int64)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-3)
+    # a comparison inside the reduce and a bool result after it
+    x = rnd((17, 48), dtype)
+    got = (Tensor(x).cast(dtypes.float32) > 0).cast(dtypes.int32).sum(axis=0) > 3
+    np.testing.assert_array_equal(got.numpy(), (x.astype(np.float32) > 0).sum(0) > 3)
+
+
+def test_float64_reduce_to_half():
+    """A float64 -> float16 cast on vector lanes goes lane by lane through the helper."""
+    a, b = rnd((8, 16), np.float64), rnd((16, 32), np.float64, seed=1)
+    out = (Tensor(a) @ Tensor(b)).cast(dtypes.float16)
+    np.testing.assert_array_equal(out.numpy(), (a @ b).astype(np.float16))
