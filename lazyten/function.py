@@ -99,6 +99,25 @@ class Exp(Function):
         return self.ret.e(BinaryOps.MUL, grad)
 
 
+class Exp2(Function):
+    def forward(self, x):
+        self.ret = x.e(UnaryOps.EXP2)
+        return self.ret
+
+    def backward(self, grad):
+        return self.ret.e(BinaryOps.MUL, grad).e(BinaryOps.MUL, grad.const(math.log(2)))
+
+
+class Log2(Function):
+    def forward(self, x):
+        self.x = x
+        return x.e(UnaryOps.LOG2)
+
+    def backward(self, grad):
+        return grad.e(BinaryOps.MUL, self.x.e(BinaryOps.MUL, self.x.const(math.log(2)))
+                      .e(UnaryOps.RECIP))
+
+
 class Sqrt(Function):
     def forward(self, x):
         self.ret = x.e(UnaryOps.SQRT)

@@ -11,7 +11,7 @@ import struct
 from codegen.dtypes import DType, dtypes
 from codegen.linearizer import KernelOptions, LinearKernel
 from codegen.ops import BinaryOps, TernaryOps, UnaryOps
-from codegen.renderer import Renderer
+from codegen.renderer import Renderer, llvm_math
 from codegen.uops import UOp, UOps
 
 LLVM_TYPES = {dtypes.bool: "i1", dtypes.int8: "i8", dtypes.uint8: "i8", dtypes.int16: "i16",
@@ -106,6 +106,10 @@ def _alu(op, dtype: DType, src_dtype: DType, args: list[str], used: set,
                                          if boolean else f"sub {t} {llvm_const(0, src_dtype)}, {a}")
     if op is UnaryOps.RECIP:
         return f"fdiv {t} {llvm_const(1.0, src_dtype)}, {a}"
+    if op in (UnaryOps.EXP2, UnaryOps.LOG2) and src_dtype.scalar == dtypes.float32:
+        name, defs = (llvm_math.exp2 if op is UnaryOps.EXP2 else llvm_math.log2)(src_dtype.count)
+        used.update(defs)
+        return f"call {t} {name}({t} {a})"
     names = {UnaryOps.SQRT: "sqrt", UnaryOps.EXP2: "exp2", UnaryOps.LOG2: "log2",
              UnaryOps.SIN: "sin"}
     return f"{_intrinsic(names[op], src_dtype, 1, used)}({t} {a})"

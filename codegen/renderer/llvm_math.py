@@ -1,0 +1,114 @@
+"""exp2 and log2 for float32 written in LLVM IR, so loops over them vectorise.
+
+`llvm.exp2.f32` and `llvm.log2.f32` become calls into libm, one element at a time; these
+inline functions use only arithmetic, compares and bit casts, which LLVM turns into SIMD
+code for scalar loops (the loop vectoriser) and explicit vectors alike.
+
+exp2(x): n = round(x), f = x - n in [-1/2, 1/2], 2^f from a degree-6 polynomial (fitted
+to relative error on Chebyshev nodes: at most 1e-7, under one float32 ulp), times 2^n
+built from exponent bits in two halves so subnormal results and overflow to inf come out
+right. NaN stays NaN; x is clamped to [-160, 160] first, where the result is 0 or inf.
+
+log2(x): x = m * 2^e with m in [sqrt(1/2), sqrt(2)], log2(m) = 2/ln2 * atanh(t) with
+t = (m-1)/(m+1), summed to t^9 (|t| < 0.172): within 3 float32 ulps. Subnormal inputs
+are scaled by 2^23 first. log2(0) = -inf, log2(inf) = inf, negative or NaN gives NaN.
+"""
+from __future__ import annotations
+import struct
+
+EXP2_POLY = [1.0, 0.6931471824645996, 0.24022646248340607, 0.05550329014658928,
+             0.009618519805371761, 0.0013399859890341759, 0.00015337577497120947]
+_LN2 = 0.6931471805599453
+
+
+def _f(value: float, lanes: int) -> str:
+    """A float32 constant (hex of its double widening), splat across vector lanes."""
+    value = struct.unpack("<f", struct.pack("<f", value))[0]
+    lit = "0x%016X" % struct.unpack("<Q", struct.pack("<d", value))[0]
+    return lit if lanes == 1 else f"splat (float {lit})"
+
+
+def _i(value: int, lanes: int) -> str:
+    return str(value) if lanes == 1 else f"splat (i32 {value})"
+
+
+def _types(lanes: int) -> tuple[str, str, str, str]:
+    if lanes == 1:
+        return "float", "i32", "i1", "f32"
+    return f"<{lanes} x float>", f"<{lanes} x i32>", f"<{lanes} x i1>", f"v{lanes}f32"
+
+
+def exp2(lanes: int) -> tuple[str, list[str]]:
+    """(function name, [definition, declarations]) of exp2 on float32 x lanes."""
+    t, i, b, sfx = _types(lanes)
+    name = f"@lazyten_exp2_{sfx}"
+    f, n = (lambda v: _f(v, lanes)), (lambda v: _i(v, lanes))
+    body = [f"  %nan = fcmp uno {t} %x, %x",
+            f"  %lo = fcmp olt {t} %x, {f(-160.0)}",
+            f"  %x1 = select {b} %lo, {t} {f(-160.0)}, {t} %x",
+            f"  %hi = fcmp ogt {t} %x1, {f(160.0)}",
+            f"  %x2 = select {b} %hi, {t} {f(160.0)}, {t} %x1",
+            f"  %x3 = select {b} %nan, {t} {f(0.0)}, {t} %x2",
+            f"  %r = call {t} @llvm.rint.{sfx}({t} %x3)",
+            f"  %fr = fsub {t} %x3, %r",
+            f"  %p6 = fadd {t} {f(EXP2_POLY[6])}, {f(0.0)}"]
+    for k in range(5, -1, -1):
+        body += [f"  %m{k} = fmul contract {t} %p{k + 1}, %fr",
+                 f"  %p{k} = fadd contract {t} %m{k}, {f(EXP2_POLY[k])}"]
+    body += [f"  %n = fptosi {t} %r to {i}",
+             f"  %n1 = ashr {i} %n, {n(1)}",          # 2^n = 2^n1 * 2^n2, each normal
+             f"  %n2 = sub {i} %n, %n1"]
+    for part in ("1", "2"):
+        body += [f"  %b{part} = add {i} %n{part}, {n(127)}",
+                 f"  %e{part} = shl {i} %b{part}, {n(23)}",
+                 f"  %s{part} = bitcast {i} %e{part} to {t}"]
+    body += [f"  %y1 = fmul {t} %p0, %s1",
+             f"  %y = fmul {t} %y1, %s2",
+             f"  %out = select {b} %nan, {t} %x, {t} %y",
+             f"  ret {t} %out"]
+    head = f"define internal {t} {name}({t} %x) alwaysinline {{"
+    return name, ["\n".join([head] + body + ["}"]), f"declare {t} @llvm.rint.{sfx}({t})"]
+
+
+def log2(lanes: int) -> tuple[str, list[str]]:
+    """(function name, [definition]) of log2 on float32 x lanes."""
+    t, i, b, sfx = _types(lanes)
+    name = f"@lazyten_log2_{sfx}"
+    f, n = (lambda v: _f(v, lanes)), (lambda v: _i(v, lanes))
+    coef = [2 / _LN2 / (2 * k + 1) for k in range(5)]
+    body = [f"  %sub = fcmp olt {t} %x, {f(2.0 ** -126)}",   # subnormal (or 0, negative)
+            f"  %xs = fmul {t} %x, {f(2.0 ** 23)}",
+            f"  %xn = select {b} %sub, {t} %xs, {t} %x",
+            f"  %bits = bitcast {t} %xn to {i}",
+            f"  %exp = lshr {i} %bits, {n(23)}",
+            f"  %adj = select {b} %sub, {i} {n(150)}, {i} {n(127)}",
+            f"  %e0 = sub {i} %exp, %adj",
+            f"  %mb = and {i} %bits, {n(0x7FFFFF)}",
+            f"  %mo = or {i} %mb, {n(0x3F800000)}",
+            f"  %m0 = bitcast {i} %mo to {t}",
+            f"  %big = fcmp ogt {t} %m0, {f(1.4142135623730951)}",
+            f"  %mh = fmul {t} %m0, {f(0.5)}",
+            f"  %m = select {b} %big, {t} %mh, {t} %m0",
+            f"  %inc = zext {b} %big to {i}",
+            f"  %e = add {i} %e0, %inc",
+            f"  %num = fsub {t} %m, {f(1.0)}",
+            f"  %den = fadd {t} %m, {f(1.0)}",
+            f"  %tt = fdiv {t} %num, %den",
+            f"  %t2 = fmul {t} %tt, %tt",
+            f"  %q4 = fadd {t} {f(coef[4])}, {f(0.0)}"]
+    for k in range(3, -1, -1):
+        body += [f"  %w{k} = fmul contract {t} %q{k + 1}, %t2",
+                 f"  %q{k} = fadd contract {t} %w{k}, {f(coef[k])}"]
+    body += [f"  %lm = fmul {t} %tt, %q0",
+             f"  %ef = sitofp {i} %e to {t}",
+             f"  %y = fadd {t} %ef, %lm",
+             # special inputs: 0 -> -inf, inf -> inf, negative or NaN -> NaN
+             f"  %zero = fcmp oeq {t} %x, {f(0.0)}",
+             f"  %inf = fcmp oeq {t} %x, {f(float('inf'))}",
+             f"  %bad = fcmp ult {t} %x, {f(0.0)}",
+             f"  %y1 = select {b} %zero, {t} {f(float('-inf'))}, {t} %y",
+             f"  %y2 = select {b} %inf, {t} %x, {t} %y1",
+             f"  %y3 = select {b} %bad, {t} {f(float('nan'))}, {t} %y2",
+             f"  ret {t} %y3"]
+    head = f"define internal {t} {name}({t} %x) alwaysinline {{"
+    return name, ["\n".join([head] + body + ["}"])]
