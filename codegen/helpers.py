@@ -5,8 +5,10 @@ README's list of variables can be checked against this one helper.
 """
 from __future__ import annotations
 import functools
+import hashlib
 import math
 import os
+import pathlib
 from typing import Iterable, TypeVar
 
 T = TypeVar("T")
@@ -19,6 +21,15 @@ def getenv(key: str, default=0):
     if value is None:
         return default
     return type(default)(value)
+
+
+@functools.lru_cache(maxsize=None)
+def codegen_version() -> str:
+    """A hash of codegen's own source: cached programs lowered by other code are stale."""
+    digest = hashlib.sha256()
+    for path in sorted(pathlib.Path(__file__).parent.rglob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def debug_level() -> int:

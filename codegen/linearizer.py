@@ -145,21 +145,25 @@ class Linearizer:
                     continue
                 want = 16 if not self.upcasts and out_strides[axis] == 1 else 4
                 room = budget // prod(self.upcasts)
-                amount = max((d for d in range(2, min(want, room) + 1)
-                              if self.full_shape[axis] % d == 0), default=0)
+                amount = max((d for d in (16, 8, 4, 2) if d <= min(want, room)
+                              and self.full_shape[axis] % d == 0), default=0)
                 rank = (amount, axis not in split, -out_strides[axis])
                 if amount and (best is None or rank > best[0]):
                     best = (rank, axis, amount)
             if best is None or not self._upcast(best[1], best[2]):
                 break
             split.add(best[1])
-        # the first unroll (now the last axis) becomes vector lanes when memory is
-        # contiguous along it for the output or an input; the others are scalar copies
-        if self.upcasts and self.upcasts[-1] in (4, 8, 16):
-            axis = len(self.full_shape) - 1
-            walks = [self.sts[k].real_strides(ignore_valid=True)[axis] for k in loads]
-            if self.sts[id(self.ast)].real_strides(ignore_valid=True)[axis] == 1 or 1 in walks:
-                self.lanes = self.upcasts[-1]
+            if len(self.upcasts) == 1:
+                # the first unroll (now the last axis) becomes vector lanes when memory is
+                # contiguous along it for the output or an input. Without lanes, copies
+                # are scalar code: keep them few (they cost lowering and compile time)
+                axis = len(self.full_shape) - 1
+                walks = [self.sts[k].real_strides(ignore_valid=True)[axis] for k in loads]
+                out_walk = self.sts[id(self.ast)].real_strides(ignore_valid=True)[axis]
+                if self.upcasts[0] >= 4 and (out_walk == 1 or 1 in walks):
+                    self.lanes = self.upcasts[0]
+                else:
+                    budget = min(budget, _SCALAR_TILE)
 
     def _upcast(self, axis: int, amount: int) -> bool:
         """Split `axis` into (size // amount, amount) and move the new axis to the end."""
@@ -449,6 +453,7 @@ class Linearizer:
         return flops, mem
 
 
+_SCALAR_TILE = 16           # most scalar accumulators a tile without vector lanes gets
 _GROUP_MIN_REDUCE = 256      # a GPU reduce this long, with few outputs, uses a work-group
 _GROUP_MAX_OUTPUTS = 4096
 

@@ -43,6 +43,15 @@ def get_program(ast, device: str) -> tuple[ProgramSpec, Program]:
     key = (device, ast.key())
     if key not in _PROGRAMS:
         runtime = get_runtime(device)
+        # the disk cache by AST skips lowering; DEBUG=5 wants the linear IR, so it lowers
+        disk_key = f"{runtime.renderer.kernel_options!r}\n{ast.key()!r}"
+        saved = runtime.compiler.load_program(disk_key) if debug_level() < 5 else None
+        if saved is not None:
+            spec, binary = saved
+            if debug_level() >= 4:
+                log(f"--- source of {spec.name} (from the program cache) ---\n{spec.src}")
+            _PROGRAMS[key] = (spec, runtime.program(spec, binary))
+            return _PROGRAMS[key]
         kernel = Linearizer(ast, runtime.renderer.kernel_options).linearize()
         spec = runtime.renderer.program(kernel)
         Stats.lowered += 1
@@ -54,6 +63,7 @@ def get_program(ast, device: str) -> tuple[ProgramSpec, Program]:
         if debug_level() >= 4:
             log(f"--- source of {spec.name} ---\n{spec.src}")
         binary = runtime.compiler.compile_cached(spec.name, spec.src)
+        runtime.compiler.save_program(disk_key, spec, binary)
         _PROGRAMS[key] = (spec, runtime.program(spec, binary))
     return _PROGRAMS[key]
 

@@ -2,19 +2,20 @@
 
 A runtime module supplies one of each. Allocator: alloc/free/copyin/copyout of raw
 bytes (with an LRU cache of freed blocks). Compiler: source -> binary, cached on disk by
-source hash and compiler version. Program: a loaded binary, called with buffers and
+source hash and compiler version, and the lowered program (spec and binary) by AST. Program: a loaded binary, called with buffers and
 launch sizes; returns seconds when asked to wait. Imports codegen only.
 """
 from __future__ import annotations
 import hashlib
 import os
 import pathlib
+import pickle
 import tempfile
 from collections import defaultdict
 from typing import Any
 
 from codegen.dtypes import DType
-from codegen.helpers import getenv
+from codegen.helpers import codegen_version, getenv
 from codegen.renderer import ProgramSpec, Renderer
 
 
@@ -94,11 +95,27 @@ class Compiler:
             return path.read_bytes()
         self.compiled += 1
         binary = self.compile_named(name, src)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
-            tmp.write(binary)
-        os.replace(tmp.name, path)  # atomic, so parallel processes never see half a file
+        _write_atomic(path, binary)
         return binary
+
+    # lowered programs by AST: a new process skips linearizing and rendering too
+    def _program_path(self, ast_key: str) -> pathlib.Path:
+        digest = hashlib.sha256(f"{self.key}\n{codegen_version()}\n{ast_key}".encode()).hexdigest()
+        return cache_dir() / "programs" / digest[:2] / f"{digest}.pkl"
+
+    def load_program(self, ast_key: str) -> tuple[ProgramSpec, bytes] | None:
+        """(spec, binary) saved for this AST (a repr of its key plus the renderer), if any."""
+        if getenv("DISABLE_CACHE", 0):
+            return None
+        path = self._program_path(ast_key)
+        try:
+            return pickle.loads(path.read_bytes()) if path.exists() else None
+        except Exception:  # a truncated or foreign file: lower again
+            return None
+
+    def save_program(self, ast_key: str, spec: ProgramSpec, binary: bytes) -> None:
+        if not getenv("DISABLE_CACHE", 0):
+            _write_atomic(self._program_path(ast_key), pickle.dumps((spec, binary)))
 
     def compile_named(self, name: str, src: str) -> bytes:
         """Compile, turning any failure into a CompileError that shows the source."""
@@ -108,6 +125,14 @@ class Compiler:
             raise
         except Exception as e:  # the backend's own error type varies
             raise CompileError(name, str(e), src) from e
+
+
+def _write_atomic(path: pathlib.Path, data: bytes) -> None:
+    """Write via a temporary file and a rename, so parallel processes never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
+        tmp.write(data)
+    os.replace(tmp.name, path)
 
 
 class Program:
