@@ -13,6 +13,7 @@ Contract:
   when validity is 0, and its memory index must then not be used.
 """
 from __future__ import annotations
+import functools
 import math
 from dataclasses import dataclass
 
@@ -79,8 +80,11 @@ def _box(valid: Node, vs: list[Node], shape: tuple[int, ...]) -> list[tuple[int,
     return [(a, b) for a, b in ranges]
 
 
+@functools.lru_cache(maxsize=8192)
 def _merge_views(inner: View, outer: View) -> View | None:
-    """One view equal to `outer` applied on top of `inner`, or None if not provably exact."""
+    """One view equal to `outer` applied on top of `inner`, or None if not provably exact.
+
+    Memoized: a model builds the same views every step, and the symbolic proof is slow."""
     if inner.contiguous:  # flat index == memory index
         return outer
     if outer.contiguous and outer.size() == inner.size():  # a reshape, not a prefix of inner
