@@ -22,6 +22,7 @@ llvm.initialize_native_asmprinter()
 _TARGET_MACHINE = llvm.Target.from_default_triple().create_target_machine(
     cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
     opt=3, reloc="pic", codemodel="default", jit=True)
+_CPUS = os.cpu_count() or 1
 _MIN_WORK_PER_THREAD = 1 << 16  # below this many loop iterations per thread, stay serial
 
 
@@ -76,7 +77,7 @@ class CPUProgram(Program):
             self.fn(*ptrs)
         else:
             n = global_size[0]
-            threads = min(getenv("THREADS", os.cpu_count() or 1), n)
+            threads = min(getenv("THREADS", _CPUS), n)
             if threads <= 1 or self.work < threads * _MIN_WORK_PER_THREAD:
                 self.fn(*ptrs, 0, n)
             else:

@@ -12,6 +12,7 @@ Contract:
 - Arguments are assumed validated by the ShapeTracker (which asserts on bad input).
 """
 from __future__ import annotations
+import functools
 import math
 from dataclasses import dataclass
 from typing import Optional
@@ -79,6 +80,7 @@ class View:
     contiguous: bool
 
     @staticmethod
+    @functools.lru_cache(maxsize=16384)  # models build the same views every step
     def create(shape: tuple[int, ...], strides: tuple[int, ...] | None = None, offset: int = 0,
                mask: Mask = None) -> View:
         """Canonical view (see the module contract)."""
