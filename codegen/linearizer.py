@@ -29,6 +29,7 @@ class KernelOptions:
     max_global: tuple[int, ...] = (2**31 - 1, 65535, 65535)
     local_size: int = 1  # work-group size the GPU renderer asks for (1 = none)
     tile: int = 0        # CPU register tiling: most accumulators a reduce may unroll (0 = off)
+    pack: int = 0        # CPU: pack a matmul's strided operand into panels this wide (0 = off)
 
 
 @dataclass

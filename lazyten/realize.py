@@ -4,10 +4,12 @@ print what DEBUG asks for (to stderr).
 """
 from __future__ import annotations
 import atexit
+import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
-from codegen.helpers import debug_level, prod
+from codegen.helpers import debug_level, getenv, prod
 from codegen.linearizer import Linearizer
 from codegen.ops import LoadOps
 from codegen.renderer import ProgramSpec
@@ -42,6 +44,20 @@ def get_program(ast, device: str) -> tuple[ProgramSpec, Program]:
     """The compiled program for an AST on a device (memory cache, then disk cache)."""
     key = (device, ast.key())
     if key not in _PROGRAMS:
+        prepare([(ast, device)])
+    return _PROGRAMS[key]
+
+
+def prepare(kernels: list[tuple]) -> None:
+    """Make the programs for (ast, device) pairs not yet in memory: load them from the
+    program cache, else lower each one and compile them all, in parallel where the
+    compiler allows it (LLVM releases the GIL, so a cold start uses every core)."""
+    pending, seen = [], set()
+    for ast, device in kernels:
+        key = (device, ast.key())
+        if key in _PROGRAMS or key in seen:
+            continue
+        seen.add(key)
         runtime = get_runtime(device)
         # the disk cache by AST skips lowering; DEBUG=5 wants the linear IR, so it lowers
         disk_key = f"{runtime.renderer.kernel_options!r}\n{ast.key()!r}"
@@ -51,25 +67,42 @@ def get_program(ast, device: str) -> tuple[ProgramSpec, Program]:
             if debug_level() >= 4:
                 log(f"--- source of {spec.name} (from the program cache) ---\n{spec.src}")
             _PROGRAMS[key] = (spec, runtime.program(spec, binary))
-            return _PROGRAMS[key]
-        kernel = Linearizer(ast, runtime.renderer.kernel_options).linearize()
-        spec = runtime.renderer.program(kernel)
-        Stats.lowered += 1
-        if debug_level() >= 3:
-            log(f"--- AST of {spec.name} ---\n{ast}")
-        if debug_level() >= 5:
-            log(f"--- linear IR of {spec.name} ---\n" + "\n".join(
-                f"{i:4d} {u}" for i, u in enumerate(kernel.uops)))
-        if debug_level() >= 4:
-            log(f"--- source of {spec.name} ---\n{spec.src}")
-        binary = runtime.compiler.compile_cached(spec.name, spec.src)
+            continue
+        pending.append((key, runtime, disk_key, _lower(ast, runtime)))
+
+    def compile_one(job) -> bytes:
+        _, runtime, _, spec = job
+        return runtime.compiler.compile_cached(spec.name, spec.src)
+    threads = min(len(pending), getenv("THREADS", os.cpu_count() or 1))
+    if threads > 1 and all(job[1].compiler.threadsafe for job in pending):
+        with ThreadPoolExecutor(threads) as pool:
+            binaries = list(pool.map(compile_one, pending))
+    else:
+        binaries = [compile_one(job) for job in pending]
+    for (key, runtime, disk_key, spec), binary in zip(pending, binaries):
         runtime.compiler.save_program(disk_key, spec, binary)
         _PROGRAMS[key] = (spec, runtime.program(spec, binary))
-    return _PROGRAMS[key]
+
+
+def _lower(ast, runtime) -> ProgramSpec:
+    """AST -> linear IR -> source, with the DEBUG 3-5 dumps."""
+    kernel = Linearizer(ast, runtime.renderer.kernel_options).linearize()
+    spec = runtime.renderer.program(kernel)
+    Stats.lowered += 1
+    if debug_level() >= 3:
+        log(f"--- AST of {spec.name} ---\n{ast}")
+    if debug_level() >= 5:
+        log(f"--- linear IR of {spec.name} ---\n" + "\n".join(
+            f"{i:4d} {u}" for i, u in enumerate(kernel.uops)))
+    if debug_level() >= 4:
+        log(f"--- source of {spec.name} ---\n{spec.src}")
+    return spec
 
 
 def run_schedule(schedule: list[ScheduleItem]) -> None:
     """Execute schedule items in order and mark their outputs realized."""
+    prepare([(item.ast, item.out.device) for item in schedule
+             if item.ast is not None and prod(item.out.shape) > 0])
     for item in schedule:
         out = item.out
         if item.ast is None:

@@ -18,6 +18,7 @@ from codegen.ops import (BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer, Red
                          ZERO_PRESERVING)
 from codegen.shape.shapetracker import ShapeTracker
 from lazyten.lazy import LazyBuffer
+from lazyten.pack import pack_schedule
 
 
 @dataclass
@@ -233,7 +234,7 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
             builder = _KernelBuilder(graph, base)
             ast = builder.build()
             items.append(ScheduleItem(ast, base, builder.inputs))
-    return _order(items)
+    return pack_schedule(_order(items))
 
 
 def _order(items: list[ScheduleItem]) -> list[ScheduleItem]:

@@ -114,3 +114,33 @@ def test_float64_reduce_to_half():
     a, b = rnd((8, 16), np.float64), rnd((16, 32), np.float64, seed=1)
     out = (Tensor(a) @ Tensor(b)).cast(dtypes.float16)
     np.testing.assert_array_equal(out.numpy(), (a @ b).astype(np.float16))
+
+
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, True), (False, True), (True, False)])
+def test_packed_operand_every_layout(ta, tb):
+    """A big strided right-hand operand is packed into 64-wide panels by one extra copy
+    kernel, whatever its layout; the result is unchanged."""
+    from lazyten.realize import Stats
+    m, k, n = 96, 320, 256           # B is 320 KB, rows 256 floats apart: packed
+    a, b = rnd((k, m) if ta else (m, k)), rnd((n, k) if tb else (k, n), seed=1)
+    at, bt = Tensor(a).realize(), Tensor(b).realize()
+    out = (at.T if ta else at) @ (bt.T if tb else bt)
+    items = create_schedule([out.lazydata])
+    assert len(items) == 2, "expected the pack copy and the matmul"
+    assert items[0].out.shape == (n // 64, k, 64)
+    before = Stats.kernels
+    got = out.numpy()
+    assert Stats.kernels - before == 2
+    np.testing.assert_allclose(got, (a.T if ta else a) @ (b.T if tb else b), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("n,batch", [(200, 0), (256, 2), (64, 0)])
+def test_no_pack_where_it_does_not_apply(n, batch):
+    """Widths not divisible by the panel, batched operands (three moving axes) and small
+    operands are read in place."""
+    k = 512
+    a = rnd((batch, 32, k) if batch else (32, k))
+    b = rnd((batch, k, n) if batch else (k, n), seed=1)
+    out = Tensor(a).realize() @ Tensor(b).realize()
+    assert len(create_schedule([out.lazydata])) == 1
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-4)

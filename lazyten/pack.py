@@ -1,0 +1,120 @@
+"""Packing: copy a reduce's strided operand into panels before the kernel reads it.
+
+A tiled CPU matmul (see the linearizer's `_tile`) computes a tile of outputs 64 columns
+wide and walks the reduce axis. Its right-hand operand B[k, j] is read as 64 contiguous
+floats per k, but consecutive k are a whole row apart: every step of the reduce touches
+a new page, hardware prefetchers do not follow, and rows a power of two apart fight for
+the same cache sets. BLAS libraries pack B first; so does this pass.
+
+Rule (for devices whose renderer asks for it with `KernelOptions.pack`, the CPU): in a
+kernel with a reduce, a load that reads one buffer through a single unmasked view that
+depends on exactly two axes, the axis `l` the output is contiguous in (the tile's vector
+lanes) and one reduce axis `r`, is replaced by a read of a packed copy
+P[l // W, r, l % W] (W = the pack width), made by one extra copy kernel scheduled just
+before, unless it already reads well (stride 1 along l and under `_MIN_STRIDE` along r)
+or is small (under `_MIN_BYTES`). Walking r then reads P contiguously, whatever the
+layout of the original (B, or a transposed B). The copy costs one pass over B (about 2 ms for 1024 x 1024 floats); it
+pays for itself when B is re-read by many tile rows.
+"""
+from __future__ import annotations
+
+from codegen.ops import BufferOps, LazyOp, LoadOps, MemBuffer, ReduceOps
+from codegen.shape.shapetracker import ShapeTracker
+from codegen.shape.view import View
+from lazyten.lazy import LazyBuffer
+from runtimes import get_runtime
+
+_MIN_STRIDE = 256          # elements between consecutive reduce steps
+_MIN_BYTES = 1 << 18       # smaller operands stay in cache anyway
+
+
+def pack_schedule(items: list) -> list:
+    """The schedule with pack kernels inserted before the kernels that benefit."""
+    out = []
+    for item in items:
+        width = _pack_width(item)
+        if width:
+            item, pack_item = _pack(item, width)
+            if pack_item is not None:
+                out.append(pack_item)
+        out.append(item)
+    return out
+
+
+def _pack_width(item) -> int:
+    if item.ast is None or not any(isinstance(n.op, ReduceOps) for n in item.ast.walk()):
+        return 0
+    return get_runtime(item.out.device).renderer.kernel_options.pack
+
+
+def _pack(item, width: int):
+    from lazyten.schedule import ScheduleItem
+    ast = item.ast
+    reduce = next(n for n in ast.walk() if isinstance(n.op, ReduceOps))
+    full = next((n.arg.st.shape for n in reduce.walk() if n.op is BufferOps.LOAD), None)
+    out_view = ast.arg.st.views[-1]
+    # the tile's vector lanes run along the axis the output is contiguous in
+    lane_axis = next((i for i, (f, o, s) in enumerate(zip(full or (), out_view.shape,
+                                                          out_view.strides))
+                      if f == o and s == 1 and f > 1), None)
+    if lane_axis is None or len(ast.arg.st.views) != 1:
+        return item, None
+    uses: dict[int, int] = {}
+    for n in ast.walk():
+        if n.op is BufferOps.LOAD:
+            uses[n.arg.idx] = uses.get(n.arg.idx, 0) + 1
+    for leaf in reduce.walk():
+        if leaf.op is not BufferOps.LOAD or uses[leaf.arg.idx] != 1:
+            continue
+        axes = _plane(leaf.arg, lane_axis, width)
+        if axes is None:
+            continue
+        lane_axis, red_axis = axes
+        src = item.inputs[leaf.arg.idx - 1]
+        view = leaf.arg.st.views[0]
+        lanes, steps = full[lane_axis], full[red_axis]
+        # the copy: P[l // W, r, l % W] = src[offset + r * stride_r + l * stride_l]
+        plane = View.create((steps, lanes), (view.strides[red_axis], view.strides[lane_axis]),
+                            view.offset)
+        read = ShapeTracker((plane,)).reshape((steps, lanes // width, width)).permute((1, 0, 2))
+        packed = LazyBuffer(src.device, ShapeTracker.from_shape(read.shape), src.dtype,
+                            LoadOps.CONTIGUOUS, (src,))
+        copy = LazyOp(BufferOps.STORE, (LazyOp(BufferOps.LOAD, (), MemBuffer(1, src.dtype, read)),),
+                      MemBuffer(0, src.dtype, ShapeTracker.from_shape(read.shape)))
+        # the kernel reads P back in its own index space
+        st = ShapeTracker.from_shape(read.shape).permute((1, 0, 2)).reshape((steps, lanes))
+        if lane_axis < red_axis:
+            st = st.permute((1, 0))
+        shape = [1] * len(full)
+        shape[lane_axis], shape[red_axis] = lanes, steps
+        st = st.reshape(tuple(shape)).expand(full)
+        new_leaf = MemBuffer(leaf.arg.idx, leaf.arg.dtype, st)
+        inputs = list(item.inputs)
+        inputs[leaf.arg.idx - 1] = packed
+        new_ast = _replace(ast, leaf, LazyOp(BufferOps.LOAD, (), new_leaf))
+        return ScheduleItem(new_ast, item.out, inputs), ScheduleItem(copy, packed, [src])
+    return item, None
+
+
+def _plane(buf: MemBuffer, lane_axis: int, width: int) -> tuple[int, int] | None:
+    """(lane axis, reduce axis) when `buf` is a candidate for packing, else None."""
+    if len(buf.st.views) != 1 or buf.st.views[0].mask is not None:
+        return None
+    view = buf.st.views[0]
+    moving = [i for i, s in enumerate(view.strides) if s != 0]
+    if len(moving) != 2 or lane_axis not in moving:
+        return None
+    red_axis = moving[1 - moving.index(lane_axis)]
+    lanes, steps = view.shape[lane_axis], view.shape[red_axis]
+    friendly = view.strides[lane_axis] == 1 and abs(view.strides[red_axis]) < _MIN_STRIDE
+    if friendly or lanes % width or lanes * steps * buf.dtype.itemsize < _MIN_BYTES:
+        return None
+    return lane_axis, red_axis
+
+
+def _replace(node: LazyOp, old: LazyOp, new: LazyOp) -> LazyOp:
+    if node is old:
+        return new
+    if not node.src:
+        return node
+    return LazyOp(node.op, tuple(_replace(s, old, new) for s in node.src), node.arg)
