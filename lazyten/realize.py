@@ -4,12 +4,10 @@ print what DEBUG asks for (to stderr).
 """
 from __future__ import annotations
 import atexit
-import os
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 
-from codegen.helpers import debug_level, getenv, prod
+from codegen.helpers import debug_level, prod
 from codegen.linearizer import Linearizer
 from codegen.ops import LoadOps
 from codegen.renderer import ProgramSpec
@@ -50,9 +48,8 @@ def get_program(ast, device: str) -> tuple[ProgramSpec, Program]:
 
 def prepare(kernels: list[tuple]) -> None:
     """Make the programs for (ast, device) pairs not yet in memory: load them from the
-    program cache, else lower each one and compile them all, in parallel where the
-    compiler allows it (LLVM releases the GIL, so a cold start uses every core)."""
-    pending, seen = [], set()
+    program cache, else lower and compile them."""
+    seen = set()
     for ast, device in kernels:
         key = (device, ast.key())
         if key in _PROGRAMS or key in seen:
@@ -68,18 +65,8 @@ def prepare(kernels: list[tuple]) -> None:
                 log(f"--- source of {spec.name} (from the program cache) ---\n{spec.src}")
             _PROGRAMS[key] = (spec, runtime.program(spec, binary))
             continue
-        pending.append((key, runtime, disk_key, _lower(ast, runtime)))
-
-    def compile_one(job) -> bytes:
-        _, runtime, _, spec = job
-        return runtime.compiler.compile_cached(spec.name, spec.src)
-    threads = min(len(pending), getenv("THREADS", os.cpu_count() or 1))
-    if threads > 1 and all(job[1].compiler.threadsafe for job in pending):
-        with ThreadPoolExecutor(threads) as pool:
-            binaries = list(pool.map(compile_one, pending))
-    else:
-        binaries = [compile_one(job) for job in pending]
-    for (key, runtime, disk_key, spec), binary in zip(pending, binaries):
+        spec = _lower(ast, runtime)
+        binary = runtime.compiler.compile_cached(spec.name, spec.src)
         runtime.compiler.save_program(disk_key, spec, binary)
         _PROGRAMS[key] = (spec, runtime.program(spec, binary))
 

@@ -75,11 +75,8 @@ def cache_dir() -> pathlib.Path:
 
 
 class Compiler:
-    """Source -> binary. `key` names the compiler and version; it is part of the cache key.
-    `threadsafe`: compile() may run on several threads at once (the engine then compiles
-    a schedule's new kernels in parallel)."""
+    """Source -> binary. `key` names the compiler and version; it is part of the cache key."""
     key = "base"
-    threadsafe = False
 
     def __init__(self):
         self.compiled = 0  # real compilations (cache misses), for the cache tests

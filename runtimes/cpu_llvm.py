@@ -7,7 +7,6 @@ split across THREADS worker threads: ctypes releases the GIL during the call.
 from __future__ import annotations
 import ctypes
 import os
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,6 +19,9 @@ from runtimes.base import Allocator, Compiler, Program, Runtime
 
 llvm.initialize_native_target()
 llvm.initialize_native_asmprinter()
+_TARGET_MACHINE = llvm.Target.from_default_triple().create_target_machine(
+    cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
+    opt=3, reloc="pic", codemodel="default", jit=True)
 _CPUS = os.cpu_count() or 1
 _MIN_WORK_PER_THREAD = 1 << 16  # below this many loop iterations per thread, stay serial
 
@@ -39,33 +41,18 @@ class CPUAllocator(Allocator):
         ctypes.memmove((ctypes.c_char * dest.nbytes).from_buffer(dest), src[1], dest.nbytes)
 
 
-def _target_machine() -> llvm.TargetMachine:
-    return llvm.Target.from_default_triple().create_target_machine(
-        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-        opt=3, reloc="pic", codemodel="default", jit=True)
-
-
-_ENGINE_MACHINE = _target_machine()  # what MCJIT engines load objects with
-
-
 class LLVMCompiler(Compiler):
-    """LLVM IR -> optimised object code for this CPU. Thread-safe: each thread compiles
-    with its own target machine (llvmlite releases the GIL while LLVM works)."""
+    """LLVM IR -> optimised object code for this CPU."""
     key = f"llvm-{llvm.llvm_version_info}-{llvm.get_host_cpu_name()}-{llvm.get_host_cpu_features().flatten()}"
-    threadsafe = True
-    _local = threading.local()
 
     def compile(self, src: str) -> bytes:
-        if not hasattr(self._local, "machine"):
-            self._local.machine = _target_machine()
-        machine = self._local.machine
         mod = llvm.parse_assembly(src)
         mod.verify()
         tuning = llvm.create_pipeline_tuning_options(speed_level=getenv("OPT", 3))
         tuning.loop_vectorization = tuning.slp_vectorization = True
-        builder = llvm.create_pass_builder(machine, tuning)
+        builder = llvm.create_pass_builder(_TARGET_MACHINE, tuning)
         builder.getModulePassManager().run(mod, builder)
-        return machine.emit_object(mod)
+        return _TARGET_MACHINE.emit_object(mod)
 
 
 class CPUProgram(Program):
@@ -74,7 +61,7 @@ class CPUProgram(Program):
 
     def __init__(self, spec: ProgramSpec, binary: bytes):
         super().__init__(spec, binary)
-        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _ENGINE_MACHINE)
+        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _TARGET_MACHINE)
         self.engine.add_object_file(llvm.ObjectFileRef.from_data(binary))
         self.engine.finalize_object()
         # thread bounds go as 64-bit ints; an i32 parameter reads the low half (x86-64 ABI)
