@@ -9,7 +9,8 @@ the same cache sets. BLAS libraries pack B first; so does this pass.
 Rule (for devices whose renderer asks for it with `KernelOptions.pack`, the CPU): in a
 kernel with a reduce, a load that reads one buffer through a single unmasked view that
 depends on exactly two axes, the axis `l` the output is contiguous in (the tile's vector
-lanes) and one reduce axis `r`, is replaced by a read of a packed copy
+lanes) and one reduce axis `r`, and is re-read along another output axis (a matmul's B
+does not depend on the row), is replaced by a read of a packed copy
 P[l // W, r, l % W] (W = the pack width), made by one extra copy kernel scheduled just
 before, unless it already reads well (stride 1 along l and under `_MIN_STRIDE` along r)
 or is small (under `_MIN_BYTES`). Walking r then reads P contiguously, whatever the
@@ -59,6 +60,7 @@ def _pack(item, width: int):
                       if f == o and s == 1 and f > 1), None)
     if lane_axis is None or len(ast.arg.st.views) != 1:
         return item, None
+    out_axes = [i for i, (f, o) in enumerate(zip(full, out_view.shape)) if f == o]
     uses: dict[int, int] = {}
     for n in ast.walk():
         if n.op is BufferOps.LOAD:
@@ -66,7 +68,7 @@ def _pack(item, width: int):
     for leaf in reduce.walk():
         if leaf.op is not BufferOps.LOAD or uses[leaf.arg.idx] != 1:
             continue
-        axes = _plane(leaf.arg, lane_axis, width)
+        axes = _plane(leaf.arg, lane_axis, out_axes, width)
         if axes is None:
             continue
         lane_axis, red_axis = axes
@@ -96,13 +98,17 @@ def _pack(item, width: int):
     return item, None
 
 
-def _plane(buf: MemBuffer, lane_axis: int, width: int) -> tuple[int, int] | None:
+def _plane(buf: MemBuffer, lane_axis: int, out_axes: list[int],
+           width: int) -> tuple[int, int] | None:
     """(lane axis, reduce axis) when `buf` is a candidate for packing, else None."""
     if len(buf.st.views) != 1 or buf.st.views[0].mask is not None:
         return None
     view = buf.st.views[0]
     moving = [i for i, s in enumerate(view.strides) if s != 0]
     if len(moving) != 2 or lane_axis not in moving:
+        return None
+    # it pays only when the operand is re-read: the kernel has an output axis it ignores
+    if not any(view.strides[i] == 0 and view.shape[i] > 1 for i in out_axes):
         return None
     red_axis = moving[1 - moving.index(lane_axis)]
     lanes, steps = view.shape[lane_axis], view.shape[red_axis]

@@ -144,3 +144,14 @@ def test_no_pack_where_it_does_not_apply(n, batch):
     out = Tensor(a).realize() @ Tensor(b).realize()
     assert len(create_schedule([out.lazydata])) == 1
     np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_reductions_are_not_packed():
+    """A plain reduce reads its input once: packing would only add a copy."""
+    x = rnd((512, 640))
+    for out, kernels, ref in ((Tensor(x).sum(axis=1), 1, x.sum(1)),
+                              (Tensor(x).sum(axis=0), 1, x.sum(0)),
+                              (Tensor(x).softmax(-1), 3, None)):
+        assert len(create_schedule([out.lazydata])) == kernels
+        if ref is not None:
+            np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4)
