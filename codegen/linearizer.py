@@ -165,6 +165,31 @@ class Linearizer:
                     self.lanes = self.upcasts[0]
                 else:
                     budget = min(budget, _SCALAR_TILE)
+        self._order_loops(loads)
+
+    def _order_loops(self, loads: list[int]) -> None:
+        """Put outermost the loop whose iterations re-read the fewest bytes.
+
+        Each iteration of the outer loop streams again every input that does not depend
+        on it (a matmul's B, for each block of rows). So the outer loop is the one that
+        minimises iterations x bytes of the inputs it ignores, if it has enough iterations
+        to split across threads."""
+        def footprint(k: int) -> int:
+            strides = self.sts[k].real_strides(ignore_valid=True)
+            return prod(s for s, st in zip(self.full_shape, strides) if st != 0)
+
+        def cost(axis: int) -> int:
+            ignored = [k for k in loads if self.sts[k].real_strides(ignore_valid=True)[axis] == 0]
+            return self.full_shape[axis] * sum(footprint(k) for k in ignored)
+        axes = [a for a in range(self.n_global) if self.full_shape[a] >= _MIN_OUTER]
+        if not axes or self.n_global < 2:
+            return
+        best = min(axes, key=lambda a: (cost(a), a))
+        if best != 0 and cost(best) < cost(0):
+            order = (best,) + tuple(i for i in range(len(self.full_shape)) if i != best)
+            self._apply(lambda st: st.permute(order), lambda st: st.permute(order))
+            self.full_shape = tuple(self.full_shape[i] for i in order)
+            self.out_shape = tuple(self.out_shape[i] for i in order)
 
     def _upcast(self, axis: int, amount: int) -> bool:
         """Split `axis` into (size // amount, amount) and move the new axis to the end."""
@@ -454,6 +479,7 @@ class Linearizer:
         return flops, mem
 
 
+_MIN_OUTER = 8               # iterations the outermost loop needs to be worth splitting
 _SCALAR_TILE = 16           # most scalar accumulators a tile without vector lanes gets
 _GROUP_MIN_REDUCE = 256      # a GPU reduce this long, with few outputs, uses a work-group
 _GROUP_MAX_OUTPUTS = 4096
