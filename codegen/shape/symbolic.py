@@ -274,6 +274,20 @@ def _split_const(nodes: list[Node]) -> tuple[list[Node], int]:
         sum(t.b for t in nodes if isinstance(t, NumNode))
 
 
+def _bounded_split(terms: list[Node], const: int, b: int):
+    """(g, big, small) with g a proper factor of b, every big term's coefficient a
+    multiple of g, and the small terms plus const within [0, g); else None. Then
+    floor((g*Y + s) / b) == floor(Y / (b/g)) and (g*Y + s) % b == g*(Y % (b/g)) + s."""
+    for g in sorted({math.gcd(b, _coef(t)) for t in terms}, reverse=True):
+        if g in (1, b):
+            continue
+        big = [t for t in terms if _coef(t) % g == 0]
+        small = [t for t in terms if _coef(t) % g != 0]
+        if const + sum(t.min for t in small) >= 0 and const + sum(t.max for t in small) < g:
+            return g, big, small
+    return None
+
+
 class SumNode(Node):
     """Sum of terms; built by sum_nodes, which keeps at most one constant (last)."""
 
@@ -291,6 +305,10 @@ class SumNode(Node):
         quot = [t.a._mul(t.b // b) for t in terms if _coef(t) % b == 0]
         rest = [t for t in terms if _coef(t) % b != 0]
         qconst, rconst = const // b, const % b
+        split = _bounded_split(rest, rconst, b)
+        if split is not None:  # the small terms never carry into the quotient
+            g, big, _ = split
+            return sum_nodes(quot + [qconst]) + sum_nodes([t.a._mul(t.b // g) for t in big]) // (b // g)
         g = math.gcd(b, rconst, *(_coef(t) for t in rest))
         if g > 1:  # floor(g*y / (g*d)) == floor(y/d)
             rest_node = sum_nodes([t.a._mul(t.b // g) for t in rest] + [rconst // g])
@@ -302,6 +320,11 @@ class SumNode(Node):
     def _mod(self, b: int) -> Node:
         terms, const = _split_const(self.nodes)
         rest = [t for t in terms if _coef(t) % b != 0]  # multiples of b vanish mod b
+        split = _bounded_split(rest, const % b, b)
+        if split is not None:
+            g, big, small = split
+            high = sum_nodes([t.a._mul(t.b // g) for t in big]) % (b // g)
+            return high._mul(g) + sum_nodes(small + [const % b])
         g = math.gcd(b, const % b, *(_coef(t) for t in rest))
         if g > 1:  # (g*y) % (g*d) == g * (y % d)
             inner = sum_nodes([t.a._mul(t.b // g) for t in rest] + [(const % b) // g])

@@ -125,6 +125,10 @@ def test_key_simplifications():
     assert str(and_nodes([i.lt(5), i.lt(3)])) == "(i<3)"
     assert (i * 4 + j).lt(8) == i.lt(2)  # mask on a merged axis stays one compare
     assert ((i // 2).lt(3)) == i.lt(6)
+    # a remainder that never carries: (6a + b) with 0 <= b < 6, over 12 (windowed views)
+    a, b = Variable("a", 0, 9), Variable("b", 0, 5)
+    assert str((a * 6 + b) // 12) == "(a//2)"
+    assert str((a * 6 + b) % 12) == "(((a%2)*6)+b)"
 
 
 def test_constants_and_bounds_decide():
