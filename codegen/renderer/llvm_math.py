@@ -38,6 +38,16 @@ def _types(lanes: int) -> tuple[str, str, str, str]:
     return f"<{lanes} x float>", f"<{lanes} x i32>", f"<{lanes} x i1>", f"v{lanes}f32"
 
 
+def _horner(name: str, coefs: list[float], x: str, t: str, f) -> list[str]:
+    """%{name}0 = sum(coefs[k] * x^k), by Horner's rule with fused multiply-adds."""
+    top = len(coefs) - 1
+    lines = [f"  %{name}{top} = fadd {t} {f(coefs[top])}, {f(0.0)}"]
+    for k in range(top - 1, -1, -1):
+        lines += [f"  %{name}m{k} = fmul contract {t} %{name}{k + 1}, {x}",
+                  f"  %{name}{k} = fadd contract {t} %{name}m{k}, {f(coefs[k])}"]
+    return lines
+
+
 def exp2(lanes: int) -> tuple[str, list[str]]:
     """(function name, [definition, declarations]) of exp2 on float32 x lanes."""
     t, i, b, sfx = _types(lanes)
@@ -51,13 +61,10 @@ def exp2(lanes: int) -> tuple[str, list[str]]:
             f"  %x3 = select {b} %nan, {t} {f(0.0)}, {t} %x2",
             f"  %r = call {t} @llvm.rint.{sfx}({t} %x3)",
             f"  %fr = fsub {t} %x3, %r",
-            f"  %p6 = fadd {t} {f(EXP2_POLY[6])}, {f(0.0)}"]
-    for k in range(5, -1, -1):
-        body += [f"  %m{k} = fmul contract {t} %p{k + 1}, %fr",
-                 f"  %p{k} = fadd contract {t} %m{k}, {f(EXP2_POLY[k])}"]
-    body += [f"  %n = fptosi {t} %r to {i}",
-             f"  %n1 = ashr {i} %n, {n(1)}",          # 2^n = 2^n1 * 2^n2, each normal
-             f"  %n2 = sub {i} %n, %n1"]
+            *_horner("p", EXP2_POLY, "%fr", t, f),
+            f"  %n = fptosi {t} %r to {i}",
+            f"  %n1 = ashr {i} %n, {n(1)}",          # 2^n = 2^n1 * 2^n2, each normal
+            f"  %n2 = sub {i} %n, %n1"]
     for part in ("1", "2"):
         body += [f"  %b{part} = add {i} %n{part}, {n(127)}",
                  f"  %e{part} = shl {i} %b{part}, {n(23)}",
@@ -95,20 +102,17 @@ def log2(lanes: int) -> tuple[str, list[str]]:
             f"  %den = fadd {t} %m, {f(1.0)}",
             f"  %tt = fdiv {t} %num, %den",
             f"  %t2 = fmul {t} %tt, %tt",
-            f"  %q4 = fadd {t} {f(coef[4])}, {f(0.0)}"]
-    for k in range(3, -1, -1):
-        body += [f"  %w{k} = fmul contract {t} %q{k + 1}, %t2",
-                 f"  %q{k} = fadd contract {t} %w{k}, {f(coef[k])}"]
-    body += [f"  %lm = fmul {t} %tt, %q0",
-             f"  %ef = sitofp {i} %e to {t}",
-             f"  %y = fadd {t} %ef, %lm",
-             # special inputs: 0 -> -inf, inf -> inf, negative or NaN -> NaN
-             f"  %zero = fcmp oeq {t} %x, {f(0.0)}",
-             f"  %inf = fcmp oeq {t} %x, {f(float('inf'))}",
-             f"  %bad = fcmp ult {t} %x, {f(0.0)}",
-             f"  %y1 = select {b} %zero, {t} {f(float('-inf'))}, {t} %y",
-             f"  %y2 = select {b} %inf, {t} %x, {t} %y1",
-             f"  %y3 = select {b} %bad, {t} {f(float('nan'))}, {t} %y2",
-             f"  ret {t} %y3"]
+            *_horner("q", coef, "%t2", t, f),
+            f"  %lm = fmul {t} %tt, %q0",
+            f"  %ef = sitofp {i} %e to {t}",
+            f"  %y = fadd {t} %ef, %lm",
+            # special inputs: 0 -> -inf, inf -> inf, negative or NaN -> NaN
+            f"  %zero = fcmp oeq {t} %x, {f(0.0)}",
+            f"  %inf = fcmp oeq {t} %x, {f(float('inf'))}",
+            f"  %bad = fcmp ult {t} %x, {f(0.0)}",
+            f"  %y1 = select {b} %zero, {t} {f(float('-inf'))}, {t} %y",
+            f"  %y2 = select {b} %inf, {t} %x, {t} %y1",
+            f"  %y3 = select {b} %bad, {t} {f(float('nan'))}, {t} %y2",
+            f"  ret {t} %y3"]
     head = f"define internal {t} {name}({t} %x) alwaysinline {{"
     return name, ["\n".join([head] + body + ["}"])]
