@@ -56,12 +56,21 @@ class LLVMCompiler(Compiler):
 
 
 class CPUProgram(Program):
-    """A kernel loaded into its own MCJIT engine and called through ctypes."""
+    """A kernel loaded into an MCJIT engine and called through ctypes. Kernels share one
+    engine (creating one costs about 1.5 ms); a kernel whose symbol name is already
+    loaded there (two ASTs can share a name) gets an engine of its own."""
     pool: ThreadPoolExecutor | None = None
+    shared: llvm.ExecutionEngine | None = None
+    loaded: set[str] = set()
 
     def __init__(self, spec: ProgramSpec, binary: bytes):
         super().__init__(spec, binary)
-        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _TARGET_MACHINE)
+        if CPUProgram.shared is None:
+            CPUProgram.shared = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _TARGET_MACHINE)
+        own = spec.name in CPUProgram.loaded
+        self.engine = (llvm.create_mcjit_compiler(llvm.parse_assembly(""), _TARGET_MACHINE)
+                       if own else CPUProgram.shared)
+        CPUProgram.loaded.add(spec.name)
         self.engine.add_object_file(llvm.ObjectFileRef.from_data(binary))
         self.engine.finalize_object()
         # thread bounds go as 64-bit ints; an i32 parameter reads the low half (x86-64 ABI)
