@@ -30,6 +30,7 @@ class KernelOptions:
     local_size: int = 1  # work-group size the GPU renderer asks for (1 = none)
     tile: int = 0        # CPU register tiling: most accumulators a reduce may unroll (0 = off)
     pack: int = 0        # CPU: pack a matmul's strided operand into panels this wide (0 = off)
+    split_reduce: int = 0  # CPU: cut a long reduce with few outputs into at most this many chunks
 
 
 @dataclass
@@ -139,8 +140,11 @@ class Linearizer:
             inner_red = self.n_global + self.n_reduce - 1
             red_contig = any(s[inner_red] == 1 for s in strides)
             best = None
+            red_axes = range(self.n_global, self.n_global + self.n_reduce)
+            # reuse that matters: an input read at every reduce step that ignores this axis
+            walked = [s for s in strides if any(s[r] != 0 for r in red_axes)]
             for axis in range(self.n_global):
-                reuse = any(s[axis] == 0 for s in strides)
+                reuse = any(s[axis] == 0 for s in walked)
                 vector = not red_contig and any(s[axis] == 1 for s in strides)
                 if not (reuse or vector) or out_strides[axis] is None:
                     continue

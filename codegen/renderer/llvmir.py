@@ -163,7 +163,7 @@ declare double @llvm.fabs.f64(double)"""
 
 class LLVMRenderer(Renderer):
     """Renders CPU kernels as LLVM IR (opaque pointers, LLVM 15+)."""
-    kernel_options = KernelOptions(gpu=False, tile=256, pack=64)
+    kernel_options = KernelOptions(gpu=False, tile=256, pack=64, split_reduce=32)
 
     def render(self, kernel: LinearKernel) -> str:
         r: dict[UOp, str] = {}

@@ -274,6 +274,20 @@ def _split_const(nodes: list[Node]) -> tuple[list[Node], int]:
         sum(t.b for t in nodes if isinstance(t, NumNode))
 
 
+def _wrap_coefs(nodes: list[Node], b: int) -> list[Node]:
+    """Split each term c*x with c > b into (c - c%b)*x + (c%b)*x: the first part is a
+    multiple of b (it leaves a floor division or vanishes in a mod), the second may now
+    be small enough never to carry. Window views need this: 29*kx over 28 is kx + 28*kx."""
+    out: list[Node] = []
+    for t in nodes:
+        c = _coef(t)
+        if isinstance(t, MulNode) and c > b and c % b:
+            out += [t.a._mul(c - c % b), t.a._mul(c % b)]
+        else:
+            out.append(t)
+    return out
+
+
 def _bounded_split(terms: list[Node], const: int, b: int):
     """(g, big, small) with g a proper factor of b, every big term's coefficient a
     multiple of g, and the small terms plus const within [0, g); else None. Then
@@ -299,7 +313,7 @@ class SumNode(Node):
         return sum_nodes([n._mul(b) for n in self.nodes]) if b not in (0, 1) else super()._mul(b)
 
     def _div(self, b: int) -> Node:
-        terms, const = _split_const(self.nodes)
+        terms, const = _split_const(_wrap_coefs(self.nodes, b))
         # terms whose coefficient is a multiple of b leave the floor exactly:
         # floor((k*b + r)/b) == k + floor(r/b) for any integers k, r
         quot = [t.a._mul(t.b // b) for t in terms if _coef(t) % b == 0]
@@ -318,7 +332,7 @@ class SumNode(Node):
         return sum_nodes(quot + [qconst]) + sum_nodes(rest + [rconst]) // b
 
     def _mod(self, b: int) -> Node:
-        terms, const = _split_const(self.nodes)
+        terms, const = _split_const(_wrap_coefs(self.nodes, b))
         rest = [t for t in terms if _coef(t) % b != 0]  # multiples of b vanish mod b
         split = _bounded_split(rest, const % b, b)
         if split is not None:

@@ -129,6 +129,11 @@ def test_key_simplifications():
     a, b = Variable("a", 0, 9), Variable("b", 0, 5)
     assert str((a * 6 + b) // 12) == "(a//2)"
     assert str((a * 6 + b) % 12) == "(((a%2)*6)+b)"
+    # conv windows built by repeat: 29*kx over 28 is 28*kx + kx, and kx + ox never carries
+    ox, kx, oy = Variable("ox", 0, 23), Variable("kx", 0, 4), Variable("oy", 0, 23)
+    flat = oy * 168 + ox + kx * 29
+    assert str(flat % 28) == "(ox+kx)"
+    assert str(flat // 28) == "((oy*6)+kx)"
 
 
 def test_constants_and_bounds_decide():

@@ -155,3 +155,30 @@ def test_reductions_are_not_packed():
         assert len(create_schedule([out.lazydata])) == kernels
         if ref is not None:
             np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4)
+
+
+def test_conv_window_reads_are_one_view():
+    """The repeat trick's window views simplify to one affine view, so conv kernels tile."""
+    x, w = Tensor(rnd((4, 3, 28, 28))), Tensor(rnd((6, 3, 5, 5), seed=1))
+    (item,) = create_schedule([x.conv2d(w).lazydata])
+    loads = [n for n in item.ast.walk() if n.op.name == "LOAD"]
+    assert loads and all(len(n.arg.st.views) == 1 for n in loads)
+
+
+@settings(max_examples=15, deadline=None)
+@given(rows=st.sampled_from([256, 96, 97]), cols=st.sampled_from([3, 6]),
+       op=st.sampled_from(["sum", "max"]))
+def test_long_reduce_into_few_outputs_is_split(rows, cols, op):
+    """A long reduce with few outputs runs in two stages (chunks, then the partials) so the
+    CPU threads share it; a length with no small divisor stays one kernel."""
+    x = rnd((rows, cols, 24, 24))
+    out = getattr(Tensor(x), op)(axis=(0, 2, 3))
+    kernels = len(create_schedule([out.lazydata]))
+    assert kernels == (1 if rows == 97 else 2)
+    want = getattr(x.astype(np.float64), op)(axis=(0, 2, 3))
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5)
+
+
+def test_gpu_devices_do_not_split_reduces():
+    x = Tensor(rnd((256, 6, 24, 24)), device="NULL")
+    assert len(create_schedule([x.sum(axis=(0, 2, 3)).lazydata])) == 1
