@@ -15,7 +15,7 @@ from codegen.shape.shapetracker import ShapeTracker
 from runtimes import Buffer, get_runtime
 
 
-_SPLIT_MIN_REDUCE = 1 << 15  # elements reduced per output before a reduce is split...
+_SPLIT_MIN_REDUCE = 1 << 13  # elements reduced per output before a reduce is split...
 _SPLIT_MAX_OUTPUTS = 1 << 12  # ...when it has fewer outputs than this
 
 
@@ -139,6 +139,14 @@ class LazyBuffer:
         """A base with its own memory in row-major order (a copy only if needed)."""
         if self.base.op is not LoadOps.CONST and (self._base is None or self.st.contiguous):
             return self  # already in memory order (a pure reshape of its base)
+        return LazyBuffer.loadop(LoadOps.CONTIGUOUS, self.shape, self.dtype, self.device,
+                                 srcs=(self,))
+
+    def materialize(self) -> LazyBuffer:
+        """Computed once into its own buffer, even if it is elementwise (which the
+        scheduler would otherwise recompute inside every kernel that reads it)."""
+        if self.base.realized is not None and self._base is None:
+            return self
         return LazyBuffer.loadop(LoadOps.CONTIGUOUS, self.shape, self.dtype, self.device,
                                  srcs=(self,))
 

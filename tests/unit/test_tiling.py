@@ -182,3 +182,29 @@ def test_long_reduce_into_few_outputs_is_split(rows, cols, op):
 def test_gpu_devices_do_not_split_reduces():
     x = Tensor(rnd((256, 6, 24, 24)), device="NULL")
     assert len(create_schedule([x.sum(axis=(0, 2, 3)).lazydata])) == 1
+
+
+def test_conv_gradients_are_convolutions():
+    """The input gradient is a transposed convolution over a materialised, padded output
+    gradient: no load in the backward schedule goes through three views (the overlap-add
+    generic autograd would build), and the values match numpy."""
+    from tests.helpers import conv_ref
+    xn, wn = rnd((2, 3, 12, 12), np.float64), rnd((4, 3, 5, 5), np.float64, seed=1)
+    x, w = Tensor(xn, requires_grad=True), Tensor(wn, requires_grad=True)
+    out = x.conv2d(w, padding=1)
+    gn = rnd(out.shape, np.float64, seed=2)
+    (out * Tensor(gn)).sum().backward()
+    items = create_schedule([x.grad.lazydata, w.grad.lazydata])
+    loads = [n for i in items if i.ast is not None for n in i.ast.walk() if n.op.name == "LOAD"]
+    assert max(len(n.arg.st.views) for n in loads) <= 2
+    # numpy: d/dx sum(g * conv(x, w)) by the adjoint, written out per tap
+    xp = np.pad(xn, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    gx, gw = np.zeros_like(xp), np.zeros_like(wn)
+    for ky in range(5):
+        for kx in range(5):
+            win = xp[:, :, ky:ky + 10, kx:kx + 10]
+            gw[:, :, ky, kx] = np.einsum("bohw,bchw->oc", gn, win)
+            gx[:, :, ky:ky + 10, kx:kx + 10] += np.einsum("bohw,oc->bchw", gn, wn[:, :, ky, kx])
+    np.testing.assert_allclose(out.numpy(), conv_ref(xn, wn, padding=1), rtol=1e-10)
+    np.testing.assert_allclose(x.grad.numpy(), gx[:, :, 1:-1, 1:-1], rtol=1e-10)
+    np.testing.assert_allclose(w.grad.numpy(), gw, rtol=1e-10)
