@@ -252,7 +252,7 @@ class LLVMRenderer(Renderer):
         lines = [f"define void @{kernel.name}({', '.join(args)}) #0 {{", "entry:"]
         lines += prologue + body + ["  ret void", "}"]
         lines += sorted(used)
-        lines.append('attributes #0 = { nounwind "no-trapping-math"="true" }')
+        lines.append('attributes #0 = { nounwind "no-trapping-math"="true" "prefer-vector-width"="512" }')
         return "\n".join(lines) + "\n"
 
     @staticmethod
