@@ -19,6 +19,8 @@ from codegen.ops import (BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, R
 from codegen.shape.shapetracker import ShapeTracker
 from codegen.shape.symbolic import (AndNode, DivNode, LtNode, ModNode, MulNode, Node,
                                     NumNode, SumNode, Variable)
+from codegen.tiling import TilingMixin
+from codegen.gpu_layout import GPULayoutMixin
 from codegen.uops import UOp, UOpGraph, UOps
 
 
@@ -51,7 +53,7 @@ def _leaves(ast: LazyOp) -> list[LazyOp]:
     return [n for n in ast.walk() if n.op in (BufferOps.LOAD, BufferOps.CONST, BufferOps.STORE)]
 
 
-class Linearizer:
+class Linearizer(TilingMixin, GPULayoutMixin):
     """Builds a LinearKernel from one kernel AST."""
 
     def __init__(self, ast: LazyOp, opts: KernelOptions | None = None):
@@ -120,97 +122,6 @@ class Linearizer:
                     full, out = m_full, m_out
             i -= 1
         self.full_shape, self.out_shape = full, out
-
-    def _tile(self, budget: int) -> None:
-        """Register tiling: unroll output axes into a tile of accumulators.
-
-        An output axis is worth unrolling when some input of the reduce does not depend on
-        it (stride 0: a matmul's A does not depend on the column), so one load feeds many
-        accumulators, or when an input walks it with stride 1 and the reduce walks no
-        input contiguously, so the unrolled copies form vectors. The first unroll is the
-        axis the output is contiguous in, 16 wide: it becomes vector lanes. Then 4 on each
-        other such axis, then 4 more on the vector axis, within `budget` accumulators.
-        For a matmul that is a 4 x 64 tile: 16 vector accumulators, and per step of the
-        reduce 4 broadcasts and 4 vector loads feed 16 vector FMAs."""
-        loads = [k for k in self.pre if k in self.mem]
-        split: set[int] = set()
-        for _ in range(4):
-            strides = [self.sts[k].real_strides(ignore_valid=True) for k in loads]
-            out_strides = self.sts[id(self.ast)].real_strides(ignore_valid=True)
-            inner_red = self.n_global + self.n_reduce - 1
-            red_contig = any(s[inner_red] == 1 for s in strides)
-            best = None
-            red_axes = range(self.n_global, self.n_global + self.n_reduce)
-            # reuse that matters: an input read at every reduce step that ignores this axis
-            walked = [s for s in strides if any(s[r] != 0 for r in red_axes)]
-            for axis in range(self.n_global):
-                reuse = any(s[axis] == 0 for s in walked)
-                vector = not red_contig and any(s[axis] == 1 for s in strides)
-                if not (reuse or vector) or out_strides[axis] is None:
-                    continue
-                want = 16 if not self.upcasts and out_strides[axis] == 1 else 4
-                room = budget // prod(self.upcasts)
-                amount = max((d for d in (16, 8, 4, 2) if d <= min(want, room)
-                              and self.full_shape[axis] % d == 0), default=0)
-                rank = (amount, axis not in split, -out_strides[axis])
-                if amount and (best is None or rank > best[0]):
-                    best = (rank, axis, amount)
-            if best is None or not self._upcast(best[1], best[2]):
-                break
-            split.add(best[1])
-            if len(self.upcasts) == 1:
-                # the first unroll (now the last axis) becomes vector lanes when memory is
-                # contiguous along it for the output or an input. Without lanes, copies
-                # are scalar code: keep them few (they cost lowering and compile time)
-                axis = len(self.full_shape) - 1
-                walks = [self.sts[k].real_strides(ignore_valid=True)[axis] for k in loads]
-                out_walk = self.sts[id(self.ast)].real_strides(ignore_valid=True)[axis]
-                if self.upcasts[0] >= 4 and (out_walk == 1 or 1 in walks):
-                    self.lanes = self.upcasts[0]
-                else:
-                    budget = min(budget, _SCALAR_TILE)
-        self._order_loops(loads)
-
-    def _order_loops(self, loads: list[int]) -> None:
-        """Put outermost the loop whose iterations re-read the fewest bytes.
-
-        Each iteration of the outer loop streams again every input that does not depend
-        on it (a matmul's B, for each block of rows). So the outer loop is the one that
-        minimises iterations x bytes of the inputs it ignores, if it has enough iterations
-        to split across threads."""
-        def footprint(k: int) -> int:
-            strides = self.sts[k].real_strides(ignore_valid=True)
-            return prod(s for s, st in zip(self.full_shape, strides) if st != 0)
-
-        def cost(axis: int) -> int:
-            ignored = [k for k in loads if self.sts[k].real_strides(ignore_valid=True)[axis] == 0]
-            return self.full_shape[axis] * sum(footprint(k) for k in ignored)
-        axes = [a for a in range(self.n_global) if self.full_shape[a] >= _MIN_OUTER]
-        if not axes or self.n_global < 2:
-            return
-        best = min(axes, key=lambda a: (cost(a), a))
-        if best != 0 and cost(best) < cost(0):
-            order = (best,) + tuple(i for i in range(len(self.full_shape)) if i != best)
-            self._apply(lambda st: st.permute(order), lambda st: st.permute(order))
-            self.full_shape = tuple(self.full_shape[i] for i in order)
-            self.out_shape = tuple(self.out_shape[i] for i in order)
-
-    def _upcast(self, axis: int, amount: int) -> bool:
-        """Split `axis` into (size // amount, amount) and move the new axis to the end."""
-        def split(shape):
-            return shape[:axis] + (shape[axis] // amount, amount) + shape[axis + 1:]
-        full, out = split(self.full_shape), split(self.out_shape)
-        if not self._apply(lambda st: st.reshape(full), lambda st: st.reshape(out)):
-            return False
-        # the new axis goes before the earlier upcasts: the first (widest) varies fastest
-        rest = [i for i in range(len(full)) if i != axis + 1]
-        at = len(rest) - len(self.upcasts)
-        order = tuple(rest[:at] + [axis + 1] + rest[at:])
-        self._apply(lambda st: st.permute(order), lambda st: st.permute(order))
-        self.full_shape = tuple(full[i] for i in order)
-        self.out_shape = tuple(out[i] for i in order)
-        self.upcasts.insert(0, amount)
-        return True
 
     # ---- code generation ----
     def linearize(self) -> LinearKernel:
@@ -365,7 +276,7 @@ class Linearizer:
 
     def _reduce(self, node: LazyOp, combos: list[tuple[int, ...]]) -> dict[tuple, UOp]:
         """One accumulator per upcast combination, all updated in the same reduce loops."""
-        g, n_global = self.g, self.n_global
+        g = self.g
         src_dtype = self._dtype_of(node.src[0])
         acc_dtype = dtypes.float32 if src_dtype == dtypes.float16 else src_dtype
         init = 0 if node.op is ReduceOps.SUM else dtypes.min(acc_dtype)
@@ -403,59 +314,6 @@ class Linearizer:
         return {c: self.cast(g.add(UOps.ACC_READ, acc.dtype, (acc,)), src_dtype)
                 for c, acc in zip(combos, accs)}
 
-    # ---- GPU work-items ----
-    def _gpu_indices(self, gsizes: list[int]) -> tuple[list[int], list[int]]:
-        """Bind the global axes to work-item indices; return (groups, local size) per dim.
-
-        Hardware dim 0 takes the innermost axis, so neighbouring work-items touch neighbouring
-        memory. Axes beyond three are merged into the outermost dim and split back with // and
-        %. A large reduce with few outputs becomes a group reduce: one work-group per output,
-        each work-item a strided share of the reduce, combined by the renderer."""
-        g, opts = self.g, self.opts
-        n_out, rsize = prod(gsizes), prod(self.reduce_shape)
-        names = [f"gidx{i}" for i in range(len(gsizes))]
-        if (self.reduceop is not None and opts.local_size > 1 and rsize >= _GROUP_MIN_REDUCE
-                and n_out <= _GROUP_MAX_OUTPUTS):
-            size = 1 << (min(opts.local_size, rsize).bit_length() - 1)  # a power of two
-            self._split(g.add(UOps.SPECIAL, self.idx_dtype, (), ("grp0", n_out)), gsizes, names)
-            self.group = (g.add(UOps.SPECIAL, self.idx_dtype, (), ("lidx0", size)), size)
-            return [n_out], [size]
-        if not gsizes:
-            return [1], [1]
-        axes = list(range(len(gsizes)))
-        dims = [[a] for a in reversed(axes[-2:])] + ([axes[:-2]] if len(axes) > 2 else [])
-        groups, local = _launch_sizes([prod(gsizes[a] for a in d) for d in dims], opts.local_size)
-        if any(n > limit for n, limit in zip(groups[1:], opts.max_global[1:])):
-            dims = [axes]  # a dim beyond its launch limit: everything goes to dim 0
-            groups, local = _launch_sizes([n_out], opts.local_size)
-        for d, dim_axes in enumerate(dims):
-            size = prod(gsizes[a] for a in dim_axes)
-            special = g.add(UOps.SPECIAL, self.idx_dtype, (), (f"gidx{d}", size))
-            self._split(special, [gsizes[a] for a in dim_axes], [names[a] for a in dim_axes])
-        return groups, local
-
-    def _split(self, index: UOp, sizes: list[int], names: list[str]) -> None:
-        """Bind axes (outer to inner) merged into one index: axis = index // inner % size."""
-        inner = 1
-        for j in reversed(range(len(names))):
-            q = index if inner == 1 else self.alu(BinaryOps.IDIV, self.idx_dtype, index,
-                                                  self.const(inner))
-            self.vars[names[j]] = q if j == 0 else self.alu(BinaryOps.MOD, self.idx_dtype, q,
-                                                            self.const(sizes[j]))
-            inner *= sizes[j]
-
-    def _group_loop(self, rsizes: tuple[int, ...]) -> UOp:
-        """Work-item l of a group reduce walks reduce elements l, l+L, l+2L, ... < R."""
-        lidx, size = self.group
-        count = self.alu(BinaryOps.IDIV, self.idx_dtype, self.alu(
-            BinaryOps.ADD, self.idx_dtype, self.const(prod(rsizes) + size - 1),
-            self.alu(UnaryOps.NEG, self.idx_dtype, lidx)), self.const(size))
-        loop = self.g.add(UOps.LOOP, self.idx_dtype, (self.const(0), count), "ridx")
-        flat = self.alu(BinaryOps.ADD, self.idx_dtype,
-                        self.alu(BinaryOps.MUL, self.idx_dtype, loop, self.const(size)), lidx)
-        self._split(flat, list(rsizes), [f"ridx{j}" for j in range(len(rsizes))])
-        return loop
-
     def _dtype_of(self, node: LazyOp) -> DType:
         if node.op in BufferOps:
             return node.arg.dtype
@@ -481,27 +339,6 @@ class Linearizer:
                 seen.add(n.arg.idx)
                 mem += min(self.sts[id(n)].size, full) * n.arg.dtype.itemsize
         return flops, mem
-
-
-_MIN_OUTER = 8               # iterations the outermost loop needs to be worth splitting
-_SCALAR_TILE = 16           # most scalar accumulators a tile without vector lanes gets
-_GROUP_MIN_REDUCE = 256      # a GPU reduce this long, with few outputs, uses a work-group
-_GROUP_MAX_OUTPUTS = 4096
-
-
-def _launch_sizes(sizes: list[int], budget: int) -> tuple[list[int], list[int]]:
-    """Work-groups and work-group size per dim. Dims past 0 take an exact divisor; dim 0 is
-    padded (the renderer guards the extra work-items) when no good divisor exists."""
-    groups, local = [], []
-    for d, size in enumerate(sizes):
-        cap = max(1, min(size, budget))
-        best = max(n for n in range(1, cap + 1) if size % n == 0)
-        if d == 0 and best * 2 < cap:
-            best = cap
-        groups.append(-(-size // best))
-        local.append(best)
-        budget //= best
-    return groups, local
 
 
 def _floor_shift(node, ctx: Linearizer) -> tuple[UOp, int]:

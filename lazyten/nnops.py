@@ -122,7 +122,6 @@ class NNMixin:
         nd = weight.ndim - 2
         bs, cin = self.shape[:2] if self.ndim >= 2 else (None, None)
         cout, cin_g = weight.shape[:2]
-        kernel = weight.shape[2:]
         if self.ndim != nd + 2:
             raise ValueError(f"conv input {self.shape} needs {nd + 2} dims for weight {weight.shape}")
         if cin != cin_g * groups or cout % groups:

@@ -5,7 +5,6 @@ print what DEBUG asks for (to stderr).
 from __future__ import annotations
 import atexit
 import sys
-import time
 
 from codegen.helpers import debug_level, prod
 from codegen.linearizer import Linearizer

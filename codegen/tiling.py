@@ -1,0 +1,108 @@
+"""CPU register tiling for the linearizer: which output axes to unroll into a tile of
+accumulators, which one becomes vector lanes, and the order of the remaining loops.
+
+A mixin of Linearizer: it works on the linearizer's ShapeTrackers (`sts`), its shapes
+and its `upcasts` / `lanes`, before any code is emitted. docs/design.md explains the
+rules and the measurements behind them.
+"""
+from __future__ import annotations
+
+from codegen.helpers import prod
+
+_MIN_OUTER = 8               # iterations the outermost loop needs to be worth splitting
+_SCALAR_TILE = 16           # most scalar accumulators a tile without vector lanes gets
+
+
+class TilingMixin:
+    """Linearizer methods that choose and apply the tile."""
+
+    def _tile(self, budget: int) -> None:
+        """Register tiling: unroll output axes into a tile of accumulators.
+
+        An output axis is worth unrolling when some input of the reduce does not depend on
+        it (stride 0: a matmul's A does not depend on the column), so one load feeds many
+        accumulators, or when an input walks it with stride 1 and the reduce walks no
+        input contiguously, so the unrolled copies form vectors. The first unroll is the
+        axis the output is contiguous in, 16 wide: it becomes vector lanes. Then 4 on each
+        other such axis, then 4 more on the vector axis, within `budget` accumulators.
+        For a matmul that is a 4 x 64 tile: 16 vector accumulators, and per step of the
+        reduce 4 broadcasts and 4 vector loads feed 16 vector FMAs."""
+        loads = [k for k in self.pre if k in self.mem]
+        split: set[int] = set()
+        for _ in range(4):
+            strides = [self.sts[k].real_strides(ignore_valid=True) for k in loads]
+            out_strides = self.sts[id(self.ast)].real_strides(ignore_valid=True)
+            inner_red = self.n_global + self.n_reduce - 1
+            red_contig = any(s[inner_red] == 1 for s in strides)
+            best = None
+            red_axes = range(self.n_global, self.n_global + self.n_reduce)
+            # reuse that matters: an input read at every reduce step that ignores this axis
+            walked = [s for s in strides if any(s[r] != 0 for r in red_axes)]
+            for axis in range(self.n_global):
+                reuse = any(s[axis] == 0 for s in walked)
+                vector = not red_contig and any(s[axis] == 1 for s in strides)
+                if not (reuse or vector) or out_strides[axis] is None:
+                    continue
+                want = 16 if not self.upcasts and out_strides[axis] == 1 else 4
+                room = budget // prod(self.upcasts)
+                amount = max((d for d in (16, 8, 4, 2) if d <= min(want, room)
+                              and self.full_shape[axis] % d == 0), default=0)
+                rank = (amount, axis not in split, -out_strides[axis])
+                if amount and (best is None or rank > best[0]):
+                    best = (rank, axis, amount)
+            if best is None or not self._upcast(best[1], best[2]):
+                break
+            split.add(best[1])
+            if len(self.upcasts) == 1:
+                # the first unroll (now the last axis) becomes vector lanes when memory is
+                # contiguous along it for the output or an input. Without lanes, copies
+                # are scalar code: keep them few (they cost lowering and compile time)
+                axis = len(self.full_shape) - 1
+                walks = [self.sts[k].real_strides(ignore_valid=True)[axis] for k in loads]
+                out_walk = self.sts[id(self.ast)].real_strides(ignore_valid=True)[axis]
+                if self.upcasts[0] >= 4 and (out_walk == 1 or 1 in walks):
+                    self.lanes = self.upcasts[0]
+                else:
+                    budget = min(budget, _SCALAR_TILE)
+        self._order_loops(loads)
+
+    def _order_loops(self, loads: list[int]) -> None:
+        """Put outermost the loop whose iterations re-read the fewest bytes.
+
+        Each iteration of the outer loop streams again every input that does not depend
+        on it (a matmul's B, for each block of rows). So the outer loop is the one that
+        minimises iterations x bytes of the inputs it ignores, if it has enough iterations
+        to split across threads."""
+        def footprint(k: int) -> int:
+            strides = self.sts[k].real_strides(ignore_valid=True)
+            return prod(s for s, st in zip(self.full_shape, strides) if st != 0)
+
+        def cost(axis: int) -> int:
+            ignored = [k for k in loads if self.sts[k].real_strides(ignore_valid=True)[axis] == 0]
+            return self.full_shape[axis] * sum(footprint(k) for k in ignored)
+        axes = [a for a in range(self.n_global) if self.full_shape[a] >= _MIN_OUTER]
+        if not axes or self.n_global < 2:
+            return
+        best = min(axes, key=lambda a: (cost(a), a))
+        if best != 0 and cost(best) < cost(0):
+            order = (best,) + tuple(i for i in range(len(self.full_shape)) if i != best)
+            self._apply(lambda st: st.permute(order), lambda st: st.permute(order))
+            self.full_shape = tuple(self.full_shape[i] for i in order)
+            self.out_shape = tuple(self.out_shape[i] for i in order)
+
+    def _upcast(self, axis: int, amount: int) -> bool:
+        """Split `axis` into (size // amount, amount) and move the new axis to the end."""
+        def split(shape):
+            return shape[:axis] + (shape[axis] // amount, amount) + shape[axis + 1:]
+        full, out = split(self.full_shape), split(self.out_shape)
+        if not self._apply(lambda st: st.reshape(full), lambda st: st.reshape(out)):
+            return False
+        # the new axis goes before the earlier upcasts: the first (widest) varies fastest
+        rest = [i for i in range(len(full)) if i != axis + 1]
+        at = len(rest) - len(self.upcasts)
+        order = tuple(rest[:at] + [axis + 1] + rest[at:])
+        self._apply(lambda st: st.permute(order), lambda st: st.permute(order))
+        self.full_shape = tuple(full[i] for i in order)
+        self.out_shape = tuple(out[i] for i in order)
+        self.upcasts.insert(0, amount)
+        return True
