@@ -5,6 +5,7 @@ copy: the conv kernel multiplies a windowed view of the input by the weight and 
 Mixed into Tensor.
 """
 from __future__ import annotations
+import functools
 import math
 
 from typing import NamedTuple
@@ -66,41 +67,18 @@ class NNMixin:
 
     # ---- windows ----
     def _pool(self, kernel: tuple[int, ...], stride, dilation):
-        """(..., *spatial) -> (..., *out, *kernel) as a view of the input."""
+        """(..., *spatial) -> (..., *out, *kernel) as a view of the input.
+
+        Without autograd the whole chain of movement ops is one memoized ShapeTracker
+        transform (the same code run on the tracker), so a model that builds the same
+        windows every step pays for them once."""
         nd = len(kernel)
         stride, dilation = make_pair(stride, nd), make_pair(dilation, nd)
-        lead, spatial = self.shape[:-nd], self.shape[-nd:]
-        out = [(i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(spatial, kernel, stride, dilation)]
-        if any(o <= 0 for o in out):
-            raise ValueError(f"window {kernel} (dilation {dilation}) is larger than input {spatial}")
-        x = self
-        if all(k <= s for k, s in zip(kernel, stride)) and all(d == 1 for d in dilation):
-            # non-overlapping windows: crop/pad to out*stride, split, keep the first k
-            x = x.pad([(0, 0)] * len(lead) + [(0, o * s - i) for o, s, i in zip(out, stride, spatial)])
-            x = x.reshape(lead + tuple(v for o, s in zip(out, stride) for v in (o, s)))
-            x = x.shrink([(0, s) for s in lead] + [r for o, k in zip(out, kernel) for r in ((0, o), (0, k))])
-            n = len(lead)
-            order = list(range(n)) + [n + 2 * i for i in range(nd)] + [n + 2 * i + 1 for i in range(nd)]
-            return x.permute(order)
-        # overlapping windows: repeat each axis e times, then a row of length i+d per tap
-        reps = [math.ceil(k * (i + d) / i) for k, i, d in zip(kernel, spatial, dilation)]
-        x = x.reshape(lead + tuple(v for i in spatial for v in (1, i)))
-        x = x.expand(lead + tuple(v for e, i in zip(reps, spatial) for v in (e, i)))
-        x = x.reshape(lead + tuple(e * i for e, i in zip(reps, spatial)))
-        x = x.shrink([(0, s) for s in lead] + [(0, k * (i + d)) for k, i, d in zip(kernel, spatial, dilation)])
-        x = x.reshape(lead + tuple(v for k, i, d in zip(kernel, spatial, dilation) for v in (k, i + d)))
-        # a stride longer than a row (i + d) needs a longer row; the tail is never picked
-        x = x.pad([(0, 0)] * len(lead) + [r for o, s, i, d in zip(out, stride, spatial, dilation)
-                                          for r in ((0, 0), (0, max(0, o * s - i - d)))])
-        x = x.shrink([(0, s) for s in lead] + [r for k, o, s in zip(kernel, out, stride)
-                                                for r in ((0, k), (0, o * s))])
-        x = x.reshape(lead + tuple(v for k, o, s in zip(kernel, out, stride) for v in (k, o, s)))
-        x = x.shrink([(0, s) for s in lead] + [r for k, o in zip(kernel, out)
-                                                for r in ((0, k), (0, o), (0, 1))])
-        x = x.reshape(lead + tuple(v for k, o in zip(kernel, out) for v in (k, o)))
-        n = len(lead)
-        order = list(range(n)) + [n + 2 * i + 1 for i in range(nd)] + [n + 2 * i for i in range(nd)]
-        return x.permute(order)
+        if not self.requires_grad or type(self).no_grad:
+            st = _window_st(self.lazydata.st, tuple(kernel), stride, dilation)
+            return type(self)(self.lazydata._view(st), device=self.device)
+        return _windows(self, tuple(kernel), stride, dilation)
+
 
     @staticmethod
     def _padding(padding, nd: int) -> list[tuple[int, int]]:
@@ -249,6 +227,72 @@ def _reduce_loss(loss, reduction: str):
     if reduction == "none":
         return loss
     raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def _windows(src, kernel: tuple[int, ...], stride: tuple, dilation: tuple):
+    """The window chain on a Tensor or a ShapeTracker (both have the movement methods):
+    (..., *spatial) -> (..., *out, *kernel)."""
+    nd = len(kernel)
+    lead, spatial = tuple(src.shape[:-nd]), tuple(src.shape[-nd:])
+    out = [(i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(spatial, kernel, stride, dilation)]
+    if any(o <= 0 for o in out):
+        raise ValueError(f"window {kernel} (dilation {dilation}) is larger than input {spatial}")
+    x = src
+    if all(k <= s for k, s in zip(kernel, stride)) and all(d == 1 for d in dilation):
+        # non-overlapping windows: crop/pad to out*stride, split, keep the first k
+        x = x.pad([(0, 0)] * len(lead) + [(0, o * s - i) for o, s, i in zip(out, stride, spatial)])
+        x = x.reshape(lead + tuple(v for o, s in zip(out, stride) for v in (o, s)))
+        x = x.shrink([(0, s) for s in lead] + [r for o, k in zip(out, kernel) for r in ((0, o), (0, k))])
+        n = len(lead)
+        order = list(range(n)) + [n + 2 * i for i in range(nd)] + [n + 2 * i + 1 for i in range(nd)]
+        return x.permute(order)
+    # overlapping windows: repeat each axis e times, then a row of length i+d per tap
+    reps = [math.ceil(k * (i + d) / i) for k, i, d in zip(kernel, spatial, dilation)]
+    x = x.reshape(lead + tuple(v for i in spatial for v in (1, i)))
+    x = x.expand(lead + tuple(v for e, i in zip(reps, spatial) for v in (e, i)))
+    x = x.reshape(lead + tuple(e * i for e, i in zip(reps, spatial)))
+    x = x.shrink([(0, s) for s in lead] + [(0, k * (i + d)) for k, i, d in zip(kernel, spatial, dilation)])
+    x = x.reshape(lead + tuple(v for k, i, d in zip(kernel, spatial, dilation) for v in (k, i + d)))
+    # a stride longer than a row (i + d) needs a longer row; the tail is never picked
+    x = x.pad([(0, 0)] * len(lead) + [r for o, s, i, d in zip(out, stride, spatial, dilation)
+                                      for r in ((0, 0), (0, max(0, o * s - i - d)))])
+    x = x.shrink([(0, s) for s in lead] + [r for k, o, s in zip(kernel, out, stride)
+                                            for r in ((0, k), (0, o * s))])
+    x = x.reshape(lead + tuple(v for k, o, s in zip(kernel, out, stride) for v in (k, o, s)))
+    x = x.shrink([(0, s) for s in lead] + [r for k, o in zip(kernel, out)
+                                            for r in ((0, k), (0, o), (0, 1))])
+    x = x.reshape(lead + tuple(v for k, o in zip(kernel, out) for v in (k, o)))
+    n = len(lead)
+    order = list(range(n)) + [n + 2 * i + 1 for i in range(nd)] + [n + 2 * i for i in range(nd)]
+    return x.permute(order)
+
+
+class _Moves:
+    """A ShapeTracker with the Tensor's movement signatures (negative padding crops)."""
+
+    def __init__(self, st):
+        self.st, self.shape = st, st.shape
+
+    def reshape(self, shape):
+        return _Moves(self.st.reshape(tuple(shape)))
+
+    def expand(self, shape):
+        return _Moves(self.st.expand(tuple(shape)))
+
+    def permute(self, order):
+        return _Moves(self.st.permute(tuple(order)))
+
+    def shrink(self, arg):
+        return _Moves(self.st.shrink(tuple(arg)))
+
+    def pad(self, arg):
+        crop = tuple((max(0, -b), s - max(0, -a)) for (b, a), s in zip(arg, self.shape))
+        return _Moves(self.st.shrink(crop).pad(tuple((max(0, b), max(0, a)) for b, a in arg)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _window_st(st, kernel: tuple[int, ...], stride: tuple, dilation: tuple):
+    return _windows(_Moves(st), kernel, stride, dilation).st
 
 
 class _Conv(F.Function):

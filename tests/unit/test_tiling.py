@@ -208,3 +208,25 @@ def test_conv_gradients_are_convolutions():
     np.testing.assert_allclose(out.numpy(), conv_ref(xn, wn, padding=1), rtol=1e-10)
     np.testing.assert_allclose(x.grad.numpy(), gx[:, :, 1:-1, 1:-1], rtol=1e-10)
     np.testing.assert_allclose(w.grad.numpy(), gw, rtol=1e-10)
+
+
+@settings(max_examples=40, deadline=None)
+@given(size=st.tuples(st.integers(1, 9), st.integers(1, 9)), k=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+       stride=st.tuples(st.integers(1, 4), st.integers(1, 4)), dil=st.tuples(st.integers(1, 2), st.integers(1, 2)))
+def test_memoized_windows_match_the_autograd_path(size, k, stride, dil):
+    """Without autograd the window chain runs once on the ShapeTracker (memoized); it must
+    give the same windows as the Tensor chain autograd uses, and as numpy."""
+    if any(d * (kk - 1) + 1 > s for d, kk, s in zip(dil, k, size)):
+        return
+    x = rnd((2,) + size)
+    fast = Tensor(x)._pool(k, stride, dil).numpy()
+    slow = Tensor(x, requires_grad=True)._pool(k, stride, dil).numpy()
+    out = [(s - d * (kk - 1) - 1) // st_ + 1 for s, kk, st_, d in zip(size, k, stride, dil)]
+    ref = np.empty((2, *out, *k), np.float32)
+    for oy in range(out[0]):
+        for ox in range(out[1]):
+            for ky in range(k[0]):
+                for kx in range(k[1]):
+                    ref[:, oy, ox, ky, kx] = x[:, oy * stride[0] + ky * dil[0], ox * stride[1] + kx * dil[1]]
+    np.testing.assert_array_equal(fast, ref)
+    np.testing.assert_array_equal(slow, ref)
