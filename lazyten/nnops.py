@@ -110,7 +110,7 @@ class NNMixin:
         conv = _Conv.Spec(groups, make_pair(stride, nd), make_pair(dilation, nd),
                           self._padding(padding, nd))
         if self.dtype.is_float and weight.dtype == self.dtype:
-            out = self.apply(_Conv, weight, spec=conv)  # gradients as convolutions
+            out = self.apply(_Conv, weight, spec=conv, tensor=type(self))  # gradients as convs
         else:
             out = _Conv.forward_tensors(self, weight, conv)
         return out if bias is None else out + bias.reshape((1, cout) + (1,) * nd)
@@ -130,22 +130,12 @@ class NNMixin:
         stride, dilation = make_pair(stride, nd), make_pair(dilation, nd)
         output_padding = make_pair(output_padding, nd)
         pads = [p[0] for p in self._padding(padding, nd)]
-        cin, rcout = weight.shape[:2]
-        if self.ndim != nd + 2 or self.shape[1] != cin:
+        if self.ndim != nd + 2 or self.shape[1] != weight.shape[0]:
             raise ValueError(f"conv_transpose input {self.shape} does not fit weight {weight.shape}")
-        w = weight.reshape((groups, cin // groups, rcout) + kernel).transpose(1, 2)
-        w = w.flip(*range(3, 3 + nd)).reshape((groups * rcout, cin // groups) + kernel)
-        x = self
-        if any(s > 1 for s in stride):  # insert s-1 zeros between input elements
-            bs, c = x.shape[:2]
-            sp = x.shape[2:]
-            x = x.reshape((bs, c) + tuple(v for i in sp for v in (i, 1)))
-            x = x.pad([(0, 0), (0, 0)] + [r for s in stride for r in ((0, 0), (0, s - 1))])
-            x = x.reshape((bs, c) + tuple(i * s for i, s in zip(sp, stride)))
-            x = x.shrink([(0, bs), (0, c)] + [(0, i * s - (s - 1)) for i, s in zip(sp, stride)])
         full = [(d * (k - 1) - p, d * (k - 1) - p + op)
                 for k, d, p, op in zip(kernel, dilation, pads, output_padding)]
-        return x.conv2d(w, bias, groups=groups, dilation=dilation, padding=full)
+        return _dilate(self, stride).conv2d(_transposed_weight(weight, groups), bias,
+                                            groups=groups, dilation=dilation, padding=full)
 
     # ---- pooling ----
     def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0):
@@ -295,6 +285,32 @@ def _window_st(st, kernel: tuple[int, ...], stride: tuple, dilation: tuple):
     return _windows(_Moves(st), kernel, stride, dilation).st
 
 
+def _dilate(x, stride: tuple):
+    """Insert s-1 zeros between neighbouring elements along each spatial axis."""
+    if all(s == 1 for s in stride):
+        return x
+    bs, c, sp = x.shape[0], x.shape[1], x.shape[2:]
+    x = x.reshape((bs, c) + tuple(v for i in sp for v in (i, 1)))
+    x = x.pad([(0, 0), (0, 0)] + [r for s in stride for r in ((0, 0), (0, s - 1))])
+    x = x.reshape((bs, c) + tuple(i * s for i, s in zip(sp, stride)))
+    return x.shrink([(0, bs), (0, c)] + [(0, (i - 1) * s + 1) for i, s in zip(sp, stride)])
+
+
+def _transposed_weight(w, groups: int):
+    """(g*a, b, *k) -> (g*b, a, *k): swap the channel roles within each group, flip taps."""
+    nd, (a, b), kernel = w.ndim - 2, w.shape[:2], w.shape[2:]
+    w = w.reshape((groups, a // groups, b) + kernel).transpose(1, 2)
+    return w.flip(*range(3, 3 + nd)).reshape((groups * b, a // groups) + kernel)
+
+
+def _grouped_windows(x, kernel: tuple, spec):
+    """Windows of the padded input, (bs, groups, 1, cin/groups, *out, *kernel)."""
+    nd = len(kernel)
+    xw = x.pad([(0, 0), (0, 0)] + list(spec.padding))._pool(kernel, spec.stride, spec.dilation)
+    return xw.reshape((x.shape[0], spec.groups, 1, x.shape[1] // spec.groups) +
+                      xw.shape[2:2 + nd] + kernel)
+
+
 class _Conv(F.Function):
     """Convolution as one autograd node whose gradients are convolutions themselves.
 
@@ -304,7 +320,7 @@ class _Conv(F.Function):
     the stride and padded, convolved with the flipped, per-group transposed weight, a
     windowed view like the forward pass, which the CPU tiles. The weight gradient is the
     reduce generic autograd would build (windows of x times the output gradient, summed
-    over batch and output positions)."""
+    over batch and output positions). `tensor` is the Tensor class the ops run on."""
 
     class Spec(NamedTuple):
         groups: int
@@ -312,58 +328,48 @@ class _Conv(F.Function):
         dilation: tuple
         padding: list  # (before, after) per spatial dim
 
-    def forward(self, x, w, spec):
-        from lazyten.tensor import Tensor
-        self.x, self.w, self.spec = x, w, spec
-        return self.forward_tensors(Tensor(x, device=x.device), Tensor(w, device=w.device),
+    def forward(self, x, w, spec, tensor):
+        self.x, self.w, self.spec, self.tensor = x, w, spec, tensor
+        return self.forward_tensors(tensor(x, device=x.device), tensor(w, device=w.device),
                                     spec).lazydata
 
     @staticmethod
     def forward_tensors(x, weight, spec):
-        nd = weight.ndim - 2
-        bs, cout, cin_g, kernel = x.shape[0], weight.shape[0], weight.shape[1], weight.shape[2:]
-        xw = x.pad([(0, 0), (0, 0)] + list(spec.padding))._pool(kernel, spec.stride, spec.dilation)
-        out_sp = xw.shape[2:2 + nd]
-        rcout = cout // spec.groups
-        xw = xw.reshape((bs, spec.groups, 1, cin_g) + out_sp + kernel)
-        w = weight.reshape((1, spec.groups, rcout, cin_g) + (1,) * nd + kernel)
+        nd, kernel = weight.ndim - 2, weight.shape[2:]
+        bs, cout, cin_g = x.shape[0], weight.shape[0], weight.shape[1]
+        xw = _grouped_windows(x, kernel, spec)
+        out_sp = xw.shape[4:4 + nd]
+        w = weight.reshape((1, spec.groups, cout // spec.groups, cin_g) + (1,) * nd + kernel)
         axes = (3,) + tuple(range(4 + nd, 4 + 2 * nd))
         return (xw * w).sum(axis=axes).reshape((bs, cout) + out_sp)
 
     def backward(self, grad):
-        from lazyten.tensor import Tensor
-        x, w = Tensor(self.x, device=self.x.device), Tensor(self.w, device=self.w.device)
+        tensor = self.tensor
+        x, w = tensor(self.x, device=self.x.device), tensor(self.w, device=self.w.device)
         # the output gradient is read once per kernel tap by both gradient convolutions:
         # materialise it rather than recompute what produced it (relu, pooling) 25 times
-        g = Tensor(grad.materialize(), device=grad.device)
+        g = tensor(grad.materialize(), device=grad.device)
         groups, stride, dilation, padding = self.spec
         nd, kernel = w.ndim - 2, w.shape[2:]
-        bs, cin, cout, cin_g = x.shape[0], x.shape[1], w.shape[0], w.shape[1]
-        rcout, out_sp = cout // groups, g.shape[2:]
+        bs, cin, cout = x.shape[0], x.shape[1], w.shape[0]
+        out_sp = g.shape[2:]
         grad_x = grad_w = None
         if self.needs_input_grad[0]:
-            # dilate g by the stride, then pad so a stride-1 conv covers the padded input
-            sp = g.shape[2:]
-            gd = g.reshape((bs, cout) + tuple(v for i in sp for v in (i, 1)))
-            gd = gd.pad([(0, 0), (0, 0)] + [r for s in stride for r in ((0, 0), (0, s - 1))])
-            gd = gd.reshape((bs, cout) + tuple(i * s for i, s in zip(sp, stride)))
-            gd = gd.shrink([(0, bs), (0, cout)] + [(0, (i - 1) * s + 1) for i, s in zip(sp, stride)])
+            # pad the dilated g so a stride-1 conv covers the padded input
             reach = [d * (k - 1) for k, d in zip(kernel, dilation)]
             full = [xi + pb + pa for xi, (pb, pa) in zip(x.shape[2:], padding)]
-            tail = [f - r - 1 - (o - 1) * s for f, r, o, s in zip(full, reach, sp, stride)]
+            tail = [f - r - 1 - (o - 1) * s for f, r, o, s in zip(full, reach, out_sp, stride)]
             # materialised with its zeros: windows over a padded view would need a mask
             # per tap (a diagonal band, not one view); over memory they are one view
-            gd = gd.pad([(0, 0), (0, 0)] + [(r, r + t) for r, t in zip(reach, tail)]).contiguous()
-            wt = w.reshape((groups, rcout, cin_g) + kernel).transpose(1, 2)
-            wt = wt.flip(*range(3, 3 + nd)).reshape((groups * cin_g, rcout) + kernel)
-            gx = _Conv.forward_tensors(gd, wt, _Conv.Spec(groups, (1,) * nd, dilation,
-                                                           [(0, 0)] * nd))
+            gd = _dilate(g, stride).pad([(0, 0), (0, 0)] + [(r, r + t) for r, t in
+                                                            zip(reach, tail)]).contiguous()
+            gx = _Conv.forward_tensors(gd, _transposed_weight(w, groups),
+                                       _Conv.Spec(groups, (1,) * nd, dilation, [(0, 0)] * nd))
             grad_x = gx.shrink([(0, bs), (0, cin)] + [(pb, f - pa) for (pb, pa), f
                                                       in zip(padding, full)]).lazydata
         if self.needs_input_grad[1]:
-            xw = x.pad([(0, 0), (0, 0)] + list(padding))._pool(kernel, stride, dilation)
-            xw = xw.reshape((bs, groups, 1, cin_g) + out_sp + kernel)
-            gr = g.reshape((bs, groups, rcout, 1) + out_sp + (1,) * nd)
+            xw = _grouped_windows(x, kernel, self.spec)
+            gr = g.reshape((bs, groups, cout // groups, 1) + out_sp + (1,) * nd)
             axes = (0,) + tuple(range(4, 4 + nd))
             grad_w = (xw * gr).sum(axis=axes).reshape(w.shape).lazydata
         return grad_x, grad_w

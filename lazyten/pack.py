@@ -14,8 +14,8 @@ does not depend on the row), is replaced by a read of a packed copy
 P[l // W, r, l % W] (W = the pack width), made by one extra copy kernel scheduled just
 before, unless it already reads well (stride 1 along l and under `_MIN_STRIDE` along r)
 or is small (under `_MIN_BYTES`). Walking r then reads P contiguously, whatever the
-layout of the original (B, or a transposed B). The copy costs one pass over B (about 2 ms for 1024 x 1024 floats); it
-pays for itself when B is re-read by many tile rows.
+layout of the original (B, or a transposed B). The copy costs one pass over B (about
+2 ms for 1024 x 1024 floats); it pays for itself when B is re-read by many tile rows.
 """
 from __future__ import annotations
 
@@ -49,7 +49,8 @@ def _pack_width(item) -> int:
 
 
 def _pack(item, width: int):
-    from lazyten.schedule import ScheduleItem
+    """(kernel item reading the packed copy, the copy's item), or (item, None)."""
+    make_item = type(item)  # ScheduleItem (schedule.py imports this module)
     ast = item.ast
     reduce = next(n for n in ast.walk() if isinstance(n.op, ReduceOps))
     full = next((n.arg.st.shape for n in reduce.walk() if n.op is BufferOps.LOAD), None)
@@ -68,10 +69,9 @@ def _pack(item, width: int):
     for leaf in reduce.walk():
         if leaf.op is not BufferOps.LOAD or uses[leaf.arg.idx] != 1:
             continue
-        axes = _plane(leaf.arg, lane_axis, out_axes, width)
-        if axes is None:
+        red_axis = _reduce_axis(leaf.arg, lane_axis, out_axes, width)
+        if red_axis is None:
             continue
-        lane_axis, red_axis = axes
         src = item.inputs[leaf.arg.idx - 1]
         view = leaf.arg.st.views[0]
         lanes, steps = full[lane_axis], full[red_axis]
@@ -81,7 +81,8 @@ def _pack(item, width: int):
         read = ShapeTracker((plane,)).reshape((steps, lanes // width, width)).permute((1, 0, 2))
         packed = LazyBuffer(src.device, ShapeTracker.from_shape(read.shape), src.dtype,
                             LoadOps.CONTIGUOUS, (src,))
-        copy = LazyOp(BufferOps.STORE, (LazyOp(BufferOps.LOAD, (), MemBuffer(1, src.dtype, read)),),
+        load = LazyOp(BufferOps.LOAD, (), MemBuffer(1, src.dtype, read))
+        copy = LazyOp(BufferOps.STORE, (load,),
                       MemBuffer(0, src.dtype, ShapeTracker.from_shape(read.shape)))
         # the kernel reads P back in its own index space
         st = ShapeTracker.from_shape(read.shape).permute((1, 0, 2)).reshape((steps, lanes))
@@ -94,13 +95,13 @@ def _pack(item, width: int):
         inputs = list(item.inputs)
         inputs[leaf.arg.idx - 1] = packed
         new_ast = _replace(ast, leaf, LazyOp(BufferOps.LOAD, (), new_leaf))
-        return ScheduleItem(new_ast, item.out, inputs), ScheduleItem(copy, packed, [src])
+        return make_item(new_ast, item.out, inputs), make_item(copy, packed, [src])
     return item, None
 
 
-def _plane(buf: MemBuffer, lane_axis: int, out_axes: list[int],
-           width: int) -> tuple[int, int] | None:
-    """(lane axis, reduce axis) when `buf` is a candidate for packing, else None."""
+def _reduce_axis(buf: MemBuffer, lane_axis: int, out_axes: list[int], width: int) -> int | None:
+    """The reduce axis of a load worth packing (it depends on that and `lane_axis` only),
+    else None."""
     if len(buf.st.views) != 1 or buf.st.views[0].mask is not None:
         return None
     view = buf.st.views[0]
@@ -115,7 +116,7 @@ def _plane(buf: MemBuffer, lane_axis: int, out_axes: list[int],
     friendly = view.strides[lane_axis] == 1 and abs(view.strides[red_axis]) < _MIN_STRIDE
     if friendly or lanes % width or lanes * steps * buf.dtype.itemsize < _MIN_BYTES:
         return None
-    return lane_axis, red_axis
+    return red_axis
 
 
 def _replace(node: LazyOp, old: LazyOp, new: LazyOp) -> LazyOp:

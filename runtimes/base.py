@@ -12,7 +12,7 @@ import pathlib
 import pickle
 import tempfile
 from collections import defaultdict
-from typing import Any
+from typing import Any, Callable
 
 from codegen.dtypes import DType
 from codegen.helpers import codegen_version, getenv
@@ -147,10 +147,11 @@ class Program:
 
 
 class Runtime:
-    """One device: its allocator, compiler, Program class and renderer."""
+    """One device: its allocator, compiler, Program maker and renderer. `program(spec,
+    binary)` makes a Program: the class itself, or a partial that adds per-device state."""
 
     def __init__(self, name: str, allocator: Allocator, compiler: Compiler,
-                 program: type[Program], renderer: Renderer):
+                 program: Callable[[ProgramSpec, bytes], Program], renderer: Renderer):
         self.name, self.allocator, self.compiler = name, allocator, compiler
         self.program, self.renderer = program, renderer
 

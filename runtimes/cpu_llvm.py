@@ -6,6 +6,7 @@ split across THREADS worker threads: ctypes releases the GIL during the call.
 """
 from __future__ import annotations
 import ctypes
+import functools
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -55,24 +56,40 @@ class LLVMCompiler(Compiler):
         return _TARGET_MACHINE.emit_object(mod)
 
 
-class CPUProgram(Program):
-    """A kernel loaded into an MCJIT engine and called through ctypes. Kernels share one
-    engine (creating one costs about 1.5 ms); a kernel whose symbol name is already
-    loaded there (two ASTs can share a name) gets an engine of its own."""
-    pool: ThreadPoolExecutor | None = None
-    shared: llvm.ExecutionEngine | None = None
-    loaded: set[str] = set()
+class _Host:
+    """What one CPU runtime's programs share: an MCJIT engine (creating one costs about
+    1.5 ms) and the worker threads that split a kernel's outer loop."""
 
-    def __init__(self, spec: ProgramSpec, binary: bytes):
+    def __init__(self):
+        self.engine: llvm.ExecutionEngine | None = None
+        self.loaded: set[str] = set()
+        self.pool: ThreadPoolExecutor | None = None
+
+    def load(self, name: str, binary: bytes) -> llvm.ExecutionEngine:
+        """An engine holding `binary`: the shared one, or a new one when the symbol name is
+        already loaded there (two ASTs can share a kernel name)."""
+        if self.engine is None:
+            self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _TARGET_MACHINE)
+        engine = self.engine if name not in self.loaded else \
+            llvm.create_mcjit_compiler(llvm.parse_assembly(""), _TARGET_MACHINE)
+        self.loaded.add(name)
+        engine.add_object_file(llvm.ObjectFileRef.from_data(binary))
+        engine.finalize_object()
+        return engine
+
+    def workers(self) -> ThreadPoolExecutor:
+        if self.pool is None:
+            self.pool = ThreadPoolExecutor(max_workers=_CPUS)
+        return self.pool
+
+
+class CPUProgram(Program):
+    """A kernel loaded into its host's MCJIT engine and called through ctypes."""
+
+    def __init__(self, spec: ProgramSpec, binary: bytes, host: _Host):
         super().__init__(spec, binary)
-        if CPUProgram.shared is None:
-            CPUProgram.shared = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _TARGET_MACHINE)
-        own = spec.name in CPUProgram.loaded
-        self.engine = (llvm.create_mcjit_compiler(llvm.parse_assembly(""), _TARGET_MACHINE)
-                       if own else CPUProgram.shared)
-        CPUProgram.loaded.add(spec.name)
-        self.engine.add_object_file(llvm.ObjectFileRef.from_data(binary))
-        self.engine.finalize_object()
+        self.host = host
+        self.engine = host.load(spec.name, binary)
         # thread bounds go as 64-bit ints; an i32 parameter reads the low half (x86-64 ABI)
         argtypes = [ctypes.c_void_p] * len(spec.buf_dtypes) + [ctypes.c_int64] * len(spec.var_names)
         self.fn = ctypes.CFUNCTYPE(None, *argtypes)(self.engine.get_function_address(spec.name))
@@ -90,10 +107,9 @@ class CPUProgram(Program):
             if threads <= 1 or self.work < threads * _MIN_WORK_PER_THREAD:
                 self.fn(*ptrs, 0, n)
             else:
-                if CPUProgram.pool is None:
-                    CPUProgram.pool = ThreadPoolExecutor(max_workers=os.cpu_count())
+                pool = self.host.workers()
                 bounds = [n * i // threads for i in range(threads + 1)]
-                futures = [CPUProgram.pool.submit(self.fn, *ptrs, bounds[i], bounds[i + 1])
+                futures = [pool.submit(self.fn, *ptrs, bounds[i], bounds[i + 1])
                            for i in range(1, threads)]
                 self.fn(*ptrs, bounds[0], bounds[1])
                 for f in futures:
@@ -103,4 +119,5 @@ class CPUProgram(Program):
 
 def make_runtime(name: str = "CPU") -> Runtime:
     """The CPU device."""
-    return Runtime(name, CPUAllocator(), LLVMCompiler(), CPUProgram, LLVMRenderer())
+    program = functools.partial(CPUProgram, host=_Host())  # kernels share one engine, one pool
+    return Runtime(name, CPUAllocator(), LLVMCompiler(), program, LLVMRenderer())

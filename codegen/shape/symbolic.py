@@ -14,6 +14,8 @@ Contract:
 - Constants are always NumNode. `==` is structural and returns bool; `hash` agrees with it.
 - `substitute` and `eval` assume values lie within each variable's bounds (the simplifications
   already used those bounds).
+- The rewrites of `//`, `%` and `<` on sums, where most of the index simplification
+  happens, are in sum_rules.py.
 """
 from __future__ import annotations
 import math
@@ -263,45 +265,6 @@ class ModNode(Node):
         return self.a % b if self.b % b == 0 else ModNode(self, b)  # (x % (k*b)) % b == x % b
 
 
-def _coef(t: Node) -> int:
-    """Coefficient of a sum term (terms are base*coef or a bare base)."""
-    return t.b if isinstance(t, MulNode) else 1
-
-
-def _split_const(nodes: list[Node]) -> tuple[list[Node], int]:
-    """Separate the non-constant terms of a sum from its constant."""
-    return [t for t in nodes if not isinstance(t, NumNode)], \
-        sum(t.b for t in nodes if isinstance(t, NumNode))
-
-
-def _wrap_coefs(nodes: list[Node], b: int) -> list[Node]:
-    """Split each term c*x with c > b into (c - c%b)*x + (c%b)*x: the first part is a
-    multiple of b (it leaves a floor division or vanishes in a mod), the second may now
-    be small enough never to carry. Window views need this: 29*kx over 28 is kx + 28*kx."""
-    out: list[Node] = []
-    for t in nodes:
-        c = _coef(t)
-        if isinstance(t, MulNode) and c > b and c % b:
-            out += [t.a._mul(c - c % b), t.a._mul(c % b)]
-        else:
-            out.append(t)
-    return out
-
-
-def _bounded_split(terms: list[Node], const: int, b: int):
-    """(g, big, small) with g a proper factor of b, every big term's coefficient a
-    multiple of g, and the small terms plus const within [0, g); else None. Then
-    floor((g*Y + s) / b) == floor(Y / (b/g)) and (g*Y + s) % b == g*(Y % (b/g)) + s."""
-    for g in sorted({math.gcd(b, _coef(t)) for t in terms}, reverse=True):
-        if g in (1, b):
-            continue
-        big = [t for t in terms if _coef(t) % g == 0]
-        small = [t for t in terms if _coef(t) % g != 0]
-        if const + sum(t.min for t in small) >= 0 and const + sum(t.max for t in small) < g:
-            return g, big, small
-    return None
-
-
 class SumNode(Node):
     """Sum of terms; built by sum_nodes, which keeps at most one constant (last)."""
 
@@ -312,59 +275,15 @@ class SumNode(Node):
     def _mul(self, b: int) -> Node:
         return sum_nodes([n._mul(b) for n in self.nodes]) if b not in (0, 1) else super()._mul(b)
 
+    # floor division, modulo and comparison of sums: the index-math rewrites (sum_rules.py)
     def _div(self, b: int) -> Node:
-        terms, const = _split_const(_wrap_coefs(self.nodes, b))
-        # terms whose coefficient is a multiple of b leave the floor exactly:
-        # floor((k*b + r)/b) == k + floor(r/b) for any integers k, r
-        quot = [t.a._mul(t.b // b) for t in terms if _coef(t) % b == 0]
-        rest = [t for t in terms if _coef(t) % b != 0]
-        qconst, rconst = const // b, const % b
-        split = _bounded_split(rest, rconst, b)
-        if split is not None:  # the small terms never carry into the quotient
-            g, big, _ = split
-            return sum_nodes(quot + [qconst]) + sum_nodes([t.a._mul(t.b // g) for t in big]) // (b // g)
-        g = math.gcd(b, rconst, *(_coef(t) for t in rest))
-        if g > 1:  # floor(g*y / (g*d)) == floor(y/d)
-            rest_node = sum_nodes([t.a._mul(t.b // g) for t in rest] + [rconst // g])
-            return sum_nodes(quot + [qconst]) + rest_node // (b // g)
-        if not quot and qconst == 0:
-            return DivNode(self, b)
-        return sum_nodes(quot + [qconst]) + sum_nodes(rest + [rconst]) // b
+        return sum_rules.div(self, b)
 
     def _mod(self, b: int) -> Node:
-        terms, const = _split_const(_wrap_coefs(self.nodes, b))
-        rest = [t for t in terms if _coef(t) % b != 0]  # multiples of b vanish mod b
-        split = _bounded_split(rest, const % b, b)
-        if split is not None:
-            g, big, small = split
-            high = sum_nodes([t.a._mul(t.b // g) for t in big]) % (b // g)
-            return high._mul(g) + sum_nodes(small + [const % b])
-        g = math.gcd(b, const % b, *(_coef(t) for t in rest))
-        if g > 1:  # (g*y) % (g*d) == g * (y % d)
-            inner = sum_nodes([t.a._mul(t.b // g) for t in rest] + [(const % b) // g])
-            return (inner % (b // g))._mul(g)
-        if len(rest) == len(terms) and const == const % b:
-            return ModNode(self, b)
-        return sum_nodes(rest + [const % b]) % b
+        return sum_rules.mod(self, b)
 
     def _lt(self, b: int) -> Node:
-        terms, const = _split_const(self.nodes)
-        if const:
-            return sum_nodes(terms).lt(b - const)
-        coefs = [_coef(t) for t in terms]
-        cands = {abs(c) for c in coefs if abs(c) > 1} | {math.gcd(*coefs)}
-        for g in sorted(cands, reverse=True):
-            if g <= 1:
-                continue
-            big = [t for t, c in zip(terms, coefs) if c % g == 0]
-            small = [t for t, c in zip(terms, coefs) if c % g != 0]
-            if not big:
-                continue
-            # g*y + r < b  <=>  y < ceil((b - r)/g); exact when that is constant over r's range
-            rmin, rmax = sum(t.min for t in small), sum(t.max for t in small)
-            if (rmin - b) // g == (rmax - b) // g:
-                return sum_nodes([t.a._mul(t.b // g) for t in big]).lt(-((rmin - b) // g))
-        return LtNode(self, b)
+        return sum_rules.lt(self, b)
 
 
 class LtNode(Node):
@@ -477,3 +396,7 @@ _SUBST_OPS: RenderOps = {
     LtNode: lambda n, ops, m: n.a.render(ops, m).lt(n.b),
     AndNode: lambda n, ops, m: and_nodes([c.render(ops, m) for c in n.nodes]),
 }
+
+
+# the sum rewrites build nodes of every class above, so they are imported last
+from codegen.shape import sum_rules  # noqa: E402
