@@ -71,6 +71,7 @@ class Linearizer(TilingMixin, GPULayoutMixin):
         self.upcasts: list[int] = []  # sizes of the trailing axes unrolled into registers
         self.combo: tuple[int, ...] = ()  # the upcast copy being emitted
         self.lanes = 0  # > 1: the last upcast axis is emitted as vectors of this many lanes
+        self.reduce_lanes = False  # the lane axis is a reduce axis, summed across after the loops
         self._reorder_and_merge()
         self.name_shape = (self.full_shape[:self.n_global], self.full_shape[self.n_global:])
         if self.opts.tile and self.reduceop is not None and not getenv("NOOPT", 0):
@@ -79,7 +80,9 @@ class Linearizer(TilingMixin, GPULayoutMixin):
     # ---- shape optimisation ----
     @property
     def n_reduce(self) -> int:
-        return sum(f != o for f, o in zip(self.full_shape, self.out_shape))
+        """Reduce axes that are loops (reduce lanes are an upcast axis)."""
+        loops = len(self.full_shape) - len(self.upcasts)
+        return sum(f != o for f, o in zip(self.full_shape[:loops], self.out_shape[:loops]))
 
     @property
     def n_global(self) -> int:
@@ -174,8 +177,9 @@ class Linearizer(TilingMixin, GPULayoutMixin):
     def _idxs(self, pre: bool) -> list[Node]:
         ridx = getattr(self, "ridx", [])
         n_red = self.n_reduce
+        lane = [NumNode(0) if self.reduce_lanes and not pre else self.lane] if self.lanes else []
         return (self.gidx + (ridx if pre else [NumNode(0)] * n_red) +
-                [NumNode(c) for c in self.combo] + ([self.lane] if self.lanes else []))
+                [NumNode(c) for c in self.combo] + lane)
 
     def _max_index(self) -> int:
         return max([prod(self.full_shape)] + [st.size for st in self.sts.values()])
@@ -215,7 +219,7 @@ class Linearizer(TilingMixin, GPULayoutMixin):
         out = self.ast.arg
         idx, _ = self.sts[id(self.ast)].expr_idxs(self._idxs(False))
         value, buf = self.cast(value, out.dtype), self.bufs[out.idx]
-        if self.lane is None:
+        if self.lane is None or self.reduce_lanes:
             self.g.add(UOps.STORE, None, (buf, self.render_index(idx), value))
             return
         at0 = self._along_lanes(idx)
@@ -302,6 +306,8 @@ class Linearizer(TilingMixin, GPULayoutMixin):
         for self.combo in combos:
             self.cache = {}
             value = self.cast(self.emit(node.src[0]), acc_dtype)
+            if self.reduce_lanes:
+                value = self.widen(value, self.lanes)
             # defined once the value's lanes are known; it still lands before the reduce loops
             acc = g.add(UOps.DEFINE_ACC, value.dtype, (), init,
                         extra_loops=frozenset(self.global_loops))
@@ -311,8 +317,18 @@ class Linearizer(TilingMixin, GPULayoutMixin):
                   reassoc)
         for loop in reversed(loops):
             g.end_loop(loop)
-        return {c: self.cast(g.add(UOps.ACC_READ, acc.dtype, (acc,)), src_dtype)
-                for c, acc in zip(combos, accs)}
+        finals = [g.add(UOps.ACC_READ, acc.dtype, (acc,)) for acc in accs]
+        if self.reduce_lanes:
+            finals = [self._across_lanes(op, acc) for acc in finals]
+        return {c: self.cast(acc, src_dtype) for c, acc in zip(combos, finals)}
+
+    def _across_lanes(self, op: BinaryOps, acc: UOp) -> UOp:
+        """Reduce lanes end in one value: combine the lanes pairwise."""
+        parts = [self.extract(acc, k) for k in range(acc.dtype.count)]
+        while len(parts) > 1:
+            pairs = [self.alu(op, parts[0].dtype, a, b) for a, b in zip(parts[::2], parts[1::2])]
+            parts = pairs + parts[len(pairs) * 2:]
+        return parts[0]
 
     def _dtype_of(self, node: LazyOp) -> DType:
         if node.op in BufferOps:

@@ -11,6 +11,7 @@ from codegen.helpers import prod
 
 _MIN_OUTER = 8               # iterations the outermost loop needs to be worth splitting
 _SCALAR_TILE = 16           # most scalar accumulators a tile without vector lanes gets
+_WHOLE = 8                  # an axis this short may be unrolled whole, whatever its size
 
 
 class TilingMixin:
@@ -45,8 +46,11 @@ class TilingMixin:
                     continue
                 want = 16 if not self.upcasts and out_strides[axis] == 1 else 4
                 room = budget // prod(self.upcasts)
-                amount = max((d for d in (16, 8, 4, 2) if d <= min(want, room)
-                              and self.full_shape[axis] % d == 0), default=0)
+                size = self.full_shape[axis]
+                # a power of two that divides the axis, or the whole axis when it is short
+                fits = [d for d in (16, 8, 4, 2) if size % d == 0 and d <= want]
+                fits += [size] if want // 2 < size <= max(want, _WHOLE) and size % want else []
+                amount = max((d for d in fits if d <= room), default=0)
                 rank = (amount, axis not in split, -out_strides[axis])
                 if amount and (best is None or rank > best[0]):
                     best = (rank, axis, amount)
@@ -64,7 +68,35 @@ class TilingMixin:
                     self.lanes = self.upcasts[0]
                 else:
                     budget = min(budget, _SCALAR_TILE)
+        if self.upcasts and not self.lanes:
+            self._reduce_lanes(loads)
         self._order_loops(loads)
+
+    def _reduce_lanes(self, loads: list[int]) -> None:
+        """Vector lanes along the innermost reduce axis, for a tile whose output rows form
+        no vectors (a conv weight gradient: its output is a 5 x 5 window of taps) while an
+        input walks the reduce contiguously. Each accumulator becomes a vector of partial
+        reductions, summed across its lanes once, after the reduce loops."""
+        axis = self.n_global + self.n_reduce - 1
+        size = self.full_shape[axis]
+        if not any(self.sts[k].real_strides(ignore_valid=True)[axis] == 1 for k in loads):
+            return
+        lanes = next((d for d in (16, 8) if size % d == 0), 0)
+        if not lanes:
+            return
+        full, out = self.full_shape, self.out_shape
+        if size > lanes:  # split; a size-1 reduce axis left behind would pass for an output
+            full = full[:axis] + (size // lanes, lanes) + full[axis + 1:]
+            out = out[:axis] + (1, 1) + out[axis + 1:]
+            if not self._apply(lambda st: st.reshape(full), lambda st: st.reshape(out)):
+                return
+            axis += 1
+        order = tuple(i for i in range(len(full)) if i != axis) + (axis,)
+        self._apply(lambda st: st.permute(order), lambda st: st.permute(order))
+        self.full_shape = tuple(full[i] for i in order)
+        self.out_shape = tuple(out[i] for i in order)
+        self.upcasts.append(lanes)
+        self.lanes, self.reduce_lanes = lanes, True
 
     def _order_loops(self, loads: list[int]) -> None:
         """Put outermost the loop whose iterations re-read the fewest bytes.

@@ -45,7 +45,8 @@ class UOp:
         return f"{self.uop.name:<13} {dt:<8} {[id(v) % 10000 for v in self.vin]} {self.arg}"
 
 
-_NEVER_CSE = {UOps.LOOP, UOps.END, UOps.DEFINE_ACC, UOps.ACC_UPDATE, UOps.STORE,
+# an ACC_READ is never shared: a read after the reduce loops must not reuse the one inside
+_NEVER_CSE = {UOps.LOOP, UOps.END, UOps.DEFINE_ACC, UOps.ACC_READ, UOps.ACC_UPDATE, UOps.STORE,
               UOps.DEFINE_GLOBAL, UOps.DEFINE_VAR, UOps.SPECIAL}
 
 

@@ -132,6 +132,12 @@ class NNMixin:
         pads = [p[0] for p in self._padding(padding, nd)]
         if self.ndim != nd + 2 or self.shape[1] != weight.shape[0]:
             raise ValueError(f"conv_transpose input {self.shape} does not fit weight {weight.shape}")
+        out = [(i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, k, s, d, p, op in
+               zip(self.shape[2:], kernel, stride, dilation, pads, output_padding)]
+        if any(o <= 0 for o in out):
+            raise ValueError(f"conv_transpose of input {self.shape} with weight {weight.shape}, "
+                             f"stride {stride}, padding {tuple(pads)} and dilation {dilation} "
+                             f"has output size {tuple(out)}: padding is too large")
         full = [(d * (k - 1) - p, d * (k - 1) - p + op)
                 for k, d, p, op in zip(kernel, dilation, pads, output_padding)]
         return _dilate(self, stride).conv2d(_transposed_weight(weight, groups), bias,

@@ -157,6 +157,8 @@ def test_conv_mismatches():
     raises(ValueError, lambda: t(1, 3, 5, 5).conv2d(t(4, 3, 3, 3), padding=(1, 2, 3)), "(1, 2, 3)")
     raises(ValueError, lambda: t(1, 3, 5, 5).conv_transpose2d(t(2, 3, 3, 3)), "(1, 3, 5, 5)",
            "(2, 3, 3, 3)")
+    raises(ValueError, lambda: t(1, 1, 2, 1).conv_transpose2d(t(1, 1, 2, 2), padding=1),
+           "(1, 1, 2, 1)", "output size (1, 0)")
     raises(ValueError, lambda: t(1, 2, 2).max_pool2d(3), "(3, 3)", "(2, 2)")
     raises(ValueError, lambda: t(1, 2, 2).avg_pool2d(3), "(3, 3)", "(2, 2)")
 

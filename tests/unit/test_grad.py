@@ -365,7 +365,7 @@ def test_conv_transpose2d(data, seed):
     padding = draw(st.integers(0, min(kh, kw) - 1))
     output_padding = draw(st.integers(0, max(stride, dilation) - 1))
     h, w = draw(st.integers(1, 4)), draw(st.integers(1, 4))
-    if (h - 1) * stride - 2 * padding + dilation * (min(kh, kw) - 1) + 1 <= 0:
+    if (min(h, w) - 1) * stride - 2 * padding + dilation * (min(kh, kw) - 1) + 1 <= 0:
         padding = 0
     x, weight, bias = spaced(np.random.default_rng(seed), (1, groups * cin_g, h, w),
                              (groups * cin_g, cout_g, kh, kw), (groups * cout_g,))

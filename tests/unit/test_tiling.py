@@ -230,3 +230,27 @@ def test_memoized_windows_match_the_autograd_path(size, k, stride, dil):
                     ref[:, oy, ox, ky, kx] = x[:, oy * stride[0] + ky * dil[0], ox * stride[1] + kx * dil[1]]
     np.testing.assert_array_equal(fast, ref)
     np.testing.assert_array_equal(slow, ref)
+
+
+@settings(max_examples=25, deadline=None)
+@given(batch=st.sampled_from([1, 3]), cout=st.sampled_from([1, 2, 6]), cin=st.sampled_from([1, 3]),
+       k=st.sampled_from([1, 3, 5]), ow=st.sampled_from([5, 8, 13, 16, 24, 32]),
+       op=st.sampled_from(["sum", "max"]), dtype=st.sampled_from([np.float32, np.float64]))
+@example(batch=2, cout=6, cin=1, k=5, ow=24, op="sum", dtype=np.float32)  # LeNet's conv1 dW
+def test_weight_gradient_reduces_in_lanes(batch, cout, cin, k, ow, op, dtype):
+    """A conv weight gradient's output is a window of taps (no vector rows), while its
+    inputs walk the reduce contiguously: the tile's accumulators become vectors along the
+    reduce, summed across lanes at the end."""
+    x, g = rnd((batch, cin, 4 + k, ow + k - 1), dtype), rnd((batch, cout, 5, ow), dtype, seed=1)
+    windows = Tensor(x)._pool((k, k), (1, 1), (1, 1)).reshape(batch, 1, cin, 5, ow, k, k)
+    out = getattr(windows * Tensor(g).reshape(batch, cout, 1, 5, ow, 1, 1), op)(axis=(0, 3, 4))
+    ref = np.empty((cout, cin, k, k), dtype)
+    for ky in range(k):
+        for kx in range(k):
+            prod = x[:, None, :, ky:ky + 5, kx:kx + ow] * g[:, :, None]
+            ref[:, :, ky, kx] = getattr(prod, op)(axis=(0, 3, 4))
+    if ow % 8 == 0 and (cout > 1 or k > 1):
+        lin = linearized(out)
+        assert lin.reduce_lanes and lin.lanes == (16 if ow % 16 == 0 else 8)
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(out.numpy(), ref, rtol=tol, atol=tol)
