@@ -18,7 +18,7 @@ from codegen.ops import (BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, R
                          TernaryOps, UnaryOps)
 from codegen.shape.shapetracker import ShapeTracker
 from codegen.shape.symbolic import (AndNode, DivNode, LtNode, ModNode, MulNode, Node,
-                                    NumNode, SumNode, Variable)
+                                    NumNode, SumNode, Variable, sum_nodes)
 from codegen.tiling import TilingMixin
 from codegen.gpu_layout import GPULayoutMixin
 from codegen.uops import UOp, UOpGraph, UOps
@@ -75,7 +75,7 @@ class Linearizer(TilingMixin, GPULayoutMixin):
         self._reorder_and_merge()
         self.name_shape = (self.full_shape[:self.n_global], self.full_shape[self.n_global:])
         if self.opts.tile and self.reduceop is not None and not getenv("NOOPT", 0):
-            self._tile(self.opts.tile)
+            self._tile(self._tile_budget())
 
     # ---- shape optimisation ----
     @property
@@ -210,6 +210,11 @@ class Linearizer(TilingMixin, GPULayoutMixin):
 
     def _along_lanes(self, idx: Node) -> Node | None:
         """idx at lane 0 if idx steps by exactly 1 per lane, else None."""
+        terms = idx.nodes if isinstance(idx, SumNode) else [idx]
+        if sum(t is self.lane or t == self.lane for t in terms) == 1:  # idx = lane + rest
+            rest = [t for t in terms if not (t is self.lane or t == self.lane)]
+            if all(self.lane not in t.vars() for t in rest):
+                return sum_nodes(rest) if rest else NumNode(0)
         at0 = idx.substitute({self.lane: 0})
         same = all(idx.substitute({self.lane: k}) == at0 + k
                    for k in range(1, self.lanes))

@@ -11,11 +11,17 @@ from codegen.helpers import prod
 
 _MIN_OUTER = 8               # iterations the outermost loop needs to be worth splitting
 _SCALAR_TILE = 16           # most scalar accumulators a tile without vector lanes gets
+_WORK_PER_ACC = 4096         # a tile gets at most one accumulator per this many iterations
 _WHOLE = 8                  # an axis this short may be unrolled whole, whatever its size
 
 
 class TilingMixin:
     """Linearizer methods that choose and apply the tile."""
+
+    def _tile_budget(self) -> int:
+        """Most accumulators for this kernel: the renderer's limit, less for small kernels,
+        where a big tile buys little run time and costs lowering and compile time."""
+        return min(self.opts.tile, max(_SCALAR_TILE, prod(self.full_shape) // _WORK_PER_ACC))
 
     def _tile(self, budget: int) -> None:
         """Register tiling: unroll output axes into a tile of accumulators.

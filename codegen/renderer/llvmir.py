@@ -17,6 +17,7 @@ from codegen.uops import UOp, UOps
 LLVM_TYPES = {dtypes.bool: "i1", dtypes.int8: "i8", dtypes.uint8: "i8", dtypes.int16: "i16",
               dtypes.int32: "i32", dtypes.int64: "i64", dtypes.float16: "half",
               dtypes.float32: "float", dtypes.float64: "double"}
+_UNROLL_MAX = 4  # longest loop LLVM may unroll (a 2 x 2 pool window); see render()
 _FSUFFIX = {dtypes.float16: "f16", dtypes.float32: "f32", dtypes.float64: "f64"}
 
 
@@ -171,6 +172,7 @@ class LLVMRenderer(Renderer):
         block = ["entry"]
         phis: dict[UOp, tuple[int, str]] = {}
         counter = [0]
+        no_unroll: list[str] = []  # loop metadata: one distinct id per loop
         accumulations = {id(u.vin[1]) for u in kernel.uops if u.uop is UOps.ACC_UPDATE and u.arg}
 
         def fresh(prefix: str = "v") -> str:
@@ -211,7 +213,16 @@ class LLVMRenderer(Renderer):
                 cond = emit(f"icmp slt {ty} {nxt}, {r[loop.vin[1]]}")
                 at, label = phis[loop]
                 body[at] = body[at] + f", [{nxt}, %{block[0]}]"
-                body.append(f"  br i1 {cond}, label %{label}, label %{label}_exit")
+                # LLVM may fully unroll short constant loops (pool windows, conv taps);
+                # unrolling longer ones buys little over our tiles and costs compile time
+                end = loop.vin[1]
+                short = end.uop is UOps.CONST and loop.vin[0].uop is UOps.CONST and \
+                    end.arg - loop.vin[0].arg <= _UNROLL_MAX
+                if not short:
+                    k = len(no_unroll) + 1
+                    no_unroll.append(f"!{k} = distinct !{{!{k}, !0}}")
+                meta = "" if short else f", !llvm.loop !{len(no_unroll)}"
+                body.append(f"  br i1 {cond}, label %{label}, label %{label}_exit{meta}")
                 body.append(f"{label}_exit:")
                 block[0] = f"{label}_exit"
             elif u.uop is UOps.DEFINE_ACC:
@@ -253,6 +264,8 @@ class LLVMRenderer(Renderer):
         lines += prologue + body + ["  ret void", "}"]
         lines += sorted(used)
         lines.append('attributes #0 = { nounwind "no-trapping-math"="true" "prefer-vector-width"="512" }')
+        if no_unroll:
+            lines += ['!0 = !{!"llvm.loop.unroll.disable"}'] + no_unroll
         return "\n".join(lines) + "\n"
 
     @staticmethod

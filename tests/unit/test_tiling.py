@@ -36,7 +36,7 @@ def linearized(t: Tensor, tile: int = 256) -> Linearizer:
 
 
 def test_matmul_tiles_into_vector_accumulators():
-    a, b = Tensor(rnd((64, 64))), Tensor(rnd((64, 64), seed=1))
+    a, b = Tensor(rnd((128, 128))), Tensor(rnd((128, 128), seed=1))
     lin = linearized(a @ b)
     assert lin.lanes == 16, "the output-contiguous axis should become 16 vector lanes"
     accs = [u for u in lin.g.uops if u.uop is UOps.DEFINE_ACC]
@@ -45,6 +45,9 @@ def test_matmul_tiles_into_vector_accumulators():
     # without tiling: one scalar accumulator
     plain = linearized(a @ b, tile=0)
     assert [u.dtype for u in plain.g.uops if u.uop is UOps.DEFINE_ACC] == [dtypes.float32]
+    # a small kernel gets a small tile: it buys little run time and costs compile time
+    small = linearized(Tensor(rnd((16, 16))) @ Tensor(rnd((16, 64), seed=1)))
+    assert sum(u.dtype.count for u in small.g.uops if u.uop is UOps.DEFINE_ACC) <= 16
 
 
 @settings(max_examples=40, deadline=None)
