@@ -48,7 +48,7 @@ def get_program(ast, device: str) -> tuple[ProgramSpec, Program]:
 def prepare(kernels: list[tuple]) -> None:
     """Make the programs for (ast, device) pairs not yet in memory: load them from the
     program cache, else lower and compile them."""
-    seen = set()
+    seen, compiling = set(), []
     for ast, device in kernels:
         key = (device, ast.key())
         if key in _PROGRAMS or key in seen:
@@ -64,10 +64,12 @@ def prepare(kernels: list[tuple]) -> None:
                 log(f"--- source of {spec.name} (from the program cache) ---\n{spec.src}")
             _PROGRAMS[key] = (spec, runtime.program(spec, binary))
             continue
-        spec = _lower(ast, runtime)
-        binary = runtime.compiler.compile_cached(spec.name, spec.src)
-        runtime.compiler.save_program(disk_key, spec, binary)
-        _PROGRAMS[key] = (spec, runtime.program(spec, binary))
+        spec = _lower(ast, runtime)  # while the kernels before this one compile
+        compiling.append((key, runtime, disk_key, spec,
+                          runtime.compiler.submit(spec.name, spec.src)))
+    for key, runtime, disk_key, spec, binary in compiling:
+        runtime.compiler.save_program(disk_key, spec, binary.result())
+        _PROGRAMS[key] = (spec, runtime.program(spec, binary.result()))
 
 
 def _lower(ast, runtime) -> ProgramSpec:

@@ -12,11 +12,13 @@ import pathlib
 import pickle
 import tempfile
 from collections import defaultdict
+from concurrent.futures import Future
 from typing import Any, Callable
 
 from codegen.dtypes import DType
 from codegen.helpers import codegen_version, getenv
 from codegen.renderer import ProgramSpec, Renderer
+from runtimes.compile_pool import CompilePool
 
 
 class CompileError(RuntimeError):
@@ -75,27 +77,50 @@ def cache_dir() -> pathlib.Path:
 
 
 class Compiler:
-    """Source -> binary. `key` names the compiler and version; it is part of the cache key."""
+    """Source -> binary. `key` names the compiler and version; it is part of the cache key.
+    A compiler whose `compile` may run on a worker thread sets `threaded`: the engine
+    then lowers the next kernels while this one compiles."""
     key = "base"
+    threaded = False
 
     def __init__(self):
         self.compiled = 0  # real compilations (cache misses), for the cache tests
+        self._memo: dict[str, bytes] = {}  # by source digest: one process compiles a source once
+        self._pool: CompilePool | None = None
 
     def compile(self, src: str) -> bytes:
         raise NotImplementedError
 
-    def compile_cached(self, name: str, src: str) -> bytes:
-        """Compile through the disk cache unless DISABLE_CACHE=1."""
-        if getenv("DISABLE_CACHE", 0):
-            self.compiled += 1
-            return self.compile_named(name, src)
+    def submit(self, name: str, src: str) -> Future:
+        """compile_cached, on the compile threads if the compiler is `threaded`."""
+        if self.threaded:
+            if self._pool is None:
+                self._pool = CompilePool(self)
+            return self._pool.submit(name, src)
+        done: Future = Future()
+        try:
+            done.set_result(self.compile_cached(name, src))
+        except Exception as e:
+            done.set_exception(e)
+        return done
+
+    def compile_cached(self, name: str, src: str,
+                       build: Callable[[str, str], bytes] | None = None) -> bytes:
+        """Compile (with `build`, else compile_named) through the memory cache, then the
+        disk cache unless DISABLE_CACHE=1."""
         digest = hashlib.sha256(f"{self.key}\n{src}".encode()).hexdigest()
+        if digest in self._memo:
+            return self._memo[digest]
         path = cache_dir() / "kernels" / digest[:2] / f"{digest}.bin"
-        if path.exists():
-            return path.read_bytes()
-        self.compiled += 1
-        binary = self.compile_named(name, src)
-        _write_atomic(path, binary)
+        disk = not getenv("DISABLE_CACHE", 0)
+        if disk and path.exists():
+            binary = path.read_bytes()
+        else:
+            self.compiled += 1
+            binary = (build or self.compile_named)(name, src)
+            if disk:
+                _write_atomic(path, binary)
+        self._memo[digest] = binary
         return binary
 
     # lowered programs by AST: a new process skips linearizing and rendering too
@@ -117,10 +142,11 @@ class Compiler:
         if not getenv("DISABLE_CACHE", 0):
             _write_atomic(self._program_path(ast_key), pickle.dumps((spec, binary)))
 
-    def compile_named(self, name: str, src: str) -> bytes:
-        """Compile, turning any failure into a CompileError that shows the source."""
+    def compile_named(self, name: str, src: str, compile: Callable | None = None) -> bytes:
+        """Compile (with `compile`, else self.compile), turning any failure into a
+        CompileError that shows the source."""
         try:
-            return self.compile(src)
+            return (compile or self.compile)(src)
         except CompileError:
             raise
         except Exception as e:  # the backend's own error type varies

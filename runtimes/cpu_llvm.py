@@ -45,6 +45,7 @@ class CPUAllocator(Allocator):
 class LLVMCompiler(Compiler):
     """LLVM IR -> optimised object code for this CPU."""
     key = f"llvm-{llvm.llvm_version_info}-{llvm.get_host_cpu_name()}-{llvm.get_host_cpu_features().flatten()}"
+    threaded = True  # llvmlite releases the GIL in LLVM calls (and serialises them itself)
 
     def compile(self, src: str) -> bytes:
         mod = llvm.parse_assembly(src)
@@ -62,20 +63,19 @@ class _Host:
 
     def __init__(self):
         self.engine: llvm.ExecutionEngine | None = None
-        self.loaded: set[str] = set()
+        self.loaded: dict[str, int] = {}  # function name -> address
         self.pool: ThreadPoolExecutor | None = None
 
-    def load(self, name: str, binary: bytes) -> llvm.ExecutionEngine:
-        """An engine holding `binary`: the shared one, or a new one when the symbol name is
-        already loaded there (two ASTs can share a kernel name)."""
-        if self.engine is None:
-            self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _TARGET_MACHINE)
-        engine = self.engine if name not in self.loaded else \
-            llvm.create_mcjit_compiler(llvm.parse_assembly(""), _TARGET_MACHINE)
-        self.loaded.add(name)
-        engine.add_object_file(llvm.ObjectFileRef.from_data(binary))
-        engine.finalize_object()
-        return engine
+    def load(self, function: str, binary: bytes) -> int:
+        """The address of `function`, loading `binary` into the shared engine unless it is
+        there already (functions are named after their bodies: same name, same code)."""
+        if function not in self.loaded:
+            if self.engine is None:
+                self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _TARGET_MACHINE)
+            self.engine.add_object_file(llvm.ObjectFileRef.from_data(binary))
+            self.engine.finalize_object()
+            self.loaded[function] = self.engine.get_function_address(function)
+        return self.loaded[function]
 
     def workers(self) -> ThreadPoolExecutor:
         if self.pool is None:
@@ -89,10 +89,9 @@ class CPUProgram(Program):
     def __init__(self, spec: ProgramSpec, binary: bytes, host: _Host):
         super().__init__(spec, binary)
         self.host = host
-        self.engine = host.load(spec.name, binary)
         # thread bounds go as 64-bit ints; an i32 parameter reads the low half (x86-64 ABI)
         argtypes = [ctypes.c_void_p] * len(spec.buf_dtypes) + [ctypes.c_int64] * len(spec.var_names)
-        self.fn = ctypes.CFUNCTYPE(None, *argtypes)(self.engine.get_function_address(spec.name))
+        self.fn = ctypes.CFUNCTYPE(None, *argtypes)(host.load(spec.entry, binary))
         self.threaded = len(spec.var_names) == 2
         self.work = max(spec.flops, spec.mem_bytes // 4)
 

@@ -137,7 +137,7 @@ class CUDAProgram(Program):
         super().__init__(spec, binary)
         self.dev, self.module, self.function = dev, c_void_p(), c_void_p()
         dev.call("cuModuleLoadData", byref(self.module), binary)
-        dev.call("cuModuleGetFunction", byref(self.function), self.module, spec.name.encode())
+        dev.call("cuModuleGetFunction", byref(self.function), self.module, spec.entry.encode())
         self.events = (c_void_p(), c_void_p())  # start and end of a launch
         for event in self.events:
             dev.call("cuEventCreate", byref(event), 0)

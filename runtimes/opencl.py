@@ -87,7 +87,7 @@ class OpenCLProgram(Program):
         super().__init__(spec, binary)
         self.dev = dev
         program = dev.cl.Program(dev.context, [dev.device], [binary]).build()
-        self.kernel = dev.cl.Kernel(program, spec.name)
+        self.kernel = dev.cl.Kernel(program, spec.entry)
 
     def __call__(self, *bufs, global_size, local_size, vals=(), wait=False):
         for i, buf in enumerate(bufs):

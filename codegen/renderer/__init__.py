@@ -20,6 +20,12 @@ class ProgramSpec:
     var_names: list[str] = field(default_factory=list)
     flops: int = 0
     mem_bytes: int = 0
+    function: str = ""  # the function's name in src, when the renderer does not use `name`
+
+    @property
+    def entry(self) -> str:
+        """The symbol a runtime looks up in the compiled binary."""
+        return self.function or self.name
 
 
 class Renderer:

@@ -5,13 +5,14 @@ loop runs [core_start, core_end) so a runtime can split it across threads. Loops
 SSA phi loops; accumulators are allocas that LLVM's SROA turns into registers.
 """
 from __future__ import annotations
+import hashlib
 import math
 import struct
 
 from codegen.dtypes import DType, dtypes
 from codegen.linearizer import KernelOptions, LinearKernel
 from codegen.ops import BinaryOps, TernaryOps, UnaryOps
-from codegen.renderer import Renderer, llvm_math
+from codegen.renderer import ProgramSpec, Renderer, llvm_math
 from codegen.uops import UOp, UOps
 
 LLVM_TYPES = {dtypes.bool: "i1", dtypes.int8: "i8", dtypes.uint8: "i8", dtypes.int16: "i16",
@@ -165,6 +166,16 @@ declare double @llvm.fabs.f64(double)"""
 class LLVMRenderer(Renderer):
     """Renders CPU kernels as LLVM IR (opaque pointers, LLVM 15+)."""
     kernel_options = KernelOptions(gpu=False, tile=256, pack=64, split_reduce=32)
+
+    def program(self, kernel: LinearKernel) -> ProgramSpec:
+        """The function is named after its body, so kernels that differ only in their
+        name (Adam's update of every parameter: the length is the loop bound, an
+        argument) are one source, compiled once."""
+        spec = super().program(kernel)
+        body = spec.src.replace(f"@{kernel.name}(", "@(", 1)
+        spec.function = f"{kernel.name[0]}_{hashlib.sha256(body.encode()).hexdigest()[:16]}"
+        spec.src = body.replace("@(", f"@{spec.function}(", 1)
+        return spec
 
     def render(self, kernel: LinearKernel) -> str:
         r: dict[UOp, str] = {}

@@ -1,0 +1,138 @@
+"""Compiling kernels in parallel, for a Compiler that sets `threaded`.
+
+One thread compiles in this process while the engine lowers the next kernels (LLVM
+releases the GIL). With more cores, more threads each feed a worker process,
+`python -m runtimes.compile_pool MODULE:CLASS`, which compiles with its own instance of
+the same Compiler class (llvmlite runs one LLVM call at a time per process, so threads
+alone would not use a second core). A worker starts when its thread first gets a job;
+one that cannot start or dies leaves its jobs to this process. COMPILE_WORKERS sets the
+number of worker processes (default: one per core beyond the first, at most 3).
+
+Protocol on the worker's stdin/stdout: a little-endian u32 length, then the bytes; the
+request is the source, the reply is b"K" + binary or b"E" + the error text.
+"""
+from __future__ import annotations
+import atexit
+import importlib
+import itertools
+import os
+import signal
+import struct
+import subprocess
+import sys
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from codegen.helpers import getenv
+
+
+class CompilePool:
+    """Threads that run `compiler.compile_cached`; thread 0 compiles here, the others
+    through their worker process."""
+
+    def __init__(self, compiler: Any, workers: int | None = None):
+        self.compiler = compiler
+        if workers is None:
+            workers = getenv("COMPILE_WORKERS", min((os.cpu_count() or 1) - 1, 3))
+        self._roles = itertools.count()
+        self._here = threading.Lock()  # compiles in this process run one at a time
+        self._local = threading.local()
+        self._executor = ThreadPoolExecutor(1 + max(0, workers), thread_name_prefix="compile",
+                                            initializer=self._start_thread)
+        self._pending: dict[str, Future] = {}  # a source queued twice is compiled once
+        self._procs: list[subprocess.Popen] = []
+        atexit.register(self.close)
+
+    def _start_thread(self) -> None:
+        self._local.role, self._local.proc = next(self._roles), None
+
+    def submit(self, name: str, src: str) -> Future:
+        job = self._pending.get(src)
+        if job is None:
+            job = self._executor.submit(self.compiler.compile_cached, name, src, self._build)
+            self._pending[src] = job
+            job.add_done_callback(lambda _: self._pending.pop(src, None))
+        return job
+
+    def close(self) -> None:
+        """Stop the worker processes (they exit when their stdin closes)."""
+        for proc in self._procs:
+            proc.stdin.close()
+            proc.stdout.close()  # a worker still writing a reply gets a broken pipe
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self._procs.clear()
+
+    def _build(self, name: str, src: str) -> bytes:
+        binary = None
+        if getattr(self._local, "role", 0) > 0:
+            binary = self.compiler.compile_named(name, src, self._remote)
+        if binary is None:
+            with self._here:
+                binary = self.compiler.compile_named(name, src)
+        return binary
+
+    def _remote(self, src: str) -> bytes | None:
+        """Compile in this thread's worker process; None if it is not available."""
+        if self._local.proc is None:
+            cls = type(self.compiler)
+            path = os.pathsep.join(p for p in sys.path if p)
+            try:
+                self._local.proc = subprocess.Popen(
+                    [sys.executable, "-m", "runtimes.compile_pool", f"{cls.__module__}:{cls.__qualname__}"],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                    env={**os.environ, "PYTHONPATH": path})
+                self._procs.append(self._local.proc)
+            except OSError:
+                self._local.proc = False
+        proc = self._local.proc
+        if not proc:
+            return None
+        try:
+            _send(proc.stdin, src.encode())
+            reply = _receive(proc.stdout)
+        except OSError:
+            reply = None
+        if reply is None:  # the worker died: this thread compiles here from now on
+            self._local.proc = False
+            return None
+        if reply[:1] == b"E":
+            raise RuntimeError(reply[1:].decode(errors="replace"))
+        return reply[1:]
+
+
+def _send(stream, data: bytes) -> None:
+    stream.write(struct.pack("<I", len(data)) + data)
+    stream.flush()
+
+
+def _receive(stream) -> bytes | None:
+    header = stream.read(4)
+    if len(header) < 4:
+        return None
+    data = stream.read(struct.unpack("<I", header)[0])
+    return data if len(data) == struct.unpack("<I", header)[0] else None
+
+
+def main(argv: list[str]) -> int:
+    """The worker: compile each source read from stdin until stdin closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # anything printed goes to stderr, not into the replies
+    module, _, cls = argv[0].partition(":")
+    compiler = getattr(importlib.import_module(module), cls)()
+    while (request := _receive(sys.stdin.buffer)) is not None:
+        try:
+            reply = b"K" + compiler.compile(request.decode())
+        except Exception as e:  # noqa: BLE001 - every failure goes back to the parent
+            reply = b"E" + f"{type(e).__name__}: {e}".encode()
+        _send(out, reply)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
