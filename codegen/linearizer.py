@@ -49,6 +49,9 @@ class LinearKernel:
     var_names: list[str] = field(default_factory=list)  # scalar args after the buffers
 
 
+_MAX_WINDOW = 64  # widest span of memory one vector load may read to gather its lanes
+
+
 def _leaves(ast: LazyOp) -> list[LazyOp]:
     return [n for n in ast.walk() if n.op in (BufferOps.LOAD, BufferOps.CONST, BufferOps.STORE)]
 
@@ -220,6 +223,21 @@ class Linearizer(TilingMixin, GPULayoutMixin):
                    for k in range(1, self.lanes))
         return at0 if same else None
 
+    def _lane_window(self, idx: Node) -> tuple[Node, list[int]] | None:
+        """(start, offset of each lane) when the lanes read at constant offsets within a
+        short span: a stride-2 pool window, an upsampled gradient (k // 2), a flip."""
+        at0 = idx.substitute({self.lane: 0})
+        offsets = [0]
+        for k in range(1, self.lanes):
+            step = idx.substitute({self.lane: k}) - at0
+            if not isinstance(step, NumNode):
+                return None
+            offsets.append(step.b)
+        low = min(offsets)
+        if max(offsets) - low >= _MAX_WINDOW:
+            return None
+        return at0 + low, [k - low for k in offsets]
+
     def _store(self, value: UOp) -> None:
         out = self.ast.arg
         idx, _ = self.sts[id(self.ast)].expr_idxs(self._idxs(False))
@@ -265,9 +283,15 @@ class Linearizer(TilingMixin, GPULayoutMixin):
         lane = self.lane
         if lane is None or (lane not in idx.vars() and lane not in valid.vars()):
             return self._load(node.arg, idx, valid)
-        at0 = self._along_lanes(idx) if isinstance(node.arg, MemBuffer) else None
-        if at0 is not None and lane not in valid.vars():
-            return self._load(node.arg, at0, valid, self.lanes)
+        if isinstance(node.arg, MemBuffer) and lane not in valid.vars():
+            at0 = self._along_lanes(idx)
+            if at0 is not None:
+                return self._load(node.arg, at0, valid, self.lanes)
+            window = self._lane_window(idx)
+            if window is not None:  # one load of the span the lanes touch, then a shuffle
+                start, offsets = window
+                wide = self._load(node.arg, start, valid, max(offsets) + 1)
+                return self.vectorize([self.extract(wide, k) for k in offsets])
         return self.vectorize([self._load(node.arg, idx.substitute({lane: k}),
                                           valid.substitute({lane: k}))
                                for k in range(self.lanes)])

@@ -109,20 +109,24 @@ class LazyOp:
         return isinstance(other, LazyOp) and self.key() == other.key()
 
     def __hash__(self) -> int:
-        return hash(self.key())
+        if not hasattr(self, "_hash"):
+            object.__setattr__(self, "_hash", hash(self.key()))
+        return self._hash
 
-    def walk(self) -> list[LazyOp]:
-        """Every node once, sources before users."""
-        seen: dict[int, LazyOp] = {}
+    def walk(self) -> tuple[LazyOp, ...]:
+        """Every node once, sources before users (computed once: the AST is immutable)."""
+        if not hasattr(self, "_walk"):
+            seen: dict[int, LazyOp] = {}
 
-        def visit(node: LazyOp):
-            if id(node) in seen:
-                return
-            for s in node.src:
-                visit(s)
-            seen[id(node)] = node
-        visit(self)
-        return list(seen.values())
+            def visit(node: LazyOp):
+                if id(node) in seen:
+                    return
+                for s in node.src:
+                    visit(s)
+                seen[id(node)] = node
+            visit(self)
+            object.__setattr__(self, "_walk", tuple(seen.values()))
+        return self._walk
 
     def __repr__(self) -> str:
         return _pretty(self, 0)

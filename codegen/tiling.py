@@ -12,6 +12,8 @@ from codegen.helpers import prod
 _MIN_OUTER = 8               # iterations the outermost loop needs to be worth splitting
 _SCALAR_TILE = 16           # most scalar accumulators a tile without vector lanes gets
 _WORK_PER_ACC = 4096         # a tile gets at most one accumulator per this many iterations
+_CACHED_ELEMENTS = 8192       # inputs this small are re-read from the L1 cache
+_SHORT_REDUCE = 16           # reduces this short may take vector lanes across strided outputs
 _WHOLE = 8                  # an axis this short may be unrolled whole, whatever its size
 
 
@@ -45,9 +47,14 @@ class TilingMixin:
             red_axes = range(self.n_global, self.n_global + self.n_reduce)
             # reuse that matters: an input read at every reduce step that ignores this axis
             walked = [s for s in strides if any(s[r] != 0 for r in red_axes)]
+            # a short reduce (a pool window) is better vectorised across outputs, even when
+            # the inputs walk them with a small stride (lanes gather from a short span)
+            short = prod(self.reduce_shape) <= _SHORT_REDUCE
             for axis in range(self.n_global):
                 reuse = any(s[axis] == 0 for s in walked)
                 vector = not red_contig and any(s[axis] == 1 for s in strides)
+                vector = vector or (short and out_strides[axis] == 1 and any(s[axis] for s in strides)
+                                    and all(s[axis] is not None and 0 <= s[axis] <= 4 for s in strides))
                 if not (reuse or vector) or out_strides[axis] is None:
                     continue
                 want = 16 if not self.upcasts and out_strides[axis] == 1 else 4
@@ -110,10 +117,12 @@ class TilingMixin:
         Each iteration of the outer loop streams again every input that does not depend
         on it (a matmul's B, for each block of rows). So the outer loop is the one that
         minimises iterations x bytes of the inputs it ignores, if it has enough iterations
-        to split across threads."""
+        to split across threads. An input small enough to stay in the L1 cache (a bias)
+        costs nothing to re-read."""
         def footprint(k: int) -> int:
             strides = self.sts[k].real_strides(ignore_valid=True)
-            return prod(s for s, st in zip(self.full_shape, strides) if st != 0)
+            elements = prod(s for s, st in zip(self.full_shape, strides) if st != 0)
+            return 0 if elements <= _CACHED_ELEMENTS else elements
 
         def cost(axis: int) -> int:
             ignored = [k for k in loads if self.sts[k].real_strides(ignore_valid=True)[axis] == 0]

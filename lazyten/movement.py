@@ -33,7 +33,11 @@ class MovementMixin:
 
     # ---- primitive views ----
     def reshape(self, *shape):
-        shape = tuple(_as_int(s, "reshape size") for s in argfix(*shape))
+        shape = tuple(argfix(*shape))
+        if not all(type(s) is int for s in shape):  # the common case skips the conversion
+            shape = tuple(_as_int(s, "reshape size") for s in shape)
+        if shape == self.shape:
+            return self
         if shape.count(-1) > 1:
             raise ValueError(f"reshape {self.shape} -> {shape}: only one -1 allowed")
         if -1 in shape:
@@ -61,7 +65,9 @@ class MovementMixin:
         return self.apply(F.Permute, order=order)
 
     def expand(self, *shape):
-        shape = tuple(_as_int(s, "expand size") for s in argfix(*shape))
+        shape = tuple(argfix(*shape))
+        if not all(type(s) is int for s in shape):
+            shape = tuple(_as_int(s, "expand size") for s in shape)
         if len(shape) < self.ndim:
             raise ValueError(f"cannot expand {self.shape} to fewer dims {shape}")
         base = (1,) * (len(shape) - self.ndim) + self.shape

@@ -19,6 +19,7 @@ layout of the original (B, or a transposed B). The copy costs one pass over B (a
 """
 from __future__ import annotations
 
+from codegen.helpers import prod
 from codegen.ops import BufferOps, LazyOp, LoadOps, MemBuffer, ReduceOps
 from codegen.shape.shapetracker import ShapeTracker
 from codegen.shape.view import View
@@ -43,7 +44,9 @@ def pack_schedule(items: list) -> list:
 
 
 def _pack_width(item) -> int:
-    if item.ast is None or not any(isinstance(n.op, ReduceOps) for n in item.ast.walk()):
+    if item.ast is None or all(prod(b.shape) * b.dtype.itemsize < _MIN_BYTES for b in item.inputs):
+        return 0
+    if not any(isinstance(n.op, ReduceOps) for n in item.ast.walk()):
         return 0
     return get_runtime(item.out.device).renderer.kernel_options.pack
 

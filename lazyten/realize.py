@@ -39,7 +39,7 @@ def log(text: str) -> None:
 
 def get_program(ast, device: str) -> tuple[ProgramSpec, Program]:
     """The compiled program for an AST on a device (memory cache, then disk cache)."""
-    key = (device, ast.key())
+    key = (device, ast)  # the AST hashes (once) and compares by structure
     if key not in _PROGRAMS:
         prepare([(ast, device)])
     return _PROGRAMS[key]
@@ -50,7 +50,7 @@ def prepare(kernels: list[tuple]) -> None:
     program cache, else lower and compile them."""
     seen, compiling = set(), []
     for ast, device in kernels:
-        key = (device, ast.key())
+        key = (device, ast)
         if key in _PROGRAMS or key in seen:
             continue
         seen.add(key)

@@ -5,6 +5,7 @@ an unknown or unavailable device raises a RuntimeError/ValueError that says what
 missing. To add a runtime, add one line to RUNTIMES (see docs/porting.md).
 """
 from __future__ import annotations
+import functools
 import importlib
 
 from runtimes.base import Allocator, Buffer, CompileError, Compiler, Program, Runtime
@@ -22,6 +23,11 @@ def canonical(device: str) -> str:
     """Normalise a device name: "cpu" -> "CPU", "opencl:0" -> "OPENCL:0", "OPENCL:0" -> "OPENCL"."""
     if not isinstance(device, str):
         raise TypeError(f"device must be a string like 'CPU' or 'OPENCL:1', got {device!r}")
+    return _canonical(device)
+
+
+@functools.lru_cache(maxsize=None)
+def _canonical(device: str) -> str:
     name, _, index = device.upper().partition(":")
     if name == "LLVM":
         name = "CPU"

@@ -108,6 +108,11 @@ class ShapeTracker:
     """Stack of views; views[0] indexes memory, views[-1] gives the shape."""
     views: tuple[View, ...]
 
+    def __hash__(self) -> int:
+        if "_hash" not in self.__dict__:
+            self.__dict__["_hash"] = hash(self.views)
+        return self.__dict__["_hash"]
+
     @staticmethod
     def from_shape(shape: tuple[int, ...]) -> ShapeTracker:
         """Contiguous tracker over a fresh buffer of this shape."""
@@ -126,7 +131,7 @@ class ShapeTracker:
         """A single contiguous view: element k is memory index k."""
         return len(self.views) == 1 and self.views[0].contiguous
 
-    @property
+    @functools.cached_property
     def size(self) -> int:
         """Upper bound of the buffer elements touched: max valid memory index + 1 of views[0]."""
         v = self.views[0]

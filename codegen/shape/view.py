@@ -79,6 +79,11 @@ class View:
     mask: Mask
     contiguous: bool
 
+    def __hash__(self) -> int:  # views key the schedulers' memos: hash each once
+        if "_hash" not in self.__dict__:
+            self.__dict__["_hash"] = hash((self.shape, self.strides, self.offset, self.mask))
+        return self.__dict__["_hash"]
+
     @staticmethod
     @functools.lru_cache(maxsize=16384)  # models build the same views every step
     def create(shape: tuple[int, ...], strides: tuple[int, ...] | None = None, offset: int = 0,

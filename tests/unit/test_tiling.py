@@ -257,3 +257,24 @@ def test_weight_gradient_reduces_in_lanes(batch, cout, cin, k, ow, op, dtype):
         assert lin.reduce_lanes and lin.lanes == (16 if ow % 16 == 0 else 8)
     tol = 1e-4 if dtype == np.float32 else 1e-10
     np.testing.assert_allclose(out.numpy(), ref, rtol=tol, atol=tol)
+
+
+@settings(max_examples=25, deadline=None)
+@given(size=st.sampled_from([6, 9, 13, 24, 35]), k=st.sampled_from([2, 3]),
+       stride=st.sampled_from([1, 2, 3]), op=st.sampled_from(["max", "mean"]))
+@example(size=24, k=2, stride=2, op="max")  # LeNet's pool: 12 lanes from a 23-wide span
+def test_pool_lanes_gather_from_a_span(size, k, stride, op):
+    """A short reduce (a pool window) is vectorised across the outputs; lanes that read
+    memory at a stride load the span they touch once and pick their elements from it."""
+    x = rnd((2, 3, size, size))
+    out_len = (size - k) // stride + 1
+    windows = Tensor(x)._pool((k, k), (stride, stride), (1, 1))
+    out = getattr(windows, op)(axis=(-2, -1))
+    ref = np.empty((2, 3, out_len, out_len), np.float32)
+    for oy in range(out_len):
+        for ox in range(out_len):
+            win = x[:, :, oy * stride:oy * stride + k, ox * stride:ox * stride + k]
+            ref[:, :, oy, ox] = getattr(win, op)(axis=(-2, -1))
+    if 8 < out_len <= 16 or out_len % 8 == 0:
+        assert linearized(out).lanes >= 8
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-6)
