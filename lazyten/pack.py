@@ -65,6 +65,8 @@ def _pack(item, width: int):
     if lane_axis is None or len(ast.arg.st.views) != 1:
         return item, None
     out_axes = [i for i, (f, o) in enumerate(zip(full, out_view.shape)) if f == o]
+    if sum(full[i] > 1 for i in out_axes) < 2:  # no output axis to re-read an operand along
+        return item, None
     uses: dict[int, int] = {}
     for n in ast.walk():
         if n.op is BufferOps.LOAD:
@@ -115,6 +117,8 @@ def _reduce_axis(buf: MemBuffer, lane_axis: int, out_axes: list[int], width: int
     if not any(view.strides[i] == 0 and view.shape[i] > 1 for i in out_axes):
         return None
     red_axis = moving[1 - moving.index(lane_axis)]
+    if red_axis in out_axes:  # two output axes: a broadcast operand, not a panel to pack
+        return None
     lanes, steps = view.shape[lane_axis], view.shape[red_axis]
     friendly = view.strides[lane_axis] == 1 and abs(view.strides[red_axis]) < _MIN_STRIDE
     if friendly or lanes % width or lanes * steps * buf.dtype.itemsize < _MIN_BYTES:

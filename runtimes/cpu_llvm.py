@@ -7,6 +7,7 @@ split across THREADS worker threads: ctypes releases the GIL during the call.
 from __future__ import annotations
 import ctypes
 import functools
+import itertools
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +25,7 @@ _TARGET_MACHINE = llvm.Target.from_default_triple().create_target_machine(
     cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
     opt=3, reloc="pic", codemodel="default", jit=True)
 _CPUS = os.cpu_count() or 1
+_CHUNKS_PER_THREAD = 4  # the outer loop is cut into this many pieces per thread
 _MIN_WORK_PER_THREAD = 1 << 16  # below this many loop iterations per thread, stay serial
 
 
@@ -106,11 +108,17 @@ class CPUProgram(Program):
             if threads <= 1 or self.work < threads * _MIN_WORK_PER_THREAD:
                 self.fn(*ptrs, 0, n)
             else:
-                pool = self.host.workers()
-                bounds = [n * i // threads for i in range(threads + 1)]
-                futures = [pool.submit(self.fn, *ptrs, bounds[i], bounds[i + 1])
-                           for i in range(1, threads)]
-                self.fn(*ptrs, bounds[0], bounds[1])
+                # chunks go in order to whichever thread is free, so a thread that wakes
+                # late or shares its core with another process does less of the work
+                chunks = min(n, threads * _CHUNKS_PER_THREAD)
+                bounds = [n * i // chunks for i in range(chunks + 1)]
+                taken = itertools.count()
+
+                def work():
+                    while (i := next(taken)) < chunks:
+                        self.fn(*ptrs, bounds[i], bounds[i + 1])
+                futures = [self.host.workers().submit(work) for _ in range(threads - 1)]
+                work()
                 for f in futures:
                     f.result()
         return time.perf_counter() - start if wait else None
