@@ -46,9 +46,10 @@ def pack_schedule(items: list) -> list:
 def _pack_width(item) -> int:
     if item.ast is None or all(prod(b.shape) * b.dtype.itemsize < _MIN_BYTES for b in item.inputs):
         return 0
-    if not any(isinstance(n.op, ReduceOps) for n in item.ast.walk()):
+    width = get_runtime(item.out.device).renderer.kernel_options.pack
+    if not width or not any(isinstance(n.op, ReduceOps) for n in item.ast.walk()):
         return 0
-    return get_runtime(item.out.device).renderer.kernel_options.pack
+    return width
 
 
 def _pack(item, width: int):

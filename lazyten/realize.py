@@ -40,9 +40,11 @@ def log(text: str) -> None:
 def get_program(ast, device: str) -> tuple[ProgramSpec, Program]:
     """The compiled program for an AST on a device (memory cache, then disk cache)."""
     key = (device, ast)  # the AST hashes (once) and compares by structure
-    if key not in _PROGRAMS:
+    found = _PROGRAMS.get(key)
+    if found is None:
         prepare([(ast, device)])
-    return _PROGRAMS[key]
+        found = _PROGRAMS[key]
+    return found
 
 
 def prepare(kernels: list[tuple]) -> None:

@@ -218,7 +218,98 @@ class _KernelBuilder:
 
 
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
-    """Every step needed to realize `outs`, in an order that respects dependencies."""
+    """Every step needed to realize `outs`, in an order that respects dependencies.
+    A graph with the same structure as one scheduled before (eager code run again)
+    reuses that schedule, rebound to this graph's buffers."""
+    key, nodes = _signature(outs)
+    if key is not None and key in _SCHEDULES:
+        return _rebind(_SCHEDULES[key], nodes)
+    items = _schedule(outs)
+    if key is not None:
+        if len(_SCHEDULES) >= _SCHEDULES_MAX:
+            _SCHEDULES.clear()
+        _SCHEDULES[key] = _template(items, nodes)
+    return items
+
+
+# ---- the schedule cache ----
+_SCHEDULES: dict[tuple, list[tuple]] = {}
+_SCHEDULES_MAX = 1024
+_UNCACHED = (LoadOps.COPY, LoadOps.EMPTY, LoadOps.CUSTOM, LoadOps.ASSIGN)
+
+
+def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
+    """(key, nodes): everything the scheduler decides from, as a hashable key (each
+    unrealized base's op, arg, shape, dtype, device and sources with their views; each
+    realized buffer's shape, dtype and device), and the bases in the order the key
+    numbers them. The key is None for graphs with copies, assigns or unhashable args."""
+    index: dict[int, int] = {}
+    nodes: list[LazyBuffer] = []
+    parts: list[tuple] = []
+    stack = [(o.base, False) for o in reversed(outs)]
+    while stack:  # iterative post-order, like _Graph
+        base, done = stack.pop()
+        if id(base) in index:
+            continue
+        if base.realized is not None:
+            part = ("buffer", base.shape, base.dtype, base.device)
+        elif not done:
+            if base.op in _UNCACHED:
+                return None, nodes
+            stack.append((base, True))
+            stack.extend((src.base, False) for src in reversed(base.srcs))
+            continue
+        else:
+            srcs = tuple((index[id(src.base)], None if src._base is None else src.st)
+                         for src in base.srcs)
+            part = (base.op, base.arg, base.shape, base.dtype, base.device, srcs)
+        index[id(base)] = len(nodes)
+        nodes.append(base)
+        parts.append(part)
+    key = (tuple(parts), tuple(index[id(o.base)] for o in outs))
+    try:
+        hash(key)
+    except TypeError:
+        return None, nodes
+    return key, nodes
+
+
+def _template(items: list[ScheduleItem], nodes: list[LazyBuffer]) -> list[tuple]:
+    """Items with buffers as positions in `nodes`, or ("new", j) for the copies the
+    pack pass made (a fresh buffer each time the schedule is reused)."""
+    index = {id(n): i for i, n in enumerate(nodes)}
+    fresh: dict[int, int] = {}
+    out = []
+    for item in items:
+        if id(item.out) not in index and id(item.out) not in fresh:
+            src = item.out.srcs[0].base
+            fresh[id(item.out)] = len(fresh)
+            new = ("new", fresh[id(item.out)], item.out.device, item.out.shape,
+                   item.out.dtype, item.out.op, index[id(src)])
+        else:
+            new = None
+
+        def ref(lb):
+            return ("new", fresh[id(lb)]) if id(lb) in fresh else ("node", index[id(lb)])
+        out.append((item.ast, ref(item.out), [ref(b) for b in item.inputs], new))
+    return out
+
+
+def _rebind(template: list[tuple], nodes: list[LazyBuffer]) -> list[ScheduleItem]:
+    fresh: dict[int, LazyBuffer] = {}
+
+    def get(ref):
+        return nodes[ref[1]] if ref[0] == "node" else fresh[ref[1]]
+    items = []
+    for ast, out, inputs, new in template:
+        if new is not None:
+            _, j, device, shape, dtype, op, src = new
+            fresh[j] = LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, op, (nodes[src],))
+        items.append(ScheduleItem(ast, get(out), [get(r) for r in inputs]))
+    return items
+
+
+def _schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     graph = _Graph(outs)
     items = []
     for base in graph.order:  # sources before consumers
@@ -245,6 +336,8 @@ def _order(items: list[ScheduleItem]) -> list[ScheduleItem]:
     for i, item in enumerate(items):
         if item.out.op is LoadOps.ASSIGN:
             assigns[id(item.out.srcs[1].base)] = i
+    if not assigns:  # the graph's order already puts producers first
+        return items
     after: list[set[int]] = [set() for _ in items]  # after[i]: items that must run before i
     for i, item in enumerate(items):
         for inp in item.inputs:

@@ -1,0 +1,93 @@
+"""The schedule cache: eager code run again reuses its schedule, rebound to new buffers.
+
+A reused schedule must give exactly what scheduling afresh gives; anything the scheduler
+decides from (constants, views, which buffers are realized, shapes, dtypes) must change
+the key; graphs with copies or assigns are never cached.
+"""
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lazyten import Tensor
+from lazyten import schedule as S
+
+
+def rnd(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def scheduled(t: Tensor) -> list:
+    return S.create_schedule([t.lazydata])
+
+
+def test_same_structure_reuses_the_asts_with_new_buffers():
+    x, y = Tensor(rnd(8, 16)).realize(), Tensor(rnd(8, 16, seed=1)).realize()
+    first = scheduled((x * 2 + 1).sum(axis=1))
+    again = scheduled((y * 2 + 1).sum(axis=1))
+    assert [i.ast for i in again] == [i.ast for i in first]
+    assert all(a.ast is b.ast for a, b in zip(first, again)), "the cached ASTs are reused"
+    assert again[-1].inputs[0] is y.lazydata.base and first[-1].inputs[0] is x.lazydata.base
+    assert again[-1].out is not first[-1].out
+
+
+def test_what_the_scheduler_reads_changes_the_key():
+    x = Tensor(rnd(8, 16)).realize()
+    a = scheduled((x * 2 + 1).sum(axis=1))
+    b = scheduled((x * 3 + 1).sum(axis=1))          # another constant
+    c = scheduled((x.T * 2 + 1).sum(axis=1))        # another view
+    d = scheduled((x.cast("float64") * 2 + 1).sum(axis=1))  # another dtype
+    asts = [s[-1].ast for s in (a, b, c, d)]
+    assert len({id(t) for t in asts}) == 4 and len(set(asts)) == 4
+    mid = x * 2
+    e = scheduled((mid + 1).sum(axis=1))
+    mid.realize()  # now an input, not fused
+    f = scheduled((mid + 1).sum(axis=1))
+    assert e[-1].ast != f[-1].ast and len(f[-1].inputs) == 1 and f[-1].inputs[0] is mid.lazydata.base
+
+
+def test_packed_operands_get_a_fresh_copy_each_time():
+    a, b = rnd(32, 512), rnd(512, 256, seed=1)
+    outs = []
+    for _ in range(2):
+        out = Tensor(a).realize() @ Tensor(b).realize()
+        items = scheduled(out)
+        assert len(items) == 2, "B is packed by one extra kernel"
+        outs.append(items)
+        np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+    assert outs[0][0].out is not outs[1][0].out
+    assert outs[1][1].inputs[1] is outs[1][0].out
+
+
+def test_assigns_are_not_cached():
+    w = Tensor(rnd(4, 4)).realize()
+    before = len(S._SCHEDULES)
+    w.assign(w * 0.5).realize()
+    assert len(S._SCHEDULES) == before
+
+
+@settings(max_examples=30, deadline=None)
+@given(ops=st.lists(st.sampled_from(["sigmoid", "relu", "sum0", "sum1", "T", "pad", "mul"]),
+                    min_size=1, max_size=5),
+       seed=st.integers(0, 3))
+def test_repeated_eager_code_matches_numpy(ops, seed):
+    """Run the same op sequence three times on new data: the second and third runs hit
+    the cache and must still match numpy."""
+    for run in range(3):
+        data = rnd(6, 6, seed=seed + run) * 0.5
+        t, ref = Tensor(data), data.astype(np.float64)
+        for op in ops:
+            if op == "sigmoid":
+                t, ref = t.sigmoid(), 1 / (1 + np.exp(-ref))
+            elif op == "relu":
+                t, ref = t.relu(), np.maximum(ref, 0)
+            elif op == "sum0":
+                t, ref = t.sum(axis=0, keepdim=True).expand(6, 6), np.broadcast_to(ref.sum(0, keepdims=True), (6, 6))
+            elif op == "sum1":
+                t, ref = t.sum(axis=1, keepdim=True) * t, ref.sum(1, keepdims=True) * ref
+            elif op == "T":
+                t, ref = t.T, ref.T
+            elif op == "pad":
+                t, ref = t.pad(((1, 0), (0, 1)))[:6, 1:], np.pad(ref, ((1, 0), (0, 1)))[:6, 1:]
+            else:
+                t, ref = t * t + 1, ref * ref + 1
+        np.testing.assert_allclose(t.numpy(), ref, rtol=1e-4, atol=1e-4)
