@@ -77,8 +77,11 @@ class Linearizer(TilingMixin, GPULayoutMixin):
         self.reduce_lanes = False  # the lane axis is a reduce axis, summed across after the loops
         self._reorder_and_merge()
         self.name_shape = (self.full_shape[:self.n_global], self.full_shape[self.n_global:])
-        if self.opts.tile and self.reduceop is not None and not getenv("NOOPT", 0):
-            self._tile(self._tile_budget())
+        if self.opts.tile and not getenv("NOOPT", 0):
+            if self.reduceop is not None:
+                self._tile(self._tile_budget())
+            else:
+                self._gather_lanes()
 
     # ---- shape optimisation ----
     @property
@@ -96,12 +99,18 @@ class Linearizer(TilingMixin, GPULayoutMixin):
     def reduce_shape(self) -> tuple[int, ...]:
         return self.full_shape[self.n_global:self.n_global + self.n_reduce]
 
-    def _apply(self, fn_full, fn_out) -> bool:
-        """Apply a movement to every tracker; keep it only if no tracker grows a view."""
+    def _apply(self, fn_full, fn_out, merged: int | None = None) -> bool:
+        """Apply a movement to every tracker; keep it only if no tracker grows a view and,
+        for a merge, the merged axis reads every multi-view tracker affinely: merging the
+        rows of an upsampled view (y // 2, x // 2) would turn its index into a div/mod
+        tangle that no vector lane can follow."""
         new = {}
         for key, st in self.sts.items():
             moved = fn_full(st) if key in self.pre else fn_out(st)
             if len(moved.views) > len(st.views):
+                return False
+            if merged is not None and len(moved.views) > 1 and \
+                    moved.real_strides(ignore_valid=True)[merged] is None:
                 return False
             new[key] = moved
         self.sts = new
@@ -124,7 +133,7 @@ class Linearizer(TilingMixin, GPULayoutMixin):
             if same_kind:
                 m_full = full[:i] + (full[i] * full[i + 1],) + full[i + 2:]
                 m_out = out[:i] + (out[i] * out[i + 1],) + out[i + 2:]
-                if self._apply(lambda st: st.reshape(m_full), lambda st: st.reshape(m_out)):
+                if self._apply(lambda st: st.reshape(m_full), lambda st: st.reshape(m_out), i):
                     full, out = m_full, m_out
             i -= 1
         self.full_shape, self.out_shape = full, out

@@ -88,6 +88,23 @@ class TilingMixin:
             self._reduce_lanes(loads)
         self._order_loops(loads)
 
+    def _gather_lanes(self) -> None:
+        """An elementwise kernel is left to LLVM's loop vectoriser, unless a load's index
+        is not affine along the innermost axis (an upsampled gradient reads x // 2): the
+        vectoriser gives up there, so that axis becomes explicit vector lanes, and such a
+        load reads the span its lanes touch once and shuffles (Linearizer._lane_window)."""
+        if not self.full_shape:
+            return
+        axis = len(self.full_shape) - 1
+        tangled = [st for k, st in self.sts.items() if k in self.mem and len(st.views) > 1 and
+                   st.real_strides(ignore_valid=True)[axis] is None]
+        if not tangled or self.sts[id(self.ast)].real_strides(ignore_valid=True)[axis] != 1:
+            return
+        size = self.full_shape[axis]
+        lanes = next((d for d in (16, 8) if size % d == 0), size if 8 < size <= 16 else 0)
+        if lanes and self._upcast(axis, lanes):
+            self.lanes = lanes
+
     def _stream_rows(self, loads: list[int]) -> None:
         """A long contiguous reduce with no reuse (a row sum) streams its input once; doing
         several rows at once keeps more memory requests in flight per core. The rows

@@ -307,3 +307,22 @@ def test_long_row_reduces_stream_several_rows(rows, cols, op):
         assert lin.reduce_lanes and len(lin.upcasts) == 2
     want = getattr(x.astype(np.float64), op)(axis=1)
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-3)
+
+
+@settings(max_examples=20, deadline=None)
+@given(h=st.sampled_from([1, 3, 4, 12]), w=st.sampled_from([3, 4, 6, 8, 12, 13]),
+       factor=st.sampled_from([2, 3]))
+@example(h=12, w=12, factor=2)  # LeNet's pooling backward: 24-wide rows read x // 2
+def test_upsampled_reads_take_vector_lanes(h, w, factor):
+    """An elementwise kernel reading an upsampled view (index x // 2) is not left to LLVM,
+    which gives up on that index: its rows become vector lanes that load the span they
+    touch once. Merging rows would make the index a div/mod tangle, so they stay apart."""
+    x, y = rnd((2, 3, h, w)), rnd((2, 3, h * factor, w * factor), seed=1)
+    up = Tensor(x).reshape(2, 3, h, 1, w, 1).expand(2, 3, h, factor, w, factor)
+    out = up.reshape(2, 3, h * factor, w * factor) * Tensor(y) + 1
+    ref = np.repeat(np.repeat(x, factor, axis=2), factor, axis=3) * y + 1
+    row = w * factor
+    if row % 8 == 0 or 8 < row <= 16:
+        lin = linearized(out)
+        assert lin.lanes in (8, 16, row) and lin.full_shape[-1] == lin.lanes
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-6, atol=1e-6)
