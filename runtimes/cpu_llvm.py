@@ -9,8 +9,9 @@ import ctypes
 import functools
 import itertools
 import os
+import queue
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import llvmlite.binding as llvm
 
@@ -66,7 +67,8 @@ class _Host:
     def __init__(self):
         self.engine: llvm.ExecutionEngine | None = None
         self.loaded: dict[str, int] = {}  # function name -> address
-        self.pool: ThreadPoolExecutor | None = None
+        self.threads: list[queue.SimpleQueue] = []  # one job queue per worker thread
+        self.pid = os.getpid()
 
     def load(self, function: str, binary: bytes) -> int:
         """The address of `function`, loading `binary` into the shared engine unless it is
@@ -79,10 +81,34 @@ class _Host:
             self.loaded[function] = self.engine.get_function_address(function)
         return self.loaded[function]
 
-    def workers(self) -> ThreadPoolExecutor:
-        if self.pool is None:
-            self.pool = ThreadPoolExecutor(max_workers=_CPUS)
-        return self.pool
+    def run(self, job, helpers: int) -> None:
+        """Run `job` on `helpers` worker threads and on this one; return when all are done.
+        Workers wait on SimpleQueues: a hand-off costs about 15 us, against 60 us for a
+        ThreadPoolExecutor's submit and result."""
+        if self.pid != os.getpid():  # a forked child has none of its parent's threads
+            self.threads, self.pid = [], os.getpid()
+        while len(self.threads) < helpers:
+            jobs: queue.SimpleQueue = queue.SimpleQueue()
+            threading.Thread(target=_worker, args=(jobs,), daemon=True).start()
+            self.threads.append(jobs)
+        done: queue.SimpleQueue = queue.SimpleQueue()
+        for jobs in self.threads[:helpers]:
+            jobs.put((job, done))
+        job()
+        for _ in range(helpers):
+            error = done.get()
+            if error is not None:
+                raise error
+
+
+def _worker(jobs: queue.SimpleQueue) -> None:
+    while True:
+        job, done = jobs.get()
+        try:
+            job()
+            done.put(None)
+        except BaseException as e:  # noqa: BLE001 - handed to the calling thread
+            done.put(e)
 
 
 class CPUProgram(Program):
@@ -117,10 +143,7 @@ class CPUProgram(Program):
                 def work():
                     while (i := next(taken)) < chunks:
                         self.fn(*ptrs, bounds[i], bounds[i + 1])
-                futures = [self.host.workers().submit(work) for _ in range(threads - 1)]
-                work()
-                for f in futures:
-                    f.result()
+                self.host.run(work, threads - 1)
         return time.perf_counter() - start if wait else None
 
 

@@ -2,6 +2,7 @@
 import os
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from lazyten import Tensor
 from lazyten.realize import Stats
 from runtimes import CompileError, get_runtime
+from runtimes.cpu_llvm import _Host
 
 
 def count_kernels(fn):
@@ -141,3 +143,26 @@ def test_debug2_prints_one_line_per_kernel():
     assert len(kernels) == 2 and all("GFLOP/s" in l and "CPU" in l for l in kernels)
     assert lines[-1].startswith("*** total: 2 kernels")
     assert "r_64_16_32" in kernels[0]
+
+
+def test_cpu_worker_threads_run_every_chunk_and_pass_errors_back():
+    """The CPU runtime's worker threads: every job runs once per thread, in parallel with
+    the caller, and an exception in a worker reaches the caller."""
+    host, seen, lock = _Host(), [], threading.Lock()
+
+    def job():
+        with lock:
+            seen.append(threading.get_ident())
+    host.run(job, 3)
+    assert len(seen) == 4 and len(set(seen)) == 4
+    calls = iter(range(10))
+
+    def failing():
+        if next(calls) == 2:
+            raise ValueError("chunk 2 failed")
+    with pytest.raises(ValueError, match="chunk 2 failed"):
+        host.run(failing, 2)
+    host.run(job, 1)  # the workers survive a failed job
+    assert len(seen) == 6
+    big = Tensor(rnd(512, 700))
+    np.testing.assert_allclose(big.sum(axis=1).numpy(), big.numpy().sum(axis=1), rtol=1e-4)
