@@ -18,7 +18,7 @@ from codegen.ops import (BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, R
                          TernaryOps, UnaryOps)
 from codegen.shape.shapetracker import ShapeTracker
 from codegen.shape.symbolic import (AndNode, DivNode, LtNode, ModNode, MulNode, Node,
-                                    NumNode, SumNode, Variable, sum_nodes)
+                                    NumNode, SumNode, Variable)
 from codegen.tiling import TilingMixin
 from codegen.gpu_layout import GPULayoutMixin
 from codegen.uops import UOp, UOpGraph, UOps
@@ -47,9 +47,6 @@ class LinearKernel:
     mem_bytes: int
     ast: LazyOp
     var_names: list[str] = field(default_factory=list)  # scalar args after the buffers
-
-
-_MAX_WINDOW = 64  # widest span of memory one vector load may read to gather its lanes
 
 
 def _leaves(ast: LazyOp) -> list[LazyOp]:
@@ -220,33 +217,6 @@ class Linearizer(TilingMixin, GPULayoutMixin):
         """A scalar used where vectors flow: every lane gets it."""
         return x if x.dtype.count > 1 or lanes == 1 else self.vectorize([x] * lanes)
 
-    def _along_lanes(self, idx: Node) -> Node | None:
-        """idx at lane 0 if idx steps by exactly 1 per lane, else None."""
-        terms = idx.nodes if isinstance(idx, SumNode) else [idx]
-        if sum(t is self.lane or t == self.lane for t in terms) == 1:  # idx = lane + rest
-            rest = [t for t in terms if not (t is self.lane or t == self.lane)]
-            if all(self.lane not in t.vars() for t in rest):
-                return sum_nodes(rest) if rest else NumNode(0)
-        at0 = idx.substitute({self.lane: 0})
-        same = all(idx.substitute({self.lane: k}) == at0 + k
-                   for k in range(1, self.lanes))
-        return at0 if same else None
-
-    def _lane_window(self, idx: Node) -> tuple[Node, list[int]] | None:
-        """(start, offset of each lane) when the lanes read at constant offsets within a
-        short span: a stride-2 pool window, an upsampled gradient (k // 2), a flip."""
-        at0 = idx.substitute({self.lane: 0})
-        offsets = [0]
-        for k in range(1, self.lanes):
-            step = idx.substitute({self.lane: k}) - at0
-            if not isinstance(step, NumNode):
-                return None
-            offsets.append(step.b)
-        low = min(offsets)
-        if max(offsets) - low >= _MAX_WINDOW:
-            return None
-        return at0 + low, [k - low for k in offsets]
-
     def _store(self, value: UOp) -> None:
         out = self.ast.arg
         idx, _ = self.sts[id(self.ast)].expr_idxs(self._idxs(False))
@@ -359,14 +329,6 @@ class Linearizer(TilingMixin, GPULayoutMixin):
         if self.reduce_lanes:
             finals = [self._across_lanes(op, acc) for acc in finals]
         return {c: self.cast(acc, src_dtype) for c, acc in zip(combos, finals)}
-
-    def _across_lanes(self, op: BinaryOps, acc: UOp) -> UOp:
-        """Reduce lanes end in one value: combine the lanes pairwise."""
-        parts = [self.extract(acc, k) for k in range(acc.dtype.count)]
-        while len(parts) > 1:
-            pairs = [self.alu(op, parts[0].dtype, a, b) for a, b in zip(parts[::2], parts[1::2])]
-            parts = pairs + parts[len(pairs) * 2:]
-        return parts[0]
 
     def _dtype_of(self, node: LazyOp) -> DType:
         if node.op in BufferOps:

@@ -1,17 +1,22 @@
 """CPU register tiling for the linearizer: which output axes to unroll into a tile of
-accumulators, which one becomes vector lanes, and the order of the remaining loops.
+accumulators, which axis becomes vector lanes (an output axis, or the reduce), the
+order of the remaining loops, and how a load's index spreads across the lanes.
 
 A mixin of Linearizer: it works on the linearizer's ShapeTrackers (`sts`), its shapes
-and its `upcasts` / `lanes`, before any code is emitted. docs/design.md explains the
-rules and the measurements behind them.
+and its `upcasts` / `lanes`, before and while code is emitted. docs/design.md explains
+the rules and the measurements behind them.
 """
 from __future__ import annotations
 
 from codegen.helpers import prod
+from codegen.ops import BinaryOps
+from codegen.shape.symbolic import Node, NumNode, SumNode, sum_nodes
+from codegen.uops import UOp
 
 _MIN_OUTER = 8               # iterations the outermost loop needs to be worth splitting
 _SCALAR_TILE = 16           # most scalar accumulators a tile without vector lanes gets
 _WORK_PER_ACC = 4096         # a tile gets at most one accumulator per this many iterations
+_MAX_WINDOW = 64              # widest span one vector load may read to gather its lanes
 _CACHED_ELEMENTS = 8192       # inputs this small are re-read from the L1 cache
 _STREAM_MIN = 256             # reduces this long stream several rows at a time
 _SHORT_REDUCE = 16           # reduces this short may take vector lanes across strided outputs
@@ -189,3 +194,39 @@ class TilingMixin:
         self.out_shape = tuple(out[i] for i in order)
         self.upcasts.insert(0, amount)
         return True
+
+    # ---- vector lanes: how a load or an accumulator spreads across them ----
+    def _along_lanes(self, idx: Node) -> Node | None:
+        """idx at lane 0 if idx steps by exactly 1 per lane, else None."""
+        terms = idx.nodes if isinstance(idx, SumNode) else [idx]
+        if sum(t is self.lane or t == self.lane for t in terms) == 1:  # idx = lane + rest
+            rest = [t for t in terms if not (t is self.lane or t == self.lane)]
+            if all(self.lane not in t.vars() for t in rest):
+                return sum_nodes(rest) if rest else NumNode(0)
+        at0 = idx.substitute({self.lane: 0})
+        same = all(idx.substitute({self.lane: k}) == at0 + k
+                   for k in range(1, self.lanes))
+        return at0 if same else None
+
+    def _lane_window(self, idx: Node) -> tuple[Node, list[int]] | None:
+        """(start, offset of each lane) when the lanes read at constant offsets within a
+        short span: a stride-2 pool window, an upsampled gradient (k // 2), a flip."""
+        at0 = idx.substitute({self.lane: 0})
+        offsets = [0]
+        for k in range(1, self.lanes):
+            step = idx.substitute({self.lane: k}) - at0
+            if not isinstance(step, NumNode):
+                return None
+            offsets.append(step.b)
+        low = min(offsets)
+        if max(offsets) - low >= _MAX_WINDOW:
+            return None
+        return at0 + low, [k - low for k in offsets]
+
+    def _across_lanes(self, op: BinaryOps, acc: UOp) -> UOp:
+        """Reduce lanes end in one value: combine the lanes pairwise."""
+        parts = [self.extract(acc, k) for k in range(acc.dtype.count)]
+        while len(parts) > 1:
+            pairs = [self.alu(op, parts[0].dtype, a, b) for a, b in zip(parts[::2], parts[1::2])]
+            parts = pairs + parts[len(pairs) * 2:]
+        return parts[0]
