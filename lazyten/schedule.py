@@ -235,14 +235,14 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
 # ---- the schedule cache ----
 _SCHEDULES: dict[tuple, list[tuple]] = {}
 _SCHEDULES_MAX = 1024
-_UNCACHED = (LoadOps.COPY, LoadOps.EMPTY, LoadOps.CUSTOM, LoadOps.ASSIGN)
+_UNCACHED = (LoadOps.COPY, LoadOps.EMPTY, LoadOps.CUSTOM)
 
 
 def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
     """(key, nodes): everything the scheduler decides from, as a hashable key (each
     unrealized base's op, arg, shape, dtype, device and sources with their views; each
     realized buffer's shape, dtype and device), and the bases in the order the key
-    numbers them. The key is None for graphs with copies, assigns or unhashable args."""
+    numbers them. The key is None for graphs with copies or unhashable args."""
     index: dict[int, int] = {}
     nodes: list[LazyBuffer] = []
     parts: list[tuple] = []
