@@ -262,15 +262,15 @@ class Linearizer(TilingMixin, GPULayoutMixin):
         lane = self.lane
         if lane is None or (lane not in idx.vars() and lane not in valid.vars()):
             return self._load(node.arg, idx, valid)
-        if isinstance(node.arg, MemBuffer) and lane not in valid.vars():
-            at0 = self._along_lanes(idx)
-            if at0 is not None:
-                return self._load(node.arg, at0, valid, self.lanes)
-            window = self._lane_window(idx)
-            if window is not None:  # one load of the span the lanes touch, then a shuffle
-                start, offsets = window
-                wide = self._load(node.arg, start, valid, max(offsets) + 1)
-                return self.vectorize([self.extract(wide, k) for k in offsets])
+        window = self._lane_window(idx) if isinstance(node.arg, MemBuffer) and \
+            lane not in valid.vars() else None
+        if window is not None:
+            start, offsets = window
+            if offsets == list(range(self.lanes)):  # contiguous: one vector load
+                return self._load(node.arg, start, valid, self.lanes)
+            # one load of the span the lanes touch, then a shuffle
+            wide = self._load(node.arg, start, valid, max(offsets) + 1)
+            return self.vectorize([self.extract(wide, k) for k in offsets])
         return self.vectorize([self._load(node.arg, idx.substitute({lane: k}),
                                           valid.substitute({lane: k}))
                                for k in range(self.lanes)])

@@ -101,8 +101,8 @@ class TilingMixin:
         if not self.full_shape:
             return
         axis = len(self.full_shape) - 1
-        tangled = [st for k, st in self.sts.items() if k in self.mem and len(st.views) > 1 and
-                   st.real_strides(ignore_valid=True)[axis] is None]
+        tangled = any(k in self.mem and len(st.views) > 1 and
+                      st.real_strides(ignore_valid=True)[axis] is None for k, st in self.sts.items())
         if not tangled or self.sts[id(self.ast)].real_strides(ignore_valid=True)[axis] != 1:
             return
         size = self.full_shape[axis]
@@ -198,19 +198,18 @@ class TilingMixin:
     # ---- vector lanes: how a load or an accumulator spreads across them ----
     def _along_lanes(self, idx: Node) -> Node | None:
         """idx at lane 0 if idx steps by exactly 1 per lane, else None."""
-        terms = idx.nodes if isinstance(idx, SumNode) else [idx]
-        if sum(t is self.lane or t == self.lane for t in terms) == 1:  # idx = lane + rest
-            rest = [t for t in terms if not (t is self.lane or t == self.lane)]
-            if all(self.lane not in t.vars() for t in rest):
-                return sum_nodes(rest) if rest else NumNode(0)
-        at0 = idx.substitute({self.lane: 0})
-        same = all(idx.substitute({self.lane: k}) == at0 + k
-                   for k in range(1, self.lanes))
-        return at0 if same else None
+        window = self._lane_window(idx)
+        return window[0] if window is not None and window[1] == list(range(self.lanes)) else None
 
     def _lane_window(self, idx: Node) -> tuple[Node, list[int]] | None:
         """(start, offset of each lane) when the lanes read at constant offsets within a
-        short span: a stride-2 pool window, an upsampled gradient (k // 2), a flip."""
+        short span: contiguous lanes, a stride-2 pool window, an upsampled gradient
+        (k // 2), a flip. `lane + rest` is recognised without substituting."""
+        terms = idx.nodes if isinstance(idx, SumNode) else [idx]
+        lane_terms = [t for t in terms if t is self.lane or t == self.lane]
+        rest = [t for t in terms if not (t is self.lane or t == self.lane)]
+        if len(lane_terms) == 1 and all(self.lane not in t.vars() for t in rest):
+            return (sum_nodes(rest) if rest else NumNode(0)), list(range(self.lanes))
         at0 = idx.substitute({self.lane: 0})
         offsets = [0]
         for k in range(1, self.lanes):

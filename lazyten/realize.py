@@ -69,9 +69,10 @@ def prepare(kernels: list[tuple]) -> None:
         spec = _lower(ast, runtime)  # while the kernels before this one compile
         compiling.append((key, runtime, disk_key, spec,
                           runtime.compiler.submit(spec.name, spec.src)))
-    for key, runtime, disk_key, spec, binary in compiling:
-        runtime.compiler.save_program(disk_key, spec, binary.result())
-        _PROGRAMS[key] = (spec, runtime.program(spec, binary.result()))
+    for key, runtime, disk_key, spec, job in compiling:
+        binary = job.result()
+        runtime.compiler.save_program(disk_key, spec, binary)
+        _PROGRAMS[key] = (spec, runtime.program(spec, binary))
 
 
 def _lower(ast, runtime) -> ProgramSpec:

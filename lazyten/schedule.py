@@ -275,36 +275,31 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
 
 
 def _template(items: list[ScheduleItem], nodes: list[LazyBuffer]) -> list[tuple]:
-    """Items with buffers as positions in `nodes`, or ("new", j) for the copies the
-    pack pass made (a fresh buffer each time the schedule is reused)."""
-    index = {id(n): i for i, n in enumerate(nodes)}
-    fresh: dict[int, int] = {}
+    """Items with buffers as positions in `nodes`, or ("new", j) for the j-th copy the
+    pack pass made (a fresh buffer each time the schedule is reused): (ast, out,
+    inputs, how to make the fresh output or None)."""
+    index = {id(n): ("node", i) for i, n in enumerate(nodes)}
     out = []
     for item in items:
-        if id(item.out) not in index and id(item.out) not in fresh:
-            src = item.out.srcs[0].base
-            fresh[id(item.out)] = len(fresh)
-            new = ("new", fresh[id(item.out)], item.out.device, item.out.shape,
-                   item.out.dtype, item.out.op, index[id(src)])
-        else:
-            new = None
-
-        def ref(lb):
-            return ("new", fresh[id(lb)]) if id(lb) in fresh else ("node", index[id(lb)])
-        out.append((item.ast, ref(item.out), [ref(b) for b in item.inputs], new))
+        new = None
+        if id(item.out) not in index:
+            index[id(item.out)] = ("new", sum(t[3] is not None for t in out))
+            new = (item.out.device, item.out.shape, item.out.dtype, item.out.op,
+                   index[id(item.out.srcs[0].base)])
+        out.append((item.ast, index[id(item.out)], [index[id(b)] for b in item.inputs], new))
     return out
 
 
 def _rebind(template: list[tuple], nodes: list[LazyBuffer]) -> list[ScheduleItem]:
-    fresh: dict[int, LazyBuffer] = {}
+    fresh: list[LazyBuffer] = []
 
     def get(ref):
         return nodes[ref[1]] if ref[0] == "node" else fresh[ref[1]]
     items = []
     for ast, out, inputs, new in template:
         if new is not None:
-            _, j, device, shape, dtype, op, src = new
-            fresh[j] = LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, op, (nodes[src],))
+            device, shape, dtype, op, src = new
+            fresh.append(LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, op, (get(src),)))
         items.append(ScheduleItem(ast, get(out), [get(r) for r in inputs]))
     return items
 

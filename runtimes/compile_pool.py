@@ -114,8 +114,9 @@ def _receive(stream) -> bytes | None:
     header = stream.read(4)
     if len(header) < 4:
         return None
-    data = stream.read(struct.unpack("<I", header)[0])
-    return data if len(data) == struct.unpack("<I", header)[0] else None
+    size = struct.unpack("<I", header)[0]
+    data = stream.read(size)
+    return data if len(data) == size else None
 
 
 def main(argv: list[str]) -> int:

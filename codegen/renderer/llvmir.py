@@ -229,10 +229,11 @@ class LLVMRenderer(Renderer):
                 end = loop.vin[1]
                 short = end.uop is UOps.CONST and loop.vin[0].uop is UOps.CONST and \
                     end.arg - loop.vin[0].arg <= _UNROLL_MAX
+                meta = ""
                 if not short:
                     k = len(no_unroll) + 1
                     no_unroll.append(f"!{k} = distinct !{{!{k}, !0}}")
-                meta = "" if short else f", !llvm.loop !{len(no_unroll)}"
+                    meta = f", !llvm.loop !{k}"
                 body.append(f"  br i1 {cond}, label %{label}, label %{label}_exit{meta}")
                 body.append(f"{label}_exit:")
                 block[0] = f"{label}_exit"
