@@ -17,6 +17,13 @@ class DType:
     fmt: str  # numpy / struct type character
     count: int = 1  # lanes: more than 1 is a vector of the scalar type (CPU codegen only)
 
+    def __hash__(self) -> int:
+        # part of every schedule-cache key, so computed once; ints only, so a pickled
+        # DType (in a saved ProgramSpec) carries a hash that is right in any process
+        if "_hash" not in self.__dict__:
+            self.__dict__["_hash"] = hash((self.priority, self.itemsize, self.count))
+        return self.__dict__["_hash"]
+
     def __repr__(self) -> str:
         return f"dtypes.{self.name}" + (f".vec({self.count})" if self.count > 1 else "")
 

@@ -9,7 +9,13 @@ from enum import Enum, auto
 from typing import Any
 
 
-class UnaryOps(Enum):
+class _Op(Enum):
+    """Members are singletons, so they hash by identity: Enum's own __hash__ is a Python
+    function, and ops are hashed in every AST and schedule-cache key."""
+    __hash__ = object.__hash__
+
+
+class UnaryOps(_Op):
     """AST. One input, same dtype out (CAST changes dtype, arg=(dtype, bitcast))."""
     EXP2 = auto()
     LOG2 = auto()
@@ -20,7 +26,7 @@ class UnaryOps(Enum):
     CAST = auto()
 
 
-class BinaryOps(Enum):
+class BinaryOps(_Op):
     """AST. Two inputs of one dtype. CMPLT and CMPNE yield bool.
     IDIV and MOD truncate toward zero, as C does (the Tensor layer builds floor division)."""
     ADD = auto()
@@ -35,26 +41,26 @@ class BinaryOps(Enum):
     XOR = auto()
 
 
-class TernaryOps(Enum):
+class TernaryOps(_Op):
     """AST. WHERE(cond, a, b); MULACC(a, b, c) = a*b + c only appears inside codegen."""
     WHERE = auto()
     MULACC = auto()
 
 
-class ReduceOps(Enum):
+class ReduceOps(_Op):
     """AST. Reduce the axes given in arg (a tuple) to size 1."""
     SUM = auto()
     MAX = auto()
 
 
-class BufferOps(Enum):
+class BufferOps(_Op):
     """AST leaves and root: LOAD/CONST read through a ShapeTracker, STORE writes."""
     LOAD = auto()
     CONST = auto()
     STORE = auto()
 
 
-class LoadOps(Enum):
+class LoadOps(_Op):
     """Lazy graph only, executed by the engine: EMPTY allocates, CONST fills, COPY moves
     between devices, CONTIGUOUS forces a copy in memory order, ASSIGN writes in place,
     CUSTOM wraps data that is already realized (from numpy)."""

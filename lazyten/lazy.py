@@ -103,11 +103,12 @@ class LazyBuffer:
         if prod(self.shape) == 0:
             identity = 0 if op is ReduceOps.SUM else dtypes.min(self.dtype)
             return LazyBuffer.const_like(identity, new_shape, self.dtype, self.device)
-        split = self._split_reduce(op, tuple(sorted(axis)), new_shape)
+        axis = tuple(sorted(axis))
+        split = self._split_reduce(op, axis, new_shape)
         if split is not None:
             return split
         return LazyBuffer(self.device, ShapeTracker.from_shape(new_shape), self.dtype, op,
-                          (self,), tuple(sorted(axis)))
+                          (self,), axis)
 
     def _split_reduce(self, op: ReduceOps, axis: tuple[int, ...],
                       new_shape: tuple[int, ...]) -> LazyBuffer | None:
@@ -117,9 +118,11 @@ class LazyBuffer:
         loop) with almost nothing to share: a conv's weight gradient reduces 147K
         elements into 150 outputs. So the largest reduced axis is cut into `d` chunks;
         stage 1 reduces each chunk (d times the outputs), stage 2 reduces the d partials."""
-        chunks = get_runtime(self.device).renderer.kernel_options.split_reduce
         outputs = prod(new_shape)
-        if not chunks or outputs >= _SPLIT_MAX_OUTPUTS or prod(self.shape) < outputs * _SPLIT_MIN_REDUCE:
+        if outputs >= _SPLIT_MAX_OUTPUTS or prod(self.shape) < outputs * _SPLIT_MIN_REDUCE:
+            return None
+        chunks = get_runtime(self.device).renderer.kernel_options.split_reduce
+        if not chunks:
             return None
         a = max(axis, key=lambda i: (self.shape[i], -i))
         d = max((c for c in range(2, chunks + 1) if self.shape[a] % c == 0), default=0)

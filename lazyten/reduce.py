@@ -13,6 +13,8 @@ from lazyten import function as F
 def _axes(axis, ndim: int) -> tuple[int, ...]:
     if axis is None:
         return tuple(range(ndim))
+    if type(axis) is int and -ndim <= axis < ndim:  # the common case, checked fast
+        return (axis % ndim,)
     if hasattr(axis, "__index__"):
         axes = (axis,)
     elif isinstance(axis, (tuple, list)):
@@ -38,9 +40,9 @@ class ReduceMixin:
     def _reduce(self, fn, axis, keepdim: bool):
         axes = _axes(axis, self.ndim)
         out = self.apply(fn, axis=axes) if axes else self
-        if keepdim:
+        if keepdim or not axes:
             return out
-        return out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+        return out.apply(F.Reshape, shape=tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
     def sum(self, axis=None, keepdim: bool = False, dtype=None):
         """Sum; bool and integer tensors sum in int64 as PyTorch does."""

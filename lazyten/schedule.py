@@ -222,8 +222,12 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     A graph with the same structure as one scheduled before (eager code run again)
     reuses that schedule, rebound to this graph's buffers."""
     key, nodes = _signature(outs)
-    if key is not None and key in _SCHEDULES:
-        return _rebind(_SCHEDULES[key], nodes)
+    try:
+        template = _SCHEDULES.get(key) if key is not None else None
+    except TypeError:  # an unhashable op argument: schedule without the cache
+        key = template = None
+    if template is not None:
+        return _rebind(template, nodes)
     items = _schedule(outs)
     if key is not None:
         if len(_SCHEDULES) >= _SCHEDULES_MAX:
@@ -239,10 +243,12 @@ _UNCACHED = (LoadOps.COPY, LoadOps.EMPTY, LoadOps.CUSTOM)
 
 
 def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
-    """(key, nodes): everything the scheduler decides from, as a hashable key (each
-    unrealized base's op, arg, shape, dtype, device and sources with their views; each
-    realized buffer's shape, dtype and device), and the bases in the order the key
-    numbers them. The key is None for graphs with copies or unhashable args."""
+    """(key, nodes): everything the scheduler decides from, as a key (each unrealized
+    base's op, arg, shape, dtype, device and sources with their views; each realized
+    buffer's shape, dtype and device), and the bases in the order the key numbers them.
+    Dtypes go in by name (graph dtypes are scalars, and a str hashes faster than a
+    DType). The key is None for graphs with copies; an op argument that cannot be
+    hashed makes the lookup raise TypeError."""
     index: dict[int, int] = {}
     nodes: list[LazyBuffer] = []
     parts: list[tuple] = []
@@ -252,26 +258,21 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
         if id(base) in index:
             continue
         if base.realized is not None:
-            part = ("buffer", base.shape, base.dtype, base.device)
+            part = ("buffer", base.shape, base.dtype.name, base.device)
         elif not done:
             if base.op in _UNCACHED:
                 return None, nodes
             stack.append((base, True))
-            stack.extend((src.base, False) for src in reversed(base.srcs))
+            stack.extend([(src.base, False) for src in reversed(base.srcs)])
             continue
         else:
-            srcs = tuple((index[id(src.base)], None if src._base is None else src.st)
-                         for src in base.srcs)
-            part = (base.op, base.arg, base.shape, base.dtype, base.device, srcs)
+            srcs = tuple([(index[id(src.base)], None if src._base is None else src.st)
+                          for src in base.srcs])
+            part = (base.op, base.arg, base.shape, base.dtype.name, base.device, srcs)
         index[id(base)] = len(nodes)
         nodes.append(base)
         parts.append(part)
-    key = (tuple(parts), tuple(index[id(o.base)] for o in outs))
-    try:
-        hash(key)
-    except TypeError:
-        return None, nodes
-    return key, nodes
+    return (tuple(parts), tuple(index[id(o.base)] for o in outs)), nodes
 
 
 def _template(items: list[ScheduleItem], nodes: list[LazyBuffer]) -> list[tuple]:

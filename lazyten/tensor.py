@@ -164,9 +164,17 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
         """Run an autograd Function with this tensor (and `others`) as inputs."""
         tensors = (self,) + others
         ctx = fn([bool(t.requires_grad) for t in tensors])
-        out = Tensor(ctx.forward(*[t.lazydata for t in tensors], **kwargs), device=self.device)
+        out = Tensor._wrap(ctx.forward(*[t.lazydata for t in tensors], **kwargs))
         if ctx.requires_grad and not Tensor.no_grad:
             out.requires_grad, out._ctx, out._parents = True, ctx, tensors
+        return out
+
+    @classmethod
+    def _wrap(cls, lazy: LazyBuffer) -> Tensor:
+        """A Tensor around a LazyBuffer an op just made (what __init__ does for one, without
+        checking arguments: every op's result goes through here)."""
+        out = cls.__new__(cls)
+        out.lazydata, out.requires_grad, out.grad, out._ctx, out._parents = lazy, None, None, None, ()
         return out
 
     def _toposort(self) -> list[Tensor]:

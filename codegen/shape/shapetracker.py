@@ -103,6 +103,25 @@ def _merge_views(inner: View, outer: View) -> View | None:
     return View.create(outer.shape, tuple(aff[1]), aff[0], tuple(box))
 
 
+_MEMO_SIZE = 1 << 14
+
+
+def _memo(method):
+    """Trackers are immutable values: a movement op applied to an equal tracker with an
+    equal argument gives an equal result, so recent results are kept (eager code builds
+    the same views on every call, and each costs a few microseconds to derive). Bad
+    arguments still raise on every call: exceptions are not cached."""
+    cached = functools.lru_cache(maxsize=_MEMO_SIZE)(method)
+
+    @functools.wraps(method)
+    def wrapper(self, arg):
+        try:
+            return cached(self, arg if type(arg) is tuple else tuple(arg))
+        except TypeError:  # an unhashable argument (lists inside): derive it afresh
+            return method(self, arg)
+    return wrapper
+
+
 @dataclass(frozen=True)
 class ShapeTracker:
     """Stack of views; views[0] indexes memory, views[-1] gives the shape."""
@@ -116,7 +135,7 @@ class ShapeTracker:
     @staticmethod
     def from_shape(shape: tuple[int, ...]) -> ShapeTracker:
         """Contiguous tracker over a fresh buffer of this shape."""
-        return ShapeTracker((View.create(tuple(shape)),))
+        return _from_shape(shape if type(shape) is tuple else tuple(shape))
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -155,6 +174,7 @@ class ShapeTracker:
                                       f"has {self.ndim}"
 
     # ---- movement ----
+    @_memo
     def reshape(self, new_shape: tuple[int, ...]) -> ShapeTracker:
         """Same elements in a new shape (row-major order)."""
         new_shape = tuple(int(s) for s in new_shape)
@@ -168,6 +188,7 @@ class ShapeTracker:
             return ShapeTracker(self.views + (View.create(new_shape),))
         return self._with_last(view)
 
+    @_memo
     def permute(self, order: tuple[int, ...]) -> ShapeTracker:
         """New axis k is old axis order[k]."""
         order = tuple(int(o) for o in order)
@@ -175,6 +196,7 @@ class ShapeTracker:
             f"permute: {order} is not a permutation of the axes of {self.shape}"
         return self._with_last(self.views[-1].permute(order))
 
+    @_memo
     def expand(self, new_shape: tuple[int, ...]) -> ShapeTracker:
         """Broadcast size-1 axes to new sizes."""
         new_shape = tuple(int(s) for s in new_shape)
@@ -183,6 +205,7 @@ class ShapeTracker:
             f"expand: cannot expand {self.shape} to {new_shape} (only size-1 axes grow)"
         return self._with_last(self.views[-1].expand(new_shape))
 
+    @_memo
     def pad(self, arg: tuple[tuple[int, int], ...]) -> ShapeTracker:
         """Add (before, after) padding elements (validity 0) on each axis."""
         arg = tuple((int(b), int(a)) for b, a in arg)
@@ -191,6 +214,7 @@ class ShapeTracker:
             f"pad: negative padding {arg} for shape {self.shape}"
         return self._with_last(self.views[-1].pad(arg))
 
+    @_memo
     def shrink(self, arg: tuple[tuple[int, int], ...]) -> ShapeTracker:
         """Keep [start, end) on each axis."""
         arg = tuple((int(b), int(e)) for b, e in arg)
@@ -199,6 +223,7 @@ class ShapeTracker:
             f"shrink: {arg} is out of range for shape {self.shape}"
         return self._with_last(self.views[-1].shrink(arg))
 
+    @_memo
     def stride(self, muls: tuple[int, ...]) -> ShapeTracker:
         """Every m-th element per axis like a[::m]; -1 flips an axis."""
         muls = tuple(int(m) for m in muls)
@@ -280,3 +305,8 @@ class ShapeTracker:
         if other.contiguous and other.shape == self.shape:
             return self
         return ShapeTracker(self.views + other.views).simplify()
+
+
+@functools.lru_cache(maxsize=_MEMO_SIZE)
+def _from_shape(shape: tuple[int, ...]) -> ShapeTracker:
+    return ShapeTracker((View.create(shape),))

@@ -4,6 +4,10 @@ A reused schedule must give exactly what scheduling afresh gives; anything the s
 decides from (constants, views, which buffers are realized, shapes, dtypes) must change
 the key; graphs with copies are never cached.
 """
+import os
+import subprocess
+import sys
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -103,3 +107,19 @@ def test_repeated_eager_code_matches_numpy(ops, seed):
             else:
                 t, ref = t * t + 1, ref * ref + 1
         np.testing.assert_allclose(t.numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_a_pickled_dtype_finds_its_twin_in_another_process():
+    """DTypes keep their hash once computed. One pickled in a saved program (in a process
+    with another PYTHONHASHSEED) must still hash like the loading process's own dtype,
+    or dict lookups keyed by dtype would miss."""
+    def run(code: str, seed: str, stdin: str = "") -> str:
+        return subprocess.run([sys.executable, "-c", code], input=stdin, capture_output=True,
+                              text=True, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+    saved = run("import pickle; from codegen.dtypes import dtypes; hash(dtypes.float32); "
+                "print(pickle.dumps(dtypes.float32).hex())", "1")
+    found = run("import pickle, sys; from codegen.dtypes import dtypes; "
+                "d = pickle.loads(bytes.fromhex(sys.stdin.read())); "
+                "print({dtypes.float32: 'found'}.get(d), d == dtypes.float32)", "2", saved)
+    assert found.split() == ["found", "True"]

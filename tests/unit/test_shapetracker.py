@@ -233,3 +233,21 @@ def test_invalid_arguments_assert():
     for fn in bad:
         with pytest.raises(AssertionError, match=r"\(4, 6\)"):
             fn()
+
+
+def test_memoised_movement_equals_a_fresh_derivation():
+    """Movement ops keep recent results: each equals the one derived afresh, list
+    arguments work, and a bad argument raises on every call (exceptions are not kept)."""
+    st0 = ShapeTracker.from_shape((4, 6)).permute((1, 0))
+    ops = [("reshape", (2, 12)), ("reshape", [3, 8]), ("permute", (1, 0)),
+           ("expand", (6, 4)), ("pad", ((1, 0), (0, 2))), ("pad", [[1, 0], [0, 2]]),
+           ("shrink", ((1, 5), (0, 3))), ("stride", (2, -1))]
+    for name, arg in ops:
+        method = getattr(ShapeTracker, name)
+        fresh = method.__wrapped__(st0, arg)
+        assert method(st0, arg) == fresh and method(st0, arg) == fresh, (name, arg)
+        assert method(st0, arg).expr_idxs() == fresh.expr_idxs()
+    assert ShapeTracker.from_shape([4, 6]) is ShapeTracker.from_shape((4, 6))
+    for _ in range(2):
+        with pytest.raises(AssertionError, match=r"\(6, 4\)"):
+            st0.reshape((5, 5))
