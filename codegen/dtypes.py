@@ -17,6 +17,14 @@ class DType:
     fmt: str  # numpy / struct type character
     count: int = 1  # lanes: more than 1 is a vector of the scalar type (CPU codegen only)
 
+    def __eq__(self, other) -> bool:  # dtypes are compared on every op: identity first
+        if self is other:
+            return True
+        if type(other) is not DType:
+            return NotImplemented
+        return (self.priority, self.itemsize, self.name, self.fmt, self.count) == \
+            (other.priority, other.itemsize, other.name, other.fmt, other.count)
+
     def __hash__(self) -> int:
         # part of every schedule-cache key, so computed once; ints only, so a pickled
         # DType (in a saved ProgramSpec) carries a hash that is right in any process

@@ -234,20 +234,25 @@ class Where(Function):
 
 # ---- reduce ----
 class Sum(Function):
-    def forward(self, x, axis):
+    """Sum over `axis`, kept as size-1 dims, then reshaped to `shape` (one node for what
+    PyTorch's keepdim=False gives: eager code makes one Function and one Tensor)."""
+
+    def forward(self, x, axis, shape):
         self.input_shape = x.shape
-        return x.r(ReduceOps.SUM, axis)
+        self.kept = x.r(ReduceOps.SUM, axis)
+        return self.kept.reshape(shape)
 
     def backward(self, grad):
-        return grad.expand(self.input_shape)
+        return grad.reshape(self.kept.shape).expand(self.input_shape)
 
 
 class Max(Function):
-    def forward(self, x, axis):
+    def forward(self, x, axis, shape):
         self.x, self.ret, self.axis = x, x.r(ReduceOps.MAX, axis), axis
-        return self.ret
+        return self.ret.reshape(shape)
 
     def backward(self, grad):  # split among the maxima, as PyTorch's amax does
+        grad = grad.reshape(self.ret.shape)
         hit = self.x.e(BinaryOps.CMPNE, self.ret.expand(self.x.shape))
         mask = hit.e(BinaryOps.CMPNE, hit.const(True)).cast(grad.dtype)
         count = mask.r(ReduceOps.SUM, self.axis).expand(self.x.shape)

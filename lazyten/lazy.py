@@ -97,10 +97,10 @@ class LazyBuffer:
 
     def r(self, op: ReduceOps, axis: tuple[int, ...]) -> LazyBuffer:
         """Reduce `axis` to size 1 (keepdim); an empty input gives the op's identity."""
-        new_shape = tuple(1 if i in axis else s for i, s in enumerate(self.shape))
+        new_shape = tuple([1 if i in axis else s for i, s in enumerate(self.shape)])
         if not axis or new_shape == self.shape:
             return self
-        if prod(self.shape) == 0:
+        if 0 in self.shape:
             identity = 0 if op is ReduceOps.SUM else dtypes.min(self.dtype)
             return LazyBuffer.const_like(identity, new_shape, self.dtype, self.device)
         axis = tuple(sorted(axis))

@@ -39,10 +39,13 @@ class ReduceMixin:
 
     def _reduce(self, fn, axis, keepdim: bool):
         axes = _axes(axis, self.ndim)
-        out = self.apply(fn, axis=axes) if axes else self
-        if keepdim or not axes:
-            return out
-        return out.apply(F.Reshape, shape=tuple(s for i, s in enumerate(self.shape) if i not in axes))
+        if not axes:
+            return self
+        if keepdim:
+            shape = tuple([1 if i in axes else s for i, s in enumerate(self.shape)])
+        else:
+            shape = tuple([s for i, s in enumerate(self.shape) if i not in axes])
+        return self.apply(fn, axis=axes, shape=shape)
 
     def sum(self, axis=None, keepdim: bool = False, dtype=None):
         """Sum; bool and integer tensors sum in int64 as PyTorch does."""
