@@ -1,4 +1,5 @@
 """Laziness, fusion (kernel counts), compute-once, and the kernel caches."""
+import ctypes
 import os
 import subprocess
 import sys
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 from lazyten import Tensor
-from lazyten.realize import Stats
+from lazyten.realize import Capture, Stats
 from runtimes import CompileError, get_runtime
 from runtimes.cpu_llvm import _Host
 
@@ -101,7 +102,7 @@ def test_compile_error_includes_source():
 SCRIPT = """
 import numpy as np
 from lazyten import Tensor
-from lazyten.realize import Stats
+from lazyten.realize import Capture, Stats
 from runtimes import get_runtime
 x = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
 assert np.allclose(((x * 2 + 1).sum(axis=0)).numpy(), (np.arange(12).reshape(3, 4) * 2 + 1).sum(0))
@@ -124,7 +125,7 @@ def test_disk_cache_second_process_compiles_nothing(tmp_path):
 
 
 def test_memory_cache_reuses_compiled_kernels():
-    from lazyten.realize import Stats as S
+    from lazyten.realize import Capture, Stats as S
     a = Tensor(rnd(5, 7))
     (a * 3 + 2).realize()
     lowered = S.lowered
@@ -166,3 +167,28 @@ def test_cpu_worker_threads_run_every_chunk_and_pass_errors_back():
     assert len(seen) == 6
     big = Tensor(rnd(512, 700))
     np.testing.assert_allclose(big.sum(axis=1).numpy(), big.numpy().sum(axis=1), rtol=1e-4)
+
+
+@pytest.mark.parametrize("rows", [1, 7, 37, 200])
+def test_cpu_piece_loop_runs_every_row_once(rows):
+    """A CPU kernel's piece loop (`name_chunks`, one call per thread, pieces taken from a
+    shared counter): with any number of pieces, called from several threads at once,
+    every row of the outer loop runs exactly once. The kernel adds 1 in place, so a row
+    run twice reads 2 and a row skipped reads 0."""
+    x = Tensor(np.zeros((rows, 64), np.float32)).realize()
+    Capture.items = []
+    try:
+        x.assign(x + 1).realize()
+        (spec, program, buffers), = Capture.items
+    finally:
+        Capture.items = None
+    n = spec.global_size[0]  # the outer loop's length
+    assert program.threaded
+    ptrs = [b.ensure_allocated()[1] for b in buffers]
+    expected = 1
+    for chunks in (1, 2, 3, max(n // 3, 1), n, 4 * n + 1):
+        taken = ctypes.c_int64(0)
+        program.host.run(lambda: program.chunks(*ptrs, ctypes.addressof(taken), n, chunks), 3)
+        expected += 1
+        np.testing.assert_array_equal(x.numpy(), np.full((rows, 64), expected, np.float32))
+        assert taken.value >= chunks  # every piece was taken (and each thread saw the end)
