@@ -25,12 +25,13 @@ class DType:
         return (self.priority, self.itemsize, self.name, self.fmt, self.count) == \
             (other.priority, other.itemsize, other.name, other.fmt, other.count)
 
-    def __hash__(self) -> int:
-        # part of every schedule-cache key, so computed once; ints only, so a pickled
-        # DType (in a saved ProgramSpec) carries a hash that is right in any process
+    def __hash__(self) -> int:  # part of every AST and program-cache key: computed once
         if "_hash" not in self.__dict__:
             self.__dict__["_hash"] = hash((self.priority, self.itemsize, self.count))
         return self.__dict__["_hash"]
+
+    def __getstate__(self) -> dict:  # a pickled DType (in a saved program) rehashes on load
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
     def __repr__(self) -> str:
         return f"dtypes.{self.name}" + (f".vec({self.count})" if self.count > 1 else "")

@@ -141,8 +141,8 @@ class LazyOp:
 def _arg_key(arg):
     if isinstance(arg, (MemBuffer, ConstBuffer)):
         val = arg.val if isinstance(arg, ConstBuffer) else arg.idx
-        if isinstance(val, float) and val != val:
-            val = "nan"
+        if isinstance(val, float):  # by repr: -0.0 is not 0.0 (1/x differs), nan is nan
+            val = repr(val)
         return (type(arg).__name__, val, arg.dtype, arg.st)
     return arg
 

@@ -268,7 +268,8 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
         else:
             srcs = tuple([(index[id(src.base)], None if src._base is None else src.st)
                           for src in base.srcs])
-            part = (base.op, base.arg, base.shape, base.dtype.name, base.device, srcs)
+            arg = repr(base.arg) if type(base.arg) is float else base.arg  # -0.0 is not 0.0
+            part = (base.op, arg, base.shape, base.dtype.name, base.device, srcs)
         index[id(base)] = len(nodes)
         nodes.append(base)
         parts.append(part)

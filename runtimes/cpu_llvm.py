@@ -15,7 +15,7 @@ import time
 import llvmlite.binding as llvm
 
 from codegen.helpers import getenv
-from codegen.renderer.llvmir import LLVMRenderer
+from codegen.renderer.llvmir import LLVMRenderer, piece_loop
 from codegen.renderer import ProgramSpec
 from runtimes.base import Allocator, Compiler, Program, Runtime
 
@@ -63,9 +63,11 @@ class _Host:
     """What one CPU runtime's programs share: an MCJIT engine (creating one costs about
     1.5 ms) and the worker threads that split a kernel's outer loop."""
 
-    def __init__(self):
+    def __init__(self, compiler: Compiler):
+        self.compiler = compiler
         self.engine: llvm.ExecutionEngine | None = None
         self.loaded: dict[str, int] = {}  # function name -> address
+        self.piece_loops: dict[int, ctypes._CFuncPtr] = {}  # by buffer count
         self.threads: list[queue.SimpleQueue] = []  # one job queue per worker thread
         self.pid = os.getpid()
 
@@ -80,9 +82,15 @@ class _Host:
             self.loaded[function] = self.engine.get_function_address(function)
         return self.loaded[function]
 
-    def address(self, function: str) -> int:
-        """The address of a function in a binary already loaded."""
-        return self.engine.get_function_address(function)
+    def piece_loop(self, buffers: int):
+        """The loop a thread runs to take pieces of a kernel's outer loop (the renderer's
+        `piece_loop`), compiled once for all kernels with this many buffers."""
+        if buffers not in self.piece_loops:
+            name = f"pieces_{buffers}"
+            binary = self.compiler.compile_cached(name, piece_loop(buffers))
+            argtypes = [ctypes.c_void_p] * (buffers + 2) + [ctypes.c_int64] * 2
+            self.piece_loops[buffers] = ctypes.CFUNCTYPE(None, *argtypes)(self.load(name, binary))
+        return self.piece_loops[buffers]
 
     def run(self, job, helpers: int) -> None:
         """Run `job` on `helpers` worker threads and on this one; return when all are done.
@@ -97,9 +105,19 @@ class _Host:
         done: queue.SimpleQueue = queue.SimpleQueue()
         for jobs in self.threads[:helpers]:
             jobs.put((job, done))
-        job()
-        for _ in range(helpers):
-            error = done.get()
+        errors: list[BaseException | None] = []
+        try:
+            job()
+        except BaseException as e:  # noqa: BLE001 - raised below, once the workers are done
+            errors.append(e)
+        finished = 0
+        while finished < helpers:  # even on Ctrl-C: the workers still use the job's memory
+            try:
+                errors.append(done.get())
+                finished += 1
+            except BaseException as e:  # noqa: BLE001
+                errors.append(e)
+        for error in errors:
             if error is not None:
                 raise error
 
@@ -122,11 +140,11 @@ class CPUProgram(Program):
         self.host = host
         # thread bounds go as 64-bit ints; an i32 parameter reads the low half (x86-64 ABI)
         argtypes = [ctypes.c_void_p] * len(spec.buf_dtypes) + [ctypes.c_int64] * len(spec.var_names)
-        self.fn = ctypes.CFUNCTYPE(None, *argtypes)(host.load(spec.entry, binary))
-        self.threaded = len(spec.var_names) == 2
-        if self.threaded:  # the renderer's piece loop (see codegen/renderer/llvmir.py)
-            chunked = [ctypes.c_void_p] * (len(spec.buf_dtypes) + 1) + [ctypes.c_int64] * 2
-            self.chunks = ctypes.CFUNCTYPE(None, *chunked)(host.address(f"{spec.entry}_chunks"))
+        self.address = host.load(spec.entry, binary)
+        self.fn = ctypes.CFUNCTYPE(None, *argtypes)(self.address)
+        self.threaded = spec.var_names == ["core_start", "core_end"]
+        if self.threaded:
+            self.pieces = host.piece_loop(len(spec.buf_dtypes))
         self.work = max(spec.flops, spec.mem_bytes // 4)
 
     def __call__(self, *bufs, global_size, local_size, vals=(), wait=False):
@@ -140,16 +158,20 @@ class CPUProgram(Program):
             if threads <= 1 or self.work < threads * _MIN_WORK_PER_THREAD:
                 self.fn(*ptrs, 0, n)
             else:
-                # pieces go in order to whichever thread is free (an atomic counter in the
-                # kernel's piece loop), so a thread that wakes late or shares its core with
-                # another process does less of the work
-                taken = ctypes.c_int64(0)
-                args = (*ptrs, ctypes.addressof(taken), n, min(n, threads * _CHUNKS_PER_THREAD))
-                self.host.run(lambda: self.chunks(*args), threads - 1)
+                self.run_pieces(ptrs, n, min(n, threads * _CHUNKS_PER_THREAD), threads - 1)
         return time.perf_counter() - start if wait else None
+
+    def run_pieces(self, ptrs: list[int], n: int, chunks: int, helpers: int) -> None:
+        """The outer loop [0, n) in `chunks` pieces, on this thread and `helpers` workers:
+        each runs the piece loop, which hands out pieces in order to whichever thread is
+        free, so a thread that wakes late or shares its core does less of the work."""
+        taken = ctypes.c_int64(0)  # byref keeps the counter alive as long as the job
+        args = (self.address, *ptrs, ctypes.byref(taken), n, chunks)
+        self.host.run(lambda: self.pieces(*args), helpers)
 
 
 def make_runtime(name: str = "CPU") -> Runtime:
     """The CPU device."""
-    program = functools.partial(CPUProgram, host=_Host())  # kernels share one engine, one pool
-    return Runtime(name, CPUAllocator(), LLVMCompiler(), program, LLVMRenderer())
+    compiler = LLVMCompiler()
+    program = functools.partial(CPUProgram, host=_Host(compiler))  # one engine, one pool
+    return Runtime(name, CPUAllocator(), compiler, program, LLVMRenderer())

@@ -103,7 +103,7 @@ def _merge_views(inner: View, outer: View) -> View | None:
     return View.create(outer.shape, tuple(aff[1]), aff[0], tuple(box))
 
 
-_MEMO_SIZE = 1 << 14
+_MEMO_SIZE = 4096  # results kept per movement op (a few MB at most)
 
 
 def _memo(method):
@@ -115,8 +115,9 @@ def _memo(method):
 
     @functools.wraps(method)
     def wrapper(self, arg):
+        arg = arg if type(arg) is tuple else tuple(arg)
         try:
-            return cached(self, arg if type(arg) is tuple else tuple(arg))
+            return cached(self, arg)
         except TypeError:  # an unhashable argument (lists inside): derive it afresh
             return method(self, arg)
     return wrapper

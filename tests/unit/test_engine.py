@@ -1,9 +1,9 @@
 """Laziness, fusion (kernel counts), compute-once, and the kernel caches."""
-import ctypes
 import os
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -11,7 +11,7 @@ import pytest
 from lazyten import Tensor
 from lazyten.realize import Capture, Stats
 from runtimes import CompileError, get_runtime
-from runtimes.cpu_llvm import _Host
+from runtimes.cpu_llvm import LLVMCompiler, _Host
 
 
 def count_kernels(fn):
@@ -149,7 +149,7 @@ def test_debug2_prints_one_line_per_kernel():
 def test_cpu_worker_threads_run_every_chunk_and_pass_errors_back():
     """The CPU runtime's worker threads: every job runs once per thread, in parallel with
     the caller, and an exception in a worker reaches the caller."""
-    host, seen, lock = _Host(), [], threading.Lock()
+    host, seen, lock = _Host(LLVMCompiler()), [], threading.Lock()
 
     def job():
         with lock:
@@ -165,16 +165,27 @@ def test_cpu_worker_threads_run_every_chunk_and_pass_errors_back():
         host.run(failing, 2)
     host.run(job, 1)  # the workers survive a failed job
     assert len(seen) == 6
+    finished = []
+
+    def caller_fails_first():  # the caller's own part fails at once; a worker's is slow
+        if threading.get_ident() == main:
+            raise KeyboardInterrupt
+        time.sleep(0.05)
+        finished.append(True)
+    main = threading.get_ident()
+    with pytest.raises(KeyboardInterrupt):
+        host.run(caller_fails_first, 1)
+    assert finished == [True]  # run() waited: the workers may still use the job's memory
     big = Tensor(rnd(512, 700))
     np.testing.assert_allclose(big.sum(axis=1).numpy(), big.numpy().sum(axis=1), rtol=1e-4)
 
 
 @pytest.mark.parametrize("rows", [1, 7, 37, 200])
 def test_cpu_piece_loop_runs_every_row_once(rows):
-    """A CPU kernel's piece loop (`name_chunks`, one call per thread, pieces taken from a
-    shared counter): with any number of pieces, called from several threads at once,
-    every row of the outer loop runs exactly once. The kernel adds 1 in place, so a row
-    run twice reads 2 and a row skipped reads 0."""
+    """The CPU piece loop (one call per thread, pieces taken from a shared counter): with
+    any number of pieces, on several threads at once, every row of the kernel's outer
+    loop runs exactly once. The kernel adds 1 in place, so a row run twice reads 2 more
+    and a row skipped reads 0 more."""
     x = Tensor(np.zeros((rows, 64), np.float32)).realize()
     Capture.items = []
     try:
@@ -187,8 +198,6 @@ def test_cpu_piece_loop_runs_every_row_once(rows):
     ptrs = [b.ensure_allocated()[1] for b in buffers]
     expected = 1
     for chunks in (1, 2, 3, max(n // 3, 1), n, 4 * n + 1):
-        taken = ctypes.c_int64(0)
-        program.host.run(lambda: program.chunks(*ptrs, ctypes.addressof(taken), n, chunks), 3)
+        program.run_pieces(ptrs, n, chunks, helpers=3)
         expected += 1
         np.testing.assert_array_equal(x.numpy(), np.full((rows, 64), expected, np.float32))
-        assert taken.value >= chunks  # every piece was taken (and each thread saw the end)

@@ -123,3 +123,13 @@ def test_a_pickled_dtype_finds_its_twin_in_another_process():
                 "d = pickle.loads(bytes.fromhex(sys.stdin.read())); "
                 "print({dtypes.float32: 'found'}.get(d), d == dtypes.float32)", "2", saved)
     assert found.split() == ["found", "True"]
+
+
+def test_signed_zero_constants_are_different_kernels():
+    """-0.0 == 0.0 in Python, but 1/x tells them apart: neither the schedule cache nor the
+    kernel cache may hand one's kernel to the other."""
+    x = rnd(5)
+    for zero in (-0.0, 0.0, -0.0):
+        with np.errstate(divide="ignore"):
+            want = 1 / (x * np.float32(zero))
+        np.testing.assert_array_equal((1 / (Tensor(x) * zero)).numpy(), want)

@@ -248,6 +248,7 @@ def test_memoised_movement_equals_a_fresh_derivation():
         assert method(st0, arg) == fresh and method(st0, arg) == fresh, (name, arg)
         assert method(st0, arg).expr_idxs() == fresh.expr_idxs()
     assert ShapeTracker.from_shape([4, 6]) is ShapeTracker.from_shape((4, 6))
+    assert st0.pad(iter([[1, 0], [0, 2]])) == st0.pad(((1, 0), (0, 2)))  # read once
     for _ in range(2):
         with pytest.raises(AssertionError, match=r"\(6, 4\)"):
             st0.reshape((5, 5))
