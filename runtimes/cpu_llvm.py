@@ -79,7 +79,10 @@ class _Host:
                 self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _TARGET_MACHINE)
             self.engine.add_object_file(llvm.ObjectFileRef.from_data(binary))
             self.engine.finalize_object()
-            self.loaded[function] = self.engine.get_function_address(function)
+            address = self.engine.get_function_address(function)
+            if not address:  # calling address 0 would crash the process
+                raise RuntimeError(f"CPU binary has no function {function!r}")
+            self.loaded[function] = address
         return self.loaded[function]
 
     def piece_loop(self, buffers: int):

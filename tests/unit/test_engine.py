@@ -201,3 +201,14 @@ def test_cpu_piece_loop_runs_every_row_once(rows):
         program.run_pieces(ptrs, n, chunks, helpers=3)
         expected += 1
         np.testing.assert_array_equal(x.numpy(), np.full((rows, 64), expected, np.float32))
+
+
+def test_cpu_host_refuses_a_function_the_binary_lacks():
+    """Looking up a symbol the object file does not define raises; calling the address 0
+    it would otherwise give kills the process."""
+    compiler = LLVMCompiler()
+    binary = compiler.compile("define void @present() {\nentry:\n  ret void\n}\n")
+    host = _Host(compiler)
+    assert host.load("present", binary) != 0
+    with pytest.raises(RuntimeError, match="no function 'absent'"):
+        host.load("absent", binary)
