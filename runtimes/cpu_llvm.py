@@ -21,11 +21,20 @@ from runtimes.base import Allocator, Compiler, Program, Runtime
 
 llvm.initialize_native_target()
 llvm.initialize_native_asmprinter()
-_TARGET_MACHINE = llvm.Target.from_default_triple().create_target_machine(
-    cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-    opt=3, reloc="pic", codemodel="default", jit=True)
+
+
+def _target_machine() -> llvm.TargetMachine:
+    """LLVM's code generator for this CPU. An MCJIT engine takes ownership of the one it
+    is given (and frees it with itself), so every engine gets its own."""
+    return llvm.Target.from_default_triple().create_target_machine(
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
+        opt=3, reloc="pic", codemodel="default", jit=True)
+
+
+_TARGET_MACHINE = _target_machine()  # the compiler's
 _CPUS = os.cpu_count() or 1
 _CHUNKS_PER_THREAD = 16  # the outer loop is cut into this many pieces per thread
+_PIECE_LOOPS = 16  # piece loops for kernels with up to this many buffers come in one module
 _MIN_WORK_PER_THREAD = 1 << 16  # below this many loop iterations per thread, stay serial
 
 
@@ -71,28 +80,36 @@ class _Host:
         self.threads: list[queue.SimpleQueue] = []  # one job queue per worker thread
         self.pid = os.getpid()
 
-    def load(self, function: str, binary: bytes) -> int:
+    def load(self, function: str, binary: bytes, also: tuple[str, ...] = ()) -> int:
         """The address of `function`, loading `binary` into the shared engine unless it is
-        there already (functions are named after their bodies: same name, same code)."""
+        there already (functions are named after their bodies: same name, same code).
+        `also` names more functions the binary defines, recorded at the same time."""
         if function not in self.loaded:
             if self.engine is None:
-                self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _TARGET_MACHINE)
+                self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _target_machine())
             self.engine.add_object_file(llvm.ObjectFileRef.from_data(binary))
             self.engine.finalize_object()
-            address = self.engine.get_function_address(function)
-            if not address:  # calling address 0 would crash the process
-                raise RuntimeError(f"CPU binary has no function {function!r}")
-            self.loaded[function] = address
+            for name in (function,) + also:
+                address = self.engine.get_function_address(name)
+                if not address:  # calling address 0 would crash the process
+                    raise RuntimeError(f"CPU binary has no function {name!r}")
+                self.loaded[name] = address
         return self.loaded[function]
 
     def piece_loop(self, buffers: int):
         """The loop a thread runs to take pieces of a kernel's outer loop (the renderer's
-        `piece_loop`), compiled once for all kernels with this many buffers."""
+        `piece_loop`), shared by all kernels with this many buffers. The loops for 1 to
+        16 buffers are one module, compiled once (about 10 ms: most of it per module)."""
         if buffers not in self.piece_loops:
-            name = f"pieces_{buffers}"
-            binary = self.compiler.compile_cached(name, piece_loop(buffers))
+            counts = range(1, _PIECE_LOOPS + 1) if buffers <= _PIECE_LOOPS else [buffers]
+            names = [f"pieces_{n}" for n in counts]
+            src = "".join(piece_loop(n) for n in counts)
+            # through the compiler's queue: LLVM must not compile on two threads at once
+            binary = self.compiler.submit(names[0], src).result()
+            self.load(names[0], binary, also=tuple(names[1:]))
             argtypes = [ctypes.c_void_p] * (buffers + 2) + [ctypes.c_int64] * 2
-            self.piece_loops[buffers] = ctypes.CFUNCTYPE(None, *argtypes)(self.load(name, binary))
+            self.piece_loops[buffers] = ctypes.CFUNCTYPE(None, *argtypes)(
+                self.loaded[f"pieces_{buffers}"])
         return self.piece_loops[buffers]
 
     def run(self, job, helpers: int) -> None:

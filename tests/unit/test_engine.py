@@ -1,4 +1,6 @@
 """Laziness, fusion (kernel counts), compute-once, and the kernel caches."""
+import functools
+import gc
 import os
 import subprocess
 import sys
@@ -212,3 +214,22 @@ def test_cpu_host_refuses_a_function_the_binary_lacks():
     assert host.load("present", binary) != 0
     with pytest.raises(RuntimeError, match="no function 'absent'"):
         host.load("absent", binary)
+    # an engine frees the target machine it was given: this host's engine must not have
+    # taken the one every compile uses (compiling after it is gone crashed the process)
+    del host
+    gc.collect()
+    assert compiler.compile("define void @again() {\nentry:\n  ret void\n}\n")
+
+
+def test_cpu_kernel_with_more_buffers_than_the_shared_piece_loops():
+    """Piece loops for up to 16 buffers come in one module; a kernel with more buffers
+    gets its own, and still splits across threads correctly."""
+    arrays = [rnd(300, 1000, seed=i) for i in range(17)]
+    Capture.items = []
+    try:
+        out = functools.reduce(lambda a, b: a + b, [Tensor(a) for a in arrays]).realize()
+        (spec, program, _), = Capture.items
+    finally:
+        Capture.items = None
+    assert len(spec.buf_dtypes) == 18 and program.threaded
+    np.testing.assert_allclose(out.numpy(), np.sum(arrays, axis=0), rtol=1e-5, atol=1e-5)
