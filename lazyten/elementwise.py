@@ -9,6 +9,7 @@ import math
 from codegen.dtypes import dtypes, promote, scalar_result
 from codegen.ops import BinaryOps
 from lazyten import function as F
+from lazyten.lazy import LazyBuffer
 
 
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
@@ -45,6 +46,11 @@ class ElementwiseMixin:
             if other.device != self.device:
                 raise ValueError(f"tensors on different devices: {self.device} and {other.device}")
             dtype = promote(self.dtype, other.dtype)
+        elif type(other) in (int, float, bool):  # a Python number: the broadcast constant
+            dtype = scalar_result(self.dtype, other)  # is built directly, with no Functions
+            x = self.cast(dtype) if match_dtype else self
+            y = tensor_type._wrap(LazyBuffer.const_like(other, x.shape, dtype, x.device))
+            return (y, x) if reverse else (x, y)
         else:
             dtype = scalar_result(self.dtype, other)
         x, y = self, self._to_tensor(other, dtype)

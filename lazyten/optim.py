@@ -118,13 +118,18 @@ class Adam(Optimizer):
         self.v = [_zeros_like(p) for p in self.params]
 
     def _bias_correction(self, beta: float, p: Tensor) -> Tensor | float:
-        """1 - beta**t, computed on the device from the step count (no per-step constant)."""
+        """1 - beta**t, computed on the device from the step count (no per-step constant);
+        one graph per (beta, dtype, device) in a step, shared by the parameters."""
         if beta == 0:
             return 1.0
-        return 1 - (self.t.cast(p.dtype).to(p.device) * math.log(beta)).exp()
+        key = (beta, p.dtype, p.device)
+        if key not in self._corrections:
+            self._corrections[key] = 1 - (self.t.cast(p.dtype).to(p.device) * math.log(beta)).exp()
+        return self._corrections[key]
 
     def _update(self) -> list[Tensor]:
         self.t.assign(self.t + 1)
+        self._corrections: dict[tuple, Tensor] = {}
         written = [self.lr, self.t]
         for i, p in enumerate(self.params):
             if p.grad is None:
