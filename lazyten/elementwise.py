@@ -58,6 +58,8 @@ class ElementwiseMixin:
             x, y = y, x
         if match_dtype:
             x, y = x.cast(dtype), y.cast(dtype)
+        if x.shape == y.shape:
+            return x, y
         shape = broadcast_shape(x.shape, y.shape)
         return x._broadcast_to(shape), y._broadcast_to(shape)
 
