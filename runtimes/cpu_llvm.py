@@ -15,7 +15,7 @@ import time
 import llvmlite.binding as llvm
 
 from codegen.helpers import getenv
-from codegen.renderer.llvmir import LLVMRenderer, piece_loop
+from codegen.renderer.llvmir import PLAIN, LLVMRenderer, piece_loop
 from codegen.renderer import ProgramSpec
 from runtimes.base import Allocator, Compiler, Program, Runtime
 
@@ -23,15 +23,15 @@ llvm.initialize_native_target()
 llvm.initialize_native_asmprinter()
 
 
-def _target_machine() -> llvm.TargetMachine:
+def _target_machine(opt: int = 3) -> llvm.TargetMachine:
     """LLVM's code generator for this CPU. An MCJIT engine takes ownership of the one it
     is given (and frees it with itself), so every engine gets its own."""
     return llvm.Target.from_default_triple().create_target_machine(
         cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-        opt=3, reloc="pic", codemodel="default", jit=True)
+        opt=opt, reloc="pic", codemodel="default", jit=True)
 
 
-_TARGET_MACHINE = _target_machine()  # the compiler's
+_TARGET_MACHINE, _PLAIN_MACHINE = _target_machine(), _target_machine(0)  # the compiler's
 _CPUS = os.cpu_count() or 1
 _CHUNKS_PER_THREAD = 16  # the outer loop is cut into this many pieces per thread
 _PIECE_LOOPS = 16  # piece loops for kernels with up to this many buffers come in one module
@@ -61,6 +61,8 @@ class LLVMCompiler(Compiler):
     def compile(self, src: str) -> bytes:
         mod = llvm.parse_assembly(src)
         mod.verify()
+        if src.startswith(PLAIN):  # support code: as written (see the renderer's PLAIN)
+            return _PLAIN_MACHINE.emit_object(mod)
         tuning = llvm.create_pipeline_tuning_options(speed_level=getenv("OPT", 3))
         tuning.loop_vectorization = tuning.slp_vectorization = True
         builder = llvm.create_pass_builder(_TARGET_MACHINE, tuning)
@@ -99,13 +101,13 @@ class _Host:
     def piece_loop(self, buffers: int):
         """The loop a thread runs to take pieces of a kernel's outer loop (the renderer's
         `piece_loop`), shared by all kernels with this many buffers. The loops for 1 to
-        16 buffers are one module, compiled once (about 10 ms: most of it per module)."""
+        16 buffers are one module, compiled once."""
         if buffers not in self.piece_loops:
             counts = range(1, _PIECE_LOOPS + 1) if buffers <= _PIECE_LOOPS else [buffers]
             names = [f"pieces_{n}" for n in counts]
             src = "".join(piece_loop(n) for n in counts)
             # through the compiler's queue: LLVM must not compile on two threads at once
-            binary = self.compiler.submit(names[0], src).result()
+            binary = self.compiler.submit(names[0], src).result()  # about 10 ms, once
             self.load(names[0], binary, also=tuple(names[1:]))
             argtypes = [ctypes.c_void_p] * (buffers + 2) + [ctypes.c_int64] * 2
             self.piece_loops[buffers] = ctypes.CFUNCTYPE(None, *argtypes)(
