@@ -31,8 +31,15 @@ def rnd(shape, dtype=np.float32, seed=0):
 def linearized(t: Tensor, tile: int = 256) -> Linearizer:
     item = create_schedule([t.lazydata])[-1]  # the kernel that computes t
     lin = Linearizer(item.ast, KernelOptions(tile=tile))
-    lin.linearize()
+    lin.kernel = lin.linearize()
     return lin
+
+
+def scalar_input_loads(lin: Linearizer) -> list:
+    """Loads of one element from an input buffer: what a lane-by-lane gather emits, and
+    what a load of the span the lanes touch (one vector load, then a shuffle) avoids."""
+    return [u for u in lin.kernel.uops if u.uop is UOps.LOAD and u.dtype.count == 1
+            and u.vin[0].arg[0] != "data0"]
 
 
 def test_matmul_tiles_into_vector_accumulators():
@@ -277,7 +284,8 @@ def test_pool_lanes_gather_from_a_span(size, k, stride, op):
             win = x[:, :, oy * stride:oy * stride + k, ox * stride:ox * stride + k]
             ref[:, :, oy, ox] = getattr(win, op)(axis=(-2, -1))
     if 8 < out_len <= 16 or out_len % 8 == 0:
-        assert linearized(out).lanes >= 8
+        lin = linearized(out)
+        assert lin.lanes >= 8 and scalar_input_loads(lin) == []
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-6)
 
 
@@ -325,4 +333,6 @@ def test_upsampled_reads_take_vector_lanes(h, w, factor):
     if row % 8 == 0 or 8 < row <= 16:
         lin = linearized(out)
         assert lin.lanes in (8, 16, row) and lin.full_shape[-1] == lin.lanes
+        if lin.lanes % factor == 0:  # lanes see the same pattern in every vector: the span
+            assert scalar_input_loads(lin) == []
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-6, atol=1e-6)
