@@ -55,11 +55,9 @@ class Optimizer:
             live = [p for p in self.params if p.grad is not None]
             if not live:
                 return
-            # The scheduler does not yet order reads of a buffer before an ASSIGN into
-            # it (see tests/unit/test_optim.py::test_scheduler_orders_reads_before_assign),
-            # so a layer's update could land before another layer's gradient reads it.
-            # Realizing the gradients first keeps every update reading old values.
-            Tensor.realize(*[p.grad for p in live])
+            # one realize: the scheduler runs every read of a parameter's old value
+            # before the update that overwrites it (copying it first where two updates
+            # read each other's parameter)
             Tensor.realize(*self._update())
 
     def _update(self) -> list[Tensor]:

@@ -327,7 +327,10 @@ def _schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
 
 def _order(items: list[ScheduleItem]) -> list[ScheduleItem]:
     """Topological order with one extra rule: every kernel that reads a buffer's old value
-    runs before the ASSIGN that overwrites it in place."""
+    runs before the ASSIGN that overwrites it in place. Two assigns can each read the
+    other's target (updates whose gradients are elementwise in the other parameter,
+    fused into the update kernels); then the targets' old values are copied first and
+    their other readers read the copies."""
     producer = {id(item.out): i for i, item in enumerate(items)}
     assigns = {}  # id(target base) -> index of the assign item
     for i, item in enumerate(items):
@@ -347,10 +350,28 @@ def _order(items: list[ScheduleItem]) -> list[ScheduleItem]:
     while pending:
         ready = [i for i in pending if after[i] <= done]
         if not ready:
-            raise RuntimeError("cyclic schedule: a kernel reads a buffer that an assign in the "
-                               "same realize overwrites and also depends on that assign")
+            return _order(_snapshot_targets(items, assigns))
         for i in ready:
             done.add(i)
             order.append(items[i])
         pending = [i for i in pending if i not in done]
     return order
+
+
+def _snapshot_targets(items: list[ScheduleItem], assigns: dict[int, int]) -> list[ScheduleItem]:
+    """`items` with a copy of each assign target's old value made first; every kernel
+    but the target's own assign reads the copy (same shape and layout: targets are
+    contiguous), so no kernel has to run before an assign any more."""
+    copies: dict[int, ScheduleItem] = {}
+    for item in items:
+        for inp in item.inputs:
+            if id(inp) in assigns and id(inp) not in copies:
+                st = ShapeTracker.from_shape(inp.shape)
+                old = LazyBuffer(inp.device, st, inp.dtype, LoadOps.CONTIGUOUS, (inp,))
+                load = LazyOp(BufferOps.LOAD, (), MemBuffer(1, inp.dtype, st))
+                ast = LazyOp(BufferOps.STORE, (load,), MemBuffer(0, inp.dtype, st))
+                copies[id(inp)] = ScheduleItem(ast, old, [inp])
+    rebound = [ScheduleItem(item.ast, item.out, [
+        copies[id(inp)].out if id(inp) in copies and assigns[id(inp)] != i else inp
+        for inp in item.inputs]) for i, item in enumerate(items)]
+    return list(copies.values()) + rebound

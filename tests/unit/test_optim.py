@@ -221,7 +221,7 @@ def test_bad_arguments():
 
 
 def test_scheduler_orders_reads_before_assign():
-    """The optimiser realizes gradients before its update only because of this bug."""
+    """Updates realized together: each gradient reads the other parameter's old value."""
     (x, y), init = problem()
     w1, w2 = (Tensor(a.copy(), requires_grad=True) for a in init[:2])
     (Tensor(x) @ w1 @ w2).sum().backward()
@@ -232,3 +232,28 @@ def test_scheduler_orders_reads_before_assign():
     g2 = (x @ init[0]).T @ np.ones((6, 3))
     np.testing.assert_allclose(w1.numpy(), init[0] - 0.1 * g1, rtol=1e-9)
     np.testing.assert_allclose(w2.numpy(), init[1] - 0.1 * g2, rtol=1e-9)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_assigns_that_read_each_other_see_old_values(fused):
+    """w1 -= lr * w2 and w2 -= lr * w1 in one realize: each update kernel reads the other
+    parameter, so neither can run first; the scheduler copies the old values first.
+    Unfused (the gradients realized), the updates are ordered without copies."""
+    a, b = np.arange(1.0, 6.0), np.arange(10.0, 15.0)
+    w1, w2 = Tensor(a.copy(), requires_grad=True), Tensor(b.copy(), requires_grad=True)
+    (w1 * w2).sum().backward()
+    if not fused:
+        Tensor.realize(w1.grad, w2.grad)
+    w1.assign(w1.detach() - 0.1 * w1.grad)
+    w2.assign(w2.detach() - 0.1 * w2.grad)
+    Tensor.realize(w1, w2)
+    np.testing.assert_allclose(w1.numpy(), a - 0.1 * b, rtol=1e-12)
+    np.testing.assert_allclose(w2.numpy(), b - 0.1 * a, rtol=1e-12)
+    for _ in range(3):  # a mixing update of both, again and again (the schedule cache)
+        old1, old2 = w1.numpy().copy(), w2.numpy().copy()
+        d1, d2 = w1.detach(), w2.detach()
+        w1.assign(d1 * 2 + d2)
+        w2.assign(d2 * 2 - d1)
+        Tensor.realize(w1, w2)
+        np.testing.assert_allclose(w1.numpy(), 2 * old1 + old2, rtol=1e-12)
+        np.testing.assert_allclose(w2.numpy(), 2 * old2 - old1, rtol=1e-12)
