@@ -262,8 +262,11 @@ class Linearizer(TilingMixin, GPULayoutMixin):
         lane = self.lane
         if lane is None or (lane not in idx.vars() and lane not in valid.vars()):
             return self._load(node.arg, idx, valid)
-        window = self._lane_window(idx) if isinstance(node.arg, MemBuffer) and \
-            lane not in valid.vars() else None
+        window = self._lane_window(idx) if isinstance(node.arg, MemBuffer) else None
+        if window is not None and lane in valid.vars():
+            if window[1] == list(range(self.lanes)) and node.arg.dtype != dtypes.bool:
+                return self._masked_load(node.arg, window[0], valid)
+            window = None
         if window is not None:
             start, offsets = window
             if offsets == list(range(self.lanes)):  # contiguous: one vector load
@@ -274,6 +277,14 @@ class Linearizer(TilingMixin, GPULayoutMixin):
         return self.vectorize([self._load(node.arg, idx.substitute({lane: k}),
                                           valid.substitute({lane: k}))
                                for k in range(self.lanes)])
+
+    def _masked_load(self, arg: MemBuffer, start: Node, valid: Node) -> UOp:
+        """Contiguous lanes whose validity depends on the lane (a padded row): one vector
+        load that reads only the valid lanes (a vector gate; 0 in the others)."""
+        gate = self.vectorize([_as_bool(self.render_index(valid.substitute({self.lane: k})), self)
+                               for k in range(self.lanes)])
+        return self.g.add(UOps.LOAD, arg.dtype.vec(self.lanes),
+                          (self.bufs[arg.idx], self.render_index(start), gate))
 
     def _load(self, arg: MemBuffer | ConstBuffer, idx: Node, valid: Node, lanes: int = 1) -> UOp:
         zero = self.const(0, arg.dtype) if arg.dtype != dtypes.bool else self.const(False, arg.dtype)

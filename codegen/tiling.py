@@ -95,15 +95,20 @@ class TilingMixin:
 
     def _gather_lanes(self) -> None:
         """An elementwise kernel is left to LLVM's loop vectoriser, unless a load's index
-        is not affine along the innermost axis (an upsampled gradient reads x // 2): the
-        vectoriser gives up there, so that axis becomes explicit vector lanes, and such a
-        load reads the span its lanes touch once and shuffles (Linearizer._lane_window)."""
+        is not affine along the innermost axis (an upsampled gradient reads x // 2) or a
+        contiguous load is masked along it (a padded copy): the vectoriser gives up
+        there, so that axis becomes explicit vector lanes. Such a load reads the span its
+        lanes touch once and shuffles (Linearizer._lane_window), or is one masked vector
+        load (Linearizer._masked_load)."""
         if not self.full_shape:
             return
         axis = len(self.full_shape) - 1
         tangled = any(k in self.mem and len(st.views) > 1 and
                       st.real_strides(ignore_valid=True)[axis] is None for k, st in self.sts.items())
-        if not tangled or self.sts[id(self.ast)].real_strides(ignore_valid=True)[axis] != 1:
+        masked = any(k in self.mem and st.real_strides(ignore_valid=True)[axis] == 1 and
+                     st.real_strides()[axis] is None for k, st in self.sts.items())
+        if not (tangled or masked) or \
+                self.sts[id(self.ast)].real_strides(ignore_valid=True)[axis] != 1:
             return
         size = self.full_shape[axis]
         lanes = next((d for d in (16, 8) if size % d == 0), size if 8 < size <= 16 else 0)

@@ -249,7 +249,7 @@ class LLVMRenderer(Renderer):
                 acc, val = u.vin
                 body.append(f"  store {ltype(acc.dtype)} {r[val]}, ptr {r[acc]}")
             elif u.uop is UOps.LOAD:
-                r[u] = self._load(u, r, emit, gep)
+                r[u] = self._load(u, r, emit, gep, used)
             elif u.uop is UOps.STORE:
                 val, dt = r[u.vin[2]], u.vin[2].dtype
                 if dt.scalar == dtypes.bool:
@@ -294,8 +294,17 @@ class LLVMRenderer(Renderer):
         return vec
 
     @staticmethod
-    def _load(u: UOp, r: dict, emit, gep) -> str:
+    def _load(u: UOp, r: dict, emit, gep, used: set) -> str:
         dt = u.dtype
+        if len(u.vin) == 3 and u.vin[2].dtype.count > 1:  # a gate per lane: masked load
+            idx = u.vin[1]  # no inbounds: lane 0 may lie outside the buffer (masked off)
+            ptr = emit(f"getelementptr {mem_type(dt.scalar)}, ptr {r[u.vin[0]]}, "
+                       f"{LLVM_TYPES[idx.dtype]} {r[idx]}")
+            suffix = f"v{dt.count}{_FSUFFIX.get(dt.scalar) or LLVM_TYPES[dt.scalar]}"
+            ty, mask = ltype(dt), ltype(u.vin[2].dtype)
+            used.add(f"declare {ty} @llvm.masked.load.{suffix}.p0(ptr, i32 immarg, {mask}, {ty})")
+            return emit(f"call {ty} @llvm.masked.load.{suffix}.p0(ptr {ptr}, i32 {dt.itemsize}, "
+                        f"{mask} {r[u.vin[2]]}, {ty} zeroinitializer)")
         if len(u.vin) == 3:  # gated: read index 0 where invalid, then select zero
             valid, idx = r[u.vin[2]], u.vin[1]
             safe = emit(f"select i1 {valid}, {LLVM_TYPES[idx.dtype]} {r[idx]}, "

@@ -336,3 +336,25 @@ def test_upsampled_reads_take_vector_lanes(h, w, factor):
         if lin.lanes % factor == 0:  # lanes see the same pattern in every vector: the span
             assert scalar_input_loads(lin) == []
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-6, atol=1e-6)
+
+
+@settings(max_examples=30, deadline=None)
+@given(h=st.sampled_from([1, 3, 8]), w=st.sampled_from([4, 5, 8, 12]),
+       left=st.integers(0, 5), right=st.integers(0, 5), top=st.integers(0, 2),
+       dtype=st.sampled_from([np.float32, np.float64, np.int32, np.float16, np.bool_]))
+@example(h=8, w=8, left=4, right=4, top=4, dtype=np.float32)  # LeNet's conv2 input gradient
+def test_padded_copies_take_masked_vector_loads(h, w, left, right, top, dtype):
+    """A padded copy (its load is contiguous along the row but invalid in the padding)
+    becomes vector lanes with one masked load per vector (zeros in the padding), not
+    one gated load per element. Rows that are not a whole number of vectors, every pad,
+    and dtypes stored differently (bool is not masked: it is stored as bytes)."""
+    x = rnd((2, 3, h, w), dtype)
+    out = Tensor(x).pad((left, right, top, 0)).contiguous()
+    ref = np.pad(x, ((0, 0), (0, 0), (top, 0), (left, right)))
+    if (left or right) and dtype != np.bool_:
+        lin = linearized(out)
+        if (w, left, right) == (8, 4, 4):
+            assert lin.lanes == 16  # 16-wide rows
+        if lin.lanes:
+            assert scalar_input_loads(lin) == []
+    np.testing.assert_array_equal(out.numpy(), ref)
