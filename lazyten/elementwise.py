@@ -67,6 +67,8 @@ class ElementwiseMixin:
         if self.shape == shape:
             return self
         padded = (1,) * (len(shape) - self.ndim) + self.shape
+        if not self.requires_grad or type(self).no_grad:  # no gradient: views, no Functions
+            return type(self)._wrap(self.lazydata.reshape(padded).expand(shape))
         return self.reshape(padded).expand(shape)
 
     # ---- arithmetic ----
