@@ -103,12 +103,17 @@ class TilingMixin:
         if not self.full_shape:
             return
         axis = len(self.full_shape) - 1
-        tangled = any(k in self.mem and len(st.views) > 1 and
-                      st.real_strides(ignore_valid=True)[axis] is None for k, st in self.sts.items())
-        masked = any(k in self.mem and st.real_strides(ignore_valid=True)[axis] == 1 and
-                     st.real_strides()[axis] is None for k, st in self.sts.items())
-        if not (tangled or masked) or \
-                self.sts[id(self.ast)].real_strides(ignore_valid=True)[axis] != 1:
+        if self.sts[id(self.ast)].real_strides(ignore_valid=True)[axis] != 1:
+            return
+        for k, st in self.sts.items():
+            if k not in self.mem:
+                continue
+            stride = st.real_strides(ignore_valid=True)[axis]
+            tangled = stride is None and len(st.views) > 1
+            masked = stride == 1 and st.real_strides()[axis] is None
+            if tangled or masked:
+                break
+        else:
             return
         size = self.full_shape[axis]
         lanes = next((d for d in (16, 8) if size % d == 0), size if 8 < size <= 16 else 0)

@@ -4,6 +4,7 @@ Everything here reduces to the primitive unary/binary/ternary ops through the au
 Functions in function.py. Mixed into Tensor.
 """
 from __future__ import annotations
+import functools
 import math
 
 from codegen.dtypes import dtypes, promote, scalar_result
@@ -12,6 +13,7 @@ from lazyten import function as F
 from lazyten.lazy import LazyBuffer
 
 
+@functools.lru_cache(maxsize=4096)  # eager code broadcasts the same shapes on every call
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     """numpy broadcasting of several shapes, with an error that names them."""
     ndim = max(len(s) for s in shapes)
@@ -37,7 +39,7 @@ class ElementwiseMixin:
             other = getattr(other, "item", lambda: other)()
             if not isinstance(other, (bool, int, float)):
                 raise TypeError(f"cannot combine a Tensor with {type(other).__name__}")
-        return tensor_type.full((), other, dtype=dtype, device=self.device)
+        return tensor_type._wrap(LazyBuffer.const_like(other, (), dtype, self.device))
 
     def _broadcasted(self, other, reverse: bool = False, match_dtype: bool = True):
         """(x, y) broadcast to one shape (and promoted to one dtype)."""
@@ -46,11 +48,6 @@ class ElementwiseMixin:
             if other.device != self.device:
                 raise ValueError(f"tensors on different devices: {self.device} and {other.device}")
             dtype = promote(self.dtype, other.dtype)
-        elif type(other) in (int, float, bool):  # a Python number: the broadcast constant
-            dtype = scalar_result(self.dtype, other)  # is built directly, with no Functions
-            x = self.cast(dtype) if match_dtype else self
-            y = tensor_type._wrap(LazyBuffer.const_like(other, x.shape, dtype, x.device))
-            return (y, x) if reverse else (x, y)
         else:
             dtype = scalar_result(self.dtype, other)
         x, y = self, self._to_tensor(other, dtype)

@@ -278,8 +278,9 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
 
 def _template(items: list[ScheduleItem], nodes: list[LazyBuffer]) -> list[tuple]:
     """Items with buffers as positions in `nodes`, or ("new", j) for the j-th copy the
-    pack pass made (a fresh buffer each time the schedule is reused): (ast, out,
-    inputs, how to make the fresh output or None)."""
+    scheduler made (a pack panel, an assign target's old value: a fresh buffer each
+    time the schedule is reused): (ast, out, inputs, how to make the fresh output or
+    None)."""
     index = {id(n): ("node", i) for i, n in enumerate(nodes)}
     out = []
     for item in items:
@@ -363,9 +364,9 @@ def _snapshot_targets(items: list[ScheduleItem], assigns: dict[int, int]) -> lis
     but the target's own assign reads the copy (same shape and layout: targets are
     contiguous), so no kernel has to run before an assign any more."""
     copies: dict[int, ScheduleItem] = {}
-    for item in items:
+    for i, item in enumerate(items):
         for inp in item.inputs:
-            if id(inp) in assigns and id(inp) not in copies:
+            if id(inp) in assigns and assigns[id(inp)] != i and id(inp) not in copies:
                 st = ShapeTracker.from_shape(inp.shape)
                 old = LazyBuffer(inp.device, st, inp.dtype, LoadOps.CONTIGUOUS, (inp,))
                 load = LazyOp(BufferOps.LOAD, (), MemBuffer(1, inp.dtype, st))

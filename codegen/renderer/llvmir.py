@@ -57,11 +57,14 @@ def llvm_const(value, dtype: DType) -> str:
     return "0x%016X" % struct.unpack("<Q", struct.pack("<d", value))[0]
 
 
-def _intrinsic(name: str, dtype: DType, nargs: int, used: set) -> str:
+def _suffix(dtype: DType) -> str:
+    """The type part of an overloaded intrinsic's name: f32, v16f32, i64..."""
     suffix = _FSUFFIX.get(dtype.scalar) or LLVM_TYPES[dtype.scalar]
-    if dtype.count > 1:
-        suffix = f"v{dtype.count}{suffix}"
-    ty, fn = ltype(dtype), f"@llvm.{name}.{suffix}"
+    return f"v{dtype.count}{suffix}" if dtype.count > 1 else suffix
+
+
+def _intrinsic(name: str, dtype: DType, nargs: int, used: set) -> str:
+    ty, fn = ltype(dtype), f"@llvm.{name}.{_suffix(dtype)}"
     used.add(f"declare {ty} {fn}({', '.join([ty] * nargs)})")
     return f"call {ty} {fn}"
 
@@ -300,11 +303,10 @@ class LLVMRenderer(Renderer):
             idx = u.vin[1]  # no inbounds: lane 0 may lie outside the buffer (masked off)
             ptr = emit(f"getelementptr {mem_type(dt.scalar)}, ptr {r[u.vin[0]]}, "
                        f"{LLVM_TYPES[idx.dtype]} {r[idx]}")
-            suffix = f"v{dt.count}{_FSUFFIX.get(dt.scalar) or LLVM_TYPES[dt.scalar]}"
-            ty, mask = ltype(dt), ltype(u.vin[2].dtype)
-            used.add(f"declare {ty} @llvm.masked.load.{suffix}.p0(ptr, i32 immarg, {mask}, {ty})")
-            return emit(f"call {ty} @llvm.masked.load.{suffix}.p0(ptr {ptr}, i32 {dt.itemsize}, "
-                        f"{mask} {r[u.vin[2]]}, {ty} zeroinitializer)")
+            ty, mask, fn = ltype(dt), ltype(u.vin[2].dtype), f"@llvm.masked.load.{_suffix(dt)}.p0"
+            used.add(f"declare {ty} {fn}(ptr, i32 immarg, {mask}, {ty})")
+            return emit(f"call {ty} {fn}(ptr {ptr}, i32 {dt.itemsize}, {mask} {r[u.vin[2]]}, "
+                        f"{ty} zeroinitializer)")
         if len(u.vin) == 3:  # gated: read index 0 where invalid, then select zero
             valid, idx = r[u.vin[2]], u.vin[1]
             safe = emit(f"select i1 {valid}, {LLVM_TYPES[idx.dtype]} {r[idx]}, "
