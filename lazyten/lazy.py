@@ -158,7 +158,8 @@ class LazyBuffer:
         return LazyBuffer.loadop(LoadOps.COPY, self.shape, self.dtype, device, srcs=(src,))
 
     def assign(self, value: LazyBuffer) -> LazyBuffer:
-        """Write `value` into this (realized, contiguous) buffer's memory."""
+        """Write `value` into this (realized, contiguous) buffer's memory. (The scheduler
+        makes a value that reads this buffer through another view read a copy.)"""
         return LazyBuffer.loadop(LoadOps.ASSIGN, self.shape, self.dtype, self.device,
                                  srcs=(value, self))
 

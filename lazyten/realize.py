@@ -5,14 +5,15 @@ print what DEBUG asks for (to stderr).
 from __future__ import annotations
 import atexit
 import sys
+import weakref
 
 from codegen.helpers import debug_level, prod
 from codegen.linearizer import Linearizer
 from codegen.ops import LoadOps
 from codegen.renderer import ProgramSpec
 from lazyten.lazy import LazyBuffer
-from lazyten.schedule import ScheduleItem, create_schedule
-from runtimes import Program, get_runtime
+from lazyten.schedule import ScheduleItem, copy_ast, create_schedule
+from runtimes import Buffer, Program, get_runtime
 
 
 class Capture:
@@ -28,6 +29,7 @@ class Stats:
     flops = 0
     mem = 0
     seconds = 0.0
+    copies_on_write = 0
 
 
 _PROGRAMS: dict[tuple, tuple[ProgramSpec, Program]] = {}
@@ -91,7 +93,8 @@ def _lower(ast, runtime) -> ProgramSpec:
 
 
 def run_schedule(schedule: list[ScheduleItem]) -> None:
-    """Execute schedule items in order and mark their outputs realized."""
+    """Execute schedule items in order and mark their outputs realized. The schedule is
+    consumed: each item lets go of its inputs once it has run (see `_keep_old_value`)."""
     prepare([(item.ast, item.out.device) for item in schedule
              if item.ast is not None and prod(item.out.shape) > 0])
     for item in schedule:
@@ -107,21 +110,55 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
         else:
             _run_kernel(item)
         out.srcs, out.arg = (), None  # drop the graph so its buffers can be freed
-
-
+        item.inputs = []
 
 
 def _run_kernel(item: ScheduleItem) -> None:
     out = item.out
-    target = out.srcs[1].base if out.op is LoadOps.ASSIGN else None
-    out.realized = target.realized if target is not None else out.allocate()
+    buffers = [b.realized for b in item.inputs]
+    if out.op is LoadOps.ASSIGN:
+        out.realized = _keep_old_value(out)
+    else:
+        out.realized = out.allocate()
     if prod(out.shape) == 0:
         return
     spec, program = get_program(item.ast, out.device)
-    buffers = [b.realized for b in [out] + item.inputs]
+    buffers.insert(0, out.realized)
     if Capture.items is not None:
         Capture.items.append((spec, program, buffers))
     launch(spec, program, buffers, out.device)
+
+
+def _keep_old_value(assign: LazyBuffer) -> Buffer:
+    """The memory an ASSIGN writes into: its target's buffer. If anything still alive can
+    read the target's old value later (a view or a Tensor made before the update, a lazy
+    result that reads it and is not realized yet), that value is copied first and the
+    target's LazyBuffer is pointed at the copy (copy on write), so every Tensor keeps the
+    value it had. The test is exact, not a guess: the kernel's AST is already built, so
+    the engine drops its own references to the target (the assign's sources; the inputs
+    of the items that ran, which `run_schedule` clears) and asks a weak reference whether
+    the target is still alive."""
+    target = assign.srcs[1].base
+    memory = target.realized
+    assert memory is not None, "an ASSIGN targets a realized buffer"
+    alive = weakref.ref(target)
+    assign.srcs = ()  # the value's graph is in the kernel's AST now
+    del target
+    old = alive()
+    if old is not None:
+        Stats.copies_on_write += 1
+        old.realized = Buffer(memory.runtime, memory.size, memory.dtype)
+        _launch_copy(old.realized, memory, old.shape, old.device)
+    return memory
+
+
+def _launch_copy(dest: Buffer, src: Buffer, shape: tuple[int, ...], device: str) -> None:
+    if prod(shape) == 0:
+        return
+    spec, program = get_program(copy_ast(shape, src.dtype), device)
+    if Capture.items is not None:
+        Capture.items.append((spec, program, [dest, src]))
+    launch(spec, program, [dest, src], device)
 
 
 def launch(spec: ProgramSpec, program: Program, buffers: list, device: str) -> None:

@@ -70,9 +70,6 @@ class _Graph:
                 if _has_mask(view.st) and base.op not in (LoadOps.CONST,) and \
                         not self._zero_preserving(base):
                     self.realize.add(base)
-                if consumer.op is LoadOps.ASSIGN and view is consumer.srcs[0] and \
-                        self._reads(base, consumer.srcs[1].base, view):
-                    self.realize.add(base)  # value reads the target through another view
         for base in self.order:
             if isinstance(base.op, ReduceOps):
                 top = self._chain_top(base)
@@ -138,23 +135,6 @@ class _Graph:
             stack.extend(s.base for s in b.srcs)
         return True
 
-    def _reads(self, value: LazyBuffer, target: LazyBuffer, view: LazyBuffer) -> bool:
-        """Does the value's inlined graph read `target` through a non-identity view?"""
-        stack, seen = [view], set()
-        while stack:
-            lb = stack.pop()
-            b = lb.base
-            if b is target:
-                if not (lb.st.contiguous and lb.shape == target.shape):
-                    return True
-                continue
-            if id(lb) in seen or b.realized is not None:
-                continue
-            seen.add(id(lb))
-            if not isinstance(b.op, LoadOps):
-                stack.extend(b.srcs)
-        return False
-
 
 class _KernelBuilder:
     """Builds the AST of the kernel that materialises one base."""
@@ -164,6 +144,7 @@ class _KernelBuilder:
         self.inputs: list[LazyBuffer] = []
         self.memo: dict[tuple, LazyOp] = {}
         self.assign_target = out.srcs[1].base if out.op is LoadOps.ASSIGN else None
+        self.old_target: LazyBuffer | None = None  # a copy of the target, when one is read
 
     def build(self) -> LazyOp:
         out = self.out
@@ -180,9 +161,19 @@ class _KernelBuilder:
         store = MemBuffer(0, out.dtype, ShapeTracker.from_shape(kernel_shape))
         return LazyOp(BufferOps.STORE, (body,), store)
 
-    def buffer_index(self, base: LazyBuffer) -> int:
-        if base is self.out or base is self.assign_target:
+    def buffer_index(self, base: LazyBuffer, st: ShapeTracker | None = None) -> int:
+        if base is self.out:
             return 0
+        if base is self.assign_target:
+            # an ASSIGN reads its target in place only element for element; any other view
+            # (a flip, a shift, a transpose) would read elements already overwritten, so
+            # it reads a copy of the old value made first (the scheduler adds the copy)
+            if st is not None and st.contiguous and st.shape == base.shape:
+                return 0
+            if self.old_target is None:
+                self.old_target = LazyBuffer(base.device, ShapeTracker.from_shape(base.shape),
+                                             base.dtype, LoadOps.CONTIGUOUS, (base,))
+            base = self.old_target
         for i, b in enumerate(self.inputs):
             if b is base:
                 return i + 1
@@ -197,7 +188,8 @@ class _KernelBuilder:
         if key in self.memo:
             return self.memo[key]
         if base.realized is not None or (base in self.graph.realize and base is not self.out):
-            node = LazyOp(BufferOps.LOAD, (), MemBuffer(self.buffer_index(base), base.dtype, composite))
+            node = LazyOp(BufferOps.LOAD, (), MemBuffer(self.buffer_index(base, composite),
+                                                        base.dtype, composite))
         elif base.op is LoadOps.CONST:
             node = LazyOp(BufferOps.CONST, (), ConstBuffer(base.arg, base.dtype, composite))
         else:
@@ -322,6 +314,9 @@ def _schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
         else:
             builder = _KernelBuilder(graph, base)
             ast = builder.build()
+            old = builder.old_target
+            if old is not None:
+                items.append(ScheduleItem(copy_ast(old.shape, old.dtype), old, [old.srcs[0]]))
             items.append(ScheduleItem(ast, base, builder.inputs))
     return pack_schedule(_order(items))
 
@@ -367,12 +362,17 @@ def _snapshot_targets(items: list[ScheduleItem], assigns: dict[int, int]) -> lis
     for i, item in enumerate(items):
         for inp in item.inputs:
             if id(inp) in assigns and assigns[id(inp)] != i and id(inp) not in copies:
-                st = ShapeTracker.from_shape(inp.shape)
-                old = LazyBuffer(inp.device, st, inp.dtype, LoadOps.CONTIGUOUS, (inp,))
-                load = LazyOp(BufferOps.LOAD, (), MemBuffer(1, inp.dtype, st))
-                ast = LazyOp(BufferOps.STORE, (load,), MemBuffer(0, inp.dtype, st))
-                copies[id(inp)] = ScheduleItem(ast, old, [inp])
+                old = LazyBuffer(inp.device, ShapeTracker.from_shape(inp.shape), inp.dtype,
+                                 LoadOps.CONTIGUOUS, (inp,))
+                copies[id(inp)] = ScheduleItem(copy_ast(inp.shape, inp.dtype), old, [inp])
     rebound = [ScheduleItem(item.ast, item.out, [
         copies[id(inp)].out if id(inp) in copies and assigns[id(inp)] != i else inp
         for inp in item.inputs]) for i, item in enumerate(items)]
     return list(copies.values()) + rebound
+
+
+def copy_ast(shape: tuple[int, ...], dtype) -> LazyOp:
+    """The kernel that copies buffer 1 into buffer 0, both contiguous of `shape`."""
+    st = ShapeTracker.from_shape(shape)
+    return LazyOp(BufferOps.STORE, (LazyOp(BufferOps.LOAD, (), MemBuffer(1, dtype, st)),),
+                  MemBuffer(0, dtype, st))
