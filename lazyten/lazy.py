@@ -21,6 +21,10 @@ _SPLIT_MAX_OUTPUTS = 1 << 12  # ...when it has fewer outputs than this
 
 class LazyBuffer:
     """A lazily computed array: (device, shape via `st`, dtype) plus how to compute it."""
+    # flags realized with this base that raise if its indices were out of range
+    # (lazyten/index_check.py); `index_check` marks such a flag
+    checks: tuple[LazyBuffer, ...] = ()
+    index_check: tuple | None = None
 
     def __init__(self, device: str, st: ShapeTracker, dtype: DType, op=None,
                  srcs: tuple[LazyBuffer, ...] = (), arg: Any = None,

@@ -4,6 +4,7 @@ print what DEBUG asks for (to stderr).
 """
 from __future__ import annotations
 import atexit
+from functools import partial
 import sys
 import weakref
 
@@ -11,6 +12,7 @@ from codegen.helpers import debug_level, prod
 from codegen.linearizer import Linearizer
 from codegen.ops import LoadOps
 from codegen.renderer import ProgramSpec
+from lazyten.index_check import raise_if_bad, verify
 from lazyten.lazy import LazyBuffer
 from lazyten.schedule import ScheduleItem, copy_ast, create_schedule
 from runtimes import Buffer, Program, get_runtime
@@ -109,6 +111,11 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
                 out.realized = out.allocate()
         else:
             _run_kernel(item)
+            if out.index_check is not None:  # raise before anything reads bad indices
+                if Capture.items is not None:
+                    Capture.items.append((None, partial(raise_if_bad, out.index_check),
+                                          [out.realized]))
+                verify(out)
         out.srcs, out.arg = (), None  # drop the graph so its buffers can be freed
         item.inputs = []
 

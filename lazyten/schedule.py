@@ -40,6 +40,7 @@ class _Graph:
         self.consumers: dict[LazyBuffer, list[tuple[LazyBuffer, LazyBuffer]]] = {}
         self.order: list[LazyBuffer] = []
         seen: set[int] = set()
+        checks: list[LazyBuffer] = []
         stack = [(o.base, False) for o in outs]
         while stack:  # iterative DFS: graphs from long training loops get deep
             base, done = stack.pop()
@@ -55,8 +56,13 @@ class _Graph:
                 if src.base.realized is None:
                     self.consumers.setdefault(src.base, []).append((base, src))
                     stack.append((src.base, False))
+            for flag in base.checks:  # index checks run before anything reads the base
+                if flag.realized is None:
+                    checks.append(flag)
+                    stack.append((flag, False))
         self.realize: set[LazyBuffer] = {o.base for o in outs if o.base.realized is None
                                          and o.base.op is not LoadOps.CONST}
+        self.realize.update(checks)
         self.fused_reduce: dict[LazyBuffer, LazyBuffer] = {}  # chain top -> its reduce
         self._decide()
 
@@ -256,12 +262,15 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
                 return None, nodes
             stack.append((base, True))
             stack.extend([(src.base, False) for src in reversed(base.srcs)])
+            stack.extend([(flag, False) for flag in base.checks])
             continue
         else:
             srcs = tuple([(index[id(src.base)], None if src._base is None else src.st)
                           for src in base.srcs])
             arg = repr(base.arg) if type(base.arg) is float else base.arg  # -0.0 is not 0.0
             part = (base.op, arg, base.shape, base.dtype.name, base.device, srcs)
+            if base.checks:
+                part += (tuple([index[id(flag)] for flag in base.checks]),)
         index[id(base)] = len(nodes)
         nodes.append(base)
         parts.append(part)
@@ -318,7 +327,23 @@ def _schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
             if old is not None:
                 items.append(ScheduleItem(copy_ast(old.shape, old.dtype), old, [old.srcs[0]]))
             items.append(ScheduleItem(ast, base, builder.inputs))
-    return pack_schedule(_order(items))
+    return pack_schedule(_order(_checks_first(items)))
+
+
+def _checks_first(items: list[ScheduleItem]) -> list[ScheduleItem]:
+    """Index checks (and the kernels they need) run before everything else, so a bad index
+    raises before any kernel has written into a buffer in place."""
+    if not any(item.out.index_check is not None for item in items):
+        return items
+    producer = {id(item.out): item for item in items}
+    first: set[int] = set()
+    stack = [item for item in items if item.out.index_check is not None]
+    while stack:
+        item = stack.pop()
+        if id(item) not in first:
+            first.add(id(item))
+            stack.extend(producer[id(b)] for b in item.inputs if id(b) in producer)
+    return [i for i in items if id(i) in first] + [i for i in items if id(i) not in first]
 
 
 def _order(items: list[ScheduleItem]) -> list[ScheduleItem]:
