@@ -33,6 +33,12 @@ def _has_mask(st: ShapeTracker) -> bool:
     return any(v.mask is not None for v in st.views)
 
 
+def _reshape_only(view: LazyBuffer, base: LazyBuffer) -> bool:
+    """Does `view` read every element of `base` once, in memory order? (A contiguous
+    view can still be a prefix: a shrink to the first elements.)"""
+    return view.st.contiguous and prod(view.shape) == prod(base.shape)
+
+
 class _Graph:
     """The unrealized part of the graph and the decision of what to materialise."""
 
@@ -100,7 +106,7 @@ class _Graph:
                 if user in group:
                     continue
                 if user.op is None or isinstance(user.op, (LoadOps, ReduceOps)) or \
-                        not view.st.contiguous or self._reads_reduce(user, group):
+                        not _reshape_only(view, node) or self._reads_reduce(user, group):
                     return reduce
                 group.add(user)
                 stack.append(user)
@@ -109,7 +115,8 @@ class _Graph:
         if len(exits) != 1 or exits[0] is reduce:
             return reduce
         for n in group:  # every path from the reduce must read in memory order
-            if n is not reduce and not all(v.st.contiguous for u, v in self.consumers[n] if u in group):
+            if n is not reduce and not all(_reshape_only(v, n) for u, v in self.consumers[n]
+                                           if u in group):
                 return reduce
         return exits[0]
 
