@@ -122,14 +122,12 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
 
 def _run_kernel(item: ScheduleItem) -> None:
     out = item.out
+    empty = prod(out.shape) == 0
+    spec, program = (None, None) if empty else get_program(item.ast, out.device)
     buffers = [b.realized for b in item.inputs]
-    if out.op is LoadOps.ASSIGN:
-        out.realized = _keep_old_value(out)
-    else:
-        out.realized = out.allocate()
-    if prod(out.shape) == 0:
+    out.realized = _keep_old_value(out) if out.op is LoadOps.ASSIGN else out.allocate()
+    if empty:
         return
-    spec, program = get_program(item.ast, out.device)
     buffers.insert(0, out.realized)
     if Capture.items is not None:
         Capture.items.append((spec, program, buffers))
