@@ -40,14 +40,12 @@ _MIN_WORK_PER_THREAD = 1 << 16  # below this many loop iterations per thread, st
 
 
 class CPUAllocator(Allocator):
-    """Host memory (a numpy byte array), 64-byte aligned for vector loads: (bytes, address).
-    Copies are numpy slice assignments (one memcpy; a ctypes array type per size cost
-    about 10 us an allocation)."""
+    """Host memory: (numpy bytes, address), 64-byte aligned for vector loads (a ctypes
+    array type per size cost 10 us an allocation)."""
 
     def _alloc(self, nbytes: int):
         raw = np.empty(nbytes + 64, dtype=np.uint8)
-        offset = (-raw.ctypes.data) % 64
-        block = raw[offset:offset + nbytes]
+        block = raw[(-raw.ctypes.data) % 64:][:nbytes]
         return (block, block.ctypes.data)
 
     def copyin(self, dest, src: memoryview) -> None:
@@ -175,16 +173,14 @@ class CPUProgram(Program):
 
     def __call__(self, *bufs, global_size, local_size, vals=(), wait=False):
         ptrs = [b[1] for b in bufs]
-        start = time.perf_counter()
+        start, n = time.perf_counter(), global_size[0]
+        threads = min(getenv("THREADS", _CPUS), n) if self.threaded else 1
         if not self.threaded:
             self.fn(*ptrs)
+        elif threads <= 1 or self.work < threads * _MIN_WORK_PER_THREAD:
+            self.fn(*ptrs, 0, n)
         else:
-            n = global_size[0]
-            threads = min(getenv("THREADS", _CPUS), n)
-            if threads <= 1 or self.work < threads * _MIN_WORK_PER_THREAD:
-                self.fn(*ptrs, 0, n)
-            else:
-                self.run_pieces(ptrs, n, min(n, threads * _CHUNKS_PER_THREAD), threads - 1)
+            self.run_pieces(ptrs, n, min(n, threads * _CHUNKS_PER_THREAD), threads - 1)
         return time.perf_counter() - start if wait else None
 
     def run_pieces(self, ptrs: list[int], n: int, chunks: int, helpers: int) -> None:
