@@ -11,6 +11,7 @@ from codegen.dtypes import dtypes, promote, scalar_result
 from codegen.ops import BinaryOps
 from lazyten import function as F
 from lazyten.lazy import LazyBuffer
+from lazyten.power import Pow, float_pow
 
 
 @functools.lru_cache(maxsize=4096)  # eager code broadcasts the same shapes on every call
@@ -146,48 +147,20 @@ class ElementwiseMixin:
 
     def pow(self, exponent, reverse: bool = False):
         """x ** y with numpy's results (exact integer powers, negative bases, zeros, nan/inf)
-        and PyTorch's gradients (see _Pow)."""
+        and PyTorch's gradients (lazyten/power.py)."""
         is_number = isinstance(exponent, (int, float)) and not isinstance(exponent, bool)
         if not reverse and is_number and float(exponent).is_integer() and abs(exponent) <= 64:
             x = self.cast(scalar_result(self.dtype, exponent))
             if x.dtype.is_int and exponent < 0:
                 raise ValueError(f"integers to negative integer powers are not allowed "
                                  f"(tensor of {x.dtype.name} ** {exponent})")
-            return x.apply(_Pow, power=int(exponent), tensor=type(self))
+            return x.apply(Pow, power=int(exponent), tensor=type(self))
         x, y = self._broadcasted(exponent, reverse)
         if not x.dtype.is_float:  # integer powers in float64 (exact below 2**53), rounded back
-            return x.double()._float_pow(y.double()).round().cast(x.dtype)
+            return float_pow(x.double(), y.double()).round().cast(x.dtype)
         if x.dtype == dtypes.float16:
-            return x.float().apply(_Pow, y.float(), tensor=type(self)).cast(dtypes.float16)
-        return x.apply(_Pow, y, tensor=type(self))
-
-    def _int_power(self, n: int):
-        """self ** n for a Python int n by repeated squaring: exact (and wrapping) for ints."""
-        x = self
-        if n == 0:
-            return x.ones_like()
-        if n < 0:
-            return x._int_power(-n).reciprocal()
-        out, square = None, x
-        while n:
-            if n & 1:
-                out = square if out is None else out * square
-            n >>= 1
-            if n:
-                square = square * square
-        return out
-
-    def _float_pow(self, y):
-        """Float x ** y as exp2(y * log2|x|) with C99 pow's special cases."""
-        x = self
-        magnitude = (y * x.abs().log2()).exp2()
-        odd = y.apply(F.BinaryNoGrad, y.full_like(2.0).detach(), op=BinaryOps.MOD).abs() == 1
-        negative = (x < 0) | ((x == 0) & (x.detach().reciprocal() < 0))  # -0.0 counts
-        finite_negative = (x < 0) & (x > float("-inf"))
-        result = (negative & odd).where(-magnitude, magnitude)
-        result = (finite_negative & (y != y.trunc())).where(float("nan"), result)
-        one = (y == 0) | (x == 1) | ((x == -1) & y.isinf())
-        return one.where(1.0, result)
+            return x.float().apply(Pow, y.float(), tensor=type(self)).cast(dtypes.float16)
+        return x.apply(Pow, y, tensor=type(self))
 
     def __add__(self, o): return self.add(o)
     def __radd__(self, o): return self.add(o, True)
@@ -408,35 +381,3 @@ def _py_dtype(value):
         return dtypes.default_float
     return value.dtype
 
-
-class _Pow(F.Function):
-    """x ** y with PyTorch's gradients, which hold at the edges too:
-    d/dx = y * x ** (y - 1), and 0 where y == 0 (x ** 0 is constant, x still gets its 0);
-    d/dy = x ** y * ln(x), and 0 where x == 0 and y >= 0.
-    A negative base with a non-integer exponent is nan forward and in both gradients.
-
-    `power` is a Python int exponent (values by repeated squaring, exact), else `y` is a
-    float tensor of x's shape (values by _float_pow). The backward computes the powers it
-    needs with the same code; `tensor` is the Tensor class those ops run on."""
-
-    def forward(self, x, y=None, power: int | None = None, tensor=None):
-        self.x, self.y, self.power, self.tensor = x, y, power, tensor
-        base = tensor._wrap(x)
-        out = base._int_power(power) if y is None else base._float_pow(tensor._wrap(y))
-        self.ret = out.lazydata
-        return self.ret
-
-    def backward(self, grad):
-        wrap = self.tensor._wrap
-        x, g = wrap(self.x), wrap(grad)
-        if self.y is None:
-            n = self.power
-            return (g.zeros_like() if n == 0 else g * (n * x._int_power(n - 1))).lazydata
-        y = wrap(self.y)
-        gx = gy = None
-        if self.needs_input_grad[0]:
-            gx = (y == 0).where(0.0, g * (y * x._float_pow(y - 1))).lazydata
-        if self.needs_input_grad[1]:
-            flat = (x == 0) & (y >= 0)
-            gy = flat.where(0.0, g * (wrap(self.ret) * x.log())).lazydata
-        return gx, gy

@@ -265,8 +265,8 @@ def test_conv2d_with_negative_padding(data, seed):
     kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
     stride, groups = draw(st.sampled_from([1, 2, (2, 1)])), draw(st.integers(1, 2))
     pads = [(draw(st.integers(-2, 1)), draw(st.integers(-2, 1))) for _ in range(2)]
-    h = draw(st.integers(kh + 2, kh + 5))
-    w = draw(st.integers(kw + 2, kw + 5))
+    h = draw(st.integers(kh + 4, kh + 6))  # at least the kernel after cropping 2 + 2
+    w = draw(st.integers(kw + 4, kw + 6))
     x, weight = spaced(np.random.default_rng(seed), (2, 2 * groups, h, w),
                        (2 * groups, 2, kh, kw))
     check_grad(lambda a, b: a.conv2d(b, groups=groups, stride=stride, padding=pads),
