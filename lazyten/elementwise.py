@@ -380,4 +380,3 @@ def _py_dtype(value):
     if isinstance(value, float):
         return dtypes.default_float
     return value.dtype
-

@@ -320,13 +320,12 @@ class Flip(Function):
 
 
 # ---- values read by several kernels ----
-# Ops whose result is the same bit for bit in whichever kernel computes it: exact ones,
-# and (for float32/float64) the correctly rounded ADD and MUL as long as no MUL feeds an
-# ADD, which a backend may contract into one fma in one kernel and not in another. The
-# transcendental ops are polynomials a compiler may contract or vectorise differently.
-_EXACT = {UnaryOps.NEG, UnaryOps.CAST, BinaryOps.MAX, BinaryOps.CMPLT, BinaryOps.CMPNE,
-          BinaryOps.AND, BinaryOps.OR, BinaryOps.XOR, BinaryOps.IDIV, BinaryOps.MOD,
-          TernaryOps.WHERE}
+# Float ops whose result is the same bit for bit in whichever kernel computes it: exact
+# ones (fmod is exact too), and for float32/float64 the correctly rounded ADD and MUL as
+# long as no MUL feeds an ADD, which a backend may contract into one fma in one kernel and
+# not in another. Ops with a bool or integer result are exact. Division and the
+# transcendental ops are not here: backends may approximate them, differently per kernel.
+_EXACT = {UnaryOps.NEG, UnaryOps.CAST, BinaryOps.MAX, BinaryOps.MOD, TernaryOps.WHERE}
 _ROUNDED = {BinaryOps.ADD, BinaryOps.MUL}
 
 
@@ -339,9 +338,9 @@ def stable_values(x: LazyBuffer) -> LazyBuffer:
     A max's backward compares the input with the maximum: both must come from the same
     values, or whole rows lose their gradient. Leaves (realized buffers, constants, load
     ops, reduces: a reduce read by a reduce is always stored) read the same memory
-    everywhere; so does an inlined graph of ops in _EXACT and _ROUNDED with no MUL under
-    an ADD. Anything else is computed once into memory: the base, or the view when it
-    reads fewer elements (a shrink of a large base)."""
+    everywhere; so does an inlined graph of the ops above. Anything else is computed once
+    into memory: the base, or the view when it reads fewer elements (a shrink of a large
+    base)."""
     if _reproducible(x.base):
         return x
     if x._base is None or prod(x.shape) <= prod(x.base.shape):
@@ -357,13 +356,11 @@ def _reproducible(root: LazyBuffer) -> bool:
                 isinstance(base.op, (LoadOps, ReduceOps)):
             continue
         seen.add(id(base))
-        if base.op in _ROUNDED and base.dtype.is_float:
-            if base.dtype not in (dtypes.float32, dtypes.float64):
-                return False  # halves may be computed in float32 and rounded late
+        if base.dtype.is_float and base.op not in _EXACT:
+            if base.op not in _ROUNDED or base.dtype not in (dtypes.float32, dtypes.float64):
+                return False  # (halves may be computed in float32 and rounded late)
             if base.op is BinaryOps.ADD and any(_under(s, BinaryOps.MUL) for s in base.srcs):
                 return False
-        elif base.op not in _EXACT and base.op not in _ROUNDED:
-            return False
         stack.extend(s.base for s in base.srcs)
     return True
 

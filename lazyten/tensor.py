@@ -166,7 +166,7 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
         record = not Tensor.no_grad  # forward saves what backward needs only if recording
         ctx = fn([record and bool(t.requires_grad) for t in tensors])
         out = Tensor._wrap(ctx.forward(*[t.lazydata for t in tensors], **kwargs))
-        if ctx.requires_grad and out.dtype.is_float:  # as in PyTorch, only floats have gradients
+        if ctx.requires_grad and out.dtype.is_float:  # as in PyTorch: only floats have grads
             out.requires_grad, out._ctx, out._parents = True, ctx, tensors
         return out
 

@@ -126,6 +126,18 @@ def test_max_input_is_stored_only_when_it_could_round_differently():
         assert node._ctx.x.base.op is not LoadOps.CONTIGUOUS, "a copy that is not needed"
     out = (x * x + 1).max(1)
     assert out._ctx.x.base.op is LoadOps.CONTIGUOUS, "x*x+1 must be stored for the max"
+    out = (x * x + 1).expand(3, 4, 6).max(2)  # the base is smaller: stored, then expanded
+    assert out._ctx.x.base.op is LoadOps.CONTIGUOUS and out._ctx.x.base.shape == (4, 6)
+    out = (x * x + 1)[:, 1:3].max(1)  # the view is smaller: only it is stored
+    assert out._ctx.x.base.op is LoadOps.CONTIGUOUS and out._ctx.x.base.shape == (4, 2)
+
+
+@pytest.mark.parametrize("stored", ["view", "base"])
+def test_max_of_a_stored_view_or_base(stored):
+    xn = np.random.default_rng(0).standard_normal((4, 6))
+    fn = (lambda t: (t * t + 1)[:, 1:4].max(1)) if stored == "view" else \
+        (lambda t: (t * t + 1).expand(2, 4, 6).max(2))
+    check_grad(fn, xn)
 
 
 # ---- results that carry no gradient ----
@@ -248,6 +260,26 @@ def test_std_at_zero_variance_has_zero_gradient(shape, axis, correction):
     x.std(axis, correction=correction).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), torch_std_grad(xn, axis, correction),
                                rtol=1e-12, atol=1e-15)
+
+
+@settings(max_examples=8)
+@given(data=st.data(), seed=SEEDS)
+def test_std_with_some_constant_groups(data, seed):
+    """Random shapes and axes, some reduced groups made constant: 0 there, var's gradient
+    scaled by 1 / 2 std elsewhere."""
+    rng = np.random.default_rng(seed)
+    ndim = data.draw(st.integers(1, 3))
+    shape = tuple(data.draw(st.integers(2, 4)) for _ in range(ndim))
+    axis = tuple(sorted(data.draw(st.sets(st.integers(0, ndim - 1), min_size=1))))
+    correction = data.draw(st.integers(0, 1))
+    keepdim = data.draw(st.booleans())
+    (xn,) = spaced(rng, shape)
+    flat = rng.random(tuple(1 if i in axis else s for i, s in enumerate(shape))) < 0.5
+    xn = np.where(flat, 0.75, xn)
+    x = Tensor(xn, requires_grad=True)
+    x.std(axis, keepdim=keepdim, correction=correction).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), torch_std_grad(xn, axis, correction),
+                               rtol=1e-10, atol=1e-12)
 
 
 def test_std_of_one_element_with_correction_is_nan_as_pytorch():
