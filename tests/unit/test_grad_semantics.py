@@ -312,13 +312,15 @@ def test_conv_transpose2d_with_padding_beyond_the_kernel(data, seed):
     draw = data.draw
     k, stride, dilation = draw(st.integers(1, 3)), draw(st.integers(1, 2)), draw(st.integers(1, 2))
     size = draw(st.integers(2, 5))
-    full = (size - 1) * stride + dilation * (k - 1) + 1  # output size at padding 0
+    output_padding = draw(st.integers(0, max(stride, dilation) - 1))
+    full = (size - 1) * stride + dilation * (k - 1) + 1 + output_padding  # at padding 0
     padding = draw(st.integers(dilation * (k - 1) + 1, dilation * (k - 1) + 1 + (full - 1) // 2))
     if full - 2 * padding <= 0:
         padding = (full - 1) // 2
     x, weight, bias = spaced(np.random.default_rng(seed), (1, 2, size, size), (2, 3, k, k), (3,))
     check_grad(lambda a, b, c: a.conv_transpose2d(b, c, stride=stride, dilation=dilation,
-                                                  padding=padding), x, weight, bias, seed=seed)
+                                                  padding=padding, output_padding=output_padding),
+               x, weight, bias, seed=seed)
 
 
 def test_conv_transpose2d_padding_beyond_the_kernel_example():
