@@ -4,11 +4,12 @@ print what DEBUG asks for (to stderr).
 """
 from __future__ import annotations
 import atexit
+from collections import OrderedDict
 from functools import partial
 import sys
 import weakref
 
-from codegen.helpers import debug_level, prod
+from codegen.helpers import debug_level, getenv, prod
 from codegen.linearizer import Linearizer
 from codegen.ops import LoadOps
 from codegen.renderer import ProgramSpec
@@ -34,7 +35,9 @@ class Stats:
     copies_on_write = 0
 
 
-_PROGRAMS: dict[tuple, tuple[ProgramSpec, Program]] = {}
+# (device, ast) -> (spec, loaded program), the PROGRAM_CACHE most recently used: an
+# evicted program comes back from the disk cache, and the CPU frees its machine code
+_PROGRAMS: OrderedDict[tuple, tuple[ProgramSpec, Program]] = OrderedDict()
 
 
 def log(text: str) -> None:
@@ -48,6 +51,8 @@ def get_program(ast, device: str) -> tuple[ProgramSpec, Program]:
     if found is None:
         prepare([(ast, device)])
         found = _PROGRAMS[key]
+    else:
+        _PROGRAMS.move_to_end(key)
     return found
 
 
@@ -77,6 +82,10 @@ def prepare(kernels: list[tuple]) -> None:
         binary = job.result()
         runtime.compiler.save_program(disk_key, spec, binary)
         _PROGRAMS[key] = (spec, runtime.program(spec, binary))
+    # a schedule's own programs are the newest: keep at least those
+    limit = max(getenv("PROGRAM_CACHE", 2048), len(kernels))
+    while len(_PROGRAMS) > limit:
+        _PROGRAMS.popitem(last=False)
 
 
 def _lower(ast, runtime) -> ProgramSpec:

@@ -13,7 +13,7 @@ Fusion rules, applied to the graph of bases reachable from the outputs:
 from __future__ import annotations
 from dataclasses import dataclass, field
 
-from codegen.helpers import prod
+from codegen.helpers import getenv, prod
 from codegen.ops import (BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer, ReduceOps,
                          ZERO_PRESERVING)
 from codegen.shape.shapetracker import ShapeTracker
@@ -235,7 +235,7 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
         return _rebind(template, nodes)
     items = _schedule(outs)
     if key is not None:
-        if len(_SCHEDULES) >= _SCHEDULES_MAX:
+        if len(_SCHEDULES) >= getenv("SCHEDULE_CACHE", 1024):
             _SCHEDULES.clear()
         _SCHEDULES[key] = _template(items, nodes)
     return items
@@ -243,7 +243,6 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
 
 # ---- the schedule cache ----
 _SCHEDULES: dict[tuple, list[tuple]] = {}
-_SCHEDULES_MAX = 1024
 _UNCACHED = (LoadOps.COPY, LoadOps.EMPTY, LoadOps.CUSTOM)
 
 

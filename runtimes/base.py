@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import os
 import pathlib
-from collections import defaultdict
+import itertools
+from collections import OrderedDict, defaultdict
 from concurrent.futures import Future
 from typing import Any, Callable
 
@@ -31,31 +32,46 @@ class CompileError(RuntimeError):
 
 
 class Allocator:
-    """Raw device memory. Freed blocks are kept by size for reuse (LRU cache)."""
+    """Raw device memory. Freed blocks are kept by size for reuse, up to ALLOC_CACHE_MB
+    bytes in all; past that the blocks freed longest ago go back to the device."""
 
     def __init__(self):
-        self.cache: dict[int, list[Any]] = defaultdict(list)
+        self.cache: dict[int, list[int]] = defaultdict(list)  # size -> tokens, newest last
+        self.blocks: OrderedDict[int, tuple[int, Any]] = OrderedDict()  # token -> block
+        self.cached_bytes = 0
         self.live = 0  # blocks handed out and not yet freed: the memory-leak tests read it
+        self._tokens = itertools.count()
 
     def alloc(self, nbytes: int) -> Any:
         self.live += 1
         if self.cache[nbytes]:
-            return self.cache[nbytes].pop()
+            self.cached_bytes -= nbytes
+            return self.blocks.pop(self.cache[nbytes].pop())[1]
         return self._alloc(nbytes)
 
     def free(self, opaque: Any, nbytes: int) -> None:
         self.live -= 1
-        if getenv("LRU", 1):
-            self.cache[nbytes].append(opaque)
-        else:
+        if not getenv("LRU", 1):
             self._free(opaque)
+            return
+        token = next(self._tokens)
+        self.cache[nbytes].append(token)
+        self.blocks[token] = (nbytes, opaque)
+        self.cached_bytes += nbytes
+        limit = getenv("ALLOC_CACHE_MB", 1024) << 20
+        while self.cached_bytes > limit:
+            token, (size, old) = self.blocks.popitem(last=False)
+            self.cache[size].remove(token)  # the oldest of its size: first in its list
+            self.cached_bytes -= size
+            self._free(old)
 
     def free_cache(self) -> None:
         """Give every cached block back to the device."""
-        for blocks in self.cache.values():
-            for opaque in blocks:
-                self._free(opaque)
+        for _, opaque in self.blocks.values():
+            self._free(opaque)
         self.cache.clear()
+        self.blocks.clear()
+        self.cached_bytes = 0
 
     # a runtime implements these four
     def _alloc(self, nbytes: int) -> Any:
@@ -137,7 +153,9 @@ class Compiler:
 
     def __init__(self):
         self.compiled = 0  # real compilations (cache misses), for the cache tests
-        self._memo: dict[str, bytes] = {}  # by source digest: one process compiles a source once
+        # by source digest, the most recently used COMPILER_CACHE binaries: one process
+        # compiles a source once while it is in use
+        self._memo: OrderedDict[str, bytes] = OrderedDict()
         self._pool: CompilePool | None = None
 
     def compile(self, src: str) -> bytes:
@@ -163,6 +181,7 @@ class Compiler:
         key = f"{self.key}\n{src}"
         digest = hashlib.sha256(key.encode()).hexdigest()
         if digest in self._memo:
+            self._memo.move_to_end(digest)
             return self._memo[digest]
         disk = None if getenv("DISABLE_CACHE", 0) else disk_cache()
         found = disk.get("kernels", key) if disk is not None else None
@@ -174,6 +193,8 @@ class Compiler:
             if disk is not None:
                 disk.put("kernels", key, {"name": name}, binary)
         self._memo[digest] = binary
+        while len(self._memo) > getenv("COMPILER_CACHE", 1024):
+            self._memo.popitem(last=False)
         return binary
 
     # lowered programs by AST: a new process skips linearizing and rendering too

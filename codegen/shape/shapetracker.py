@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from codegen.shape.symbolic import (AndNode, LtNode, MulNode, Node, NumNode, SumNode, Variable,
                                     and_nodes)
-from codegen.shape.view import View
+from codegen.shape.view import MEMO_SIZE, View
 
 
 def _idx_vars(shape: tuple[int, ...], prefix: str) -> list[Node]:
@@ -80,7 +80,7 @@ def _box(valid: Node, vs: list[Node], shape: tuple[int, ...]) -> list[tuple[int,
     return [(a, b) for a, b in ranges]
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=MEMO_SIZE)
 def _merge_views(inner: View, outer: View) -> View | None:
     """One view equal to `outer` applied on top of `inner`, or None if not provably exact.
 
@@ -103,7 +103,6 @@ def _merge_views(inner: View, outer: View) -> View | None:
     return View.create(outer.shape, tuple(aff[1]), aff[0], tuple(box))
 
 
-_MEMO_SIZE = 4096  # results kept per movement op (a few MB at most)
 
 
 def _memo(method):
@@ -111,7 +110,7 @@ def _memo(method):
     equal argument gives an equal result, so recent results are kept (eager code builds
     the same views on every call, and each costs a few microseconds to derive). Bad
     arguments still raise on every call: exceptions are not cached."""
-    cached = functools.lru_cache(maxsize=_MEMO_SIZE)(method)
+    cached = functools.lru_cache(maxsize=MEMO_SIZE)(method)
 
     @functools.wraps(method)
     def wrapper(self, arg):
@@ -308,6 +307,6 @@ class ShapeTracker:
         return ShapeTracker(self.views + other.views).simplify()
 
 
-@functools.lru_cache(maxsize=_MEMO_SIZE)
+@functools.lru_cache(maxsize=MEMO_SIZE)
 def _from_shape(shape: tuple[int, ...]) -> ShapeTracker:
     return ShapeTracker((View.create(shape),))

@@ -17,7 +17,11 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
+from codegen.helpers import getenv
 from codegen.shape.symbolic import Node, NumNode, and_nodes, sum_nodes
+
+# results kept by each memoised view function (VIEW_CACHE; a few MB at the default)
+MEMO_SIZE = getenv("VIEW_CACHE", 8192)
 
 Mask = Optional[tuple[tuple[int, int], ...]]
 
@@ -130,14 +134,14 @@ class View:
         return idx, and_nodes(conds)
 
     # ---- movement ----
-    @functools.lru_cache(maxsize=8192)  # pure: models repeat the same moves every step
+    @functools.lru_cache(maxsize=MEMO_SIZE)  # pure: models repeat the same moves every step
     def permute(self, order: tuple[int, ...]) -> View:
         """Reorder axes: new axis k is old axis order[k]."""
         mask = tuple(self.mask[o] for o in order) if self.mask is not None else None
         return View.create(tuple(self.shape[o] for o in order),
                            tuple(self.strides[o] for o in order), self.offset, mask)
 
-    @functools.lru_cache(maxsize=8192)  # pure: models repeat the same moves every step
+    @functools.lru_cache(maxsize=MEMO_SIZE)  # pure: models repeat the same moves every step
     def expand(self, new_shape: tuple[int, ...]) -> View:
         """Broadcast size-1 dims (stride 0) to new sizes."""
         mask = None
@@ -148,7 +152,7 @@ class View:
                         for s, ns, st in zip(self.shape, new_shape, self.strides))
         return View.create(tuple(new_shape), strides, self.offset, mask)
 
-    @functools.lru_cache(maxsize=8192)  # pure: models repeat the same moves every step
+    @functools.lru_cache(maxsize=MEMO_SIZE)  # pure: models repeat the same moves every step
     def pad(self, arg: tuple[tuple[int, int], ...]) -> View:
         """Add (before, after) invalid elements on each axis."""
         if all(b == 0 and a == 0 for b, a in arg):
@@ -158,7 +162,7 @@ class View:
         mask = tuple((ms + b, me + b) for (ms, me), (b, _) in zip(self.ranges(), arg))
         return View.create(shape, self.strides, offset, mask)
 
-    @functools.lru_cache(maxsize=8192)  # pure: models repeat the same moves every step
+    @functools.lru_cache(maxsize=MEMO_SIZE)  # pure: models repeat the same moves every step
     def shrink(self, arg: tuple[tuple[int, int], ...]) -> View:
         """Keep [start, end) on each axis."""
         shape = tuple(e - b for b, e in arg)
@@ -171,7 +175,7 @@ class View:
                 mask = ((0, 0),) * len(shape)
         return View.create(shape, self.strides, offset, mask)
 
-    @functools.lru_cache(maxsize=8192)  # pure: models repeat the same moves every step
+    @functools.lru_cache(maxsize=MEMO_SIZE)  # pure: models repeat the same moves every step
     def stride(self, muls: tuple[int, ...]) -> View:
         """Take every m-th element per axis like a[::m]; negative m walks from the end."""
         shape, strides, mask, offset = [], [], [], self.offset
@@ -188,7 +192,7 @@ class View:
         keep_mask = self.mask is not None
         return View.create(tuple(shape), tuple(strides), offset, tuple(mask) if keep_mask else None)
 
-    @functools.lru_cache(maxsize=8192)  # pure: models repeat the same moves every step
+    @functools.lru_cache(maxsize=MEMO_SIZE)  # pure: models repeat the same moves every step
     def reshape(self, new_shape: tuple[int, ...]) -> View | None:
         """Same elements in a new shape as one view, or None when that is not expressible."""
         new_shape = tuple(new_shape)

@@ -13,7 +13,8 @@ import pytest
 from lazyten import Tensor
 from lazyten.realize import Capture, Stats
 from runtimes import CompileError, get_runtime
-from runtimes.cpu_llvm import LLVMCompiler, _Host
+from runtimes.cpu_host import Host
+from runtimes.cpu_llvm import LLVMCompiler
 
 
 def count_kernels(fn):
@@ -151,7 +152,7 @@ def test_debug2_prints_one_line_per_kernel():
 def test_cpu_worker_threads_run_every_chunk_and_pass_errors_back():
     """The CPU runtime's worker threads: every job runs once per thread, in parallel with
     the caller, and an exception in a worker reaches the caller."""
-    host, seen, lock = _Host(LLVMCompiler()), [], threading.Lock()
+    host, seen, lock = Host(LLVMCompiler()), [], threading.Lock()
 
     def job():
         with lock:
@@ -210,7 +211,7 @@ def test_cpu_host_refuses_a_function_the_binary_lacks():
     it would otherwise give kills the process."""
     compiler = LLVMCompiler()
     binary = compiler.compile("define void @present() {\nentry:\n  ret void\n}\n")
-    host = _Host(compiler)
+    host = Host(compiler)
     assert host.load("present", binary) != 0
     with pytest.raises(RuntimeError, match="no function 'absent'"):
         host.load("absent", binary)
