@@ -1,68 +1,294 @@
 """@jit: capture the kernels a function launches, then replay them on new inputs.
 
-Call 1 runs the function normally (compiling its kernels). Call 2 runs it again while
-the engine records every launch: the program and the exact buffers it touched. From call
-3 on, the recorded launches are replayed with the input tensors' buffers swapped in: no
-graph is built, nothing is scheduled or compiled. The function's return value is the
-tensors from the captured call, whose buffers the replay overwrites.
+Call 1 runs the function as written (compiling its kernels). Call 2 runs it again while
+this thread's engine records every kernel launch and device copy, with the exact buffers
+each touched. From call 3 on no Python of the function runs: the recorded launches are
+replayed with the new input tensors' buffers swapped in and the returned tensors' buffers
+swapped for fresh ones (nothing is traced, scheduled or compiled).
 
-Requirements, as with any kernel-replaying JIT: tensor inputs keep their shapes, dtypes
-and devices (a change raises ValueError); parameters are updated in place (optimisers
-use `assign`); host-side randomness (Tensor.rand) is frozen at capture time.
+Every call, recorded or replayed:
+  - first realizes the in-place updates (`assign`) this thread left pending;
+  - takes as inputs the Tensor arguments, also those inside lists, tuples and dicts
+    (recursively); a view or unrealized input is first made contiguous and realized;
+  - realizes the returned tensors (also inside tuples, lists and dicts) and every in-place
+    update the call made before it returns;
+  - returns new, detached tensors that hold this call's values in memory of their own: a
+    result kept from call 3 still holds call 3's value after call 4. A returned tensor
+    whose memory comes from outside the call (an input, a parameter) is copied.
+
+A jitted function may:
+  - read tensors it was not passed (parameters, optimiser state) and update them in place
+    with `assign`, as the optimisers do; the updates are replayed;
+  - take non-tensor arguments (numbers, strings, flags, modules) and return non-tensor
+    values. These are fixed by the capture: every call must pass non-tensor arguments
+    equal (same type, ==) to the first call's, or JitError names the argument. To vary a
+    number, pass it as a 0-d Tensor. Non-tensor return values are the capture's;
+  - call other jitted functions (inside a capture they run as plain functions);
+  - be called from several threads: calls of one jitted function take turns, and a
+    capture records only its own thread's work.
+
+Replay repeats the capture's decisions, so a jitted function must not:
+  - branch on tensor values (`.item()`, `.numpy()`, `if t:`): they are read at capture;
+  - draw random numbers (Tensor.rand, dropout): they come from the host, so they are
+    drawn at capture and the same numbers are used by every replay;
+  - carry results out other than by its return value and `assign`: a tensor it stores
+    elsewhere (`self.h = y`, `p.replace(y)`, `p.grad`) is the capture's, and after a
+    replay it holds the latest call's value if it was realized inside the call, else an
+    undefined one;
+  - leave tensors it reads but was not passed with pending lazy work: realize them
+    before the call (pending assigns are realized for it).
+Inputs must keep their shapes, dtypes, devices and requires_grad, and which of them are
+the same tensor; a change raises JitError. numpy arrays are refused as arguments (their
+data would be frozen): pass Tensors. `.reset()` forgets the capture.
 """
 from __future__ import annotations
 import functools
+import inspect
+import threading
 from typing import Any, Callable
 
-from lazyten.realize import Capture, launch
+import numpy as np
+
+from codegen.ops import LoadOps
+from lazyten.lazy import LazyBuffer, pending_assigns
+from lazyten.realize import Capture, Launch, realize, replay
 from lazyten.tensor import Tensor
+from runtimes import Buffer
 
 
 class JitError(ValueError):
-    """Inputs of a jitted function changed shape, dtype or device."""
+    """A jitted function was called with arguments its capture cannot replay."""
 
 
 class TinyJit:
     """The decorator object; see the module docstring."""
 
     def __init__(self, fn: Callable):
-        self.fn, self.calls = fn, 0
-        self.captured: list | None = None
-        self.signature: list | None = None
-        self.input_buffers: list = []
-        self.result: Any = None
+        self.fn = fn
+        try:
+            self._parameters: inspect.Signature | None = inspect.signature(fn)
+        except (TypeError, ValueError):  # some builtins have no signature
+            self._parameters = None
+        self._lock = threading.RLock()
+        self.reset()
         functools.update_wrapper(self, fn)
 
     def reset(self) -> None:
         """Forget the capture (for example after changing the model)."""
-        self.calls, self.captured, self.signature, self.result = 0, None, None, None
+        self.calls = 0
+        self._fixed: list | None = None
+        self._specs: list | None = None
+        self._replay: _Replay | None = None
 
     def __call__(self, *args, **kwargs):
-        tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, Tensor)]
-        for t in tensors:  # inputs get their own memory, outside the capture
-            if not (t.lazydata._base is None and t.lazydata.is_realized):
-                t.replace(t.contiguous().realize())
-        signature = [(t.shape, t.dtype, t.device) for t in tensors]
-        if self.signature is not None and signature != self.signature:
-            raise JitError(f"jitted {self.fn.__name__} was captured for inputs {self.signature}"
-                           f" but got {signature}; call .reset() to capture again")
-        self.signature = signature
-        buffers = [t.lazydata.buffer() for t in tensors]
-        self.calls += 1
-        if self.calls == 1:
-            return self.fn(*args, **kwargs)
-        if self.calls == 2:
-            Capture.items = []
-            try:
-                self.result = self.fn(*args, **kwargs)
-            finally:
-                self.captured, Capture.items = Capture.items, None
-            self.input_buffers = buffers
-            return self.result
-        swap = {id(old): new for old, new in zip(self.input_buffers, buffers)}
-        for spec, program, bufs in self.captured:
-            launch(spec, program, [swap.get(id(b), b) for b in bufs], bufs[0].device)
-        return self.result
+        with self._lock:
+            if Capture.items is not None:  # inside another capture, which records this too
+                return self.fn(*args, **kwargs)
+            inputs = self._inputs(args, kwargs)
+            self.calls += 1
+            if self._replay is not None:
+                return self._replay.run(inputs)
+            result, replay_plan = _record(self.fn, args, kwargs, inputs)
+            if self.calls >= 2:
+                self._replay = replay_plan
+            return result
+
+    def _inputs(self, args: tuple, kwargs: dict) -> list[Buffer]:
+        """Check the arguments against the first call's; return the input buffers."""
+        tensors, fixed = [], []
+        for name, value in self._named(args, kwargs):
+            _leaves(value, name, tensors, fixed)
+        todo = [t for _, t in tensors if t.lazydata._base is not None or
+                t.lazydata.realized is None]
+        for t in todo:  # inputs get memory of their own, outside the capture
+            t.replace(t.contiguous())
+        pending = pending_assigns()
+        if todo or pending:
+            realize([t.lazydata for t in todo] + pending)
+        buffers = [t.lazydata.realized for _, t in tensors]
+        first = {}
+        specs = [(path, t.shape, t.dtype, t.device, bool(t.requires_grad),
+                  tensors[first.setdefault(id(b), i)][0])
+                 for i, ((path, t), b) in enumerate(zip(tensors, buffers))]
+        if self._fixed is None:
+            self._fixed, self._specs = fixed, specs
+        else:
+            self._check(fixed, specs)
+        return buffers
+
+    def _named(self, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
+        """(name, value) of each argument, in the function's parameter order."""
+        if self._parameters is not None:
+            bound = self._parameters.bind(*args, **kwargs)
+            bound.apply_defaults()
+            return list(bound.arguments.items())
+        return [(f"args[{i}]", a) for i, a in enumerate(args)] + sorted(kwargs.items())
+
+    def _check(self, fixed: list, specs: list) -> None:
+        name = getattr(self.fn, "__name__", "function")
+        for (path, old), (new_path, new) in zip(self._fixed, fixed):
+            if path != new_path or not _same(old, new):
+                raise JitError(
+                    f"jitted {name}: argument {path} was {old!r} when captured and is "
+                    f"{new!r} now (at {new_path}); non-tensor arguments are fixed by the "
+                    "capture: pass a Tensor to vary a value, or call .reset()")
+        if len(fixed) != len(self._fixed):
+            raise JitError(f"jitted {name}: arguments changed structure: {len(self._fixed)} "
+                           f"non-tensor parts when captured, {len(fixed)} now")
+        for old, new in zip(self._specs, specs):
+            if old != new:
+                raise JitError(f"jitted {name}: argument {old[0]} was captured as "
+                               f"{_describe(old)} and is {_describe(new)} now; call .reset() "
+                               "to capture again")
+        if len(specs) != len(self._specs):
+            raise JitError(f"jitted {name}: {len(self._specs)} tensor arguments when "
+                           f"captured, {len(specs)} now")
+
+
+class _Replay:
+    """The recorded launches of one call, with the buffers each call replaces: the
+    inputs' (slots 0..n-1) and the returned tensors' (slots n..)."""
+
+    def __init__(self, launches: list[Launch], inputs: list[Buffer], outputs: list[Buffer],
+                 returned: list[tuple[int | None, LazyBuffer]], template: Any):
+        slot = {}
+        for i, b in enumerate(inputs + outputs):
+            slot.setdefault(id(b), i)
+        self.steps = [(step, [(pos, slot[id(b)]) for pos, b in enumerate(step.buffers)
+                              if id(b) in slot]) for step in launches]
+        self.outputs = outputs  # the capture's: each call gets new ones like them
+        self.first_output = len(inputs)
+        self.returned, self.template = returned, template
+
+    def run(self, inputs: list[Buffer]) -> Any:
+        current = inputs + [Buffer(b.runtime, b.size, b.dtype) for b in self.outputs]
+        for step, patches in self.steps:
+            buffers = step.buffers
+            if patches:
+                buffers = list(buffers)
+                for pos, slot in patches:
+                    buffers[pos] = current[slot]
+            replay(step, buffers)
+        tensors = []
+        for slot, lb in self.returned:
+            if slot is not None:  # else a constant, which nothing can change
+                base = LazyBuffer.from_buffer(current[self.first_output + slot], lb.base.shape)
+                lb = base if lb._base is None else base._view(lb.st)
+            tensors.append(Tensor(lb, device=lb.device))
+        return _rebuild(self.template, iter(tensors))
+
+
+def _record(fn: Callable, args: tuple, kwargs: dict, inputs: list[Buffer]) -> tuple[Any, _Replay]:
+    """Run `fn` while this thread's launches are recorded; realize what it returns and the
+    updates it made; return (its result as new detached tensors, the replay)."""
+    Capture.items, Capture.allocated = [], []
+    try:
+        result = fn(*args, **kwargs)
+        returned: list[Tensor] = []
+        _collect(result, returned)
+        realize([t.lazydata for t in returned] + pending_assigns())
+        fresh = {id(b) for b in Capture.allocated}
+        copies = {}  # memory from outside the call is copied, once per tensor
+        lazy = []
+        for t in returned:
+            lb = t.lazydata
+            if lb.base.realized is not None and id(lb.base.realized) not in fresh:
+                if id(lb) not in copies:
+                    copies[id(lb)] = LazyBuffer.loadop(LoadOps.CONTIGUOUS, lb.shape, lb.dtype,
+                                                       lb.device, srcs=(lb,))
+                lb = copies[id(lb)]
+            lazy.append(lb)
+        if copies:
+            realize(list(copies.values()))
+        launches = Capture.items
+    finally:
+        Capture.items, Capture.allocated = None, None
+    outputs, slots, returned_plan = [], {}, []
+    for lb in lazy:
+        buffer = lb.base.realized
+        if buffer is None:
+            returned_plan.append((None, lb))
+            continue
+        if id(buffer) not in slots:
+            slots[id(buffer)] = len(outputs)
+            outputs.append(buffer)
+        returned_plan.append((slots[id(buffer)], lb))
+    tensors = iter([Tensor(lb, device=lb.device) for lb in lazy])
+    return _rebuild(result, tensors), _Replay(launches, inputs, outputs, returned_plan, result)
+
+
+def _leaves(value: Any, path: str, tensors: list, fixed: list) -> None:
+    """Split an argument into its tensors, (path, tensor), and everything else, (path,
+    value), including the type and length or keys of each container."""
+    if isinstance(value, Tensor):
+        tensors.append((path, value))
+    elif isinstance(value, (list, tuple)):
+        fixed.append((path, (type(value), len(value))))
+        for i, item in enumerate(value):
+            _leaves(item, f"{path}[{i}]", tensors, fixed)
+    elif isinstance(value, dict):
+        keys = _keys(value)
+        fixed.append((path, (type(value), tuple(keys))))
+        for key in keys:
+            _leaves(value[key], f"{path}[{key!r}]", tensors, fixed)
+    elif isinstance(value, np.ndarray):
+        raise JitError(f"argument {path} of a jitted function is a numpy array, whose data "
+                       "the capture would freeze: pass a Tensor")
+    else:
+        fixed.append((path, value))
+
+
+def _keys(d: dict) -> list:
+    """A dict's keys in an order that does not depend on how it was built."""
+    try:
+        return sorted(d)
+    except TypeError:
+        return sorted(d, key=repr)
+
+
+def _same(old: Any, new: Any) -> bool:
+    """Equal as arguments: the same type and ==, NaN equal to NaN."""
+    if old is new:
+        return True
+    if type(old) is not type(new):
+        return False
+    try:
+        return bool(old == new) or bool(old != old and new != new)
+    except Exception:  # noqa: BLE001 - not comparable counts as changed
+        return False
+
+
+def _describe(spec: tuple) -> str:
+    path, shape, dtype, device, requires_grad, alias = spec
+    text = f"{shape} {dtype.name} on {device}" + (", requires_grad" if requires_grad else "")
+    return text if alias == path else text + f", the same tensor as {alias}"
+
+
+def _collect(value: Any, out: list[Tensor]) -> None:
+    """The tensors in a return value, in the order _rebuild puts them back."""
+    if isinstance(value, Tensor):
+        out.append(value)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _collect(item, out)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _collect(item, out)
+
+
+def _rebuild(value: Any, tensors) -> Any:
+    """`value` with each tensor replaced by the next of `tensors`."""
+    if isinstance(value, Tensor):
+        return next(tensors)
+    if isinstance(value, list):
+        return [_rebuild(item, tensors) for item in value]
+    if isinstance(value, tuple):
+        items = [_rebuild(item, tensors) for item in value]
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+    if isinstance(value, dict):
+        out = {key: _rebuild(item, tensors) for key, item in value.items()}
+        return out if type(value) is dict else type(value)(out)
+    return value
 
 
 def jit(fn: Callable) -> TinyJit:

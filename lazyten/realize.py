@@ -5,6 +5,8 @@ print what DEBUG asks for (to stderr).
 from __future__ import annotations
 import atexit
 import sys
+import threading
+from typing import NamedTuple
 
 from codegen.helpers import debug_level, prod
 from codegen.linearizer import Linearizer
@@ -12,12 +14,26 @@ from codegen.ops import LoadOps
 from codegen.renderer import ProgramSpec
 from lazyten.lazy import LazyBuffer
 from lazyten.schedule import ScheduleItem, create_schedule
-from runtimes import Program, get_runtime
+from runtimes import Buffer, Program, get_runtime
 
 
-class Capture:
-    """While `items` is a list, every kernel launch is recorded there (for the JIT)."""
-    items: list | None = None
+class Launch(NamedTuple):
+    """One recorded step of the engine: a kernel launch, or (spec and program None) a
+    copy of buffers[1] into buffers[0] between devices."""
+    spec: ProgramSpec | None
+    program: Program | None
+    buffers: list
+
+
+class _Capture(threading.local):
+    """This thread's recording, for the JIT. While `items` is a list, every kernel launch
+    and device copy this thread's engine runs is appended to it (as a Launch), and every
+    buffer it allocates to `allocated`. Other threads are never recorded."""
+    items: list[Launch] | None = None
+    allocated: list[Buffer] | None = None
+
+
+Capture = _Capture()
 
 
 class Stats:
@@ -98,30 +114,47 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
         out = item.out
         if item.ast is None:
             if out.op is LoadOps.COPY:
-                src = item.inputs[0].realized
-                host = memoryview(bytearray(src.nbytes))
-                src.copyout(host)
-                out.realized = out.allocate().copyin(host)
+                out.realized = _allocate(out)
+                _record_and_run(Launch(None, None, [out.realized, item.inputs[0].realized]))
             elif out.realized is None:
-                out.realized = out.allocate()
+                out.realized = _allocate(out)
         else:
             _run_kernel(item)
         out.srcs, out.arg = (), None  # drop the graph so its buffers can be freed
 
 
+def _allocate(out: LazyBuffer) -> Buffer:
+    buffer = out.allocate()
+    if Capture.allocated is not None:
+        Capture.allocated.append(buffer)
+    return buffer
 
 
 def _run_kernel(item: ScheduleItem) -> None:
     out = item.out
     target = out.srcs[1].base if out.op is LoadOps.ASSIGN else None
-    out.realized = target.realized if target is not None else out.allocate()
+    out.realized = target.realized if target is not None else _allocate(out)
     if prod(out.shape) == 0:
         return
     spec, program = get_program(item.ast, out.device)
-    buffers = [b.realized for b in [out] + item.inputs]
+    _record_and_run(Launch(spec, program, [b.realized for b in [out] + item.inputs]))
+
+
+def _record_and_run(step: Launch) -> None:
     if Capture.items is not None:
-        Capture.items.append((spec, program, buffers))
-    launch(spec, program, buffers, out.device)
+        Capture.items.append(step)
+    replay(step, step.buffers)
+
+
+def replay(step: Launch, buffers: list[Buffer]) -> None:
+    """Run a recorded step on `buffers` (its own or others of the same sizes)."""
+    if step.program is None:
+        dst, src = buffers
+        host = memoryview(bytearray(src.nbytes))
+        src.copyout(host)
+        dst.copyin(host)
+    else:
+        launch(step.spec, step.program, buffers, buffers[0].device)
 
 
 def launch(spec: ProgramSpec, program: Program, buffers: list, device: str) -> None:
