@@ -293,3 +293,23 @@ def test_nested_jit_runs_inside_the_outer_capture():
     outer = lazyten.jit(lambda x: (inner(x) + 1).realize())
     for x in _inputs(5):
         np.testing.assert_allclose(outer(Tensor(x)).numpy(), x * 2 + 1, rtol=1e-6)
+
+
+def _second_device():
+    for name in ("OPENCL", "CUDA"):
+        try:
+            get_runtime(name)
+            return name
+        except Exception:  # noqa: BLE001 - not installed here
+            continue
+    pytest.skip("no second device (OPENCL or CUDA) to copy to")
+
+
+def test_copies_between_devices_are_replayed():
+    """A device copy inside the function is part of the capture (only kernels were
+    recorded: the replay reused the capture call's copy)."""
+    other = _second_device()
+    jitted = lazyten.jit(lambda x: ((x + 1).to(other) * 2).to("CPU").realize())
+    for i, x in enumerate(_inputs(5)):
+        np.testing.assert_allclose(jitted(Tensor(x, device="CPU")).numpy(), (x + 1) * 2,
+                                   rtol=1e-6, err_msg=f"call {i + 1}")
