@@ -9,43 +9,49 @@ swapped for fresh ones (nothing is traced, scheduled or compiled).
 Every call, recorded or replayed:
   - first realizes the in-place updates (`assign`) this thread left pending;
   - takes as inputs the Tensor arguments, also those inside lists, tuples and dicts
-    (recursively); a view or unrealized input is first made contiguous and realized;
-  - realizes the returned tensors (also inside tuples, lists and dicts) and every in-place
-    update the call made before it returns;
+    (recursively); a view or unrealized input is first made contiguous and realized
+    (the caller's tensor then holds that copy);
+  - realizes the returned tensors (also inside tuples, lists and dicts) and every
+    in-place update the call made before it returns;
   - returns new, detached tensors that hold this call's values in memory of their own: a
     result kept from call 3 still holds call 3's value after call 4. A returned tensor
-    whose memory comes from outside the call (an input, a parameter) is copied.
+    whose memory comes from outside the call (an input, a parameter) is copied, so it
+    is the value at the end of the call.
 
 A jitted function may:
   - read tensors it was not passed (parameters, optimiser state) and update them in place
     with `assign`, as the optimisers do; the updates are replayed;
   - take non-tensor arguments (numbers, strings, flags, modules) and return non-tensor
-    values. These are fixed by the capture: every call must pass non-tensor arguments
-    equal (same type, ==) to the first call's, or JitError names the argument. To vary a
-    number, pass it as a 0-d Tensor. Non-tensor return values are the capture's;
-  - call other jitted functions (inside a capture they run as plain functions);
+    values. Both are fixed by the capture: each call must pass non-tensor arguments equal
+    (same type, ==) to the first call's, else JitError names the argument; keyword order
+    and defaults spelled out do not matter. To vary a number, pass it as a 0-d Tensor.
+    Non-tensor return values are those of call 2;
+  - call other jitted functions: inside a jitted function they run as plain functions,
+    recorded with it;
   - be called from several threads: calls of one jitted function take turns, and a
     capture records only its own thread's work.
 
 Replay repeats the capture's decisions, so a jitted function must not:
   - branch on tensor values (`.item()`, `.numpy()`, `if t:`): they are read at capture;
   - draw random numbers (Tensor.rand, dropout): they come from the host, so they are
-    drawn at capture and the same numbers are used by every replay;
-  - carry results out other than by its return value and `assign`: a tensor it stores
-    elsewhere (`self.h = y`, `p.replace(y)`, `p.grad`) is the capture's, and after a
-    replay it holds the latest call's value if it was realized inside the call, else an
-    undefined one;
-  - leave tensors it reads but was not passed with pending lazy work: realize them
-    before the call (pending assigns are realized for it).
+    drawn at capture and every replay uses the same ones;
+  - hand results out other than by its return value and `assign`: a tensor it stores
+    elsewhere (`self.h = y`, `p.replace(y)`, `p.grad`) is the capture's; after a replay
+    it holds the latest call's value if it was realized inside the call, else a value
+    that is not defined;
+  - expect lazy work pending on a tensor it reads but was not passed (other than an
+    assign) to happen once: the capture records it, so every replay redoes it from its
+    sources' current contents. Realize such tensors before the first call.
 Inputs must keep their shapes, dtypes, devices and requires_grad, and which of them are
-the same tensor; a change raises JitError. numpy arrays are refused as arguments (their
-data would be frozen): pass Tensors. `.reset()` forgets the capture.
+the same tensor; a change raises JitError. numpy arrays are refused as arguments (the
+capture would freeze their data): pass Tensors. `.reset()` forgets the capture.
 """
 from __future__ import annotations
 import functools
 import inspect
+import itertools
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -76,8 +82,7 @@ class TinyJit:
     def reset(self) -> None:
         """Forget the capture (for example after changing the model)."""
         self.calls = 0
-        self._fixed: list | None = None
-        self._specs: list | None = None
+        self._parts: list | None = None  # the first call's arguments, flattened
         self._replay: _Replay | None = None
 
     def __call__(self, *args, **kwargs):
@@ -95,26 +100,24 @@ class TinyJit:
 
     def _inputs(self, args: tuple, kwargs: dict) -> list[Buffer]:
         """Check the arguments against the first call's; return the input buffers."""
-        tensors, fixed = [], []
+        leaves: list[tuple[str, Any]] = []
         for name, value in self._named(args, kwargs):
-            _leaves(value, name, tensors, fixed)
-        todo = [t for _, t in tensors if t.lazydata._base is not None or
-                t.lazydata.realized is None]
+            _leaves(value, name, leaves)
+        tensors = [value for _, value in leaves if isinstance(value, Tensor)]
+        todo = [t for t in tensors if t.lazydata._base is not None or t.lazydata.realized is None]
         for t in todo:  # inputs get memory of their own, outside the capture
             t.replace(t.contiguous())
         pending = pending_assigns()
         if todo or pending:
             realize([t.lazydata for t in todo] + pending)
-        buffers = [t.lazydata.realized for _, t in tensors]
-        first = {}
-        specs = [(path, t.shape, t.dtype, t.device, bool(t.requires_grad),
-                  tensors[first.setdefault(id(b), i)][0])
-                 for i, ((path, t), b) in enumerate(zip(tensors, buffers))]
-        if self._fixed is None:
-            self._fixed, self._specs = fixed, specs
+        first: dict[int, str] = {}  # buffer -> the first argument that holds it
+        parts = [(path, _spec(v, path, first) if isinstance(v, Tensor) else v)
+                 for path, v in leaves]
+        if self._parts is None:
+            self._parts = parts
         else:
-            self._check(fixed, specs)
-        return buffers
+            self._check(parts)
+        return [t.lazydata.realized for t in tensors]
 
     def _named(self, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
         """(name, value) of each argument, in the function's parameter order."""
@@ -124,25 +127,41 @@ class TinyJit:
             return list(bound.arguments.items())
         return [(f"args[{i}]", a) for i, a in enumerate(args)] + sorted(kwargs.items())
 
-    def _check(self, fixed: list, specs: list) -> None:
-        name = getattr(self.fn, "__name__", "function")
-        for (path, old), (new_path, new) in zip(self._fixed, fixed):
-            if path != new_path or not _same(old, new):
+    def _check(self, parts: list) -> None:
+        missing = (None, _ABSENT)
+        for (old_path, old), (path, new) in itertools.zip_longest(self._parts, parts,
+                                                                   fillvalue=missing):
+            if old_path != path or not _same(old, new):
+                where = old_path if old_path == path else f"{old_path} / {path}"
                 raise JitError(
-                    f"jitted {name}: argument {path} was {old!r} when captured and is "
-                    f"{new!r} now (at {new_path}); non-tensor arguments are fixed by the "
-                    "capture: pass a Tensor to vary a value, or call .reset()")
-        if len(fixed) != len(self._fixed):
-            raise JitError(f"jitted {name}: arguments changed structure: {len(self._fixed)} "
-                           f"non-tensor parts when captured, {len(fixed)} now")
-        for old, new in zip(self._specs, specs):
-            if old != new:
-                raise JitError(f"jitted {name}: argument {old[0]} was captured as "
-                               f"{_describe(old)} and is {_describe(new)} now; call .reset() "
-                               "to capture again")
-        if len(specs) != len(self._specs):
-            raise JitError(f"jitted {name}: {len(self._specs)} tensor arguments when "
-                           f"captured, {len(specs)} now")
+                    f"jitted {getattr(self.fn, '__name__', 'function')}: argument {where} was "
+                    f"{_show(old)} when captured and is {_show(new)} now. A capture replays "
+                    "only for tensors of the same shapes, dtypes and devices and equal "
+                    "non-tensor arguments: pass a 0-d Tensor to vary a number, or call "
+                    ".reset() to capture again")
+
+
+class _TensorSpec(NamedTuple):
+    """What a replay needs to stay the same about a tensor argument."""
+    shape: tuple
+    dtype: Any
+    device: str
+    requires_grad: bool
+    same_as: str | None  # an earlier argument with the same buffer
+
+
+def _spec(t: Tensor, path: str, first: dict[int, str]) -> _TensorSpec:
+    earlier = first.setdefault(id(t.lazydata.realized), path)
+    return _TensorSpec(t.shape, t.dtype, t.device, bool(t.requires_grad),
+                       None if earlier == path else earlier)
+
+
+class _Container(NamedTuple):
+    kind: type
+    keys: tuple  # indices of a list or tuple, keys of a dict
+
+
+_ABSENT = object()
 
 
 class _Replay:
@@ -217,25 +236,23 @@ def _record(fn: Callable, args: tuple, kwargs: dict, inputs: list[Buffer]) -> tu
     return _rebuild(result, tensors), _Replay(launches, inputs, outputs, returned_plan, result)
 
 
-def _leaves(value: Any, path: str, tensors: list, fixed: list) -> None:
-    """Split an argument into its tensors, (path, tensor), and everything else, (path,
-    value), including the type and length or keys of each container."""
-    if isinstance(value, Tensor):
-        tensors.append((path, value))
-    elif isinstance(value, (list, tuple)):
-        fixed.append((path, (type(value), len(value))))
+def _leaves(value: Any, path: str, out: list[tuple[str, Any]]) -> None:
+    """Flatten an argument into (path, leaf): tensors, other values, and before each
+    list, tuple or dict a _Container with its type and keys."""
+    if isinstance(value, (list, tuple)):
+        out.append((path, _Container(type(value), tuple(range(len(value))))))
         for i, item in enumerate(value):
-            _leaves(item, f"{path}[{i}]", tensors, fixed)
+            _leaves(item, f"{path}[{i}]", out)
     elif isinstance(value, dict):
         keys = _keys(value)
-        fixed.append((path, (type(value), tuple(keys))))
+        out.append((path, _Container(type(value), tuple(keys))))
         for key in keys:
-            _leaves(value[key], f"{path}[{key!r}]", tensors, fixed)
+            _leaves(value[key], f"{path}[{key!r}]", out)
     elif isinstance(value, np.ndarray):
         raise JitError(f"argument {path} of a jitted function is a numpy array, whose data "
                        "the capture would freeze: pass a Tensor")
     else:
-        fixed.append((path, value))
+        out.append((path, value))
 
 
 def _keys(d: dict) -> list:
@@ -258,10 +275,19 @@ def _same(old: Any, new: Any) -> bool:
         return False
 
 
-def _describe(spec: tuple) -> str:
-    path, shape, dtype, device, requires_grad, alias = spec
-    text = f"{shape} {dtype.name} on {device}" + (", requires_grad" if requires_grad else "")
-    return text if alias == path else text + f", the same tensor as {alias}"
+def _show(leaf: Any) -> str:
+    if leaf is _ABSENT:
+        return "absent"
+    if isinstance(leaf, _TensorSpec):
+        notes = ["requires_grad"] * leaf.requires_grad + \
+            [f"the same tensor as {leaf.same_as}"] * (leaf.same_as is not None)
+        return f"a Tensor {leaf.shape} {leaf.dtype.name} on {leaf.device}" + \
+            (f" ({', '.join(notes)})" if notes else "")
+    if isinstance(leaf, _Container):
+        return f"a {leaf.kind.__name__} of {len(leaf.keys)}" + \
+            (f" with keys {list(leaf.keys)}" if issubclass(leaf.kind, dict) else "")
+    text = repr(leaf)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _collect(value: Any, out: list[Tensor]) -> None:

@@ -199,7 +199,7 @@ def test_changed_non_tensor_argument_raises_naming_it():
     x = Tensor(np.ones(3, np.float32))
     for _ in range(3):
         np.testing.assert_array_equal(jitted(x, 2.0).numpy(), np.full(3, 2, np.float32))
-    with pytest.raises(JitError, match=r"argument scale was 2\.0 .* is 3\.0"):
+    with pytest.raises(JitError, match=r"argument scale was 2\.0 when captured and is 3\.0"):
         jitted(x, 3.0)
     with pytest.raises(JitError, match="argument scale"):
         jitted(x, 2)  # an int is not the float 2.0: it would make other kernels
@@ -210,6 +210,10 @@ def test_changed_non_tensor_argument_raises_naming_it():
         nested(x, {"k": [5.0]})
     with pytest.raises(JitError, match="numpy array"):
         jitted(np.ones(3, np.float32), 2.0)
+    with pytest.raises(JitError, match=r"argument scale was 2\.0 when captured and is a Tensor"):
+        jitted(x, Tensor(2.0))
+    with pytest.raises(JitError, match=r"argument opts\['k'\] was a list of 1 .* a list of 2"):
+        nested(x, {"k": [2.0, 1.0]})
 
 
 def test_keyword_order_and_defaults_do_not_matter():
