@@ -317,3 +317,19 @@ def test_copies_between_devices_are_replayed():
     for i, x in enumerate(_inputs(5)):
         np.testing.assert_allclose(jitted(Tensor(x, device="CPU")).numpy(), (x + 1) * 2,
                                    rtol=1e-6, err_msg=f"call {i + 1}")
+
+
+def test_feeding_each_result_back_as_the_next_input():
+    """h = f(h, x): each call's input is the previous call's result (its own buffer,
+    including the capture call's), and no call's result changes afterwards."""
+    w = Tensor(np.float32([[0.5, -0.25], [0.25, 0.5]])).realize()
+    step = lazyten.jit(lambda h, x: (h @ w + x).tanh())
+    data = _inputs(6, shape=(1, 2))
+    h, kept, expected, h_np = Tensor(np.zeros((1, 2), np.float32)), [], [], np.zeros((1, 2))
+    for x in data:
+        h = step(h, Tensor(x))
+        h_np = np.tanh(h_np @ w.numpy() + x)
+        kept.append(h)
+        expected.append(h_np)
+    for i, (got, want) in enumerate(zip(kept, expected)):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6, err_msg=f"call {i + 1}")
