@@ -1,5 +1,9 @@
 """@jit replays captured kernels: same results, no scheduling, clear errors on new shapes;
-parameters updated in place keep their storage, and memory stays flat over many steps."""
+parameters updated in place keep their storage, and memory stays flat over many steps.
+Each call's results are values of their own (kept results never change), whatever is
+returned (lazy, nested, a view, an input or a parameter, non-tensors); tensors nested in
+arguments are inputs, and a changed non-tensor argument raises JitError naming it.
+Threads: tests/unit/test_threads.py."""
 import numpy as np
 import pytest
 
