@@ -193,7 +193,7 @@ class _Replay:
             if slot is not None:  # else a constant, which nothing can change
                 base = LazyBuffer.from_buffer(current[self.first_output + slot], lb.base.shape)
                 lb = base if lb._base is None else base._view(lb.st)
-            tensors.append(Tensor(lb, device=lb.device))
+            tensors.append(Tensor._wrap(lb))
         return _rebuild(self.template, iter(tensors))
 
 
@@ -232,8 +232,9 @@ def _record(fn: Callable, args: tuple, kwargs: dict, inputs: list[Buffer]) -> tu
             slots[id(buffer)] = len(outputs)
             outputs.append(buffer)
         returned_plan.append((slots[id(buffer)], lb))
-    tensors = iter([Tensor(lb, device=lb.device) for lb in lazy])
-    return _rebuild(result, tensors), _Replay(launches, inputs, outputs, returned_plan, result)
+    result = _rebuild(result, iter([Tensor._wrap(lb) for lb in lazy]))
+    # the rebuilt result is the replay's template: it holds no autograd graph
+    return result, _Replay(launches, inputs, outputs, returned_plan, result)
 
 
 def _leaves(value: Any, path: str, out: list[tuple[str, Any]]) -> None:
