@@ -23,6 +23,10 @@ _SPLIT_MAX_OUTPUTS = 1 << 12  # ...when it has fewer outputs than this
 
 class LazyBuffer:
     """A lazily computed array: (device, shape via `st`, dtype) plus how to compute it."""
+    # flags realized with this base that raise if its indices were out of range
+    # (lazyten/index_check.py); `index_check` marks such a flag
+    checks: tuple[LazyBuffer, ...] = ()
+    index_check: tuple | None = None
 
     def __init__(self, device: str, st: ShapeTracker, dtype: DType, op=None,
                  srcs: tuple[LazyBuffer, ...] = (), arg: Any = None,
@@ -160,7 +164,8 @@ class LazyBuffer:
         return LazyBuffer.loadop(LoadOps.COPY, self.shape, self.dtype, device, srcs=(src,))
 
     def assign(self, value: LazyBuffer) -> LazyBuffer:
-        """Write `value` into this (realized, contiguous) buffer's memory."""
+        """Write `value` into this (realized, contiguous) buffer's memory. (The scheduler
+        makes a value that reads this buffer through another view read a copy.)"""
         out = LazyBuffer.loadop(LoadOps.ASSIGN, self.shape, self.dtype, self.device,
                                 srcs=(value, self))
         _ASSIGNS.made.add(out)

@@ -12,6 +12,7 @@ from codegen.dtypes import dtypes
 from codegen.helpers import argfix, prod
 from lazyten import function as F
 from lazyten.elementwise import broadcast_shape
+from lazyten.index_check import check_index
 
 
 def _as_int(value, what: str) -> int:
@@ -339,11 +340,14 @@ class MovementMixin:
         mask = None
         for j, (d, t) in enumerate(advanced):
             n = self.shape[d]
+            check = t
             t = (t < 0).where(t + n, t)._broadcast_to(idx_shape)
             ar = tensor_type.arange(n, device=self.device)
             shape = [1] * k
             shape[j] = n
             onehot = t.reshape(idx_shape + (1,) * k) == ar.reshape(tuple(shape))
+            onehot = check_index(onehot, check, n, f"tensor index into dim {d}",
+                                 allow_negative=True)
             mask = onehot if mask is None else mask & onehot
         mask = mask.reshape((1,) * lead + mask.shape + (1,) * (x.ndim - lead - nidx - k))
         picked = mask.where(x, 0) if x.dtype != dtypes.bool else mask & x
@@ -369,6 +373,6 @@ class MovementMixin:
         x = x.expand(x.shape[:dim] + (index.shape[dim],) + x.shape[dim + 1:])
         ar = type(self).arange(n, device=self.device).reshape((1,) * (dim + 1) + (n,) +
                                                                (1,) * (self.ndim - dim - 1))
-        onehot = index.unsqueeze(dim + 1) == ar
+        onehot = check_index(index.unsqueeze(dim + 1) == ar, index, n, f"gather along dim {dim}")
         picked = onehot.where(x, 0)
         return picked.sum(axis=dim + 1).cast(self.dtype)

@@ -15,6 +15,7 @@ from codegen.dtypes import promote
 from codegen.helpers import make_pair
 from lazyten import function as F
 from lazyten.elementwise import broadcast_shape
+from lazyten.index_check import check_index
 
 
 class NNMixin:
@@ -178,7 +179,8 @@ class NNMixin:
 
     def one_hot(self, num_classes: int):
         ar = type(self).arange(num_classes, device=self.device)
-        return (self.unsqueeze(-1) == ar).cast(dtypes.int64)
+        onehot = check_index(self.unsqueeze(-1) == ar, self, num_classes, "one_hot")
+        return onehot.cast(dtypes.int64)
 
     # ---- losses ----
     def sparse_categorical_crossentropy(self, target, label_smoothing: float = 0.0,
@@ -188,6 +190,7 @@ class NNMixin:
             raise ValueError(f"labels of shape {target.shape} do not match logits {self.shape}")
         logp = self.log_softmax(-1)
         onehot = (target.unsqueeze(-1) == type(self).arange(self.shape[-1], device=self.device))
+        onehot = check_index(onehot, target, self.shape[-1], "cross entropy class label")
         nll = -(onehot.where(logp, 0)).sum(-1)
         smooth = -logp.mean(-1)
         loss = (1 - label_smoothing) * nll + label_smoothing * smooth

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from codegen.helpers import dedup
+from codegen.ops import LoadOps
 from lazyten.nn.state import realize_owned
 from lazyten.tensor import Tensor, no_grad, to_numpy_dtype
 
@@ -58,7 +59,14 @@ class Optimizer:
             # one realize: the scheduler runs every read of a parameter's old value
             # before the update that overwrites it (copying it first where two updates
             # read each other's parameter)
-            Tensor.realize(*self._update())
+            written = self._update()
+            try:
+                Tensor.realize(*written)
+            except BaseException:  # an update that did not run is dropped, not left
+                for t in written:  # pending (a bad label would raise on every read)
+                    if t.lazydata.base.realized is None and t.lazydata.op is LoadOps.ASSIGN:
+                        t.lazydata = t.lazydata.srcs[1]
+                raise
 
     def _update(self) -> list[Tensor]:
         raise NotImplementedError

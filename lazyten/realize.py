@@ -4,24 +4,28 @@ print what DEBUG asks for (to stderr).
 """
 from __future__ import annotations
 import atexit
+from functools import partial
 import sys
 import threading
-from typing import NamedTuple
+import weakref
+from typing import Any, NamedTuple
 
 from codegen.helpers import debug_level, prod
 from codegen.linearizer import Linearizer
 from codegen.ops import LoadOps
 from codegen.renderer import ProgramSpec
+from lazyten.index_check import raise_if_bad, verify
 from lazyten.lazy import LazyBuffer
-from lazyten.schedule import ScheduleItem, create_schedule
+from lazyten.schedule import ScheduleItem, copy_ast, create_schedule
 from runtimes import Buffer, Program, get_runtime
 
 
 class Launch(NamedTuple):
-    """One recorded step of the engine: a kernel launch, or (spec and program None) a
-    copy of buffers[1] into buffers[0] between devices."""
+    """One recorded step of the engine. With a spec: `program` launched on `buffers`
+    (the output first). Without: a host step, `program(*buffers)` (a copy between
+    devices, or reading an index check's flag)."""
     spec: ProgramSpec | None
-    program: Program | None
+    program: Program | Any
     buffers: list
 
 
@@ -44,6 +48,7 @@ class Stats:
     flops = 0
     mem = 0
     seconds = 0.0
+    copies_on_write = 0
 
 
 _PROGRAMS: dict[tuple, tuple[ProgramSpec, Program]] = {}
@@ -107,7 +112,8 @@ def _lower(ast, runtime) -> ProgramSpec:
 
 
 def run_schedule(schedule: list[ScheduleItem]) -> None:
-    """Execute schedule items in order and mark their outputs realized."""
+    """Execute schedule items in order and mark their outputs realized. The schedule is
+    consumed: each item lets go of its inputs once it has run (see `_keep_old_value`)."""
     prepare([(item.ast, item.out.device) for item in schedule
              if item.ast is not None and prod(item.out.shape) > 0])
     for item in schedule:
@@ -115,16 +121,25 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
         if item.ast is None:
             if out.op is LoadOps.COPY:
                 out.realized = _allocate(out)
-                _record_and_run(Launch(None, None, [out.realized, item.inputs[0].realized]))
+                _record_and_run(Launch(None, _copy, [out.realized, item.inputs[0].realized]))
             elif out.realized is None:
                 out.realized = _allocate(out)
         else:
             _run_kernel(item)
+            if out.index_check is not None:  # raise before anything reads bad indices
+                if Capture.items is not None:
+                    Capture.items.append(Launch(None, partial(raise_if_bad, out.index_check),
+                                                [out.realized]))
+                verify(out)
         out.srcs, out.arg = (), None  # drop the graph so its buffers can be freed
+        item.inputs = []
 
 
 def _allocate(out: LazyBuffer) -> Buffer:
-    buffer = out.allocate()
+    return _allocated(out.allocate())
+
+
+def _allocated(buffer: Buffer) -> Buffer:
     if Capture.allocated is not None:
         Capture.allocated.append(buffer)
     return buffer
@@ -132,12 +147,13 @@ def _allocate(out: LazyBuffer) -> Buffer:
 
 def _run_kernel(item: ScheduleItem) -> None:
     out = item.out
-    target = out.srcs[1].base if out.op is LoadOps.ASSIGN else None
-    out.realized = target.realized if target is not None else _allocate(out)
-    if prod(out.shape) == 0:
+    empty = prod(out.shape) == 0
+    spec, program = (None, None) if empty else get_program(item.ast, out.device)
+    buffers = [b.realized for b in item.inputs]
+    out.realized = _keep_old_value(out) if out.op is LoadOps.ASSIGN else _allocate(out)
+    if empty:
         return
-    spec, program = get_program(item.ast, out.device)
-    _record_and_run(Launch(spec, program, [b.realized for b in [out] + item.inputs]))
+    _record_and_run(Launch(spec, program, [out.realized] + buffers))
 
 
 def _record_and_run(step: Launch) -> None:
@@ -148,13 +164,47 @@ def _record_and_run(step: Launch) -> None:
 
 def replay(step: Launch, buffers: list[Buffer]) -> None:
     """Run a recorded step on `buffers` (its own or others of the same sizes)."""
-    if step.program is None:
-        dst, src = buffers
-        host = memoryview(bytearray(src.nbytes))
-        src.copyout(host)
-        dst.copyin(host)
+    if step.spec is None:
+        step.program(*buffers)
     else:
         launch(step.spec, step.program, buffers, buffers[0].device)
+
+
+def _copy(dest: Buffer, src: Buffer) -> None:
+    """A copy between devices, through the host."""
+    host = memoryview(bytearray(src.nbytes))
+    src.copyout(host)
+    dest.copyin(host)
+
+
+def _keep_old_value(assign: LazyBuffer) -> Buffer:
+    """The memory an ASSIGN writes into: its target's buffer. If anything still alive can
+    read the target's old value later (a view or a Tensor made before the update, a lazy
+    result that reads it and is not realized yet), that value is copied first and the
+    target's LazyBuffer is pointed at the copy (copy on write), so every Tensor keeps the
+    value it had. The test is exact, not a guess: the kernel's AST is already built, so
+    the engine drops its own references to the target (the assign's sources; the inputs
+    of the items that ran, which `run_schedule` clears) and asks a weak reference whether
+    the target is still alive."""
+    target = assign.srcs[1].base
+    memory = target.realized
+    assert memory is not None, "an ASSIGN targets a realized buffer"
+    alive = weakref.ref(target)
+    assign.srcs = ()  # the value's graph is in the kernel's AST now
+    del target
+    old = alive()
+    if old is not None:
+        Stats.copies_on_write += 1
+        old.realized = _allocated(Buffer(memory.runtime, memory.size, memory.dtype))
+        _launch_copy(old.realized, memory, old.shape, old.device)
+    return memory
+
+
+def _launch_copy(dest: Buffer, src: Buffer, shape: tuple[int, ...], device: str) -> None:
+    if prod(shape) == 0:
+        return
+    spec, program = get_program(copy_ast(shape, src.dtype), device)
+    _record_and_run(Launch(spec, program, [dest, src]))
 
 
 def launch(spec: ProgramSpec, program: Program, buffers: list, device: str) -> None:

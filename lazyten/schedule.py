@@ -33,6 +33,12 @@ def _has_mask(st: ShapeTracker) -> bool:
     return any(v.mask is not None for v in st.views)
 
 
+def _reshape_only(view: LazyBuffer, base: LazyBuffer) -> bool:
+    """Does `view` read every element of `base` once, in memory order? (A contiguous
+    view can still be a prefix: a shrink to the first elements.)"""
+    return view.st.contiguous and prod(view.shape) == prod(base.shape)
+
+
 class _Graph:
     """The unrealized part of the graph and the decision of what to materialise."""
 
@@ -40,6 +46,7 @@ class _Graph:
         self.consumers: dict[LazyBuffer, list[tuple[LazyBuffer, LazyBuffer]]] = {}
         self.order: list[LazyBuffer] = []
         seen: set[int] = set()
+        checks: list[LazyBuffer] = []
         stack = [(o.base, False) for o in outs]
         while stack:  # iterative DFS: graphs from long training loops get deep
             base, done = stack.pop()
@@ -55,8 +62,13 @@ class _Graph:
                 if src.base.realized is None:
                     self.consumers.setdefault(src.base, []).append((base, src))
                     stack.append((src.base, False))
+            for flag in base.checks:  # index checks run before anything reads the base
+                if flag.realized is None:
+                    checks.append(flag)
+                    stack.append((flag, False))
         self.realize: set[LazyBuffer] = {o.base for o in outs if o.base.realized is None
                                          and o.base.op is not LoadOps.CONST}
+        self.realize.update(checks)
         self.fused_reduce: dict[LazyBuffer, LazyBuffer] = {}  # chain top -> its reduce
         self._decide()
 
@@ -70,9 +82,6 @@ class _Graph:
                 if _has_mask(view.st) and base.op not in (LoadOps.CONST,) and \
                         not self._zero_preserving(base):
                     self.realize.add(base)
-                if consumer.op is LoadOps.ASSIGN and view is consumer.srcs[0] and \
-                        self._reads(base, consumer.srcs[1].base, view):
-                    self.realize.add(base)  # value reads the target through another view
         for base in self.order:
             if isinstance(base.op, ReduceOps):
                 top = self._chain_top(base)
@@ -97,7 +106,7 @@ class _Graph:
                 if user in group:
                     continue
                 if user.op is None or isinstance(user.op, (LoadOps, ReduceOps)) or \
-                        not view.st.contiguous or self._reads_reduce(user, group):
+                        not _reshape_only(view, node) or self._reads_reduce(user, group):
                     return reduce
                 group.add(user)
                 stack.append(user)
@@ -106,7 +115,8 @@ class _Graph:
         if len(exits) != 1 or exits[0] is reduce:
             return reduce
         for n in group:  # every path from the reduce must read in memory order
-            if n is not reduce and not all(v.st.contiguous for u, v in self.consumers[n] if u in group):
+            if n is not reduce and not all(_reshape_only(v, n) for u, v in self.consumers[n]
+                                           if u in group):
                 return reduce
         return exits[0]
 
@@ -138,23 +148,6 @@ class _Graph:
             stack.extend(s.base for s in b.srcs)
         return True
 
-    def _reads(self, value: LazyBuffer, target: LazyBuffer, view: LazyBuffer) -> bool:
-        """Does the value's inlined graph read `target` through a non-identity view?"""
-        stack, seen = [view], set()
-        while stack:
-            lb = stack.pop()
-            b = lb.base
-            if b is target:
-                if not (lb.st.contiguous and lb.shape == target.shape):
-                    return True
-                continue
-            if id(lb) in seen or b.realized is not None:
-                continue
-            seen.add(id(lb))
-            if not isinstance(b.op, LoadOps):
-                stack.extend(b.srcs)
-        return False
-
 
 class _KernelBuilder:
     """Builds the AST of the kernel that materialises one base."""
@@ -164,6 +157,7 @@ class _KernelBuilder:
         self.inputs: list[LazyBuffer] = []
         self.memo: dict[tuple, LazyOp] = {}
         self.assign_target = out.srcs[1].base if out.op is LoadOps.ASSIGN else None
+        self.old_target: LazyBuffer | None = None  # a copy of the target, when one is read
 
     def build(self) -> LazyOp:
         out = self.out
@@ -180,9 +174,19 @@ class _KernelBuilder:
         store = MemBuffer(0, out.dtype, ShapeTracker.from_shape(kernel_shape))
         return LazyOp(BufferOps.STORE, (body,), store)
 
-    def buffer_index(self, base: LazyBuffer) -> int:
-        if base is self.out or base is self.assign_target:
+    def buffer_index(self, base: LazyBuffer, st: ShapeTracker | None = None) -> int:
+        if base is self.out:
             return 0
+        if base is self.assign_target:
+            # an ASSIGN reads its target in place only element for element; any other view
+            # (a flip, a shift, a transpose) would read elements already overwritten, so
+            # it reads a copy of the old value made first (the scheduler adds the copy)
+            if st is not None and st.contiguous and st.shape == base.shape:
+                return 0
+            if self.old_target is None:
+                self.old_target = LazyBuffer(base.device, ShapeTracker.from_shape(base.shape),
+                                             base.dtype, LoadOps.CONTIGUOUS, (base,))
+            base = self.old_target
         for i, b in enumerate(self.inputs):
             if b is base:
                 return i + 1
@@ -197,7 +201,8 @@ class _KernelBuilder:
         if key in self.memo:
             return self.memo[key]
         if base.realized is not None or (base in self.graph.realize and base is not self.out):
-            node = LazyOp(BufferOps.LOAD, (), MemBuffer(self.buffer_index(base), base.dtype, composite))
+            node = LazyOp(BufferOps.LOAD, (), MemBuffer(self.buffer_index(base, composite),
+                                                        base.dtype, composite))
         elif base.op is LoadOps.CONST:
             node = LazyOp(BufferOps.CONST, (), ConstBuffer(base.arg, base.dtype, composite))
         else:
@@ -264,12 +269,15 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
                 return None, nodes
             stack.append((base, True))
             stack.extend([(src.base, False) for src in reversed(base.srcs)])
+            stack.extend([(flag, False) for flag in base.checks])
             continue
         else:
             srcs = tuple([(index[id(src.base)], None if src._base is None else src.st)
                           for src in base.srcs])
             arg = repr(base.arg) if type(base.arg) is float else base.arg  # -0.0 is not 0.0
             part = (base.op, arg, base.shape, base.dtype.name, base.device, srcs)
+            if base.checks:
+                part += (tuple([index[id(flag)] for flag in base.checks]),)
         index[id(base)] = len(nodes)
         nodes.append(base)
         parts.append(part)
@@ -322,8 +330,27 @@ def _schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
         else:
             builder = _KernelBuilder(graph, base)
             ast = builder.build()
+            old = builder.old_target
+            if old is not None:
+                items.append(ScheduleItem(copy_ast(old.shape, old.dtype), old, [old.srcs[0]]))
             items.append(ScheduleItem(ast, base, builder.inputs))
-    return pack_schedule(_order(items))
+    return pack_schedule(_order(_checks_first(items)))
+
+
+def _checks_first(items: list[ScheduleItem]) -> list[ScheduleItem]:
+    """Index checks (and the kernels they need) run before everything else, so a bad index
+    raises before any kernel has written into a buffer in place."""
+    if not any(item.out.index_check is not None for item in items):
+        return items
+    producer = {id(item.out): item for item in items}
+    first: set[int] = set()
+    stack = [item for item in items if item.out.index_check is not None]
+    while stack:
+        item = stack.pop()
+        if id(item) not in first:
+            first.add(id(item))
+            stack.extend(producer[id(b)] for b in item.inputs if id(b) in producer)
+    return [i for i in items if id(i) in first] + [i for i in items if id(i) not in first]
 
 
 def _order(items: list[ScheduleItem]) -> list[ScheduleItem]:
@@ -367,12 +394,17 @@ def _snapshot_targets(items: list[ScheduleItem], assigns: dict[int, int]) -> lis
     for i, item in enumerate(items):
         for inp in item.inputs:
             if id(inp) in assigns and assigns[id(inp)] != i and id(inp) not in copies:
-                st = ShapeTracker.from_shape(inp.shape)
-                old = LazyBuffer(inp.device, st, inp.dtype, LoadOps.CONTIGUOUS, (inp,))
-                load = LazyOp(BufferOps.LOAD, (), MemBuffer(1, inp.dtype, st))
-                ast = LazyOp(BufferOps.STORE, (load,), MemBuffer(0, inp.dtype, st))
-                copies[id(inp)] = ScheduleItem(ast, old, [inp])
+                old = LazyBuffer(inp.device, ShapeTracker.from_shape(inp.shape), inp.dtype,
+                                 LoadOps.CONTIGUOUS, (inp,))
+                copies[id(inp)] = ScheduleItem(copy_ast(inp.shape, inp.dtype), old, [inp])
     rebound = [ScheduleItem(item.ast, item.out, [
         copies[id(inp)].out if id(inp) in copies and assigns[id(inp)] != i else inp
         for inp in item.inputs]) for i, item in enumerate(items)]
     return list(copies.values()) + rebound
+
+
+def copy_ast(shape: tuple[int, ...], dtype) -> LazyOp:
+    """The kernel that copies buffer 1 into buffer 0, both contiguous of `shape`."""
+    st = ShapeTracker.from_shape(shape)
+    return LazyOp(BufferOps.STORE, (LazyOp(BufferOps.LOAD, (), MemBuffer(1, dtype, st)),),
+                  MemBuffer(0, dtype, st))

@@ -13,7 +13,7 @@ import numpy as np
 
 from codegen.dtypes import DType, as_dtype, dtypes
 from codegen.helpers import prod
-from codegen.ops import BinaryOps
+from codegen.ops import BinaryOps, LoadOps
 from lazyten import function as F
 from lazyten.lazy import LazyBuffer
 from lazyten.creation import CreationMixin, _scalar_dtype, default_device, to_numpy_dtype
@@ -172,8 +172,8 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
         return Tensor(self.lazydata, device=self.device, requires_grad=False)
 
     def clone(self) -> Tensor:
-        return Tensor(self.lazydata.contiguous() if self.lazydata._base is None else
-                      self.lazydata, device=self.device) + 0
+        """A copy in its own memory (gradients flow through, as in PyTorch)."""
+        return self.apply(_Clone)
 
     def assign(self, value: Tensor | Any) -> Tensor:
         """Write `value` into this tensor's memory in place (used by optimisers)."""
@@ -293,6 +293,14 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
 
     def is_floating_point(self) -> bool:
         return self.dtype.is_float
+
+
+class _Clone(F.Function):
+    def forward(self, x: LazyBuffer) -> LazyBuffer:
+        return LazyBuffer.loadop(LoadOps.CONTIGUOUS, x.shape, x.dtype, x.device, srcs=(x,))
+
+    def backward(self, grad):
+        return grad
 
 
 class _ToDevice(F.Function):

@@ -2,23 +2,23 @@
 
 A runtime module supplies one of each. Allocator: alloc/free/copyin/copyout of raw
 bytes (with an LRU cache of freed blocks). Compiler: source -> binary, cached on disk by
-source hash and compiler version, and the lowered program (spec and binary) by AST. Program: a loaded binary, called with buffers and
+source hash and compiler version, and the lowered program (spec and binary) by AST, as
+verified data (runtimes/disk_cache.py). Program: a loaded binary, called with buffers and
 launch sizes; returns seconds when asked to wait. Imports codegen only.
 """
 from __future__ import annotations
 import hashlib
 import os
 import pathlib
-import pickle
-import tempfile
 from collections import defaultdict
 from concurrent.futures import Future
 from typing import Any, Callable
 
-from codegen.dtypes import DType
+from codegen.dtypes import DType, dtypes
 from codegen.helpers import codegen_version, getenv
 from codegen.renderer import ProgramSpec, Renderer
 from runtimes.compile_pool import CompilePool
+from runtimes.disk_cache import DiskCache
 
 
 class CompileError(RuntimeError):
@@ -76,6 +76,58 @@ def cache_dir() -> pathlib.Path:
     return pathlib.Path(getenv("CACHEDIR", str(pathlib.Path.home() / ".cache" / "lazyten")))
 
 
+_DISK_CACHES: dict[pathlib.Path, DiskCache] = {}
+
+
+def disk_cache() -> DiskCache:
+    """The disk cache at `cache_dir()` (one per directory and process: it remembers what
+    it has warned about)."""
+    root = cache_dir()
+    if root not in _DISK_CACHES:
+        _DISK_CACHES[root] = DiskCache(root)
+    return _DISK_CACHES[root]
+
+
+def spec_to_json(spec: ProgramSpec) -> dict:
+    """A ProgramSpec as plain JSON values (for the program cache)."""
+    return {"name": spec.name, "src": spec.src, "global_size": list(spec.global_size),
+            "local_size": list(spec.local_size),
+            "buf_dtypes": [[d.name, d.count] for d in spec.buf_dtypes],
+            "var_names": list(spec.var_names), "flops": spec.flops,
+            "mem_bytes": spec.mem_bytes, "function": spec.function}
+
+
+def spec_from_json(meta: dict) -> ProgramSpec:
+    """The ProgramSpec `spec_to_json` wrote; ValueError if any field is not what it wrote."""
+    def field(name: str, kind: type):
+        value = meta.get(name)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise ValueError(f"program cache entry: {name} is {value!r}")
+        return value
+
+    def ints(name: str) -> list[int]:
+        values = field(name, list)
+        if len(values) > 8 or not all(type(v) is int and 0 <= v < 1 << 31 for v in values):
+            raise ValueError(f"program cache entry: {name} is {values!r}")
+        return values
+    dtype_list = []
+    for item in field("buf_dtypes", list):
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
+                and type(item[1]) is int and 1 <= item[1] <= 64):
+            raise ValueError(f"program cache entry: buffer dtype {item!r}")
+        try:
+            dtype = dtypes.from_name(item[0])
+        except TypeError as e:
+            raise ValueError(f"program cache entry: {e}") from None
+        dtype_list.append(dtype if item[1] == 1 else dtype.vec(item[1]))
+    names = field("var_names", list)
+    if not all(isinstance(n, str) for n in names):
+        raise ValueError(f"program cache entry: var_names is {names!r}")
+    return ProgramSpec(field("name", str), field("src", str), ints("global_size"),
+                       ints("local_size"), dtype_list, names, field("flops", int),
+                       field("mem_bytes", int), field("function", str))
+
+
 class Compiler:
     """Source -> binary. `key` names the compiler and version; it is part of the cache key.
     A compiler whose `compile` may run on a worker thread sets `threaded`: the engine
@@ -108,39 +160,42 @@ class Compiler:
                        build: Callable[[str, str], bytes] | None = None) -> bytes:
         """Compile (with `build`, else compile_named) through the memory cache, then the
         disk cache unless DISABLE_CACHE=1."""
-        digest = hashlib.sha256(f"{self.key}\n{src}".encode()).hexdigest()
+        key = f"{self.key}\n{src}"
+        digest = hashlib.sha256(key.encode()).hexdigest()
         if digest in self._memo:
             return self._memo[digest]
-        path = cache_dir() / "kernels" / digest[:2] / f"{digest}.bin"
-        disk = not getenv("DISABLE_CACHE", 0)
-        if disk and path.exists():
-            binary = path.read_bytes()
+        disk = None if getenv("DISABLE_CACHE", 0) else disk_cache()
+        found = disk.get("kernels", key) if disk is not None else None
+        if found is not None:
+            binary = found[1]
         else:
             self.compiled += 1
             binary = (build or self.compile_named)(name, src)
-            if disk:
-                _write_atomic(path, binary)
+            if disk is not None:
+                disk.put("kernels", key, {"name": name}, binary)
         self._memo[digest] = binary
         return binary
 
     # lowered programs by AST: a new process skips linearizing and rendering too
-    def _program_path(self, ast_key: str) -> pathlib.Path:
-        digest = hashlib.sha256(f"{self.key}\n{codegen_version()}\n{ast_key}".encode()).hexdigest()
-        return cache_dir() / "programs" / digest[:2] / f"{digest}.pkl"
+    def _program_key(self, ast_key: str) -> str:
+        return f"{self.key}\n{codegen_version()}\n{ast_key}"
 
     def load_program(self, ast_key: str) -> tuple[ProgramSpec, bytes] | None:
         """(spec, binary) saved for this AST (a repr of its key plus the renderer), if any."""
         if getenv("DISABLE_CACHE", 0):
             return None
-        path = self._program_path(ast_key)
+        found = disk_cache().get("programs", self._program_key(ast_key))
+        if found is None:
+            return None
         try:
-            return pickle.loads(path.read_bytes()) if path.exists() else None
-        except Exception:  # a truncated or foreign file: lower again
+            return spec_from_json(found[0]), found[1]
+        except ValueError as e:  # a well-formed entry with a malformed spec: lower again
+            disk_cache().drop("programs", self._program_key(ast_key), str(e))
             return None
 
     def save_program(self, ast_key: str, spec: ProgramSpec, binary: bytes) -> None:
         if not getenv("DISABLE_CACHE", 0):
-            _write_atomic(self._program_path(ast_key), pickle.dumps((spec, binary)))
+            disk_cache().put("programs", self._program_key(ast_key), spec_to_json(spec), binary)
 
     def compile_named(self, name: str, src: str, compile: Callable | None = None) -> bytes:
         """Compile (with `compile`, else self.compile), turning any failure into a
@@ -151,14 +206,6 @@ class Compiler:
             raise
         except Exception as e:  # the backend's own error type varies
             raise CompileError(name, str(e), src) from e
-
-
-def _write_atomic(path: pathlib.Path, data: bytes) -> None:
-    """Write via a temporary file and a rename, so parallel processes never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
-        tmp.write(data)
-    os.replace(tmp.name, path)
 
 
 class Program:

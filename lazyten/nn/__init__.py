@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from codegen.helpers import make_pair, prod
+from lazyten.index_check import check_index
 from lazyten.tensor import Tensor, no_grad
 
 __all__ = ["Linear", "Conv2d", "ConvTranspose2d", "BatchNorm", "BatchNorm1d", "BatchNorm2d",
@@ -206,6 +207,7 @@ class Embedding:
         # one-hot rows times the table: a reduce the scheduler fuses, and its gradient
         # is a plain matmul back into the table
         onehot = (idx.unsqueeze(-1) == Tensor.arange(self.num_embeddings, device=idx.device))
+        onehot = check_index(onehot, idx, self.num_embeddings, "Embedding")
         return onehot.cast(self.weight.dtype) @ self.weight
 
 

@@ -1,0 +1,65 @@
+"""Out-of-range indices raise IndexError, on every device, when the result is realized.
+
+Integer-tensor indexing, gather, one_hot, Embedding and the class labels of the losses
+are built from one-hot comparisons (`index == arange(n)`), which silently read 0 for an
+index outside the range. Where only the data can tell, the check is data too, like
+CUDA's device-side asserts: a flag computed on the device beside the result.
+
+- `check_index(result, index, size, op)` builds the flag lazily: the largest offending
+  index, or the int64 minimum when every index is in range (one small reduce over the
+  index tensor), and attaches it to the base of `result` (`LazyBuffer.checks`).
+- The scheduler realizes the flags of every base it schedules, before the kernels that
+  read that base; the engine reads each flag right after its kernel and raises before
+  anything that depends on the result runs (`verify`). A failed flag is left
+  unrealized, so reading the result again raises again.
+- Under @jit the flag kernels are captured like any other and read after each replay.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from codegen.dtypes import dtypes
+from codegen.ops import BinaryOps, ReduceOps, TernaryOps
+from lazyten.lazy import LazyBuffer
+
+_NONE_BAD = int(np.iinfo(np.int64).min)  # the flag's value when every index is in range
+
+
+def check_index(result, index, size: int, op: str, allow_negative: bool = False):
+    """`result` (a Tensor), which reads `index` (an integer Tensor) into a dimension of
+    `size`, raises IndexError when realized if an index is outside [0, size) (or
+    [-size, size) with `allow_negative`)."""
+    if index.numel() == 0:
+        return result
+    low = -size if allow_negative else 0
+    idx = index.lazydata.cast(dtypes.int64)
+    below = idx.e(BinaryOps.CMPLT, idx.const(low))
+    in_range = idx.e(BinaryOps.CMPLT, idx.const(size))
+    bad = below.e(BinaryOps.OR, in_range.e(BinaryOps.CMPNE, in_range.const(True)))
+    worst = bad.e(TernaryOps.WHERE, idx, idx.const(_NONE_BAD))
+    flag = worst.r(ReduceOps.MAX, tuple(range(len(idx.shape)))).base
+    flag.index_check = (op, size, low)
+    base = result.lazydata.base
+    base.checks = base.checks + (flag,)
+    return result
+
+
+def verify(flag: LazyBuffer) -> None:
+    """Raise IndexError if a realized flag found an index out of range; the flag is then
+    made unrealized again (its graph is still there), so the next read raises again."""
+    try:
+        raise_if_bad(flag.index_check, flag.realized)
+    except IndexError:
+        flag.realized = None
+        raise
+
+
+def raise_if_bad(index_check: tuple, buffer) -> None:
+    """Read one flag's buffer (also what a @jit replay calls after its kernels)."""
+    value = np.empty(1, dtype=np.int64)
+    buffer.copyout(memoryview(value.view(np.uint8)))
+    worst = int(value[0])
+    if worst != _NONE_BAD:
+        op, size, low = index_check
+        raise IndexError(f"{op}: index {worst} is out of range for a dimension of size "
+                         f"{size} (valid indices: {low} to {size - 1})")

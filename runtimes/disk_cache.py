@@ -1,0 +1,261 @@
+"""The disk cache: compiled kernels and lowered programs, kept as verified data.
+
+Whatever is read back from disk is untrusted input. Nothing is unpickled or executed
+from it: an entry is a plain, versioned file, and it is checked before its payload is
+handed to any loader.
+
+An entry file: the line `LAZYTEN-CACHE 1`, a line with the header's length in bytes, the
+header (JSON: kind, the SHA-256 of the key it was written for, the SHA-256 and size of
+the payload, and the entry's metadata as plain JSON values), then the payload (raw bytes:
+an object file, a driver binary). `get` returns (metadata, payload) only when all of that
+matches the key asked for; any other file (truncated, flipped bits, an entry stored under
+another key, a directory, a symlink, a file of another user or writable by others) is
+ignored, removed where possible, rebuilt by the caller, and reported once under DEBUG>=1.
+
+Trust: the cache directory must belong to this user and be writable by nobody else; it
+is created 0700, entries 0600. A directory that fails that check is not used (one
+warning); neither is one that cannot be written (read-only, not a directory, disk full):
+lazyten then runs without the disk cache. Writes are atomic (a temporary file and a
+rename), so processes can share one cache. The cache is bounded (`CACHE_MAX_MB`): when
+it grows past the bound, the least recently used entries are removed.
+"""
+from __future__ import annotations
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import stat
+import sys
+import tempfile
+import threading
+from typing import Any
+
+from codegen.helpers import debug_level, getenv
+
+MAGIC = b"LAZYTEN-CACHE 1\n"
+MAX_HEADER = 1 << 20      # bytes: a header is a few hundred bytes of JSON plus a source
+MAX_ENTRY = 256 << 20     # bytes: no kernel binary comes near this
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class DiskCache:
+    """Entries under `root/<kind>/<2 hex>/<digest>`; see the module docstring."""
+
+    def __init__(self, root: pathlib.Path):
+        self.root = root
+        self.usable: bool | None = None  # decided on first use
+        self.size: int | None = None     # bytes in entries, counted on the first write
+        self.said: set[str] = set()
+        self.lock = threading.Lock()
+
+    # ---- reading ----
+    def get(self, kind: str, key: str) -> tuple[dict, bytes] | None:
+        """(metadata, payload) stored for `key`, or None (absent or rejected)."""
+        if not self._ready():
+            return None
+        path = self._path(kind, key)
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            self._reject(path, f"cannot stat it ({e.strerror})")
+            return None
+        problem = self._unsafe(info, "entry")
+        if problem is None and not self._dir_ok(path.parent):
+            problem = "its directory is writable by other users or owned by another user"
+        if problem is not None:
+            self._reject(path, problem)
+            return None
+        try:
+            with open(path, "rb") as f:
+                data = f.read(MAX_ENTRY + 1)
+        except OSError as e:
+            self._reject(path, f"cannot read it ({e.strerror})")
+            return None
+        try:
+            meta, payload = _parse(data, kind, key)
+        except ValueError as e:
+            self._reject(path, str(e))
+            return None
+        try:
+            os.utime(path)  # recently used: evicted last
+        except OSError:
+            pass
+        return meta, payload
+
+    def drop(self, kind: str, key: str, reason: str) -> None:
+        """Remove an entry whose payload the caller found unusable."""
+        self._reject(self._path(kind, key), reason)
+
+    # ---- writing ----
+    def put(self, kind: str, key: str, meta: dict, payload: bytes) -> None:
+        """Store an entry atomically; a failure turns the disk cache off (one warning)."""
+        if not self._ready():
+            return
+        header = json.dumps({"kind": kind, "key": _sha256(key.encode()),
+                             "payload": _sha256(payload), "size": len(payload),
+                             "meta": meta}).encode()
+        data = MAGIC + b"%d\n" % len(header) + header + payload
+        path = self._path(kind, key)
+        try:
+            _makedirs(path.parent)
+            with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
+                tmp.write(data)  # NamedTemporaryFile creates the file 0600
+            os.replace(tmp.name, path)
+        except OSError as e:
+            self._disable(f"cannot write to it ({e.strerror or e})")
+            return
+        self._account(len(data))
+
+    # ---- the directory ----
+    def _ready(self) -> bool:
+        if self.usable is None:
+            with self.lock:
+                if self.usable is None:
+                    self.usable = self._check_root()
+        return self.usable
+
+    def _check_root(self) -> bool:
+        try:
+            _makedirs(self.root)
+            info = os.stat(self.root)
+        except OSError as e:
+            return self._warn(f"cannot create or use it ({e.strerror or e})")
+        problem = self._unsafe(info, "directory", directory=True)
+        if problem is not None:
+            return self._warn(problem)
+        if not os.access(self.root, os.W_OK | os.X_OK):
+            return self._warn("it is not writable")
+        return True
+
+    def _dir_ok(self, path: pathlib.Path) -> bool:
+        try:
+            return self._unsafe(os.lstat(path), "directory", directory=True) is None
+        except OSError:
+            return False
+
+    @staticmethod
+    def _unsafe(info: os.stat_result, what: str, directory: bool = False) -> str | None:
+        """Why a file or directory may not be trusted, or None."""
+        if directory and not stat.S_ISDIR(info.st_mode):
+            return f"the {what} is not a directory"
+        if not directory and not stat.S_ISREG(info.st_mode):
+            return f"the {what} is not a regular file"
+        if hasattr(os, "getuid") and info.st_uid != os.getuid():
+            return f"the {what} belongs to another user (uid {info.st_uid})"
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return f"the {what} is writable by other users (mode {stat.S_IMODE(info.st_mode):o})"
+        return None
+
+    def _path(self, kind: str, key: str) -> pathlib.Path:
+        digest = _sha256(f"{kind}\n{key}".encode())
+        return self.root / kind / digest[:2] / digest
+
+    # ---- size bound ----
+    def _account(self, added: int) -> None:
+        limit = getenv("CACHE_MAX_MB", 1024) << 20
+        with self.lock:
+            if self.size is None:
+                self.size = sum(size for _, _, size in self._entries())
+            else:
+                self.size += added
+            if self.size <= limit:
+                return
+            # least recently used first, down to 3/4 of the bound
+            for _, path, size in sorted(self._entries()):
+                if self.size <= limit * 3 // 4:
+                    break
+                try:
+                    os.unlink(path)
+                    self.size -= size
+                except OSError:
+                    pass
+
+    def _entries(self) -> list[tuple[float, pathlib.Path, int]]:
+        found = []
+        for kind in ("kernels", "programs"):
+            for sub in _scandir(self.root / kind):
+                for entry in _scandir(pathlib.Path(sub.path)):
+                    try:
+                        info = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if stat.S_ISREG(info.st_mode):
+                        found.append((info.st_mtime, pathlib.Path(entry.path), info.st_size))
+        return found
+
+    # ---- reporting ----
+    def _reject(self, path: pathlib.Path, reason: str) -> None:
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        except OSError:
+            pass
+        if debug_level() >= 1:
+            self._say(f"lazyten: ignored the cache entry {path}: {reason}; rebuilding it")
+
+    def _warn(self, reason: str) -> bool:
+        self._say(f"lazyten: running without the disk cache: {self.root}: {reason}")
+        return False
+
+    def _disable(self, reason: str) -> None:
+        self.usable = False
+        self._warn(reason)
+
+    def _say(self, line: str) -> None:
+        if line not in self.said:
+            self.said.add(line)
+            print(line, file=sys.stderr)
+
+
+def _parse(data: bytes, kind: str, key: str) -> tuple[dict, bytes]:
+    """(metadata, payload) of an entry file, or ValueError saying what is wrong."""
+    if len(data) > MAX_ENTRY:
+        raise ValueError("it is larger than any entry lazyten writes")
+    if not data.startswith(MAGIC):
+        raise ValueError("it is not a lazyten cache entry of this version")
+    rest = data[len(MAGIC):]
+    line, sep, rest = rest.partition(b"\n")
+    if not sep or not line.isdigit() or int(line) > MAX_HEADER or int(line) > len(rest):
+        raise ValueError("its header length is missing or wrong")
+    try:
+        header: Any = json.loads(rest[:int(line)])
+    except (ValueError, RecursionError):
+        raise ValueError("its header is not valid JSON") from None
+    payload = rest[int(line):]
+    if not isinstance(header, dict) or header.get("kind") != kind or \
+            not isinstance(header.get("meta"), dict):
+        raise ValueError("its header is not a header of this kind of entry")
+    if header.get("key") != _sha256(key.encode()):
+        raise ValueError("it was written for another key")
+    if header.get("size") != len(payload) or header.get("payload") != _sha256(payload):
+        raise ValueError("its payload does not match its digest (truncated or damaged)")
+    return header["meta"], payload
+
+
+def _makedirs(path: pathlib.Path) -> None:
+    """Create `path` and each missing parent private to this user (0700; mkdir's own
+    `parents=True` would give the parents the umask's mode)."""
+    missing = []
+    while not path.is_dir():
+        missing.append(path)
+        if path.parent == path:
+            break
+        path = path.parent
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700, exist_ok=True)
+
+
+def _scandir(path: pathlib.Path) -> list:
+    try:
+        with os.scandir(path) as it:
+            return [e for e in it if e.is_dir(follow_symlinks=False) or e.is_file(follow_symlinks=False)]
+    except OSError:
+        return []
