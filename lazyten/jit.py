@@ -50,14 +50,16 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import sys
 import threading
+import weakref
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
 from codegen.ops import LoadOps
 from lazyten.lazy import LazyBuffer, pending_assigns
-from lazyten.realize import Capture, Launch, realize, replay
+from lazyten.realize import Capture, Launch, copy_on_write, realize, replay
 from lazyten.tensor import Tensor
 from runtimes import Buffer
 
@@ -169,7 +171,8 @@ class _Replay:
     inputs' (slots 0..n-1) and the returned tensors' (slots n..)."""
 
     def __init__(self, launches: list[Launch], inputs: list[Buffer], outputs: list[Buffer],
-                 returned: list[tuple[int | None, LazyBuffer]], template: Any):
+                 returned: list[tuple[int | None, LazyBuffer]], template: Any,
+                 assigned: list[Tensor]):
         slot = {}
         for i, b in enumerate(inputs + outputs):
             slot.setdefault(id(b), i)
@@ -178,8 +181,22 @@ class _Replay:
         self.outputs = outputs  # the capture's: each call gets new ones like them
         self.first_output = len(inputs)
         self.returned, self.template = returned, template
+        # tensors updated in place whose memory every replay overwrites (parameters):
+        # (the tensor, weakly; its memory; how many references its LazyBuffer has when
+        # nothing but the tensor holds it)
+        self.updated: list[tuple[weakref.ref, Buffer, int]] = []
+        for t in {id(t): t for t in assigned}.values():
+            memory = t.lazydata.realized if t.lazydata._base is None else None
+            if memory is not None and id(memory) not in slot:
+                _keep_values_read_from(t)
+                self.updated.append((weakref.ref(t), memory, _references(t)))
 
     def run(self, inputs: list[Buffer]) -> Any:
+        for ref, memory, alone in self.updated:
+            t = ref()
+            if t is not None and _references(t) > alone and t.lazydata._base is None \
+                    and t.lazydata.realized is memory:
+                _keep_values_read_from(t)
         current = inputs + [Buffer(b.runtime, b.size, b.dtype) for b in self.outputs]
         for step, patches in self.steps:
             buffers = step.buffers
@@ -197,10 +214,30 @@ class _Replay:
         return _rebuild(self.template, iter(tensors))
 
 
+def _keep_values_read_from(t: Tensor) -> None:
+    """Before memory that `t` owns is overwritten in place without Python (a replay): give
+    `t` a LazyBuffer of its own, and if anything else still holds the old one (a view, a
+    lazy clone or expression made from `t` since), point that at a copy (copy on write),
+    as an eager assign does. Tensors made from `t` keep their values."""
+    lb = t.lazydata
+    alive = weakref.ref(lb)
+    t.lazydata = LazyBuffer.from_buffer(lb.realized, lb.shape)
+    del lb
+    old = alive()
+    if old is not None:
+        copy_on_write(old)
+
+
+def _references(t: Tensor) -> int:
+    """References to `t`'s LazyBuffer (compared only with another call of this function,
+    so the interpreter's own temporaries cancel out)."""
+    return sys.getrefcount(t.lazydata)
+
+
 def _record(fn: Callable, args: tuple, kwargs: dict, inputs: list[Buffer]) -> tuple[Any, _Replay]:
     """Run `fn` while this thread's launches are recorded; realize what it returns and the
     updates it made; return (its result as new detached tensors, the replay)."""
-    Capture.items, Capture.allocated = [], []
+    Capture.items, Capture.allocated, Capture.assigned, Capture.copied = [], [], [], []
     try:
         result = fn(*args, **kwargs)
         returned: list[Tensor] = []
@@ -219,9 +256,9 @@ def _record(fn: Callable, args: tuple, kwargs: dict, inputs: list[Buffer]) -> tu
             lazy.append(lb)
         if copies:
             realize(list(copies.values()))
-        launches = Capture.items
+        launches, assigned, copied = Capture.items, Capture.assigned, Capture.copied
     finally:
-        Capture.items, Capture.allocated = None, None
+        Capture.items = Capture.allocated = Capture.assigned = Capture.copied = None
     outputs, slots, returned_plan = [], {}, []
     for lb in lazy:
         buffer = lb.base.realized
@@ -232,9 +269,13 @@ def _record(fn: Callable, args: tuple, kwargs: dict, inputs: list[Buffer]) -> tu
             slots[id(buffer)] = len(outputs)
             outputs.append(buffer)
         returned_plan.append((slots[id(buffer)], lb))
+    for ref in copied:  # an old value kept by copy on write lives in the capture's memory,
+        old = ref()     # which every replay overwrites: it gets a copy of its own
+        if old is not None:
+            copy_on_write(old)
     result = _rebuild(result, iter([Tensor._wrap(lb) for lb in lazy]))
     # the rebuilt result is the replay's template: it holds no autograd graph
-    return result, _Replay(launches, inputs, outputs, returned_plan, result)
+    return result, _Replay(launches, inputs, outputs, returned_plan, result, assigned)
 
 
 def _leaves(value: Any, path: str, out: list[tuple[str, Any]]) -> None:

@@ -31,10 +31,14 @@ class Launch(NamedTuple):
 
 class _Capture(threading.local):
     """This thread's recording, for the JIT. While `items` is a list, every kernel launch
-    and device copy this thread's engine runs is appended to it (as a Launch), and every
-    buffer it allocates to `allocated`. Other threads are never recorded."""
+    and host step this thread's engine runs is appended to it (as a Launch), every buffer
+    it allocates to `allocated`, every Tensor assigned in place to `assigned`, and every
+    LazyBuffer given a copy of its old value to `copied`. Other threads are never
+    recorded."""
     items: list[Launch] | None = None
     allocated: list[Buffer] | None = None
+    assigned: list | None = None  # the Tensors given an in-place update (Tensor.assign)
+    copied: list | None = None  # weak references to the LazyBuffers copied on write
 
 
 Capture = _Capture()
@@ -194,10 +198,19 @@ def _keep_old_value(assign: LazyBuffer) -> Buffer:
     del target
     old = alive()
     if old is not None:
-        Stats.copies_on_write += 1
-        old.realized = _allocated(Buffer(memory.runtime, memory.size, memory.dtype))
-        _launch_copy(old.realized, memory, old.shape, old.device)
+        copy_on_write(old)
     return memory
+
+
+def copy_on_write(old: LazyBuffer) -> None:
+    """Point `old`, a realized base whose memory is about to be overwritten while
+    something can still read it, at a copy of that memory."""
+    memory = old.realized
+    Stats.copies_on_write += 1
+    old.realized = _allocated(Buffer(memory.runtime, memory.size, memory.dtype))
+    if Capture.copied is not None:
+        Capture.copied.append(weakref.ref(old))
+    _launch_copy(old.realized, memory, old.shape, old.device)
 
 
 def _launch_copy(dest: Buffer, src: Buffer, shape: tuple[int, ...], device: str) -> None:

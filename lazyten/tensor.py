@@ -20,7 +20,7 @@ from lazyten.creation import CreationMixin, _scalar_dtype, default_device, to_nu
 from lazyten.elementwise import ElementwiseMixin
 from lazyten.movement import MovementMixin
 from lazyten.nnops import NNMixin
-from lazyten.realize import realize
+from lazyten.realize import Capture, realize
 from lazyten.reduce import ReduceMixin
 from runtimes import Buffer, canonical, get_runtime
 
@@ -188,6 +188,8 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
         target = self.lazydata
         if target._base is None and target.realized is not None:
             self.lazydata = target.assign(value.lazydata)
+            if Capture.assigned is not None:  # the JIT keeps values taken from it
+                Capture.assigned.append(self)
         else:
             self.lazydata = value.lazydata
         return self

@@ -337,3 +337,40 @@ def test_feeding_each_result_back_as_the_next_input():
         expected.append(h_np)
     for i, (got, want) in enumerate(zip(kept, expected)):
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6, err_msg=f"call {i + 1}")
+
+
+def test_tensors_taken_from_parameters_between_calls_keep_their_values():
+    """Lazy clones, views and lazy expressions of the parameters, made before each jitted
+    call (the capture's included), keep the values the parameters had then, read at the
+    end, as when the step is not jitted (replays overwrote the memory under them)."""
+    params = make_model()
+    step = lazyten.jit(train_step_fn(params))
+    kept = []
+    for x, y in batches(5):
+        expected = [p.numpy() for p in params]
+        kept.append((expected, [p.clone() for p in params], params[0].T, params[1] * 2))
+        step(Tensor(x), Tensor(y))
+        assert not np.array_equal(params[0].numpy(), expected[0]), "the step updated nothing"
+    for i, (expected, clones, view, doubled) in enumerate(kept):
+        for k, (c, e) in enumerate(zip(clones, expected)):
+            np.testing.assert_array_equal(c.numpy(), e, err_msg=f"clone of param {k} before call {i + 1}")
+        np.testing.assert_array_equal(view.numpy(), expected[0].T, err_msg=f"view before call {i + 1}")
+        np.testing.assert_array_equal(doubled.numpy(), expected[1] * 2, err_msg=f"before call {i + 1}")
+
+
+def test_returning_a_view_taken_before_an_update():
+    """A view of a parameter taken inside the function before it is updated is the old
+    value (copied on write inside the capture): each call returns the parameter as it was
+    before that call."""
+    w = Tensor(np.zeros(4, np.float32)).realize()
+
+    def f(x):
+        before = w.reshape(2, 2)
+        w.assign(w + x)
+        return before
+    jitted = lazyten.jit(f)
+    data = _inputs(5, shape=(4,))
+    kept = [jitted(Tensor(x)) for x in data]
+    for i, got in enumerate(kept):
+        np.testing.assert_allclose(got.numpy(), sum(data[:i], np.zeros(4)).reshape(2, 2),
+                                   rtol=1e-5, atol=1e-6, err_msg=f"call {i + 1}")
