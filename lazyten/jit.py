@@ -20,7 +20,10 @@ Every call, recorded or replayed:
 
 A jitted function may:
   - read tensors it was not passed (parameters, optimiser state) and update them in place
-    with `assign`, as the optimisers do; the updates are replayed;
+    with `assign`, as the optimisers do; the updates are replayed. Values follow the
+    eager rule (docs/design.md, "Semantics"): a view, clone or lazy expression made from
+    a parameter before a call keeps the parameter's old value (before each replay, a
+    parameter whose LazyBuffer anything else holds has its old value copied on write);
   - take non-tensor arguments (numbers, strings, flags, modules) and return non-tensor
     values. Both are fixed by the capture: each call must pass non-tensor arguments equal
     (same type, ==) to the first call's, else JitError names the argument; keyword order
