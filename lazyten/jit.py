@@ -98,9 +98,7 @@ class TinyJit:
             self.calls += 1
             if self._replay is not None:
                 return self._replay.run(inputs)
-            result, replay_plan = _record(self.fn, args, kwargs, inputs)
-            if self.calls >= 2:
-                self._replay = replay_plan
+            result, self._replay = _record(self.fn, args, kwargs, inputs, self.calls >= 2)
             return result
 
     def _inputs(self, args: tuple, kwargs: dict) -> list[Buffer]:
@@ -237,9 +235,10 @@ def _references(t: Tensor) -> int:
     return sys.getrefcount(t.lazydata)
 
 
-def _record(fn: Callable, args: tuple, kwargs: dict, inputs: list[Buffer]) -> tuple[Any, _Replay]:
+def _record(fn: Callable, args: tuple, kwargs: dict, inputs: list[Buffer],
+            replayable: bool) -> tuple[Any, _Replay | None]:
     """Run `fn` while this thread's launches are recorded; realize what it returns and the
-    updates it made; return (its result as new detached tensors, the replay)."""
+    updates it made; return (its result as new detached tensors, the replay if asked)."""
     Capture.items, Capture.allocated, Capture.assigned, Capture.copied = [], [], [], []
     try:
         result = fn(*args, **kwargs)
@@ -272,11 +271,13 @@ def _record(fn: Callable, args: tuple, kwargs: dict, inputs: list[Buffer]) -> tu
             slots[id(buffer)] = len(outputs)
             outputs.append(buffer)
         returned_plan.append((slots[id(buffer)], lb))
+    result = _rebuild(result, iter([Tensor._wrap(lb) for lb in lazy]))
+    if not replayable:
+        return result, None
     for ref in copied:  # an old value kept by copy on write lives in the capture's memory,
         old = ref()     # which every replay overwrites: it gets a copy of its own
         if old is not None:
             copy_on_write(old)
-    result = _rebuild(result, iter([Tensor._wrap(lb) for lb in lazy]))
     # the rebuilt result is the replay's template: it holds no autograd graph
     return result, _Replay(launches, inputs, outputs, returned_plan, result, assigned)
 
