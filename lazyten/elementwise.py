@@ -11,6 +11,7 @@ from codegen.dtypes import dtypes, promote, scalar_result
 from codegen.ops import BinaryOps
 from lazyten import function as F
 from lazyten.lazy import LazyBuffer
+from lazyten.power import Pow, float_pow
 
 
 @functools.lru_cache(maxsize=4096)  # eager code broadcasts the same shapes on every call
@@ -145,47 +146,21 @@ class ElementwiseMixin:
         return ((r != 0) & ((r < 0) != (y < 0))).where(r + y, r)
 
     def pow(self, exponent, reverse: bool = False):
-        """x ** y with numpy's results: exact integer powers, negative bases, zeros, nan/inf."""
+        """x ** y with numpy's results (exact integer powers, negative bases, zeros, nan/inf)
+        and PyTorch's gradients (lazyten/power.py)."""
         is_number = isinstance(exponent, (int, float)) and not isinstance(exponent, bool)
         if not reverse and is_number and float(exponent).is_integer() and abs(exponent) <= 64:
-            return self._int_power(int(exponent), scalar_result(self.dtype, exponent))
+            x = self.cast(scalar_result(self.dtype, exponent))
+            if x.dtype.is_int and exponent < 0:
+                raise ValueError(f"integers to negative integer powers are not allowed "
+                                 f"(tensor of {x.dtype.name} ** {exponent})")
+            return x.apply(Pow, power=int(exponent), tensor=type(self))
         x, y = self._broadcasted(exponent, reverse)
         if not x.dtype.is_float:  # integer powers in float64 (exact below 2**53), rounded back
-            return x.double()._float_pow(y.double()).round().cast(x.dtype)
+            return float_pow(x.double(), y.double()).round().cast(x.dtype)
         if x.dtype == dtypes.float16:
-            return x.float()._float_pow(y.float()).cast(dtypes.float16)
-        return x._float_pow(y)
-
-    def _int_power(self, n: int, dtype):
-        """self ** n for a Python int n by repeated squaring: exact (and wrapping) for ints."""
-        x = self.cast(dtype)
-        if n == 0:
-            return x.ones_like()
-        if n < 0:
-            if not dtype.is_float:
-                raise ValueError(f"integers to negative integer powers are not allowed "
-                                 f"(tensor of {dtype.name} ** {n})")
-            return x._int_power(-n, dtype).reciprocal()
-        out, square = None, x
-        while n:
-            if n & 1:
-                out = square if out is None else out * square
-            n >>= 1
-            if n:
-                square = square * square
-        return out
-
-    def _float_pow(self, y):
-        """Float x ** y as exp2(y * log2|x|) with C99 pow's special cases."""
-        x = self
-        magnitude = (y * x.abs().log2()).exp2()
-        odd = y.apply(F.BinaryNoGrad, y.full_like(2.0).detach(), op=BinaryOps.MOD).abs() == 1
-        negative = (x < 0) | ((x == 0) & (x.detach().reciprocal() < 0))  # -0.0 counts
-        finite_negative = (x < 0) & (x > float("-inf"))
-        result = (negative & odd).where(-magnitude, magnitude)
-        result = (finite_negative & (y != y.trunc())).where(float("nan"), result)
-        one = (y == 0) | (x == 1) | ((x == -1) & y.isinf())
-        return one.where(1.0, result)
+            return x.float().apply(Pow, y.float(), tensor=type(self)).cast(dtypes.float16)
+        return x.apply(Pow, y, tensor=type(self))
 
     def __add__(self, o): return self.add(o)
     def __radd__(self, o): return self.add(o, True)

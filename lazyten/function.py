@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 
 from codegen.dtypes import dtypes
-from codegen.ops import BinaryOps, ReduceOps, TernaryOps, UnaryOps
+from codegen.helpers import prod
+from codegen.ops import BinaryOps, LoadOps, ReduceOps, TernaryOps, UnaryOps
 from lazyten.lazy import LazyBuffer
 
 
@@ -248,6 +249,8 @@ class Sum(Function):
 
 class Max(Function):
     def forward(self, x, axis, shape):
+        if self.requires_grad:  # the backward's mask compares x with the maximum
+            x = stable_values(x)
         self.x, self.ret, self.axis = x, x.r(ReduceOps.MAX, axis), axis
         return self.ret.reshape(shape)
 
@@ -314,3 +317,58 @@ class Flip(Function):
 
     def backward(self, grad):
         return grad.stride(self.arg)
+
+
+# ---- values read by several kernels ----
+# Float ops whose result is the same bit for bit in whichever kernel computes it: exact
+# ones (fmod is exact too), and for float32/float64 the correctly rounded ADD and MUL as
+# long as no MUL feeds an ADD, which a backend may contract into one fma in one kernel and
+# not in another. Ops with a bool or integer result are exact. Division and the
+# transcendental ops are not here: backends may approximate them, differently per kernel.
+_EXACT = {UnaryOps.NEG, UnaryOps.CAST, BinaryOps.MAX, BinaryOps.MOD, TernaryOps.WHERE}
+_ROUNDED = {BinaryOps.ADD, BinaryOps.MUL}
+
+
+def stable_values(x: LazyBuffer) -> LazyBuffer:
+    """`x`, or a stored copy of it, such that every kernel that reads the result sees the
+    same values bit for bit.
+
+    The scheduler inlines an elementwise graph into each kernel that reads it, and two
+    kernels may round it differently (an fma in one, a multiply and an add in the other).
+    A max's backward compares the input with the maximum: both must come from the same
+    values, or whole rows lose their gradient. Leaves (realized buffers, constants, load
+    ops, reduces: a reduce read by a reduce is always stored) read the same memory
+    everywhere; so does an inlined graph of the ops above. Anything else is computed once
+    into memory: the base, or the view when it reads fewer elements (a shrink of a large
+    base)."""
+    if _reproducible(x.base):
+        return x
+    if x._base is None or prod(x.shape) <= prod(x.base.shape):
+        return x.materialize()
+    return x.base.materialize()._view(x.st)
+
+
+def _reproducible(root: LazyBuffer) -> bool:
+    stack, seen = [root], set()
+    while stack:
+        base = stack.pop()
+        if id(base) in seen or base.realized is not None or \
+                isinstance(base.op, (LoadOps, ReduceOps)):
+            continue
+        seen.add(id(base))
+        if base.dtype.is_float and base.op not in _EXACT:
+            if base.op not in _ROUNDED or base.dtype not in (dtypes.float32, dtypes.float64):
+                return False  # (halves may be computed in float32 and rounded late)
+            if base.op is BinaryOps.ADD and any(_under(s, BinaryOps.MUL) for s in base.srcs):
+                return False
+        stack.extend(s.base for s in base.srcs)
+    return True
+
+
+def _under(lb: LazyBuffer, op) -> bool:
+    """Is `lb` an inlined `op`, possibly behind negations and casts (which a backend can
+    fold into an fma too)?"""
+    base = lb.base
+    while base.realized is None and base.op in (UnaryOps.NEG, UnaryOps.CAST):
+        base = base.srcs[0].base
+    return base.realized is None and base.op is op

@@ -374,8 +374,9 @@ class _Conv(F.Function):
                                                             zip(reach, tail)]).contiguous()
             gx = _Conv.forward_tensors(gd, _transposed_weight(w, groups),
                                        _Conv.Spec(groups, (1,) * nd, dilation, [(0, 0)] * nd))
-            grad_x = gx.shrink([(0, bs), (0, cin)] + [(pb, f - pa) for (pb, pa), f
-                                                      in zip(padding, full)]).lazydata
+            # undo the forward's padding: crop what it added, zeros where it cropped
+            # (a negative pad: those inputs were never read)
+            grad_x = gx.pad([(0, 0), (0, 0)] + [(-pb, -pa) for pb, pa in padding]).lazydata
         if self.needs_input_grad[1]:
             xw = _grouped_windows(x, kernel, self.spec)
             gr = g.reshape((bs, groups, cout // groups, 1) + out_sp + (1,) * nd)

@@ -83,7 +83,11 @@ class ReduceMixin:
         return squares / max(count - correction, 0) if count - correction > 0 else squares * float("nan")
 
     def std(self, axis=None, keepdim: bool = False, correction: int = 1):
-        return self.var(axis, keepdim, correction).sqrt()
+        """sqrt(var). Where the variance is 0 the gradient is 0, as PyTorch's std gives
+        (sqrt's own would be inf * 0 = nan); sqrt reads 1 there so its backward stays finite."""
+        var = self.var(axis, keepdim, correction)
+        zero = var == 0
+        return zero.where(0.0, zero.where(1.0, var).sqrt())
 
     def prod(self, axis=None, keepdim: bool = False):
         """Product by pairwise multiplication (exact for integers), log2(n) view steps."""
@@ -123,6 +127,8 @@ class ReduceMixin:
         n = self.shape[axis]
         if n == 0:
             raise ValueError(f"argmax/argmin of an empty dim {axis} of shape {self.shape}")
+        # x is compared with its maximum in another kernel: both must read the same values
+        x = type(self)._wrap(F.stable_values(x.lazydata))
         best = x.max(axis, keepdim=True)
         hit = (x == best) | x.isnan() if x.dtype.is_float else x == best
         count_down = type(self).arange(n, 0, -1, device=self.device).reshape(
@@ -137,7 +143,7 @@ class ReduceMixin:
         return self._arg(axis, keepdim, False)
 
     def logsumexp(self, axis=None, keepdim: bool = False):
-        m = self.max(axis, keepdim=True).detach()
+        m = self.detach().max(axis, keepdim=True)  # a shift only: no gradient, no saved input
         m = m.isinf().where(0, m)  # all -inf rows: avoid inf - inf
         out = (self - m).exp().sum(axis, keepdim=True).log() + m
         return out if keepdim else out.reshape(
@@ -145,12 +151,12 @@ class ReduceMixin:
 
     def softmax(self, axis: int = -1):
         x = self._float()
-        e = (x - x.max(axis, keepdim=True).detach()).exp()
+        e = (x - x.detach().max(axis, keepdim=True)).exp()
         return e / e.sum(axis, keepdim=True)
 
     def log_softmax(self, axis: int = -1):
         x = self._float()
-        shifted = x - x.max(axis, keepdim=True).detach()
+        shifted = x - x.detach().max(axis, keepdim=True)
         return shifted - shifted.exp().sum(axis, keepdim=True).log()
 
     def cumsum(self, axis: int = 0):

@@ -202,9 +202,10 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
     def apply(self, fn: type[F.Function], *others: Tensor, **kwargs) -> Tensor:
         """Run an autograd Function with this tensor (and `others`) as inputs."""
         tensors = (self,) + others
-        ctx = fn([bool(t.requires_grad) for t in tensors])
+        record = not Tensor.no_grad  # forward saves what backward needs only if recording
+        ctx = fn([record and bool(t.requires_grad) for t in tensors])
         out = Tensor._wrap(ctx.forward(*[t.lazydata for t in tensors], **kwargs))
-        if ctx.requires_grad and not Tensor.no_grad:
+        if ctx.requires_grad and out.dtype.is_float:  # as in PyTorch: only floats have grads
             out.requires_grad, out._ctx, out._parents = True, ctx, tensors
         return out
 

@@ -17,9 +17,12 @@ from typing import Any
 import numpy as np
 
 from codegen.dtypes import DType, dtypes
+from codegen.helpers import prod
 from codegen.ops import LoadOps
 from lazyten.lazy import LazyBuffer
+from lazyten.creation import default_device
 from lazyten.tensor import Tensor, to_numpy_dtype
+from runtimes import Buffer, canonical, get_runtime
 
 __all__ = ["get_parameters", "get_state_dict", "load_state_dict", "safe_save", "safe_load",
            "safe_load_metadata", "owns_buffer", "realize_owned"]
@@ -166,19 +169,91 @@ def safe_save(state_dict: dict[str, Tensor], path: str | os.PathLike,
 
 
 def _read_header(raw: bytes | np.ndarray, path) -> tuple[dict, int]:
+    """The header dict and where the data section starts. The header is JSON of the form
+    {name: {"dtype", "shape", "data_offsets"}, "__metadata__": {str: str}}: at most 3
+    levels deep, no key twice, at most _MAX_HEADER bytes."""
     if len(raw) < 8:
-        raise ValueError(f"{path}: too short to be a safetensors file")
+        raise ValueError(f"{path}: too short to be a safetensors file ({len(raw)} bytes)")
     (length,) = struct.unpack("<Q", bytes(raw[:8]))
-    if length > _MAX_HEADER or 8 + length > len(raw):
+    if length > _MAX_HEADER:
+        raise ValueError(f"{path}: safetensors header length {length} is over the limit of "
+                         f"{_MAX_HEADER} bytes")
+    if 8 + length > len(raw):
         raise ValueError(f"{path}: safetensors header length {length} does not fit the file "
                          f"of {len(raw)} bytes")
     try:
-        header = json.loads(bytes(raw[8:8 + length]).decode("utf-8"))
+        header = json.loads(bytes(raw[8:8 + length]).decode("utf-8"),
+                            object_pairs_hook=_no_duplicates)
+    except RecursionError:
+        raise ValueError(f"{path}: safetensors header JSON is nested deeper than the format "
+                         f"allows (3 levels)") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"{path}: safetensors header is not valid JSON: {e}") from None
     if not isinstance(header, dict):
         raise ValueError(f"{path}: safetensors header must be a JSON object")
     return header, 8 + length
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"safetensors header: key {twice!r} appears twice")
+    return out
+
+
+def _entries(header: dict, size: int, path) -> list[tuple[str, DType, tuple[int, ...], int, int]]:
+    """(name, dtype, shape, begin, end) of every tensor, checked against the format: known
+    dtypes, shapes of non-negative integers that match the byte counts, offsets in order
+    that tile the data section with no overlap and no hole."""
+    meta = header.get("__metadata__", {})
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise ValueError(f"{path}: safetensors __metadata__ must map strings to strings")
+    out = []
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        where = f"{path}: tensor {name!r}"
+        if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
+            raise ValueError(f"{where}: an entry has exactly the keys dtype, shape and "
+                             f"data_offsets, got {info!r}"[:500])
+        dtype = _FROM_CODE.get(info["dtype"]) if isinstance(info["dtype"], str) else None
+        if dtype is None:
+            raise ValueError(f"{where}: unknown dtype {info['dtype']!r} (known dtypes: "
+                             f"{', '.join(_FROM_CODE)})"[:500])
+        shape, offsets = info["shape"], info["data_offsets"]
+        if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+            raise ValueError(f"{where}: shape must be a list of non-negative integers, "
+                             f"got {shape!r}"[:500])
+        if not isinstance(offsets, list) or len(offsets) != 2 or \
+                not all(type(o) is int and o >= 0 for o in offsets):
+            raise ValueError(f"{where}: data_offsets must be two non-negative integers, "
+                             f"got {offsets!r}"[:500])
+        begin, end = offsets
+        if begin > end:
+            raise ValueError(f"{where}: data_offsets [{begin}, {end}] are out of order")
+        if end > size:
+            raise ValueError(f"{where}: data_offsets [{begin}, {end}] run past the data "
+                             f"section of {size} bytes")
+        nbytes = prod(shape) * dtype.itemsize
+        if end - begin != nbytes:
+            raise ValueError(f"{where}: shape {shape} of {dtype.name} is {nbytes} bytes but "
+                             f"data_offsets [{begin}, {end}] hold {end - begin}")
+        out.append((name, dtype, tuple(shape), begin, end))
+    position, previous = 0, None
+    for name, _, _, begin, end in sorted(out, key=lambda e: (e[3], e[4])):
+        if begin < position:
+            raise ValueError(f"{path}: tensor {name!r} at [{begin}, {end}] overlaps tensor "
+                             f"{previous!r}, which ends at {position}")
+        if begin > position:
+            raise ValueError(f"{path}: a hole of {begin - position} bytes before tensor "
+                             f"{name!r} (the data section must be packed)")
+        position, previous = end, name
+    if position != size:
+        raise ValueError(f"{path}: the data section has {size - position} bytes after the "
+                         f"last tensor (holes are not allowed)")
+    return out
 
 
 def safe_load_metadata(path: str | os.PathLike) -> dict[str, str]:
@@ -187,29 +262,26 @@ def safe_load_metadata(path: str | os.PathLike) -> dict[str, str]:
         head = f.read(8)
         (length,) = struct.unpack("<Q", head) if len(head) == 8 else (0,)
         header, _ = _read_header(head + f.read(min(length, _MAX_HEADER)), path)
-    return dict(header.get("__metadata__", {}))
+    meta = header.get("__metadata__", {})
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise ValueError(f"{path}: safetensors __metadata__ must map strings to strings")
+    return dict(meta)
 
 
 def safe_load(path: str | os.PathLike, device: str | None = None) -> dict[str, Tensor]:
-    """Read a safetensors file into realized Tensors (names in file order)."""
+    """Read a safetensors file into realized Tensors (names in file order). The file is
+    checked against the format first (see `_entries`); a file that breaks a rule raises
+    ValueError naming the tensor and the rule, and nothing is loaded."""
     raw = np.fromfile(path, dtype=np.uint8)
     header, start = _read_header(raw, path)
     data = raw[start:]
+    runtime = get_runtime(canonical(device) if device is not None else default_device())
     out: dict[str, Tensor] = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            dtype = _FROM_CODE[info["dtype"]]
-            shape = tuple(int(s) for s in info["shape"])
-            begin, end = (int(o) for o in info["data_offsets"])
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(f"{path}: bad safetensors entry for {name!r}: {info!r} "
-                             f"(known dtypes: {', '.join(_FROM_CODE)})") from None
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if not 0 <= begin <= end <= len(data) or end - begin != nbytes:
-            raise ValueError(f"{path}: {name!r} has data_offsets [{begin}, {end}] but needs "
-                             f"{nbytes} bytes of a {len(data)}-byte data section")
-        arr = data[begin:end].view(to_numpy_dtype(dtype).newbyteorder("<")).reshape(shape)
-        out[name] = Tensor(arr.astype(to_numpy_dtype(dtype)), device=device)
+    for name, dtype, shape, begin, end in _entries(header, len(data), path):
+        buffer = Buffer(runtime, prod(shape), dtype)
+        if end > begin:
+            little = data[begin:end].view(to_numpy_dtype(dtype).newbyteorder("<"))
+            native = little.astype(to_numpy_dtype(dtype), copy=False)
+            buffer.copyin(memoryview(native.view(np.uint8)))
+        out[name] = Tensor._wrap(LazyBuffer.from_buffer(buffer, shape))
     return out

@@ -160,3 +160,16 @@ def test_two_updates_reading_each_other_keep_old_values_for_readers():
     np.testing.assert_array_equal(a.numpy(), [4, 6])
     np.testing.assert_array_equal(b.numpy(), [-2, -2])
     np.testing.assert_array_equal(before.numpy(), [3, 8])
+
+
+@pytest.mark.parametrize("alias", ["pow1", "contiguous", "detach", "Tensor"])
+def test_assign_to_a_tensor_sharing_a_buffer_leaves_the_other_alone(alias):
+    """Ops that return their input's buffer unchanged make two Tensors of one LazyBuffer;
+    assigning to one must not change the other (found by the gradient work: y = x ** 1).
+    (`x.reshape(x.shape)` and `x.cast(x.dtype)` return `x` itself, as PyTorch's `.to` does.)"""
+    x = realized([1, 2])
+    y = {"pow1": lambda: x ** 1, "contiguous": x.contiguous, "detach": x.detach,
+         "Tensor": lambda: Tensor(x)}[alias]()
+    y.assign(realized([5, 6])).realize()
+    np.testing.assert_array_equal(x.numpy(), [1, 2])
+    np.testing.assert_array_equal(y.numpy(), [5, 6])
