@@ -31,6 +31,7 @@ A jitted function may:
     Non-tensor return values are those of call 2;
   - call other jitted functions: inside a jitted function they run as plain functions,
     recorded with it;
+  - be a method: `self` is an argument like the others, so one object per capture;
   - be called from several threads: calls of one jitted function take turns, and a
     capture records only its own thread's work.
 
@@ -83,6 +84,11 @@ class TinyJit:
         self._lock = threading.RLock()
         self.reset()
         functools.update_wrapper(self, fn)
+
+    def __get__(self, obj, objtype=None):
+        """As a method: `self` is an argument like the others (one capture per object; a
+        call on another object raises JitError)."""
+        return self if obj is None else functools.partial(self, obj)
 
     def reset(self) -> None:
         """Forget the capture (for example after changing the model)."""

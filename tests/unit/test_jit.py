@@ -374,3 +374,29 @@ def test_returning_a_view_taken_before_an_update():
     for i, got in enumerate(kept):
         np.testing.assert_allclose(got.numpy(), sum(data[:i], np.zeros(4)).reshape(2, 2),
                                    rtol=1e-5, atol=1e-6, err_msg=f"call {i + 1}")
+
+
+def test_a_jitted_method_and_a_failed_capture():
+    """A method can be jitted (its object is an argument that must stay the same); a
+    capture whose call raises is taken again on the next call."""
+    class Model:
+        def __init__(self):
+            self.w = Tensor(np.float32([1, 2, 3])).realize()
+            self.fail = False
+
+        @lazyten.jit
+        def __call__(self, x):
+            if self.fail:
+                raise RuntimeError("failing on purpose")
+            return (x * self.w).sum().realize()
+    model = Model()
+    data = _inputs(6, shape=(3,))
+    assert model(Tensor(data[0])).item() == pytest.approx(float(data[0] @ [1, 2, 3]), rel=1e-5)
+    model.fail = True
+    with pytest.raises(RuntimeError, match="on purpose"):
+        model(Tensor(data[1]))
+    model.fail = False
+    for x in data[2:]:
+        assert model(Tensor(x)).item() == pytest.approx(float(x @ [1, 2, 3]), rel=1e-5)
+    with pytest.raises(JitError, match="argument self"):
+        Model()(Tensor(data[0]))
