@@ -1,71 +1,372 @@
 """@jit: capture the kernels a function launches, then replay them on new inputs.
 
-Call 1 runs the function normally (compiling its kernels). Call 2 runs it again while
-the engine records every launch: the program and the exact buffers it touched. From call
-3 on, the recorded launches are replayed with the input tensors' buffers swapped in: no
-graph is built, nothing is scheduled or compiled. The function's return value is the
-tensors from the captured call, whose buffers the replay overwrites.
+Call 1 runs the function as written (compiling its kernels). Call 2 runs it again while
+this thread's engine records every kernel launch and device copy, with the exact buffers
+each touched. From call 3 on no Python of the function runs: the recorded launches are
+replayed with the new input tensors' buffers swapped in and the returned tensors' buffers
+swapped for fresh ones (nothing is traced, scheduled or compiled).
 
-Requirements, as with any kernel-replaying JIT: tensor inputs keep their shapes, dtypes
-and devices (a change raises ValueError); parameters are updated in place (optimisers
-use `assign`); host-side randomness (Tensor.rand) is frozen at capture time.
+Every call, recorded or replayed:
+  - first realizes the in-place updates (`assign`) this thread left pending;
+  - takes as inputs the Tensor arguments, also those inside lists, tuples and dicts
+    (recursively); a view or unrealized input is first made contiguous and realized
+    (the caller's tensor then holds that copy);
+  - realizes the returned tensors (also inside tuples, lists and dicts) and every
+    in-place update the call made before it returns;
+  - returns new, detached tensors that hold this call's values in memory of their own: a
+    result kept from call 3 still holds call 3's value after call 4. A returned tensor
+    whose memory comes from outside the call (an input, a parameter) is copied, so it
+    is the value at the end of the call.
+
+A jitted function may:
+  - read tensors it was not passed (parameters, optimiser state) and update them in place
+    with `assign`, as the optimisers do; the updates are replayed. Values follow the
+    eager rule (docs/design.md, "Semantics"): a view, clone or lazy expression made from
+    a parameter before a call keeps the parameter's old value (before each replay, a
+    parameter whose LazyBuffer anything else holds has its old value copied on write);
+  - take non-tensor arguments (numbers, strings, flags, modules) and return non-tensor
+    values. Both are fixed by the capture: each call must pass non-tensor arguments equal
+    (same type, ==) to the first call's, else JitError names the argument; keyword order
+    and defaults spelled out do not matter. To vary a number, pass it as a 0-d Tensor.
+    Non-tensor return values are those of call 2;
+  - call other jitted functions: inside a jitted function they run as plain functions,
+    recorded with it;
+  - be a method: `self` is an argument like the others, so one object per capture;
+  - be called from several threads: calls of one jitted function take turns, and a
+    capture records only its own thread's work.
+
+Replay repeats the capture's decisions, so a jitted function must not:
+  - branch on tensor values (`.item()`, `.numpy()`, `if t:`): they are read at capture;
+  - draw random numbers (Tensor.rand, dropout): they come from the host, so they are
+    drawn at capture and every replay uses the same ones;
+  - hand results out other than by its return value and `assign`: a tensor it stores
+    elsewhere (`self.h = y`, `p.replace(y)`, `p.grad`) is the capture's; after a replay
+    it holds the latest call's value if it was realized inside the call, else a value
+    that is not defined;
+  - expect lazy work pending on a tensor it reads but was not passed (other than an
+    assign) to happen once: the capture records it, so every replay redoes it from its
+    sources' current contents. Realize such tensors before the first call.
+Inputs must keep their shapes, dtypes, devices and requires_grad, and which of them are
+the same tensor; a change raises JitError. numpy arrays are refused as arguments (the
+capture would freeze their data): pass Tensors. `.reset()` forgets the capture.
 """
 from __future__ import annotations
 import functools
-from typing import Any, Callable
+import inspect
+import itertools
+import sys
+import threading
+import weakref
+from typing import Any, Callable, NamedTuple
 
-from lazyten.realize import Capture, launch
+import numpy as np
+
+from codegen.ops import LoadOps
+from lazyten.lazy import LazyBuffer, pending_assigns
+from lazyten.realize import Capture, Launch, copy_on_write, realize, replay
 from lazyten.tensor import Tensor
+from runtimes import Buffer
 
 
 class JitError(ValueError):
-    """Inputs of a jitted function changed shape, dtype or device."""
+    """A jitted function was called with arguments its capture cannot replay."""
 
 
 class TinyJit:
     """The decorator object; see the module docstring."""
 
     def __init__(self, fn: Callable):
-        self.fn, self.calls = fn, 0
-        self.captured: list | None = None
-        self.signature: list | None = None
-        self.input_buffers: list = []
-        self.result: Any = None
+        self.fn = fn
+        try:
+            self._parameters: inspect.Signature | None = inspect.signature(fn)
+        except (TypeError, ValueError):  # some builtins have no signature
+            self._parameters = None
+        self._lock = threading.RLock()
+        self.reset()
         functools.update_wrapper(self, fn)
+
+    def __get__(self, obj, objtype=None):
+        """As a method: `self` is an argument like the others (one capture per object; a
+        call on another object raises JitError)."""
+        return self if obj is None else functools.partial(self, obj)
 
     def reset(self) -> None:
         """Forget the capture (for example after changing the model)."""
-        self.calls, self.captured, self.signature, self.result = 0, None, None, None
+        self.calls = 0
+        self._parts: list | None = None  # the first call's arguments, flattened
+        self._replay: _Replay | None = None
 
     def __call__(self, *args, **kwargs):
-        tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, Tensor)]
-        for t in tensors:  # inputs get their own memory, outside the capture
-            if not (t.lazydata._base is None and t.lazydata.is_realized):
-                t.replace(t.contiguous().realize())
-        signature = [(t.shape, t.dtype, t.device) for t in tensors]
-        if self.signature is not None and signature != self.signature:
-            raise JitError(f"jitted {self.fn.__name__} was captured for inputs {self.signature}"
-                           f" but got {signature}; call .reset() to capture again")
-        self.signature = signature
-        buffers = [t.lazydata.buffer() for t in tensors]
-        self.calls += 1
-        if self.calls == 1:
-            return self.fn(*args, **kwargs)
-        if self.calls == 2:
-            Capture.items = []
-            try:
-                self.result = self.fn(*args, **kwargs)
-            finally:
-                self.captured, Capture.items = Capture.items, None
-            self.input_buffers = buffers
-            return self.result
-        swap = {id(old): new for old, new in zip(self.input_buffers, buffers)}
-        for spec, program, bufs in self.captured:
-            if spec is None:  # an index check: `program` verifies the flag
-                program(*bufs)
-                continue
-            launch(spec, program, [swap.get(id(b), b) for b in bufs], bufs[0].device)
-        return self.result
+        with self._lock:
+            if Capture.items is not None:  # inside another capture, which records this too
+                return self.fn(*args, **kwargs)
+            inputs = self._inputs(args, kwargs)
+            self.calls += 1
+            if self._replay is not None:
+                return self._replay.run(inputs)
+            result, self._replay = _record(self.fn, args, kwargs, inputs, self.calls >= 2)
+            return result
+
+    def _inputs(self, args: tuple, kwargs: dict) -> list[Buffer]:
+        """Check the arguments against the first call's; return the input buffers."""
+        leaves: list[tuple[str, Any]] = []
+        for name, value in self._named(args, kwargs):
+            _leaves(value, name, leaves)
+        tensors = [value for _, value in leaves if isinstance(value, Tensor)]
+        todo = [t for t in tensors if t.lazydata._base is not None or t.lazydata.realized is None]
+        for t in todo:  # inputs get memory of their own, outside the capture
+            t.replace(t.contiguous())
+        pending = pending_assigns()
+        if todo or pending:
+            realize([t.lazydata for t in todo] + pending)
+        first: dict[int, str] = {}  # buffer -> the first argument that holds it
+        parts = [(path, _spec(v, path, first) if isinstance(v, Tensor) else v)
+                 for path, v in leaves]
+        if self._parts is None:
+            self._parts = parts
+        else:
+            self._check(parts)
+        return [t.lazydata.realized for t in tensors]
+
+    def _named(self, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
+        """(name, value) of each argument, in the function's parameter order."""
+        if self._parameters is not None:
+            bound = self._parameters.bind(*args, **kwargs)
+            bound.apply_defaults()
+            return list(bound.arguments.items())
+        return [(f"args[{i}]", a) for i, a in enumerate(args)] + sorted(kwargs.items())
+
+    def _check(self, parts: list) -> None:
+        missing = (None, _ABSENT)
+        for (old_path, old), (path, new) in itertools.zip_longest(self._parts, parts,
+                                                                   fillvalue=missing):
+            if old_path != path or not _same(old, new):
+                where = old_path if old_path == path else f"{old_path} / {path}"
+                raise JitError(
+                    f"jitted {getattr(self.fn, '__name__', 'function')}: argument {where} was "
+                    f"{_show(old)} when captured and is {_show(new)} now. A capture replays "
+                    "only for tensors of the same shapes, dtypes and devices and equal "
+                    "non-tensor arguments: pass a 0-d Tensor to vary a number, or call "
+                    ".reset() to capture again")
+
+
+class _TensorSpec(NamedTuple):
+    """What a replay needs to stay the same about a tensor argument."""
+    shape: tuple
+    dtype: Any
+    device: str
+    requires_grad: bool
+    same_as: str | None  # an earlier argument with the same buffer
+
+
+def _spec(t: Tensor, path: str, first: dict[int, str]) -> _TensorSpec:
+    earlier = first.setdefault(id(t.lazydata.realized), path)
+    return _TensorSpec(t.shape, t.dtype, t.device, bool(t.requires_grad),
+                       None if earlier == path else earlier)
+
+
+class _Container(NamedTuple):
+    kind: type
+    keys: tuple  # indices of a list or tuple, keys of a dict
+
+
+_ABSENT = object()
+
+
+class _Replay:
+    """The recorded launches of one call, with the buffers each call replaces: the
+    inputs' (slots 0..n-1) and the returned tensors' (slots n..)."""
+
+    def __init__(self, launches: list[Launch], inputs: list[Buffer], outputs: list[Buffer],
+                 returned: list[tuple[int | None, LazyBuffer]], template: Any,
+                 assigned: list[Tensor]):
+        slot = {}
+        for i, b in enumerate(inputs + outputs):
+            slot.setdefault(id(b), i)
+        self.steps = [(step, [(pos, slot[id(b)]) for pos, b in enumerate(step.buffers)
+                              if id(b) in slot]) for step in launches]
+        self.outputs = outputs  # the capture's: each call gets new ones like them
+        self.first_output = len(inputs)
+        self.returned, self.template = returned, template
+        # tensors updated in place whose memory every replay overwrites (parameters):
+        # (the tensor, weakly; its memory; how many references its LazyBuffer has when
+        # nothing but the tensor holds it)
+        self.updated: list[tuple[weakref.ref, Buffer, int]] = []
+        for t in {id(t): t for t in assigned}.values():
+            memory = t.lazydata.realized if t.lazydata._base is None else None
+            if memory is not None and id(memory) not in slot:
+                _keep_values_read_from(t)
+                self.updated.append((weakref.ref(t), memory, _references(t)))
+
+    def run(self, inputs: list[Buffer]) -> Any:
+        for ref, memory, alone in self.updated:
+            t = ref()
+            if t is not None and _references(t) > alone and t.lazydata._base is None \
+                    and t.lazydata.realized is memory:
+                _keep_values_read_from(t)
+        current = inputs + [Buffer(b.runtime, b.size, b.dtype) for b in self.outputs]
+        for step, patches in self.steps:
+            buffers = step.buffers
+            if patches:
+                buffers = list(buffers)
+                for pos, slot in patches:
+                    buffers[pos] = current[slot]
+            replay(step, buffers)
+        tensors = []
+        for slot, lb in self.returned:
+            if slot is not None:  # else a constant, which nothing can change
+                base = LazyBuffer.from_buffer(current[self.first_output + slot], lb.base.shape)
+                lb = base if lb._base is None else base._view(lb.st)
+            tensors.append(Tensor._wrap(lb))
+        return _rebuild(self.template, iter(tensors))
+
+
+def _keep_values_read_from(t: Tensor) -> None:
+    """Before memory that `t` owns is overwritten in place without Python (a replay): give
+    `t` a LazyBuffer of its own, and if anything else still holds the old one (a view, a
+    lazy clone or expression made from `t` since), point that at a copy (copy on write),
+    as an eager assign does. Tensors made from `t` keep their values."""
+    lb = t.lazydata
+    alive = weakref.ref(lb)
+    t.lazydata = LazyBuffer.from_buffer(lb.realized, lb.shape)
+    del lb
+    old = alive()
+    if old is not None:
+        copy_on_write(old)
+
+
+def _references(t: Tensor) -> int:
+    """References to `t`'s LazyBuffer (compared only with another call of this function,
+    so the interpreter's own temporaries cancel out)."""
+    return sys.getrefcount(t.lazydata)
+
+
+def _record(fn: Callable, args: tuple, kwargs: dict, inputs: list[Buffer],
+            replayable: bool) -> tuple[Any, _Replay | None]:
+    """Run `fn` while this thread's launches are recorded; realize what it returns and the
+    updates it made; return (its result as new detached tensors, the replay if asked)."""
+    Capture.items, Capture.allocated, Capture.assigned, Capture.copied = [], [], [], []
+    try:
+        result = fn(*args, **kwargs)
+        returned: list[Tensor] = []
+        _collect(result, returned)
+        realize([t.lazydata for t in returned] + pending_assigns())
+        fresh = {id(b) for b in Capture.allocated}
+        copies = {}  # memory from outside the call is copied, once per tensor
+        lazy = []
+        for t in returned:
+            lb = t.lazydata
+            if lb.base.realized is not None and id(lb.base.realized) not in fresh:
+                if id(lb) not in copies:
+                    copies[id(lb)] = LazyBuffer.loadop(LoadOps.CONTIGUOUS, lb.shape, lb.dtype,
+                                                       lb.device, srcs=(lb,))
+                lb = copies[id(lb)]
+            lazy.append(lb)
+        if copies:
+            realize(list(copies.values()))
+        launches, assigned, copied = Capture.items, Capture.assigned, Capture.copied
+    finally:
+        Capture.items = Capture.allocated = Capture.assigned = Capture.copied = None
+    outputs, slots, returned_plan = [], {}, []
+    for lb in lazy:
+        buffer = lb.base.realized
+        if buffer is None:
+            returned_plan.append((None, lb))
+            continue
+        if id(buffer) not in slots:
+            slots[id(buffer)] = len(outputs)
+            outputs.append(buffer)
+        returned_plan.append((slots[id(buffer)], lb))
+    result = _rebuild(result, iter([Tensor._wrap(lb) for lb in lazy]))
+    if not replayable:
+        return result, None
+    for ref in copied:  # an old value kept by copy on write lives in the capture's memory,
+        old = ref()     # which every replay overwrites: it gets a copy of its own
+        if old is not None:
+            copy_on_write(old)
+    # the rebuilt result is the replay's template: it holds no autograd graph
+    return result, _Replay(launches, inputs, outputs, returned_plan, result, assigned)
+
+
+def _leaves(value: Any, path: str, out: list[tuple[str, Any]]) -> None:
+    """Flatten an argument into (path, leaf): tensors, other values, and before each
+    list, tuple or dict a _Container with its type and keys."""
+    if isinstance(value, (list, tuple)):
+        out.append((path, _Container(type(value), tuple(range(len(value))))))
+        for i, item in enumerate(value):
+            _leaves(item, f"{path}[{i}]", out)
+    elif isinstance(value, dict):
+        keys = _keys(value)
+        out.append((path, _Container(type(value), tuple(keys))))
+        for key in keys:
+            _leaves(value[key], f"{path}[{key!r}]", out)
+    elif isinstance(value, np.ndarray):
+        raise JitError(f"argument {path} of a jitted function is a numpy array, whose data "
+                       "the capture would freeze: pass a Tensor")
+    else:
+        out.append((path, value))
+
+
+def _keys(d: dict) -> list:
+    """A dict's keys in an order that does not depend on how it was built."""
+    try:
+        return sorted(d)
+    except TypeError:
+        return sorted(d, key=repr)
+
+
+def _same(old: Any, new: Any) -> bool:
+    """Equal as arguments: the same type and ==, NaN equal to NaN."""
+    if old is new:
+        return True
+    if type(old) is not type(new):
+        return False
+    try:
+        return bool(old == new) or bool(old != old and new != new)
+    except Exception:  # noqa: BLE001 - not comparable counts as changed
+        return False
+
+
+def _show(leaf: Any) -> str:
+    if leaf is _ABSENT:
+        return "absent"
+    if isinstance(leaf, _TensorSpec):
+        notes = ["requires_grad"] * leaf.requires_grad + \
+            [f"the same tensor as {leaf.same_as}"] * (leaf.same_as is not None)
+        return f"a Tensor {leaf.shape} {leaf.dtype.name} on {leaf.device}" + \
+            (f" ({', '.join(notes)})" if notes else "")
+    if isinstance(leaf, _Container):
+        return f"a {leaf.kind.__name__} of {len(leaf.keys)}" + \
+            (f" with keys {list(leaf.keys)}" if issubclass(leaf.kind, dict) else "")
+    text = repr(leaf)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _collect(value: Any, out: list[Tensor]) -> None:
+    """The tensors in a return value, in the order _rebuild puts them back."""
+    if isinstance(value, Tensor):
+        out.append(value)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _collect(item, out)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _collect(item, out)
+
+
+def _rebuild(value: Any, tensors) -> Any:
+    """`value` with each tensor replaced by the next of `tensors`."""
+    if isinstance(value, Tensor):
+        return next(tensors)
+    if isinstance(value, list):
+        return [_rebuild(item, tensors) for item in value]
+    if isinstance(value, tuple):
+        items = [_rebuild(item, tensors) for item in value]
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+    if isinstance(value, dict):
+        out = {key: _rebuild(item, tensors) for key, item in value.items()}
+        return out if type(value) is dict else type(value)(out)
+    return value
 
 
 def jit(fn: Callable) -> TinyJit:

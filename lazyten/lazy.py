@@ -6,6 +6,8 @@ graph of bases into kernels; the engine realizes them and drops the ops so unrea
 intermediate buffers are freed.
 """
 from __future__ import annotations
+import threading
+import weakref
 from typing import Any
 
 from codegen.dtypes import DType, dtypes
@@ -164,8 +166,10 @@ class LazyBuffer:
     def assign(self, value: LazyBuffer) -> LazyBuffer:
         """Write `value` into this (realized, contiguous) buffer's memory. (The scheduler
         makes a value that reads this buffer through another view read a copy.)"""
-        return LazyBuffer.loadop(LoadOps.ASSIGN, self.shape, self.dtype, self.device,
-                                 srcs=(value, self))
+        out = LazyBuffer.loadop(LoadOps.ASSIGN, self.shape, self.dtype, self.device,
+                                srcs=(value, self))
+        _ASSIGNS.made.add(out)
+        return out
 
     # ---- movement: views only ----
     def _view(self, st: ShapeTracker) -> LazyBuffer:
@@ -206,6 +210,29 @@ class LazyBuffer:
     def allocate(self) -> Buffer:
         """Create (not yet fill) this base's device buffer."""
         return Buffer(get_runtime(self.device), prod(self.shape), self.dtype)
+
+
+class _Assigns(threading.local):
+    """The ASSIGNs this thread made, held weakly: the JIT finishes the unrealized ones so
+    a call's in-place updates happen inside that call."""
+
+    def __init__(self):
+        self.made: weakref.WeakSet[LazyBuffer] = weakref.WeakSet()
+
+
+_ASSIGNS = _Assigns()
+
+
+def pending_assigns() -> list[LazyBuffer]:
+    """This thread's in-place updates that are still unrealized (the realized ones are
+    forgotten)."""
+    made = _ASSIGNS.made
+    if not made:
+        return []
+    pending = [lb for lb in made if lb.realized is None]
+    made.clear()
+    made.update(pending)
+    return pending
 
 
 def _has_mask(st: ShapeTracker) -> bool:

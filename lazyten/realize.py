@@ -7,7 +7,9 @@ import atexit
 from collections import OrderedDict
 from functools import partial
 import sys
+import threading
 import weakref
+from typing import Any, NamedTuple
 
 from codegen.helpers import debug_level, getenv, prod
 from codegen.linearizer import Linearizer
@@ -19,9 +21,28 @@ from lazyten.schedule import ScheduleItem, copy_ast, create_schedule
 from runtimes import Buffer, Program, get_runtime
 
 
-class Capture:
-    """While `items` is a list, every kernel launch is recorded there (for the JIT)."""
-    items: list | None = None
+class Launch(NamedTuple):
+    """One recorded step of the engine. With a spec: `program` launched on `buffers`
+    (the output first). Without: a host step, `program(*buffers)` (a copy between
+    devices, or reading an index check's flag)."""
+    spec: ProgramSpec | None
+    program: Program | Any
+    buffers: list
+
+
+class _Capture(threading.local):
+    """This thread's recording, for the JIT. While `items` is a list, every kernel launch
+    and host step this thread's engine runs is appended to it (as a Launch), every buffer
+    it allocates to `allocated`, every Tensor assigned in place to `assigned`, and every
+    LazyBuffer given a copy of its old value to `copied`. Other threads are never
+    recorded."""
+    items: list[Launch] | None = None
+    allocated: list[Buffer] | None = None
+    assigned: list | None = None  # the Tensors given an in-place update (Tensor.assign)
+    copied: list | None = None  # weak references to the LazyBuffers copied on write
+
+
+Capture = _Capture()
 
 
 class Stats:
@@ -112,21 +133,29 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
         out = item.out
         if item.ast is None:
             if out.op is LoadOps.COPY:
-                src = item.inputs[0].realized
-                host = memoryview(bytearray(src.nbytes))
-                src.copyout(host)
-                out.realized = out.allocate().copyin(host)
+                out.realized = _allocate(out)
+                _record_and_run(Launch(None, _copy, [out.realized, item.inputs[0].realized]))
             elif out.realized is None:
-                out.realized = out.allocate()
+                out.realized = _allocate(out)
         else:
             _run_kernel(item)
             if out.index_check is not None:  # raise before anything reads bad indices
                 if Capture.items is not None:
-                    Capture.items.append((None, partial(raise_if_bad, out.index_check),
-                                          [out.realized]))
+                    Capture.items.append(Launch(None, partial(raise_if_bad, out.index_check),
+                                                [out.realized]))
                 verify(out)
         out.srcs, out.arg = (), None  # drop the graph so its buffers can be freed
         item.inputs = []
+
+
+def _allocate(out: LazyBuffer) -> Buffer:
+    return _allocated(out.allocate())
+
+
+def _allocated(buffer: Buffer) -> Buffer:
+    if Capture.allocated is not None:
+        Capture.allocated.append(buffer)
+    return buffer
 
 
 def _run_kernel(item: ScheduleItem) -> None:
@@ -134,13 +163,31 @@ def _run_kernel(item: ScheduleItem) -> None:
     empty = prod(out.shape) == 0
     spec, program = (None, None) if empty else get_program(item.ast, out.device)
     buffers = [b.realized for b in item.inputs]
-    out.realized = _keep_old_value(out) if out.op is LoadOps.ASSIGN else out.allocate()
+    out.realized = _keep_old_value(out) if out.op is LoadOps.ASSIGN else _allocate(out)
     if empty:
         return
-    buffers.insert(0, out.realized)
+    _record_and_run(Launch(spec, program, [out.realized] + buffers))
+
+
+def _record_and_run(step: Launch) -> None:
     if Capture.items is not None:
-        Capture.items.append((spec, program, buffers))
-    launch(spec, program, buffers, out.device)
+        Capture.items.append(step)
+    replay(step, step.buffers)
+
+
+def replay(step: Launch, buffers: list[Buffer]) -> None:
+    """Run a recorded step on `buffers` (its own or others of the same sizes)."""
+    if step.spec is None:
+        step.program(*buffers)
+    else:
+        launch(step.spec, step.program, buffers, buffers[0].device)
+
+
+def _copy(dest: Buffer, src: Buffer) -> None:
+    """A copy between devices, through the host."""
+    host = memoryview(bytearray(src.nbytes))
+    src.copyout(host)
+    dest.copyin(host)
 
 
 def _keep_old_value(assign: LazyBuffer) -> Buffer:
@@ -160,19 +207,26 @@ def _keep_old_value(assign: LazyBuffer) -> Buffer:
     del target
     old = alive()
     if old is not None:
-        Stats.copies_on_write += 1
-        old.realized = Buffer(memory.runtime, memory.size, memory.dtype)
-        _launch_copy(old.realized, memory, old.shape, old.device)
+        copy_on_write(old)
     return memory
+
+
+def copy_on_write(old: LazyBuffer) -> None:
+    """Point `old`, a realized base whose memory is about to be overwritten while
+    something can still read it, at a copy of that memory."""
+    memory = old.realized
+    Stats.copies_on_write += 1
+    old.realized = _allocated(Buffer(memory.runtime, memory.size, memory.dtype))
+    if Capture.copied is not None:
+        Capture.copied.append(weakref.ref(old))
+    _launch_copy(old.realized, memory, old.shape, old.device)
 
 
 def _launch_copy(dest: Buffer, src: Buffer, shape: tuple[int, ...], device: str) -> None:
     if prod(shape) == 0:
         return
     spec, program = get_program(copy_ast(shape, src.dtype), device)
-    if Capture.items is not None:
-        Capture.items.append((spec, program, [dest, src]))
-    launch(spec, program, [dest, src], device)
+    _record_and_run(Launch(spec, program, [dest, src]))
 
 
 def launch(spec: ProgramSpec, program: Program, buffers: list, device: str) -> None:

@@ -6,6 +6,7 @@ methods live in mixins (movement.py, reduce.py, nnops.py) so each file stays rea
 """
 from __future__ import annotations
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -19,14 +20,50 @@ from lazyten.creation import CreationMixin, _scalar_dtype, default_device, to_nu
 from lazyten.elementwise import ElementwiseMixin
 from lazyten.movement import MovementMixin
 from lazyten.nnops import NNMixin
-from lazyten.realize import realize
+from lazyten.realize import Capture, realize
 from lazyten.reduce import ReduceMixin
 from runtimes import Buffer, canonical, get_runtime
 
-class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin):
+# Autograd and training mode are per thread (as in PyTorch): one thread's no_grad() or
+# train() never changes what another computes, and a new thread starts with autograd on
+# and training off. They are context variables (each thread has its own context; so does
+# each asyncio task), read through Tensor's metaclass in about 50 ns, once per op.
+_NO_GRAD: ContextVar[bool] = ContextVar("no_grad", default=False)
+_TRAINING: ContextVar[bool] = ContextVar("training", default=False)
+
+
+class _TensorType(type):
+    """`Tensor.no_grad` and `Tensor.training` read and set the calling thread's switches
+    (`del` puts one back to its default)."""
+
+    @property
+    def no_grad(cls) -> bool:
+        return _NO_GRAD.get()
+
+    @no_grad.setter
+    def no_grad(cls, value: bool) -> None:
+        _NO_GRAD.set(bool(value))
+
+    @no_grad.deleter
+    def no_grad(cls) -> None:
+        _NO_GRAD.set(False)
+
+    @property
+    def training(cls) -> bool:
+        return _TRAINING.get()
+
+    @training.setter
+    def training(cls, value: bool) -> None:
+        _TRAINING.set(bool(value))
+
+    @training.deleter
+    def training(cls) -> None:
+        _TRAINING.set(False)
+
+
+class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin,
+             metaclass=_TensorType):
     """A lazily evaluated n-dimensional array with autograd."""
-    training: bool = False
-    no_grad: bool = False
 
     def __init__(self, data: Any, device: str | None = None, dtype: Any = None,
                  requires_grad: bool | None = None):
@@ -151,6 +188,8 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
         target = self.lazydata
         if target._base is None and target.realized is not None:
             self.lazydata = target.assign(value.lazydata)
+            if Capture.assigned is not None:  # the JIT keeps values taken from it
+                Capture.assigned.append(self)
         else:
             self.lazydata = value.lazydata
         return self
@@ -306,12 +345,14 @@ def _from_numpy(arr: np.ndarray, device: str) -> LazyBuffer:
 
 @contextmanager
 def _training(mode: bool = True):
-    """Inside this block Tensor.training is `mode` (dropout and batchnorm read it)."""
-    previous, Tensor.training = Tensor.training, mode
+    """Inside this block this thread's Tensor.training is `mode` (dropout and batchnorm
+    read it)."""
+    previous = _TRAINING.get()
+    _TRAINING.set(bool(mode))
     try:
         yield
     finally:
-        Tensor.training = previous
+        _TRAINING.set(previous)
 
 
 Tensor.train = staticmethod(_training)
@@ -319,10 +360,11 @@ Tensor.train = staticmethod(_training)
 
 @contextmanager
 def no_grad():
-    """Inside this block no autograd graph is recorded."""
-    previous, Tensor.no_grad = Tensor.no_grad, True
+    """Inside this block (in this thread) no autograd graph is recorded."""
+    previous = _NO_GRAD.get()
+    _NO_GRAD.set(True)
     try:
         yield
     finally:
-        Tensor.no_grad = previous
+        _NO_GRAD.set(previous)
 
