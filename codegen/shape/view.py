@@ -89,7 +89,7 @@ class View:
         return self.__dict__["_hash"]
 
     @staticmethod
-    @functools.lru_cache(maxsize=16384)  # models build the same views every step
+    @functools.lru_cache(maxsize=2 * MEMO_SIZE)  # models build the same views every step
     def create(shape: tuple[int, ...], strides: tuple[int, ...] | None = None, offset: int = 0,
                mask: Mask = None) -> View:
         """Canonical view (see the module contract)."""

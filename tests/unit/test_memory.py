@@ -1,0 +1,43 @@
+"""Long-running processes stay bounded: thousands of distinct graphs (new shapes every
+step) make the in-process caches (programs, schedules, views, freed device blocks) evict,
+so memory levels off. 628e35f grew by about 40 MB per 1000 such steps.
+
+The measured process finds its kernels in the disk cache, which a first process fills:
+compiling itself costs about 60 KB of memory per kernel inside LLVM (llvmlite 0.50 keeps
+it whatever is closed or freed; docs/design.md), which no cache of lazyten's can bound."""
+import os
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PROGRAM = """
+import os, numpy as np
+from lazyten import Tensor
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+marks = []
+for i in range(1, 1001):
+    x = Tensor(np.ones(i + 5, np.float32))   # a new shape each step: a new graph
+    (x * 2 + 1).realize()
+    (x.reshape(1, -1).expand(2, -1) * 3).realize()
+    if i % 250 == 0:
+        marks.append(rss())
+print(*marks)
+"""
+
+
+def test_memory_levels_off_over_thousands_of_distinct_graphs(tmp_path):
+    env = dict(os.environ, CACHEDIR=str(tmp_path / "cache"))
+    for measured in (False, True):
+        if measured:
+            env.update(PROGRAM_CACHE="32", SCHEDULE_CACHE="32", VIEW_CACHE="256",
+                       ALLOC_CACHE_MB="2")
+        done = subprocess.run([sys.executable, "-c", PROGRAM], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+    marks = list(map(float, done.stdout.split()))
+    # the caches fill during the first 250 graphs; after that, memory stays put
+    assert marks[-1] - marks[1] < 4, (f"RSS after every 250 distinct graphs (MB): {marks}; "
+                                      f"it should level off")
