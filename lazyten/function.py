@@ -136,9 +136,12 @@ class Sqrt(Function):
 
 
 class Sigmoid(Function):
-    def forward(self, x):  # 1 / (1 + e^-x)
-        e = x.e(UnaryOps.NEG).e(UnaryOps.EXP)
-        self.ret = x.const(1).e(BinaryOps.ADD, e).e(UnaryOps.RECIP)
+    def forward(self, x):  # 1 / (1 + e^-x), or e^x / (1 + e^x) where e^-x would overflow
+        e = x.e(BinaryOps.MAX, x.e(UnaryOps.NEG)).e(UnaryOps.NEG).e(UnaryOps.EXP)
+        one_plus = e.e(BinaryOps.ADD, e.const(1))
+        negative = x.e(BinaryOps.CMPLT, x.const(0))
+        self.ret = negative.e(TernaryOps.WHERE, e.e(BinaryOps.FDIV, one_plus),
+                              one_plus.e(UnaryOps.RECIP))
         return self.ret
 
     def backward(self, grad):
@@ -147,9 +150,9 @@ class Sigmoid(Function):
 
 
 class Tanh(Function):
-    """tanh|x| = -t / (t + 2) with t = expm1(-2|x|) in [-1, 0], signed like x. expm1(y)
-    is Kahan's (u - 1) * y / log(u) with u = e^y: the rounding of u cancels between
-    numerator and denominator, so it keeps its relative precision near 0, where
+    """tanh|x| = -t / (t + 2) with t = expm1(-2|x|) in [-1, 0], signed like x. Near 0,
+    expm1(y) is Kahan's (u - 1) * y / log(u) with u = e^y: the rounding of u cancels
+    between numerator and denominator, so it keeps its relative precision, where
     2 * sigmoid(2x) - 1 loses all but a few digits."""
 
     def forward(self, x):
@@ -157,8 +160,10 @@ class Tanh(Function):
         u = y.e(UnaryOps.EXP)
         log_u = u.e(UnaryOps.LOG2).e(BinaryOps.MUL, u.const(math.log(2)))
         kahan = u.e(BinaryOps.ADD, u.const(-1)).e(BinaryOps.MUL, y.e(BinaryOps.FDIV, log_u))
-        # u == 1: log u is 0 and expm1(y) = y; u == 0: expm1(y) = -1
-        t = u.e(BinaryOps.CMPNE, u.const(0)).e(TernaryOps.WHERE, kahan, u.const(-1))
+        # u == 1: log u is 0 and expm1(y) = y. Below y = -ln 2, u - 1 does not cancel and
+        # is the better value (log u is the least exact step), and u = 0 needs it
+        t = y.e(BinaryOps.CMPLT, y.const(-math.log(2))).e(
+            TernaryOps.WHERE, u.e(BinaryOps.ADD, u.const(-1)), kahan)
         t = u.e(BinaryOps.CMPNE, u.const(1)).e(TernaryOps.WHERE, t, y)
         magnitude = t.e(UnaryOps.NEG).e(BinaryOps.FDIV, t.e(BinaryOps.ADD, t.const(2)))
         negative = x.e(BinaryOps.CMPLT, x.const(0))

@@ -146,8 +146,12 @@ def log2(lanes: int) -> tuple[str, list[str]]:
             f"  %den = fadd {t} %m, {f(1.0)}",
             f"  %tt = fdiv {t} %num, %den",
             f"  %t2 = fmul {t} %tt, %tt",
-            *_horner("q", coef, "%t2", t, f),
-            f"  %lm = fmul {t} %tt, %q0",
+            # log2(m) = t * (c0 + t2 * q): the small tail t * t2 * q rounds on its own and
+            # t * c0 + tail is one fused multiply-add, so the leading product never rounds
+            *_horner("q", coef[1:], "%t2", t, f),
+            f"  %tq = fmul {t} %tt, %q0",
+            f"  %tail = fmul {t} %tq, %t2",
+            f"  %lm = call {t} @llvm.fma.{sfx}({t} %tt, {t} {f(coef[0])}, {t} %tail)",
             f"  %ef = sitofp {i} %e to {t}",
             f"  %y = fadd {t} %ef, %lm",
             # special inputs: 0 -> -inf, inf -> inf, negative or NaN -> NaN
@@ -159,4 +163,4 @@ def log2(lanes: int) -> tuple[str, list[str]]:
             f"  %y3 = select {b} %bad, {t} {f(float('nan'))}, {t} %y2",
             f"  ret {t} %y3"]
     head = f"define internal {t} {name}({t} %x) alwaysinline {{"
-    return name, ["\n".join([head] + body + ["}"])]
+    return name, ["\n".join([head] + body + ["}"]), f"declare {t} @llvm.fma.{sfx}({t}, {t}, {t})"]
