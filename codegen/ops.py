@@ -18,9 +18,8 @@ class _Op(Enum):
 class UnaryOps(_Op):
     """AST. One input, same dtype out (CAST changes dtype, arg=(dtype, bitcast)).
     EXP is e**x and COS is cos(x) in their own right: exp2(x * log2(e)) and sin(pi/2 - x)
-    round the argument first, which costs up to |x| * 2**-24 relative (62 float32 ulps of
-    exp near overflow, cos wrong in its third digit at x = 1e4). docs/numerics.md states
-    each backend's error bound."""
+    round their argument first (62 float32 ulps off for exp near overflow; float32
+    cos(1e4) wrong in its fourth digit). docs/numerics.md states each backend's bounds."""
     EXP2 = auto()
     EXP = auto()
     LOG2 = auto()
