@@ -260,3 +260,7 @@ def test_vector_casts(device, src, dst):
     want = x.max(0).astype(NP[dst])
     assert got.dtype == want.dtype and np.array_equal(got, want), \
         f"{src.name} -> {dst.name}: {got[:6]} != {want[:6]}"
+    got = Tensor(x, device=device).cast(dst).max(0).numpy()  # the cast inside the reduce
+    want = x.astype(NP[dst]).max(0)
+    assert got.dtype == want.dtype and np.array_equal(got, want), \
+        f"{src.name} -> {dst.name} before max: {got[:6]} != {want[:6]}"
