@@ -16,10 +16,15 @@ class _Op(Enum):
 
 
 class UnaryOps(_Op):
-    """AST. One input, same dtype out (CAST changes dtype, arg=(dtype, bitcast))."""
+    """AST. One input, same dtype out (CAST changes dtype, arg=(dtype, bitcast)).
+    EXP is e**x and COS is cos(x) in their own right: exp2(x * log2(e)) and sin(pi/2 - x)
+    round their argument first (62 float32 ulps off for exp near overflow; float32
+    cos(1e4) wrong in its fourth digit). docs/numerics.md states each backend's bounds."""
     EXP2 = auto()
+    EXP = auto()
     LOG2 = auto()
     SIN = auto()
+    COS = auto()
     SQRT = auto()
     RECIP = auto()
     NEG = auto()
@@ -28,9 +33,11 @@ class UnaryOps(_Op):
 
 class BinaryOps(_Op):
     """AST. Two inputs of one dtype. CMPLT and CMPNE yield bool.
+    FDIV is float division, correctly rounded as IEEE 754 says (never a * (1/b)).
     IDIV and MOD truncate toward zero, as C does (the Tensor layer builds floor division)."""
     ADD = auto()
     MUL = auto()
+    FDIV = auto()
     IDIV = auto()
     MOD = auto()
     MAX = auto()
@@ -99,43 +106,89 @@ class ConstBuffer:
 
 @dataclass(frozen=True, eq=False)
 class LazyOp:
-    """A node of a kernel AST: op, sources, and an argument (axes, MemBuffer, ...)."""
+    """A node of a kernel AST: op, sources, and an argument (axes, MemBuffer, ...).
+
+    An AST is a DAG: a value used twice is one node with two users. Everything here
+    (keys, hashes, printing, rewriting) visits each node once, so it costs time linear in
+    the DAG; the tree the DAG unfolds to can be exponentially larger ((x*3).round()
+    applied n times reads x 2**n ways)."""
     op: Op
     src: tuple[LazyOp, ...] = ()
     arg: Any = None
 
     def key(self) -> tuple:
-        """Structural identity, used to cache compiled kernels."""
-        if not hasattr(self, "_key"):
-            object.__setattr__(self, "_key", (self.op, tuple(s.key() for s in self.src),
-                                              _arg_key(self.arg)))
+        """Structural identity, used to cache compiled kernels: one row (op, indices of
+        the sources' rows, argument) per distinct subtree, sources before users. Equal
+        subtrees are one row whether or not they are one object."""
+        if "_key" not in self.__dict__:
+            rows: dict[tuple, int] = {}
+            index: dict[int, int] = {}
+            for node in self.walk():
+                row = (node.op, tuple(index[id(s)] for s in node.src), _arg_key(node.arg))
+                index[id(node)] = rows.setdefault(row, len(rows))
+            object.__setattr__(self, "_key", tuple(rows))
         return self._key
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, LazyOp) and self.key() == other.key()
+        return isinstance(other, LazyOp) and (self is other or self.key() == other.key())
 
     def __hash__(self) -> int:
-        if not hasattr(self, "_hash"):
+        if "_hash" not in self.__dict__:
             object.__setattr__(self, "_hash", hash(self.key()))
         return self._hash
 
     def walk(self) -> tuple[LazyOp, ...]:
         """Every node once, sources before users (computed once: the AST is immutable)."""
-        if not hasattr(self, "_walk"):
+        if "_walk" not in self.__dict__:
             seen: dict[int, LazyOp] = {}
-
-            def visit(node: LazyOp):
+            stack: list[tuple[LazyOp, bool]] = [(self, False)]
+            while stack:  # a loop, not recursion: a long chain of ops is no deeper
+                node, expanded = stack.pop()
                 if id(node) in seen:
-                    return
-                for s in node.src:
-                    visit(s)
-                seen[id(node)] = node
-            visit(self)
+                    continue
+                if expanded:
+                    seen[id(node)] = node
+                    continue
+                stack.append((node, True))
+                stack.extend((s, False) for s in reversed(node.src) if id(s) not in seen)
             object.__setattr__(self, "_walk", tuple(seen.values()))
         return self._walk
 
+    def replace(self, old: LazyOp, new: LazyOp) -> LazyOp:
+        """This AST with the node `old` (by identity) replaced by `new`; subtrees that
+        were shared stay shared."""
+        done: dict[int, LazyOp] = {id(old): new}
+        for node in self.walk():
+            if id(node) in done:
+                continue
+            srcs = tuple(done[id(s)] for s in node.src)
+            same = all(a is b for a, b in zip(srcs, node.src))
+            done[id(node)] = node if same else LazyOp(node.op, srcs, node.arg)
+        return done[id(self)]
+
     def __repr__(self) -> str:
-        return _pretty(self, 0)
+        """One line per node, indented under its user. A node with several users is
+        printed in full once, labelled `[n]`, and as `[n]` wherever it is used again."""
+        users: dict[int, int] = {}
+        for node in self.walk():
+            for s in node.src:
+                users[id(s)] = users.get(id(s), 0) + 1
+        labels: dict[int, int] = {}
+        lines: list[str] = []
+        stack: list[tuple[LazyOp, int]] = [(self, 0)]
+        while stack:
+            node, depth = stack.pop()
+            pad = "  " * depth
+            if id(node) in labels:
+                lines.append(f"{pad}[{labels[id(node)]}]")
+                continue
+            label = ""
+            if users.get(id(node), 0) > 1:
+                labels[id(node)] = len(labels)
+                label = f"[{labels[id(node)]}] "
+            lines.append(pad + label + _describe(node))
+            stack.extend((s, depth + 1) for s in reversed(node.src))
+        return "\n".join(lines)
 
 
 def _arg_key(arg):
@@ -147,8 +200,7 @@ def _arg_key(arg):
     return arg
 
 
-def _pretty(node: LazyOp, depth: int) -> str:
-    pad = "  " * depth
+def _describe(node: LazyOp) -> str:
     arg = node.arg
     if isinstance(arg, (MemBuffer, ConstBuffer)):
         st = arg.st
@@ -156,5 +208,4 @@ def _pretty(node: LazyOp, depth: int) -> str:
         views = "; ".join(f"shape={v.shape} strides={v.strides} offset={v.offset}"
                           + (f" mask={v.mask}" if v.mask else "") for v in st.views)
         arg = f"{head} {arg.dtype.name} [{views}]"
-    text = f"{pad}{node.op.name}" + (f" {arg}" if arg is not None else "")
-    return "\n".join([text] + [_pretty(s, depth + 1) for s in node.src])
+    return node.op.name + (f" {arg}" if arg is not None else "")

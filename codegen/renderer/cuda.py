@@ -37,7 +37,8 @@ class CUDARenderer(CStyleRenderer):
                                   f"+threadIdx.{'xyz'[d]})",
                 "lidx": lambda d: f"threadIdx.{'xyz'[d]}", "grp": lambda d: f"blockIdx.{'xyz'[d]}"}
     code_for_op = {**CStyleRenderer.code_for_op, UnaryOps.EXP2: _math("exp2"),
-                   UnaryOps.LOG2: _math("log2"), UnaryOps.SIN: _math("sin"),
+                   UnaryOps.EXP: _math("exp"), UnaryOps.LOG2: _math("log2"),
+                   UnaryOps.SIN: _math("sin"), UnaryOps.COS: _math("cos"),
                    UnaryOps.SQRT: _math("sqrt"),
                    BinaryOps.MOD: lambda a, b, dt: _math("fmod")(a, b, dt) if dt.is_float
                    else f"({a}%{b})"}

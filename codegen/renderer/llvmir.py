@@ -87,6 +87,8 @@ def _alu(op, dtype: DType, src_dtype: DType, args: list[str], used: set,
         return f"{'fadd ' + flags if f else 'add'} {t} {a}, {b}"
     if op is BinaryOps.MUL:
         return f"{'fmul ' + flags if f else ('and' if boolean else 'mul')} {t} {a}, {b}"
+    if op is BinaryOps.FDIV:  # no fast-math flags: `arcp` would allow a * (1/b)
+        return f"fdiv {t} {a}, {b}"
     if op is BinaryOps.IDIV:
         return f"{'fdiv' if f else ('udiv' if u else 'sdiv')} {t} {a}, {b}"
     if op is BinaryOps.MOD:
@@ -112,13 +114,18 @@ def _alu(op, dtype: DType, src_dtype: DType, args: list[str], used: set,
                                          if boolean else f"sub {t} {llvm_const(0, src_dtype)}, {a}")
     if op is UnaryOps.RECIP:
         return f"fdiv {t} {llvm_const(1.0, src_dtype)}, {a}"
-    if op in (UnaryOps.EXP2, UnaryOps.LOG2) and src_dtype.scalar == dtypes.float32:
-        name, defs = (llvm_math.exp2 if op is UnaryOps.EXP2 else llvm_math.log2)(src_dtype.count)
+    if op in _IR_MATH and src_dtype.scalar == dtypes.float32:
+        name, defs = _IR_MATH[op](src_dtype.count)
         used.update(defs)
         return f"call {t} {name}({t} {a})"
-    names = {UnaryOps.SQRT: "sqrt", UnaryOps.EXP2: "exp2", UnaryOps.LOG2: "log2",
-             UnaryOps.SIN: "sin"}
+    names = {UnaryOps.SQRT: "sqrt", UnaryOps.EXP2: "exp2", UnaryOps.EXP: "exp",
+             UnaryOps.LOG2: "log2", UnaryOps.SIN: "sin", UnaryOps.COS: "cos"}
     return f"{_intrinsic(names[op], src_dtype, 1, used)}({t} {a})"
+
+
+# float32 functions written in IR (vectorisable); other dtypes call the LLVM intrinsics
+_IR_MATH = {UnaryOps.EXP2: llvm_math.exp2, UnaryOps.EXP: llvm_math.exp,
+            UnaryOps.LOG2: llvm_math.log2}
 
 
 def _cast(src: DType, dst: DType, x: str) -> list[tuple[str, str]]:
@@ -133,7 +140,8 @@ def _cast(src: DType, dst: DType, x: str) -> list[tuple[str, str]]:
         return [(f"{op} {ts} {x} to {td}", td)]
     if src.is_float:  # wide signed conversion first, so unsigned targets wrap like numpy
         if dst.itemsize < 8:
-            return [(f"fptosi {ts} {x} to i64", "i64"), (f"trunc i64 %prev to {td}", td)]
+            wide = ltype(dtypes.int64.vec(src.count) if src.count > 1 else dtypes.int64)
+            return [(f"fptosi {ts} {x} to {wide}", wide), (f"trunc {wide} %prev to {td}", td)]
         return [(f"fptosi {ts} {x} to {td}", td)]
     unsigned = src.is_unsigned or src.scalar == dtypes.bool
     if dst.is_float:

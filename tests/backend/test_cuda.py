@@ -192,14 +192,16 @@ def _every_primitive_ast():
     def lb(dtype, shape=(61,)):
         return Tensor(np.zeros(shape, np.dtype(dtype.fmt)), device="CPU").lazydata
     outs = [lb(d).e(op) for d in (dtypes.float16, dtypes.float32, dtypes.float64)
-            for op in (UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN, UnaryOps.SQRT, UnaryOps.RECIP)]
+            for op in (UnaryOps.EXP2, UnaryOps.EXP, UnaryOps.LOG2, UnaryOps.SIN, UnaryOps.COS,
+                       UnaryOps.SQRT, UnaryOps.RECIP)]
     for d in dtypes.all():
         outs += [lb(d).e(UnaryOps.NEG), lb(dtypes.bool).e(TernaryOps.WHERE, lb(d), lb(d))]
         outs += [lb(d).cast(other) for other in dtypes.all() if other != d]
         outs += [lb(d, (7, 300)).r(op, (1,)) for op in ReduceOps]  # group reduces
         outs.append(lb(d, (9000, 3)).r(ReduceOps.MAX, (0,)))
         skip = ({BinaryOps.AND, BinaryOps.OR, BinaryOps.XOR} if d.is_float else
-                {BinaryOps.IDIV, BinaryOps.MOD} if d == dtypes.bool else set())
+                {BinaryOps.IDIV, BinaryOps.MOD, BinaryOps.FDIV} if d == dtypes.bool else
+                {BinaryOps.FDIV})
         outs += [lb(d).e(op, lb(d)) for op in BinaryOps if op not in skip]
     return [item.ast for out in outs for item in create_schedule([out]) if item.ast is not None]
 

@@ -51,20 +51,23 @@ def check(got, want):
 
 
 # ---- unary ----
-UNARY = {UnaryOps.EXP2: (np.exp2, -20, 20), UnaryOps.LOG2: (np.log2, 1e-3, 1e3),
-         UnaryOps.SIN: (np.sin, -10, 10), UnaryOps.SQRT: (np.sqrt, 0, 1e4),
+UNARY = {UnaryOps.EXP2: (np.exp2, -20, 20), UnaryOps.EXP: (np.exp, -20, 20),
+         UnaryOps.LOG2: (np.log2, 1e-3, 1e3), UnaryOps.SIN: (np.sin, -10, 10),
+         UnaryOps.COS: (np.cos, -10, 10), UnaryOps.SQRT: (np.sqrt, 0, 1e4),
          UnaryOps.RECIP: (np.reciprocal, -1e3, 1e3)}
 
 
 UNARY_CASES = [(op, dtypes.float32) for op in UNARY] + [
-    (op, d) for op in (UnaryOps.EXP2, UnaryOps.SQRT) for d in (dtypes.float16, dtypes.float64)]
+    (op, d) for op in (UnaryOps.EXP2, UnaryOps.EXP, UnaryOps.SQRT)
+    for d in (dtypes.float16, dtypes.float64)]
 
 
 @pytest.mark.parametrize("op,dtype", UNARY_CASES, ids=lambda x: x.name)
 def test_unary_float(device, op, dtype):
     fn, low, high = UNARY[op]
     x = data(dtype, low=low, high=high)
-    x[:3] = [np.inf, np.nan, 0.0] if op is not UnaryOps.SIN else [np.nan, 0.0, -0.0]
+    trig = op in (UnaryOps.SIN, UnaryOps.COS)
+    x[:3] = [np.nan, 0.0, -0.0] if trig else [np.inf, np.nan, 0.0]
     with np.errstate(all="ignore"):
         check(one_kernel(device, lambda a: a.e(op), x), fn(x))
 
@@ -113,6 +116,7 @@ BINARY = {  # op -> (numpy reference, dtypes to run it on)
     BinaryOps.MAX: (np.maximum, [dtypes.int32, dtypes.float32]),
     BinaryOps.CMPLT: (np.less, [dtypes.uint8, dtypes.float16]),
     BinaryOps.CMPNE: (np.not_equal, [dtypes.float32]),
+    BinaryOps.FDIV: (np.divide, [dtypes.float16, dtypes.float32, dtypes.float64]),
     BinaryOps.IDIV: (_trunc_div, [dtypes.int8, dtypes.int64]),
     BinaryOps.MOD: (np.fmod, [dtypes.int32, dtypes.float64]),
     BinaryOps.AND: (np.bitwise_and, [dtypes.bool]),
@@ -124,7 +128,7 @@ BINARY_CASES = [(op, d) for op, (_, ds) in BINARY.items() for d in ds]
 
 @pytest.mark.parametrize("op,dtype", BINARY_CASES, ids=lambda x: x.name)
 def test_binary(device, op, dtype):
-    divides = op in (BinaryOps.IDIV, BinaryOps.MOD)
+    divides = op in (BinaryOps.IDIV, BinaryOps.MOD, BinaryOps.FDIV)
     a, b = data(dtype, seed=1), data(dtype, seed=2, nonzero=divides)
     if dtype.is_float and not divides:
         a[:4], b[:4] = [np.nan, 1.0, np.inf, -0.0], [2.0, np.nan, np.inf, 0.0]  # NaN wins MAX
