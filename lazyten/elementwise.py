@@ -307,18 +307,18 @@ class ElementwiseMixin:
 
     def abs(self):
         if self.dtype == dtypes.bool or self.dtype.is_unsigned:  # -x would wrap
-            return self
+            return self._same()
         return self.relu() + (-self).relu() if self.dtype.is_float else self.maximum(-self)
 
     def sign(self):
         if self.dtype == dtypes.bool:
-            return self
+            return self._same()
         out = (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
         return self.isnan().where(self, out) if self.dtype.is_float else out
 
     def trunc(self):
         if not self.dtype.is_float:
-            return self
+            return self._same()
         return self._round_like(self.cast(dtypes.int64).cast(self.dtype))
 
     def _round_like(self, rounded):
@@ -330,20 +330,20 @@ class ElementwiseMixin:
 
     def floor(self):
         if not self.dtype.is_float:
-            return self
+            return self._same()
         t = self.trunc()
         return (t > self).where(t - 1, t).detach()
 
     def ceil(self):
         if not self.dtype.is_float:
-            return self
+            return self._same()
         t = self.trunc()
         return (t < self).where(t + 1, t).detach()
 
     def round(self):
         """Round half to even, as numpy and PyTorch do."""
         if not self.dtype.is_float:
-            return self
+            return self._same()
         t = self.trunc()
         frac = (self - t).abs()  # exact: x and trunc(x) share their leading bits
         odd = t.apply(F.BinaryNoGrad, t.full_like(2.0), op=BinaryOps.MOD) != 0

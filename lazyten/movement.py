@@ -38,7 +38,7 @@ class MovementMixin:
         if not all(type(s) is int for s in shape):  # the common case skips the conversion
             shape = tuple(_as_int(s, "reshape size") for s in shape)
         if shape == self.shape:
-            return self
+            return self._same()
         if shape.count(-1) > 1:
             raise ValueError(f"reshape {self.shape} -> {shape}: only one -1 allowed")
         if -1 in shape:
@@ -51,7 +51,7 @@ class MovementMixin:
         if prod(shape) != self.numel():
             raise ValueError(f"cannot reshape tensor of shape {self.shape} "
                              f"({self.numel()} elements) into {shape}")
-        return self if shape == self.shape else self.apply(F.Reshape, shape=tuple(shape))
+        return self._same() if shape == self.shape else self.apply(F.Reshape, shape=tuple(shape))
 
     def view(self, *shape):
         return self.reshape(*shape)
@@ -88,7 +88,7 @@ class MovementMixin:
             if not 0 <= b <= e <= s:
                 raise ValueError(f"shrink {arg} is out of range for shape {self.shape}")
         if all(a == (0, s) for a, s in zip(arg, self.shape)):
-            return self
+            return self._same()
         return self.apply(F.Shrink, arg=arg)
 
     def pad(self, padding, value: float = 0.0):

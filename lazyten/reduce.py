@@ -40,7 +40,7 @@ class ReduceMixin:
     def _reduce(self, fn, axis, keepdim: bool):
         axes = _axes(axis, self.ndim)
         if not axes:
-            return self
+            return self._same()
         if keepdim:
             shape = tuple([1 if i in axes else s for i, s in enumerate(self.shape)])
         else:
@@ -172,7 +172,7 @@ class ReduceMixin:
         """Running sum: a lower-triangular mask over an expanded view, reduced once."""
         axis = _axes(axis, self.ndim)[0] if self.ndim else 0
         if self.ndim == 0:
-            return self
+            return self._same()
         n = self.shape[axis]
         x = self if self.dtype.is_float else self.cast(dtypes.int64)
         moved = x.transpose(axis, -1) if axis != self.ndim - 1 else x

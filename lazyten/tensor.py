@@ -161,7 +161,7 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
         """This tensor on another device (a copy; gradients flow back)."""
         device = canonical(device)
         if device == self.device:
-            return self
+            return self._same()
         out = Tensor(self.lazydata.copy_to_device(device), device=device,
                      requires_grad=self.requires_grad)
         if self.requires_grad and not Tensor.no_grad:
@@ -193,6 +193,14 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
         else:
             self.lazydata = value.lazydata
         return self
+
+    def _same(self) -> Tensor:
+        """This value as a new Tensor object: an op that changes nothing (a reshape to the
+        same shape, a cast to the same dtype) still returns a new tensor, so an in-place
+        update of one (`assign`, `+=`) never shows through the other."""
+        if not self.requires_grad or Tensor.no_grad:
+            return Tensor._wrap(self.lazydata)
+        return self.apply(_Same)
 
     def replace(self, other: Tensor) -> Tensor:
         self.lazydata = other.lazydata
@@ -274,7 +282,7 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
     # ---- dtype ----
     def cast(self, dtype) -> Tensor:
         dtype = as_dtype(dtype)
-        return self if dtype == self.dtype else self.apply(F.Cast, dtype=dtype)
+        return self._same() if dtype == self.dtype else self.apply(F.Cast, dtype=dtype)
 
     def float(self) -> Tensor:
         return self.cast(dtypes.float32)
@@ -296,6 +304,15 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
 
     def is_floating_point(self) -> bool:
         return self.dtype.is_float
+
+
+class _Same(F.Function):
+    """The identity, for `_same` on a tensor that needs a gradient."""
+    def forward(self, x: LazyBuffer) -> LazyBuffer:
+        return x
+
+    def backward(self, grad):
+        return grad
 
 
 class _Clone(F.Function):

@@ -173,3 +173,35 @@ def test_assign_to_a_tensor_sharing_a_buffer_leaves_the_other_alone(alias):
     y.assign(realized([5, 6])).realize()
     np.testing.assert_array_equal(x.numpy(), [1, 2])
     np.testing.assert_array_equal(y.numpy(), [5, 6])
+
+
+# ops that change nothing, each of which once returned the very Tensor it was called on
+_NO_OPS = {
+    "reshape": lambda t: t.reshape(t.shape), "view": lambda t: t.view(*t.shape),
+    "full slice": lambda t: t[-3:3], "shrink": lambda t: t.shrink(((0, 3),)),
+    "sum of 0-d": lambda t: t[0].sum(), "sum over no axes": lambda t: t.sum(axis=()),
+    "cast": lambda t: t.cast(t.dtype), "to": lambda t: t.to(t.device),
+    "abs of unsigned": lambda t: t.cast("uint8").abs(), "floor of int": lambda t: t.int().floor(),
+    "round of int": lambda t: t.int().round(), "sign of bool": lambda t: (t > 1).sign(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_NO_OPS))
+def test_an_op_that_changes_nothing_still_returns_a_new_value(name):
+    """Found by the fuzzer: `x1 = x0.sum(); x0 += x1` changed x1 (x1 was x0)."""
+    x = realized([1, 2, 3])
+    y = _NO_OPS[name](x)
+    before = y.numpy().copy()
+    x += 10
+    if name in ("cast", "to", "reshape", "view", "full slice", "shrink", "sum over no axes"):
+        y += 100  # and the other way round
+    np.testing.assert_array_equal(x.numpy(), [11, 12, 13])
+    expected = before + (100 if name in ("cast", "to", "reshape", "view", "full slice",
+                                         "shrink", "sum over no axes") else 0)
+    np.testing.assert_array_equal(y.numpy(), expected)
+
+
+def test_a_new_value_from_a_no_op_keeps_its_gradient():
+    x = Tensor(np.array([1.0, 2.0], np.float32), requires_grad=True)
+    (x.reshape(2).cast(x.dtype) * 3).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [3, 3])
