@@ -36,6 +36,16 @@ class Contiguous(Function):
         return grad
 
 
+class Materialize(Function):
+    """Stored once, forward and backward: a level of a pairwise tree whose recomputation,
+    inlined into every later kernel, would grow with the tree."""
+    def forward(self, x):
+        return x.materialize()
+
+    def backward(self, grad):
+        return grad.materialize()
+
+
 class Cast(Function):
     def forward(self, x, dtype):
         self.input_dtype = x.dtype

@@ -327,3 +327,18 @@ def test_conv_transpose2d_padding_beyond_the_kernel_example():
     x = np.random.default_rng(0).standard_normal((1, 2, 5, 5))
     w = np.random.default_rng(1).standard_normal((2, 3, 3, 3))
     check_grad(lambda a, b: a.conv_transpose2d(b, padding=3), x, w)
+
+
+def test_prod_gradient_reads_stored_levels_not_recomputed_products():
+    """Found by the fuzzer (a 30 s "hang"): prod's pairwise tree was inlined into every
+    gradient kernel, each recomputing the sibling products of every level."""
+    from codegen.ops import BufferOps
+    from lazyten.schedule import create_schedule
+    rng = np.random.default_rng(3345)
+    a = rng.uniform(0.5, 1.5, (9, 9)).astype(np.float64)
+    b = Tensor(a, requires_grad=True)
+    (b.prod() * 2).backward()
+    leaves = max(sum(1 for n in item.ast.walk() if n.op is BufferOps.LOAD)
+                 for item in create_schedule([b.grad.lazydata]) if item.ast is not None)
+    assert leaves <= 16, f"a gradient kernel of prod loads {leaves} times"
+    np.testing.assert_allclose(b.grad.numpy(), 2 * np.prod(a) / a, rtol=1e-10)
