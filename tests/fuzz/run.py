@@ -1,0 +1,255 @@
+"""Run a generated program with lazyten and with the numpy reference; compare; report.
+
+`check_forward(prog, device)` and `check_gradients(prog, device)` return None when lazyten
+agrees, or a Failure: its category (wrong value, wrong dtype or shape, crash, compile
+error, hang, missing IndexError, wrong gradient), what differed, and the program as
+Python that reproduces it (paste it into a regression test).
+"""
+from __future__ import annotations
+import signal
+import time
+import traceback
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+
+from codegen.dtypes import dtypes
+from lazyten import Tensor
+
+from .gen import reference
+from .model import TINY, Interp, Program, is_float
+
+SLACK = 2.0  # lazyten's and the reference's errors are each within the bound
+TIMEOUT = 30  # seconds one program may take (compiling included) before it counts as a hang
+GRAD_RTOL = {"float32": 2e-3, "float64": 1e-6}
+LITERAL_LIMIT = 200  # expected values printed inline up to this many elements
+
+
+class FuzzTimeout(Exception):
+    pass
+
+
+@dataclass
+class Failure:
+    category: str
+    detail: str
+    source: str
+
+    def __str__(self) -> str:
+        return f"{self.category}: {self.detail}\n--- reproducer ---\n{self.source}"
+
+
+@contextmanager
+def time_limit(seconds: float):
+    """Raise FuzzTimeout in the main thread after `seconds` (a hang, or exponential work)."""
+    def alarm(signum, frame):
+        raise FuzzTimeout(f"program ran longer than {seconds} s")
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+# ---- rendering ----
+HEADER = ["import numpy as np", "from codegen.dtypes import dtypes", "from lazyten import Tensor"]
+
+
+def _body(prog: Program) -> list[str]:
+    lines = [step.line() for step in prog.steps]
+    lines += [f"Tensor.realize({', '.join(group)})" for group in prog.final]
+    return lines
+
+
+def _loss_lines(prog: Program) -> list[str]:
+    """loss = sum over float outputs of (output * fixed random weights), then backward."""
+    terms = []
+    for i, (name, var) in enumerate(_grad_outputs(prog)):
+        terms.append(f"({name} * Tensor(np.random.default_rng({i}).uniform(-1, 1, {var.shape})"
+                     f".astype(np.{var.dtype}), device=DEV)).sum()")
+    return ["loss = " + " + ".join(terms), "loss.backward()"] if terms else []
+
+
+def _grad_outputs(prog: Program):
+    return [(n, v) for n, v in prog.outputs.items() if is_float(v.dtype) and v.leaves]
+
+
+def _expected(name: str, ref, tol: float | None) -> list[str]:
+    if ref.val.size > LITERAL_LIMIT:
+        return [f"# {name}: {ref.val.size} expected values (too many to print)"]
+    expected = f"np.array({ref.val.tolist()!r}, dtype=np.{ref.val.dtype.name})"
+    if tol is None:
+        return [f"np.testing.assert_array_equal({name}.numpy(), {expected})"]
+    return [f"np.testing.assert_allclose({name}.numpy(), {expected}, rtol=0, atol={tol:.3g})"]
+
+
+def render(prog: Program, device: str = "CPU", checks: list[str] | None = None) -> str:
+    lines = HEADER + [f'DEV = "{device}"'] + _body(prog)
+    if prog.grad:
+        lines += _loss_lines(prog)
+    lines += [f"{name}.numpy()" for name in prog.read_order] if checks is None else checks
+    return "\n".join(lines)
+
+
+# ---- execution ----
+def _classify(exc: BaseException) -> str:
+    """hang, compile error (raised while a compiler ran) or crash."""
+    if isinstance(exc, FuzzTimeout):
+        return "hang"
+    frames = traceback.extract_tb(exc.__traceback__)
+    if any("llvmlite" in f.filename or "pyopencl" in f.filename or "compile" in f.name
+           for f in frames) or "BUILD_PROGRAM_FAILURE" in str(exc):
+        return "compile error"
+    return "crash"
+
+
+def _execute(prog: Program, device: str, extra: list[str] = ()) -> tuple[dict, dict | None]:
+    """Run the program's lines one by one; (namespace, None) or (namespace, error info)."""
+    ns = {"np": np, "dtypes": dtypes, "Tensor": Tensor, "DEV": device}
+    lines = _body(prog) + list(extra)
+    reads = [f"__values__[{name!r}] = {name}.numpy()" for name in prog.read_order]
+    ns["__values__"], ns["__grads__"] = {}, {}
+    current = ""
+    try:
+        with time_limit(TIMEOUT):
+            for current in lines + reads:
+                exec(compile(current, "<fuzz program>", "exec"), ns)
+    except Exception as e:  # noqa: BLE001 - any exception is a finding
+        return ns, {"exc": e, "line": current.replace("__values__[", "read ["),
+                    "trace": traceback.format_exc(limit=-6)}
+    return ns, None
+
+
+def check_forward(prog: Program, device: str) -> Failure | None:
+    interp = reference(prog)
+    ns, error = _execute(prog, device)
+    if prog.expect_error is not None:
+        if error is not None and isinstance(error["exc"], IndexError):
+            return None
+        if error is None:
+            return Failure("missing IndexError", "an out-of-range index read without raising "
+                           "IndexError", render(prog, device))
+    if error is not None:
+        exc = error["exc"]
+        return Failure(_classify(exc), f"{type(exc).__name__}: {exc} (at `{error['line']}`)\n"
+                       f"{error['trace']}", render(prog, device))
+    problems, checks = [], []
+    for name in prog.read_order:
+        got, var, ref = ns["__values__"][name], prog.outputs[name], interp.env[name]
+        problem, tol = _compare(name, got, var, ref)
+        if problem:
+            problems.append(problem)
+            checks += _expected(name, ref, tol)
+    if not problems:
+        return None
+    category = "wrong value" if all("value" in p for p in problems) else "wrong dtype or shape"
+    return Failure(category, "\n".join(problems), render(prog, device, checks))
+
+
+def _compare(name: str, got: np.ndarray, var, ref) -> tuple[str | None, float | None]:
+    """(a description of the difference or None, the absolute tolerance used)."""
+    assert ref.val.shape == var.shape, f"fuzzer bug: reference {name} has shape {ref.val.shape}, " \
+        f"the generator expected {var.shape}"
+    if got.shape != var.shape or got.dtype != np.dtype(var.dtype):
+        return (f"{name}: expected shape {var.shape} dtype {var.dtype}, got shape {got.shape} "
+                f"dtype {got.dtype}"), None
+    if not is_float(var.dtype):
+        bad = got != ref.val
+        if bad.any():
+            return _describe(name, got, ref.val, bad, "exact"), None
+        return None, None
+    g, r = got.astype(np.float64), ref.val.astype(np.float64)
+    same_special = (np.isnan(g) & np.isnan(r)) | ((g == r) & ~np.isfinite(r))
+    if var.exact or ref.err is None:
+        bad = (g != r) & ~same_special
+        return (_describe(name, got, ref.val, bad, "exact") if bad.any() else None), None
+    allowed = SLACK * ref.err + TINY[var.dtype]
+    with np.errstate(invalid="ignore"):
+        bad = ~(np.abs(g - r) <= allowed) & ~same_special
+    if bad.any():
+        return _describe(name, got, ref.val, bad, "within the error bound", allowed), \
+            float(np.max(allowed))
+    return None, float(np.max(allowed)) if allowed.size else 0.0
+
+
+def _describe(name, got, expected, bad, how, allowed=None) -> str:
+    where = tuple(int(i) for i in np.argwhere(bad)[0])
+    tol = "" if allowed is None else f" (allowed error {np.broadcast_to(allowed, bad.shape)[where]:.3g})"
+    return (f"{name}: wrong value at {where}: expected {expected[where]!r} ({how}), got "
+            f"{got[where]!r}{tol}; {int(bad.sum())} of {bad.size} elements differ")
+
+
+# ---- gradients ----
+def _fd_loss(prog: Program, leaves: dict) -> float:
+    interp = reference(prog, "fd", leaves)
+    total = 0.0
+    for i, (name, var) in enumerate(_grad_outputs(prog)):
+        weights = np.random.default_rng(i).uniform(-1, 1, var.shape).astype(var.dtype)
+        total += float(np.sum(interp.env[name].val.astype(np.float64) * weights))
+    return total
+
+
+def check_gradients(prog: Program, device: str) -> Failure | None:
+    """lazyten's backward against central differences of the float64 reference."""
+    if not _grad_outputs(prog):
+        return None
+    grads = [n for n, inp in prog.inputs.items() if inp.requires_grad]
+    read = [f"__grads__[{n!r}] = {n}.grad.numpy() if {n}.grad is not None else None"
+            for n in grads]
+    ns, error = _execute(prog, device, _loss_lines(prog) + read)
+    if error is not None:
+        exc = error["exc"]
+        return Failure(_classify(exc), f"{type(exc).__name__}: {exc} (at `{error['line']}`)\n"
+                       f"{error['trace']}", render(prog, device))
+    base = {n: inp.array.astype(np.float64) for n, inp in prog.inputs.items()}
+    expected = {n: _finite_differences(prog, base, n) for n in grads}
+    scale = max([1e-3] + [float(np.nanmax(np.abs(e))) for e in expected.values() if e.size])
+    problems = []
+    for n in grads:
+        got, fd = ns["__grads__"][n], expected[n]
+        got = np.zeros(fd.shape) if got is None else got.astype(np.float64)
+        rtol = GRAD_RTOL[prog.inputs[n].array.dtype.name]
+        bad = ~np.isnan(fd) & ~(np.abs(got - fd) <= rtol * (np.abs(fd) + scale))
+        if bad.any():
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            problems.append(f"d loss / d {n}{list(where)}: expected {fd[where]:.6g} (finite "
+                            f"differences), got {got[where]:.6g}; {int(bad.sum())} of {bad.size} "
+                            f"elements differ")
+    if not problems:
+        return None
+    checks = [f"# finite differences: {n}.grad = {expected[n].tolist()!r}" for n in grads
+              if expected[n].size <= LITERAL_LIMIT]
+    return Failure("wrong gradient", "\n".join(problems), render(prog, device, checks))
+
+
+def _finite_differences(prog: Program, base: dict, name: str) -> np.ndarray:
+    """d loss / d leaf by central differences; NaN where the loss has a kink (one-sided
+    differences disagree), as at relu(0) or a max with a tie."""
+    x = base[name]
+    out = np.full(x.shape, np.nan)
+    f0 = _fd_loss(prog, base)
+    for j in np.ndindex(*x.shape):
+        h = 1e-6 * max(1.0, abs(float(x[j])))
+        values = []
+        for sign in (1, -1):
+            moved = dict(base)
+            moved[name] = x.copy()
+            moved[name][j] += sign * h
+            values.append(_fd_loss(prog, moved))
+        forward, backward = (values[0] - f0) / h, (f0 - values[1]) / h
+        central = (values[0] - values[1]) / (2 * h)
+        if abs(forward - backward) <= 1e-3 * (1 + abs(central)):
+            out[j] = central
+    return out
+
+
+def timed(fn, *args):
+    start = time.perf_counter()
+    result = fn(*args)
+    return result, time.perf_counter() - start
+
+
+__all__ = ["check_forward", "check_gradients", "Failure", "render", "Interp"]
