@@ -34,8 +34,13 @@ GRAD_CLASSES = ("elementwise", "compare", "where", "reduce", "movement", "slice"
                 "cat", "index", "clone", "realize")
 
 
+def switched_off() -> set[str]:
+    """Op classes or single ops (draw names: div, math, pow...) named in FUZZ_OFF."""
+    return {name.strip() for name in str(getenv("FUZZ_OFF", "")).split(",") if name.strip()}
+
+
 def enabled_weights(grad: bool) -> dict[str, int]:
-    off = {name.strip() for name in str(getenv("FUZZ_OFF", "")).split(",") if name.strip()}
+    off = switched_off()
     return {k: w for k, w in WEIGHTS.items()
             if w > 0 and k not in off and (not grad or k in GRAD_CLASSES)}
 
@@ -120,10 +125,10 @@ class Gen:
 
 
 def _op_table(grad: bool) -> list:
-    weights = enabled_weights(grad)
+    weights, off = enabled_weights(grad), switched_off()
     table = []
     for name, kind, fn, smooth in ELEMENTWISE + REDUCE + SHAPE + STATE:
-        if kind in weights and (smooth or not grad):
+        if kind in weights and (smooth or not grad) and name not in off:
             table.append((name, kind, fn))
     return table, weights
 
@@ -140,6 +145,8 @@ def programs(draw, grad: bool = False, max_ops: int = MAX_OPS) -> Program:
     for name, kind, fn in table:
         by_kind.setdefault(kind, []).append(fn)
     kinds = [k for k in weights if k in by_kind for _ in range(weights[k])]
+    if not kinds:
+        raise ValueError(f"FUZZ_OFF={','.join(sorted(off))} leaves no op to draw")
     for _ in range(g.int(1, max_ops)):
         for _attempt in range(4):  # an op may not fit the pool; try another
             fn = g.pick(by_kind[g.pick(kinds)])

@@ -202,9 +202,13 @@ class Program:
     inputs: dict[str, Input] = field(default_factory=dict)
     final: list[list[str]] = field(default_factory=list)  # realize groups, in order
     read_order: list[str] = field(default_factory=list)  # .numpy() order
-    expect_error: str | None = None  # an op that must raise IndexError
+    bad_index: set = field(default_factory=set)  # results of out-of-range indexing: IndexError
     grad: bool = False
     outputs: dict[str, Var] = field(default_factory=dict)  # every live name at the end
+
+    @property
+    def expect_error(self) -> bool:
+        return bool(self.bad_index)
 
     def source(self, device: str = "CPU") -> str:
         from .run import render  # rendering lives beside execution

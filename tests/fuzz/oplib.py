@@ -27,7 +27,7 @@ def partner_shape(g, shape) -> tuple[int, ...]:
     and now and then leading dims added (the result grows)."""
     out = list(shape[g.int(0, len(shape)):] if g.chance(30) else shape)
     out = [1 if g.chance(25) else s for s in out]
-    if g.chance(15) and len(shape) < 4:
+    if g.chance(15) and len(out) == len(shape) < 4:
         out = [g.int(1, 3)] + out
     return tuple(out)
 

@@ -378,6 +378,8 @@ def draw_logic(g):
     if isinstance(y, float):
         return None
     dtype = _result_dtype(x, y)
+    if is_float(dtype):
+        return None
     ylo, yhi, _, _, _ = _facts(x, y, dtype)
     k = math.ceil(math.log2(max(abs(x.lo), abs(x.hi), abs(ylo), abs(yhi)) + 1)) + 1
     lo, hi = (0, 1) if dtype == "bool" else (max(-2 ** k, int_range(dtype)[0]), min(2 ** k, int_range(dtype)[1]))

@@ -105,8 +105,9 @@ def draw_reduce(g):
                 z = np.prod(a, axis=axes, keepdims=keepdim)
                 if is_float(dtype):
                     unit = UNIT[dtype]
-                    err = np.prod(np.abs(a) + e, axis=axes, keepdims=keepdim) * (1 + unit) ** n - \
-                        np.prod(np.abs(a), axis=axes, keepdims=keepdim)
+                    upper = np.prod(np.abs(a) + e, axis=axes, keepdims=keepdim)
+                    err = upper - np.prod(np.abs(a), axis=axes, keepdims=keepdim) + \
+                        1.01 * n * unit * upper
         z = np.asarray(z).reshape(shape)
         if not is_float(dtype):
             return Ref(z.astype(dtype))
@@ -131,7 +132,7 @@ def draw_matmul(g):
         batch = partner_shape(g, x.shape[:-2]) if x.ndim > 2 and g.chance(60) else ()
         yshape = tuple(batch) + (k, g.side())
     try:
-        shape = np.matmul(np.empty(x.shape), np.empty(yshape)).shape
+        shape = np.matmul(np.zeros(x.shape), np.zeros(yshape)).shape
     except ValueError:
         return None
     if not small(shape):

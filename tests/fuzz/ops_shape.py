@@ -171,11 +171,14 @@ def draw_slice(g):
     x = g.var(lambda v: v.ndim >= 1)
     if x is None:
         return None
-    items = [_slice_item(g, s)[0] for s in x.shape[:g.int(1, x.ndim)]]
+    k = g.int(1, x.ndim)
+    ellipsis = k < x.ndim and g.chance(25)  # then the items index the last k dims
+    dims = x.shape[x.ndim - k:] if ellipsis else x.shape[:k]
+    items = [_slice_item(g, s)[0] for s in dims]
     if g.chance(25):
         items.insert(g.int(0, len(items)), "None")
-    if len(items) < x.ndim and g.chance(25):
-        items.insert(g.int(0, len(items)), "...")
+    if ellipsis:
+        items.insert(0, "...")
     index = ", ".join(items)
     new = eval(f"a[{index}]", {"a": np.empty(x.shape)}).shape
 
@@ -242,7 +245,6 @@ def _index_tensor(g, shape, n: int, allow_negative: bool, bad: bool = False):
         inp.src = literal(inp.array) if inp.array.size <= 64 else \
             f"np.concatenate([[{n}], {inp.src}.reshape(-1)[1:]]).astype(np.{dtype}).reshape({shape})"
         g.prog.steps[-1].src = f"Tensor({inp.src}, device=DEV)"
-        g.prog.expect_error = g.prog.expect_error or "index"
         g.pool[var.name] = var.but(hi=n)
     return var
 
@@ -281,6 +283,8 @@ def draw_index(g):
         return None
     var = g.new(shape, x.dtype, x.lo, x.hi, [x] + used, grid=x.grid)
     var = var.but(exact=x.exact, leaves=x.leaves)
+    if bad:
+        g.prog.bad_index.add(var.name)
 
     def ref(interp: Interp, name=x.name) -> Ref:
         scope = {t.name: interp.env[t.name].val.astype(np.int64) for t in used}
@@ -313,6 +317,8 @@ def draw_gather(g):
         _index_tensor(g, shape, n, False, bad)
     var = g.new(shape, x.dtype, x.lo, x.hi, [x, idx], grid=x.grid)
     var = var.but(exact=x.exact, leaves=x.leaves)
+    if bad:
+        g.prog.bad_index.add(var.name)
 
     def take(a, i):
         a = a[tuple(slice(0, s) if d != dim else slice(None) for d, s in enumerate(shape))]

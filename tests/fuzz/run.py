@@ -6,6 +6,7 @@ error, hang, missing IndexError, wrong gradient), what differed, and the program
 Python that reproduces it (paste it into a regression test).
 """
 from __future__ import annotations
+import re
 import signal
 import time
 import traceback
@@ -35,6 +36,11 @@ class Failure:
     category: str
     detail: str
     source: str
+    signature: str = ""  # what kind of failure, for grouping: the op at fault or the error
+
+    @property
+    def key(self) -> str:
+        return f"{self.category}: {self.signature}"
 
     def __str__(self) -> str:
         return f"{self.category}: {self.detail}\n--- reproducer ---\n{self.source}"
@@ -94,6 +100,37 @@ def render(prog: Program, device: str = "CPU", checks: list[str] | None = None) 
     return "\n".join(lines)
 
 
+def signature(text: str) -> str:
+    """A line with names, numbers and array literals blanked: `x3 = x1 / 5` -> `_ = _ / #`."""
+    text = re.sub(r"Tensor\(\(?np\..*?, device=DEV(, requires_grad=True)?\)", "input", text)
+    text = re.sub(r"\b[xb]\d+\b", "_", text)
+    return re.sub(r"-?\d+(\.\d+)?(e-?\d+)?", "#", text)
+
+
+def op_name(line: str) -> str:
+    """The op a program line applies: `x3 = x1.mean(axis=0)` -> `mean`, `x2 = 2 ** x0` -> `**`."""
+    text = signature(line).split(" = ", 1)[-1]
+    if text.startswith("input"):
+        return "input" + text[len("input"):].split("(")[0]
+    for pattern in (r"^_\.(\w+)\(", r"^Tensor\.(\w+)\(", r"^_ ([-+*/%&|^<>=!]+=?) ", r"^# ([-+*/%]+) _",
+                    r"^_\.(T)\b", r"^([-~])_", r"^_(\[)"):
+        found = re.match(pattern, text)
+        if found:
+            return found.group(1)
+    return text[:40]
+
+
+def _first_step(prog: Program, current, name: str):
+    """Of the current culprit and the step that last defined `name`, the earlier one."""
+    steps = [s for s in prog.steps if s.out is not None]
+    last = max((i for i, s in enumerate(steps) if s.out.name == name), default=None)
+    if last is None:
+        return current
+    if current is None or steps.index(current) > last:
+        return steps[last]
+    return current
+
+
 # ---- execution ----
 def _classify(exc: BaseException) -> str:
     """hang, compile error (raised while a compiler ran) or crash."""
@@ -126,7 +163,7 @@ def _execute(prog: Program, device: str, extra: list[str] = ()) -> tuple[dict, d
 def check_forward(prog: Program, device: str) -> Failure | None:
     interp = reference(prog)
     ns, error = _execute(prog, device)
-    if prog.expect_error is not None:
+    if prog.expect_error:
         if error is not None and isinstance(error["exc"], IndexError):
             return None
         if error is None:
@@ -135,18 +172,36 @@ def check_forward(prog: Program, device: str) -> Failure | None:
     if error is not None:
         exc = error["exc"]
         return Failure(_classify(exc), f"{type(exc).__name__}: {exc} (at `{error['line']}`)\n"
-                       f"{error['trace']}", render(prog, device))
-    problems, checks = [], []
+                       f"{error['trace']}", render(prog, device),
+                       f"{type(exc).__name__}: {signature(str(exc))[:80]}")
+    problems, checks, culprit = [], [], None
     for name in prog.read_order:
         got, var, ref = ns["__values__"][name], prog.outputs[name], interp.env[name]
         problem, tol = _compare(name, got, var, ref)
         if problem:
             problems.append(problem)
             checks += _expected(name, ref, tol)
+            culprit = _first_step(prog, culprit, name)
     if not problems:
         return None
     category = "wrong value" if all("value" in p for p in problems) else "wrong dtype or shape"
-    return Failure(category, "\n".join(problems), render(prog, device, checks))
+    signature = op_name(culprit.line()) if culprit else ""
+    aliased = _aliases(prog, ns)
+    if aliased:  # two names are one Tensor object: a later assign changes both
+        problems.append("these names are one Tensor object: " +
+                        "; ".join(" is ".join(group) for group in aliased))
+        signature += " (aliased Tensor objects)"
+    return Failure(category, "\n".join(problems), render(prog, device, checks), signature)
+
+
+def _aliases(prog: Program, ns: dict) -> list[list[str]]:
+    """Groups of program names bound to the same Python object where a later assign
+    rebinds one of them (so the others change too)."""
+    rebound = {s.rebinds for s in prog.steps if s.rebinds}
+    groups: dict[int, list[str]] = {}
+    for name in prog.outputs:
+        groups.setdefault(id(ns[name]), []).append(name)
+    return [g for g in groups.values() if len(g) > 1 and rebound & set(g)]
 
 
 def _compare(name: str, got: np.ndarray, var, ref) -> tuple[str | None, float | None]:
@@ -203,10 +258,11 @@ def check_gradients(prog: Program, device: str) -> Failure | None:
     if error is not None:
         exc = error["exc"]
         return Failure(_classify(exc), f"{type(exc).__name__}: {exc} (at `{error['line']}`)\n"
-                       f"{error['trace']}", render(prog, device))
+                       f"{error['trace']}", render(prog, device),
+                       f"{type(exc).__name__}: {signature(str(exc))[:80]}")
     base = {n: inp.array.astype(np.float64) for n, inp in prog.inputs.items()}
     expected = {n: _finite_differences(prog, base, n) for n in grads}
-    scale = max([1e-3] + [float(np.nanmax(np.abs(e))) for e in expected.values() if e.size])
+    scale = max([1e-3] + [float(np.nanmax(np.abs(e), initial=0)) for e in expected.values()])
     problems = []
     for n in grads:
         got, fd = ns["__grads__"][n], expected[n]
@@ -222,7 +278,10 @@ def check_gradients(prog: Program, device: str) -> Failure | None:
         return None
     checks = [f"# finite differences: {n}.grad = {expected[n].tolist()!r}" for n in grads
               if expected[n].size <= LITERAL_LIMIT]
-    return Failure("wrong gradient", "\n".join(problems), render(prog, device, checks))
+    kinds = sorted({op_name(step.line()) for step in prog.steps
+                    if step.kind not in ("input", "realize")})
+    return Failure("wrong gradient", "\n".join(problems), render(prog, device, checks),
+                   " ".join(kinds)[:120])
 
 
 def _finite_differences(prog: Program, base: dict, name: str) -> np.ndarray:
