@@ -112,7 +112,7 @@ def op_name(line: str) -> str:
     text = signature(line).split(" = ", 1)[-1]
     if text.startswith("input"):
         return "input" + text[len("input"):].split("(")[0]
-    for pattern in (r"^_\.(\w+)\(", r"^Tensor\.(\w+)\(", r"^_ ([-+*/%&|^<>=!]+=?) ", r"^# ([-+*/%]+) _",
+    for pattern in (r"^_\.(\w+)\(", r"^Tensor\.(\w+)\(", r"^_ ([-+*/%&|^<>=!@]+=?) ", r"^# ([-+*/%&|^]+) _",
                     r"^_\.(T)\b", r"^([-~])_", r"^_(\[)"):
         found = re.match(pattern, text)
         if found:
@@ -185,13 +185,13 @@ def check_forward(prog: Program, device: str) -> Failure | None:
     if not problems:
         return None
     category = "wrong value" if all("value" in p for p in problems) else "wrong dtype or shape"
-    signature = op_name(culprit.line()) if culprit else ""
+    key = op_name(culprit.line()) if culprit else ""
     aliased = _aliases(prog, ns)
     if aliased:  # two names are one Tensor object: a later assign changes both
         problems.append("these names are one Tensor object: " +
                         "; ".join(" is ".join(group) for group in aliased))
-        signature += " (aliased Tensor objects)"
-    return Failure(category, "\n".join(problems), render(prog, device, checks), signature)
+        key += " (aliased Tensor objects)"
+    return Failure(category, "\n".join(problems), render(prog, device, checks), key)
 
 
 def _aliases(prog: Program, ns: dict) -> list[list[str]]:
