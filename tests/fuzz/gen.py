@@ -18,6 +18,7 @@ from codegen.helpers import getenv
 from .model import INTS, Interp, Program, Step, Var
 from .inputs import make_input
 from .ops_elementwise import OPS as ELEMENTWISE
+from .ops_logic import OPS as LOGIC
 from .ops_reduce import OPS as REDUCE
 from .ops_shape import OPS as SHAPE
 from .ops_state import OPS as STATE
@@ -127,7 +128,7 @@ class Gen:
 def _op_table(grad: bool) -> list:
     weights, off = enabled_weights(grad), switched_off()
     table = []
-    for name, kind, fn, smooth in ELEMENTWISE + REDUCE + SHAPE + STATE:
+    for name, kind, fn, smooth in ELEMENTWISE + LOGIC + REDUCE + SHAPE + STATE:
         if kind in weights and (smooth or not grad) and name not in off:
             table.append((name, kind, fn))
     return table, weights

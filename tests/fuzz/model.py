@@ -163,9 +163,10 @@ class Interp:
         if ref.val.dtype == np.dtype(dtype) or (self.fd and is_float(dtype) and
                                                 ref.val.dtype == np.float64):
             return ref
+        if is_float(dtype) and not is_float(ref.val.dtype.name):  # one rounding, not two
+            return Ref(ref.val.astype(np.float64 if self.fd else dtype))
         if is_float(dtype):
-            new = self.out(ref.f64() if ref.val.dtype != np.bool_ else ref.val.astype(np.float64),
-                           dtype, exact=True)
+            new = self.out(ref.f64(), dtype, exact=True)
             return Ref(new.val, None if ref.err is None else ref.err + self.rho(dtype, ref.f64()))
         if dtype == "bool":
             return Ref(ref.val != 0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .model import Interp, Ref, Step, is_float, promote, scalar_dtype
-from .ops_elementwise import cast_ok
+from .ops_logic import cast_ok
 from .oplib import broadcastable, bshape, grid_exact, min_grid, mv, np_pad, operand_grid, show
 
 
