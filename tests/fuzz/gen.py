@@ -25,6 +25,7 @@ from .ops_state import OPS as STATE
 
 MAX_OPS = 8  # ops per program: small programs compile few, small kernels
 MAX_SIDE = 7
+CHAIN = 60  # percent of operand picks that take the newest fitting tensor: deeper chains
 # how often each op class is drawn, relative to the others (0 turns a class off)
 WEIGHTS = {
     "elementwise": 8, "compare": 3, "where": 2, "cast": 3, "reduce": 5, "movement": 7,
@@ -80,8 +81,11 @@ class Gen:
 
     # ---- the pool ----
     def var(self, pred=lambda v: True) -> Var | None:
+        """A pool var satisfying pred: often the newest one (so ops chain and fuse), else any."""
         found = [v for v in self.pool.values() if pred(v)]
-        return self.pick(found) if found else None
+        if not found:
+            return None
+        return found[-1] if self.chance(CHAIN) else self.pick(found)
 
     def add(self, step: Step) -> Step:
         self.prog.steps.append(step)
@@ -160,6 +164,11 @@ def programs(draw, grad: bool = False, max_ops: int = MAX_OPS) -> Program:
     g.prog.final = [order[a:b] for a, b in zip(bounds, bounds[1:]) if g.chance(70)]
     g.prog.read_order = g.permutation(names)
     g.prog.outputs = dict(g.pool)
+    if grad:  # the newest float result and some others: a loss over every intermediate
+        # would make each one a kernel output, and nothing would fuse
+        usable = [n for n in names if g.pool[n].dtype.startswith("float") and g.pool[n].leaves]
+        leaf = [n for n in usable if n in g.prog.inputs][:1]  # so the loss requires grad
+        g.prog.loss = sorted(set(leaf + usable[-1:] + g.subset(usable)), key=usable.index)
     return g.prog
 
 

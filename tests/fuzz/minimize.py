@@ -38,6 +38,7 @@ def _without(prog: Program, index: int) -> Program | None:
                    outputs={k: v for k, v in prog.outputs.items() if k in live},
                    final=[g for g in final if g],
                    read_order=[n for n in prog.read_order if n in live],
+                   loss=[n for n in prog.loss if n in live],
                    bad_index=prog.bad_index & live)
 
 

@@ -205,6 +205,7 @@ class Program:
     read_order: list[str] = field(default_factory=list)  # .numpy() order
     bad_index: set = field(default_factory=set)  # results of out-of-range indexing: IndexError
     grad: bool = False
+    loss: list[str] = field(default_factory=list)  # gradient programs: the outputs the loss sums
     outputs: dict[str, Var] = field(default_factory=dict)  # every live name at the end
 
     @property

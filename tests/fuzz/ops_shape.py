@@ -66,9 +66,13 @@ def draw_movement(g):
         order = g.permutation(range(nd))
         return _movement(g, x, f"{x.name}.permute({', '.join(map(str, order))})",
                          lambda a: a.transpose(order), [shape[o] for o in order])
-    if op == "expand":
-        new = [g.int(1, 4) if s == 1 and g.chance(60) else s for s in shape]
-        lead = [g.int(1, 3) for _ in range(g.int(0, max(0, 3 - nd)) if g.chance(40) else 0)]
+    if op == "expand":  # grow some size-1 dims and/or add leading dims (never the identity)
+        new = [g.int(2, 4) if s == 1 and g.chance(60) else s for s in shape]
+        lead = [g.int(2, 3) for _ in range(g.int(0, 4 - nd) if nd < 4 else 0)]
+        if not lead and list(new) == list(shape):
+            if nd == 4:
+                return None
+            lead = [g.int(2, 3)]
         new = tuple(lead + new)
         shown = tuple(-1 if i >= len(lead) and s == shape[i - len(lead)] and g.chance(30) else s
                       for i, s in enumerate(new))

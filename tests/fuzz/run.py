@@ -64,9 +64,10 @@ HEADER = ["import numpy as np", "from codegen.dtypes import dtypes", "from lazyt
 
 
 def _body(prog: Program) -> list[str]:
-    lines = [step.line() for step in prog.steps]
-    lines += [f"Tensor.realize({', '.join(group)})" for group in prog.final]
-    return lines
+    """The program's lines: its steps, the loss and backward (gradient programs: before the
+    final realizes, which would otherwise decide what fuses), then the final realizes."""
+    lines = [step.line() for step in prog.steps] + (_loss_lines(prog) if prog.grad else [])
+    return lines + [f"Tensor.realize({', '.join(group)})" for group in prog.final]
 
 
 def _loss_lines(prog: Program) -> list[str]:
@@ -79,7 +80,7 @@ def _loss_lines(prog: Program) -> list[str]:
 
 
 def _grad_outputs(prog: Program):
-    return [(n, v) for n, v in prog.outputs.items() if is_float(v.dtype) and v.leaves]
+    return [(n, prog.outputs[n]) for n in prog.loss if n in prog.outputs]
 
 
 def _expected(name: str, ref, tol: float | None) -> list[str]:
@@ -93,8 +94,6 @@ def _expected(name: str, ref, tol: float | None) -> list[str]:
 
 def render(prog: Program, device: str = "CPU", checks: list[str] | None = None) -> str:
     lines = HEADER + [f'DEV = "{device}"'] + _body(prog)
-    if prog.grad:
-        lines += _loss_lines(prog)
     lines += [f"{name}.numpy()" for name in prog.read_order] if checks is None else checks
     return "\n".join(lines)
 
@@ -255,7 +254,7 @@ def check_gradients(prog: Program, device: str) -> Failure | None:
     grads = [n for n, inp in prog.inputs.items() if inp.requires_grad]
     read = [f"__grads__[{n!r}] = {n}.grad.numpy() if {n}.grad is not None else None"
             for n in grads]
-    ns, error = _execute(prog, device, _loss_lines(prog) + read)
+    ns, error = _execute(prog, device, read)
     if error is not None:
         exc = error["exc"]
         return Failure(_classify(exc), f"{type(exc).__name__}: {exc} (at `{error['line']}`)\n"
