@@ -21,7 +21,7 @@ def _axis(g, x, single: bool = False):
     if x.ndim == 0 or g.chance(20):
         return "", tuple(range(x.ndim))
     if single or g.chance(60):
-        a = g.int(0, x.ndim - 1)
+        a = x.ndim - 1 if g.chance(40) else g.int(0, x.ndim - 1)  # the last axis, as ML code does
         shown = a - x.ndim if g.chance(30) else a
         return f"axis={shown}" if g.chance(50) else f"{shown}", (a,)
     axes = tuple(sorted(g.subset(range(x.ndim), min_size=1)))
