@@ -1,0 +1,153 @@
+"""Comparisons, logic, where and casts: the ops whose results are exact by definition.
+
+Comparisons, argmax and float -> int casts are drawn only on exact values (a value a
+rounding away from a threshold would have two right answers), and casts only where the
+value fits the target type.
+"""
+from __future__ import annotations
+import math
+
+import numpy as np
+
+from .model import Interp, Ref, Step, int_range, is_float, promote, scalar_dtype
+from .oplib import bshape, fits, min_grid, operand_ref, show
+from .ops_elementwise import _facts, _other, _result_dtype, _step
+
+
+# ---- comparisons, logic, where ----
+def draw_compare(g):
+    op = g.pick(["<", "<=", ">", ">=", "==", "!="])
+    x = g.var(lambda v: v.exact)
+    if x is None:
+        return None
+    y = _other(g, x, lambda v: v.exact)
+    dtype = _result_dtype(x, y)
+    fn = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
+          "==": np.equal, "!=": np.not_equal}[op]
+    return _step(g, "compare", f"{x.name} {op} {show(getattr(y, 'name', y))}", fn, [x, y],
+                 dtype, 0, 1, True)
+
+
+def draw_logic(g):
+    op = g.pick(["&", "|", "^", "~", "logical_not"])
+    x = g.var(lambda v: not is_float(v.dtype) or (op == "logical_not" and v.exact))
+    if x is None:
+        return None
+    if op == "logical_not":
+        return _step(g, "compare", f"{x.name}.logical_not()", np.logical_not, [x], x.dtype, 0, 1,
+                     True)
+    if op == "~":
+        lo, hi = (0, 1) if x.dtype == "bool" else \
+            ((255 - x.hi, 255 - x.lo) if x.dtype == "uint8" else (-x.hi - 1, -x.lo - 1))
+        fn = np.logical_not if x.dtype == "bool" else np.invert
+        return _step(g, "elementwise", f"~{x.name}", fn, [x], x.dtype, lo, hi, True)
+    y = _other(g, x, lambda v: not is_float(v.dtype), scalar_pred=lambda s: not isinstance(s, float))
+    if isinstance(y, float):
+        return None
+    dtype = _result_dtype(x, y)
+    if is_float(dtype):
+        return None
+    ylo, yhi, _, _, _ = _facts(x, y, dtype)
+    k = math.ceil(math.log2(max(abs(x.lo), abs(x.hi), abs(ylo), abs(yhi)) + 1)) + 1
+    lo, hi = (0, 1) if dtype == "bool" else (max(-2 ** k, int_range(dtype)[0]), min(2 ** k, int_range(dtype)[1]))
+    fn = {"&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor}[op]
+    return _step(g, "elementwise", f"{x.name} {op} {show(getattr(y, 'name', y))}", fn, [x, y],
+                 dtype, lo, hi, True)
+
+
+def draw_where(g):
+    """cond.where(x, y): a bool (or exact, tested != 0) condition, tensors or scalars."""
+    c = g.var(lambda v: v.exact and (v.dtype == "bool" or g.chance(30)))
+    if c is None:
+        return None
+    x = _other(g, c.but(dtype="float32" if c.dtype == "bool" else c.dtype), scalar_ok=True)
+    joint = bshape(c.shape, x.shape) if hasattr(x, "shape") else c.shape
+    if int(np.prod(joint)) > 4096 or len(joint) > 4:
+        return None
+    y = _other(g, c.but(dtype=getattr(x, "dtype", "float32"), shape=joint), scalar_ok=True)
+    tensors = [t for t in (x, y) if hasattr(t, "name")]
+    if len(tensors) == 2:
+        dtype = promote(x.dtype, y.dtype)
+    elif tensors:
+        t, s = (x, y) if tensors[0] is x else (y, x)
+        dtype = scalar_dtype(t.dtype, s)
+    else:
+        py = lambda s: "bool" if isinstance(s, bool) else ("int64" if isinstance(s, int) else "float32")  # noqa: E731
+        dtype = promote(py(x), py(y))
+    shape = bshape(c.shape, *[t.shape for t in tensors])
+    if int(np.prod(shape)) > 4096 or len(shape) > 4:
+        return None
+    facts = [_facts(c, t, dtype) for t in (x, y)]
+    lo, hi = min(f[0] for f in facts), max(f[1] for f in facts)
+    exact = all(f[2] for f in facts)
+    grid = min_grid(*[f[3] for f in facts])
+    names = [getattr(t, "name", t) for t in (x, y)]
+    src = f"{c.name}.where({show(names[0])}, {show(names[1])})"
+
+    var = g.new(shape, dtype, lo, hi, [c] + tensors, grid=grid if is_float(dtype) else 0)
+    var = var.but(exact=var.exact and exact)
+
+    def ref(interp: Interp, cname=c.name) -> Ref:
+        cond = interp.env[cname].val != 0  # tested in its own dtype
+        a, b = [operand_ref(interp, n, dtype) for n in names]
+        val = np.where(cond, a.val, b.val)
+        if var.exact or interp.fd:
+            return Ref(val)
+        return Ref(val, np.where(cond, a.e(), b.e()))
+    return g.add(Step("where", src, ref, var))
+
+
+# ---- casts ----
+def cast_ok(v, dtype: str) -> bool:
+    """Whether casting v to dtype has one right answer (no out-of-range float->int)."""
+    if is_float(v.dtype) and not is_float(dtype):
+        if not v.exact:
+            return False
+        if dtype == "bool":
+            return True
+        dmin, dmax = int_range(dtype)
+        return dmin - 1 < v.lo and v.hi < dmax + 1
+    if is_float(dtype):
+        return fits(dtype, v.lo, v.hi)
+    if dtype == "bool" or v.dtype == "bool":
+        return True
+    dmin, dmax = int_range(dtype)
+    return dmin <= v.lo and v.hi <= dmax
+
+
+ALIASES = {"float32": "float", "float16": "half", "float64": "double", "int32": "int",
+           "int64": "long", "bool": "bool"}
+
+
+def draw_cast(g):
+    x = g.var()
+    if x is None:
+        return None
+    dtype = g.pick(["bool", "int8", "uint8", "int16", "int32", "int64", "float16", "float32",
+                    "float64"])
+    if not cast_ok(x, dtype) or dtype == x.dtype:
+        return None
+    src = f"{x.name}.{ALIASES[dtype]}()" if dtype in ALIASES and g.chance(40) else \
+        f"{x.name}.cast(dtypes.{dtype})"
+    if dtype == "bool":
+        lo, hi = 0, 1
+    elif is_float(x.dtype) and not is_float(dtype):
+        lo, hi = math.trunc(x.lo), math.trunc(x.hi)
+    else:
+        lo, hi = x.lo, x.hi
+    var = g.new(x.shape, dtype, lo, hi, [x], grid=0 if not is_float(x.dtype) else x.grid)
+
+    def ref(interp: Interp, name=x.name) -> Ref:
+        src_ref = interp.env[name]
+        if dtype == "bool":
+            return Ref(src_ref.val != 0)
+        return interp.cast(src_ref, dtype)
+    return g.add(Step("cast", src, ref, var))
+
+
+OPS = [
+    ("compare", "compare", draw_compare, True),
+    ("logic", "compare", draw_logic, False),
+    ("where", "where", draw_where, True),
+    ("cast", "cast", draw_cast, False),
+]

@@ -1,0 +1,179 @@
+"""Reductions over random axes (sum, max, min, mean, prod, argmax, argmin) and matmul.
+
+Float sums are exact when every partial sum is representable (grid values); otherwise
+their error bound allows any summation order: n * u_acc * sum|x|, with float16 expected
+to accumulate in float32 (u_acc is float32's unit), as PyTorch does.
+"""
+from __future__ import annotations
+import math
+
+import numpy as np
+
+from .model import ACCUMULATE, UNIT, Interp, Ref, Step, is_float, promote
+from .oplib import arg, fits, grid_exact, partner_shape, small
+
+REDUCE_OPS = ("sum", "max", "min", "mean", "prod", "argmax", "argmin")
+SMOOTH_REDUCE = ("sum", "max", "min", "mean", "prod")
+
+
+def _axis(g, x, single: bool = False):
+    """(source text of the axis argument, the normalised axes) for x."""
+    if x.ndim == 0 or g.chance(20):
+        return "", tuple(range(x.ndim))
+    if single or g.chance(60):
+        a = x.ndim - 1 if g.chance(40) else g.int(0, x.ndim - 1)  # the last axis, as ML code does
+        shown = a - x.ndim if g.chance(30) else a
+        return f"axis={shown}" if g.chance(50) else f"{shown}", (a,)
+    axes = tuple(sorted(g.subset(range(x.ndim), min_size=1)))
+    return f"axis={axes}", axes
+
+
+def draw_reduce(g):
+    op = g.pick(REDUCE_OPS if not g.grad else SMOOTH_REDUCE)
+    arg_op = op in ("argmax", "argmin")
+    x = g.var(lambda v: (v.exact or not arg_op) and (op not in ("mean", "prod") or v.dtype != "bool"
+                                                     or op == "prod"))
+    if x is None:
+        return None
+    axis_src, axes = _axis(g, x, single=arg_op)
+    n = int(np.prod([x.shape[a] for a in axes])) if axes else 1
+    if op in ("max", "min") or arg_op:
+        if any(x.shape[a] == 0 for a in axes):
+            return None
+    keepdim = g.chance(40)
+    kept = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+    shape = kept if keepdim else tuple(s for i, s in enumerate(x.shape) if i not in axes)
+    if arg_op and axis_src == "" and keepdim:
+        shape = (1,) * x.ndim
+    dtype = {"sum": "int64" if not is_float(x.dtype) else x.dtype,
+             "prod": "int64" if not is_float(x.dtype) else x.dtype,
+             "mean": x.dtype if is_float(x.dtype) else "float32",
+             "max": x.dtype, "min": x.dtype, "argmax": "int64", "argmin": "int64"}[op]
+    grid, exact = x.grid if is_float(x.dtype) else 0, x.exact
+    if op == "sum":
+        lo, hi = min(0, n * x.lo), max(0, n * x.hi)
+        exact = grid_exact(dtype, grid, lo, hi, x)
+    elif op == "mean":
+        lo, hi = x.lo, x.hi
+        exact = grid_exact(dtype, grid, n * x.lo, n * x.hi, x)
+        grid = None
+    elif op == "prod":
+        if x.bound > 1 and n * math.log(x.bound) > 600:
+            return None
+        big = x.bound ** n
+        lo, hi = (x.lo ** n, x.hi ** n) if x.lo >= 0 else (-big, big)
+        lo, hi = min(lo, 1.0), max(hi, 1.0)
+        grid = None if grid is None else grid * max(n, 1)
+        exact = grid_exact(dtype, grid, lo, hi, x)
+    elif arg_op:
+        lo, hi, grid = 0, max(n - 1, 0), 0
+    else:
+        lo, hi = x.lo, x.hi
+    if not fits(dtype, lo, hi) or (op == "prod" and not is_float(dtype) and x.bound ** n >= 2 ** 62):
+        return None
+    keep_src = ", keepdim=True" if keepdim else ""
+    args = ", ".join(a for a in (axis_src, keep_src.lstrip(", ")) if a)
+    src = f"{x.name}.{op}({args})"
+    var = g.new(shape, dtype, lo, hi, [x], grid=grid)
+    var = var.but(exact=var.exact and exact)
+    np_axis = None if axis_src == "" else axes
+
+    def ref(interp: Interp, name=x.name) -> Ref:
+        src_ref = interp.env[name]
+        if arg_op:
+            fn = np.argmax if op == "argmax" else np.argmin
+            flat = np_axis is None
+            values = src_ref.val.reshape(-1) if flat else src_ref.val
+            out = fn(values, axis=None if flat else np_axis[0], keepdims=keepdim and not flat)
+            return Ref(np.asarray(out).astype(np.int64).reshape(shape))
+        a = arg(interp, src_ref, dtype)
+        e = src_ref.e()
+        with np.errstate(all="ignore"):
+            if op in ("max", "min"):
+                fn = np.max if op == "max" else np.min
+                z, err = fn(a, axis=axes, keepdims=keepdim), np.max(e, axis=axes, keepdims=keepdim)
+            elif op in ("sum", "mean"):
+                z = np.sum(a, axis=axes, keepdims=keepdim)
+                if is_float(dtype):
+                    unit = UNIT[ACCUMULATE[dtype]]
+                    err = np.sum(e, axis=axes, keepdims=keepdim) + \
+                        n * unit * np.sum(np.abs(a), axis=axes, keepdims=keepdim)
+                    if op == "mean":
+                        err = (err + UNIT[dtype] * np.abs(z)) / max(n, 1)
+                        z = z / n if n else z * np.nan
+            else:
+                z = np.prod(a, axis=axes, keepdims=keepdim)
+                if is_float(dtype):
+                    unit = UNIT[dtype]
+                    upper = np.prod(np.abs(a) + e, axis=axes, keepdims=keepdim)
+                    err = upper - np.prod(np.abs(a), axis=axes, keepdims=keepdim) + \
+                        1.01 * n * unit * upper
+        z = np.asarray(z).reshape(shape)
+        if not is_float(dtype):
+            return Ref(z.astype(dtype))
+        if op in ("max", "min"):  # values of x: nothing to round
+            out = interp.out(z, dtype, exact=True)
+            return out if var.exact or src_ref.err is None else Ref(out.val, np.asarray(err).reshape(shape))
+        return interp.out(z, dtype, None if var.exact or interp.fd else np.asarray(err).reshape(shape),
+                          exact=var.exact)
+
+    return g.add(Step("reduce", src, ref, var))
+
+
+def draw_matmul(g):
+    """x @ y with 1-d or batched operands (batch dims broadcast)."""
+    x = g.var(lambda v: v.ndim >= 1 and v.dtype != "bool" and v.shape[-1] <= 7)
+    if x is None:
+        return None
+    k = x.shape[-1]
+    if g.chance(25):
+        yshape = (k,)
+    else:
+        batch = partner_shape(g, x.shape[:-2]) if x.ndim > 2 and g.chance(60) else ()
+        yshape = tuple(batch) + (k, g.side())
+    try:
+        shape = np.matmul(np.zeros(x.shape), np.zeros(yshape)).shape
+    except ValueError:
+        return None
+    if not small(shape):
+        return None
+    y = g.operand(lambda v: v.shape == yshape and v.dtype != "bool", yshape,
+                  x.dtype if g.chance(80) else None)
+    dtype = promote(x.dtype, y.dtype)
+    if dtype == "bool":
+        return None
+    lo, hi = min(x.lo * y.hi, x.hi * y.lo, x.lo * y.lo, x.hi * y.hi), \
+        max(x.lo * y.hi, x.hi * y.lo, x.lo * y.lo, x.hi * y.hi)
+    lo, hi = min(0, k * lo), max(0, k * hi)
+    xgrid = x.grid if is_float(x.dtype) else 0
+    ygrid = y.grid if is_float(y.dtype) else 0
+    grid = None if xgrid is None or ygrid is None else xgrid + ygrid
+    exact = grid_exact(dtype, grid, lo, hi, x, y)
+    if not fits(dtype, lo, hi):
+        return None
+    var = g.new(shape, dtype, lo, hi, [x, y], grid=grid if is_float(dtype) else 0)
+    var = var.but(exact=var.exact and exact)
+    form = g.pick(["{} @ {}", "{}.matmul({})", "{}.dot({})"])
+    src = form.format(x.name, y.name)
+
+    def ref(interp: Interp, xn=x.name, yn=y.name) -> Ref:
+        a, b = interp.env[xn], interp.env[yn]
+        av, bv = arg(interp, a, dtype), arg(interp, b, dtype)
+        z = np.matmul(av, bv)
+        if not is_float(dtype):
+            return Ref(z.astype(dtype))
+        if var.exact or interp.fd:
+            return interp.out(z, dtype, exact=True)
+        ea, eb = a.e(), b.e()
+        unit = UNIT[ACCUMULATE[dtype]]
+        err = np.matmul(np.abs(av), eb) + np.matmul(ea, np.abs(bv)) + np.matmul(ea, eb) + \
+            k * unit * np.matmul(np.abs(av), np.abs(bv))
+        return interp.out(z, dtype, err)
+
+    return g.add(Step("matmul", src, ref, var))
+
+
+OPS = [
+    ("reduce", "reduce", draw_reduce, True),
+    ("matmul", "matmul", draw_matmul, True),
+]
