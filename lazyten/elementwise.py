@@ -89,6 +89,10 @@ class ElementwiseMixin:
 
     def div(self, other, reverse: bool = False, rounding_mode: str | None = None):
         """True division (integers give floats), or "trunc"/"floor" rounding as PyTorch."""
+        if rounding_mode is None and not self.dtype.is_float and not isinstance(other, type(self)):
+            # a Python number must not become the integer tensor's dtype first: uint8 / -1
+            # would divide by 255
+            return self.cast(dtypes.default_float).div(other, reverse)
         x, y = self._broadcasted(other, reverse)
         if rounding_mode == "trunc":
             return x._int_divmod(y)[0] if not x.dtype.is_float else x.apply(F.Div, y).trunc()

@@ -104,3 +104,12 @@ def test_sigmoid_tails_and_tanh_signs():
     np.testing.assert_array_equal(Tensor(special).tanh().numpy(), np.tanh(special))
     np.testing.assert_array_equal(Tensor(special).sigmoid().numpy(),
                                   np.array([1, 0, np.nan, 0.5, 1, 9.357623e-14], np.float32))
+
+
+def test_integer_tensor_divided_by_a_negative_python_number():
+    """Found by the fuzzer: the -1 became the uint8 tensor's dtype (255) before the
+    division was promoted to float."""
+    x = np.array([0, 3, 4], np.uint8)
+    np.testing.assert_array_equal((Tensor(x) / -1).numpy(), x / -1)
+    np.testing.assert_array_equal((-6 / Tensor(x + 1)).numpy(), (-6 / (x + 1)).astype(np.float32))
+    np.testing.assert_array_equal((Tensor(x.astype(np.int8)) / -2).numpy(), x.astype(np.int8) / -2)
