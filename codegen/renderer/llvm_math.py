@@ -61,16 +61,21 @@ def _horner(name: str, coefs: list[float], x: str, t: str, f) -> list[str]:
     return lines
 
 
+def _clamped(low: float, high: float, t: str, b: str, f) -> list[str]:
+    """%x3 = %x clamped to [low, high], and 0 where %x is NaN (%nan says where)."""
+    return [f"  %nan = fcmp uno {t} %x, %x",
+            f"  %lo = fcmp olt {t} %x, {f(low)}",
+            f"  %x1 = select {b} %lo, {t} {f(low)}, {t} %x",
+            f"  %hi = fcmp ogt {t} %x1, {f(high)}",
+            f"  %x2 = select {b} %hi, {t} {f(high)}, {t} %x1",
+            f"  %x3 = select {b} %nan, {t} {f(0.0)}, {t} %x2"]
+
+
 def exp2(lanes: int) -> tuple[str, list[str]]:
     """(function name, [definition, declarations]) of exp2 on float32 x lanes."""
     t, _, b, sfx = _types(lanes)
     name, f = f"@lazyten_exp2_{sfx}", (lambda v: _f(v, lanes))
-    body = [f"  %nan = fcmp uno {t} %x, %x",
-            f"  %lo = fcmp olt {t} %x, {f(-160.0)}",
-            f"  %x1 = select {b} %lo, {t} {f(-160.0)}, {t} %x",
-            f"  %hi = fcmp ogt {t} %x1, {f(160.0)}",
-            f"  %x2 = select {b} %hi, {t} {f(160.0)}, {t} %x1",
-            f"  %x3 = select {b} %nan, {t} {f(0.0)}, {t} %x2",
+    body = [*_clamped(-160.0, 160.0, t, b, f),
             f"  %r = call {t} @llvm.rint.{sfx}({t} %x3)",
             f"  %fr = fsub {t} %x3, %r",
             *_horner("p", EXP2_POLY, "%fr", t, f),
@@ -85,13 +90,8 @@ def exp(lanes: int) -> tuple[str, list[str]]:
     """(function name, [definition, declarations]) of e^x on float32 x lanes."""
     t, _, b, sfx = _types(lanes)
     name, f = f"@lazyten_exp_{sfx}", (lambda v: _f(v, lanes))
-    body = [f"  %nan = fcmp uno {t} %x, %x",
-            # outside [-104, 89] e^x rounds to 0 or overflows; the clamp keeps k in range
-            f"  %lo = fcmp olt {t} %x, {f(-104.0)}",
-            f"  %x1 = select {b} %lo, {t} {f(-104.0)}, {t} %x",
-            f"  %hi = fcmp ogt {t} %x1, {f(89.0)}",
-            f"  %x2 = select {b} %hi, {t} {f(89.0)}, {t} %x1",
-            f"  %x3 = select {b} %nan, {t} {f(0.0)}, {t} %x2",
+    # outside [-104, 89] e^x rounds to 0 or overflows; the clamp keeps k in range
+    body = [*_clamped(-104.0, 89.0, t, b, f),
             f"  %kx = fmul {t} %x3, {f(1 / _LN2)}",
             f"  %k = call {t} @llvm.rint.{sfx}({t} %kx)",
             f"  %khi = fmul {t} %k, {f(LN2_HI)}",
