@@ -32,33 +32,16 @@ _NO_GRAD: ContextVar[bool] = ContextVar("no_grad", default=False)
 _TRAINING: ContextVar[bool] = ContextVar("training", default=False)
 
 
+def _switch(var: ContextVar[bool]) -> property:
+    """A class-level property for the calling thread's value of `var` (`del` resets it)."""
+    return property(lambda cls: var.get(), lambda cls, value: var.set(bool(value)),
+                    lambda cls: var.set(False))
+
+
 class _TensorType(type):
-    """`Tensor.no_grad` and `Tensor.training` read and set the calling thread's switches
-    (`del` puts one back to its default)."""
-
-    @property
-    def no_grad(cls) -> bool:
-        return _NO_GRAD.get()
-
-    @no_grad.setter
-    def no_grad(cls, value: bool) -> None:
-        _NO_GRAD.set(bool(value))
-
-    @no_grad.deleter
-    def no_grad(cls) -> None:
-        _NO_GRAD.set(False)
-
-    @property
-    def training(cls) -> bool:
-        return _TRAINING.get()
-
-    @training.setter
-    def training(cls, value: bool) -> None:
-        _TRAINING.set(bool(value))
-
-    @training.deleter
-    def training(cls) -> None:
-        _TRAINING.set(False)
+    """`Tensor.no_grad` and `Tensor.training` read and set the calling thread's switches."""
+    no_grad = _switch(_NO_GRAD)
+    training = _switch(_TRAINING)
 
 
 class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin,
