@@ -53,8 +53,8 @@ def draw_reduce(g):
     if op == "sum":
         lo, hi = min(0, n * x.lo), max(0, n * x.hi)
         exact = grid_exact(dtype, grid, lo, hi, x)
-    elif op == "mean":
-        lo, hi = x.lo, x.hi
+    elif op == "mean":  # the mean of nothing is NaN: no op may treat it as a number
+        lo, hi = (x.lo, x.hi) if n else (math.nan, math.nan)
         exact = grid_exact(dtype, grid, n * x.lo, n * x.hi, x)
         grid = None
     elif op == "prod":
@@ -69,7 +69,9 @@ def draw_reduce(g):
         lo, hi, grid = 0, max(n - 1, 0), 0
     else:
         lo, hi = x.lo, x.hi
-    if not fits(dtype, lo, hi) or (op == "prod" and not is_float(dtype) and x.bound ** n >= 2 ** 62):
+    empty_mean = op == "mean" and n == 0
+    if not (fits(dtype, lo, hi) or empty_mean) or \
+            (op == "prod" and not is_float(dtype) and x.bound ** n >= 2 ** 62):
         return None
     keep_src = ", keepdim=True" if keepdim else ""
     args = ", ".join(a for a in (axis_src, keep_src.lstrip(", ")) if a)
