@@ -115,9 +115,11 @@ def draw_reduce(g):
             return Ref(z.astype(dtype))
         if op in ("max", "min"):  # values of x: nothing to round
             out = interp.out(z, dtype, exact=True)
-            return out if var.exact or src_ref.err is None else Ref(out.val, np.asarray(err).reshape(shape))
-        return interp.out(z, dtype, None if var.exact or interp.fd else np.asarray(err).reshape(shape),
-                          exact=var.exact)
+            if var.exact or src_ref.err is None:
+                return out
+            return Ref(out.val, np.asarray(err).reshape(shape))
+        bound = None if var.exact or interp.fd else np.asarray(err).reshape(shape)
+        return interp.out(z, dtype, bound, exact=var.exact)
 
     return g.add(Step("reduce", src, ref, var))
 
