@@ -5,8 +5,8 @@ then 0, any dtype, some of them non-contiguous views of realized buffers) and ap
 to MAX_OPS ops, each drawn from the op classes in WEIGHTS and applied to tensors of the
 live pool (or to fresh inputs of a shape the op needs). Each op knows the domain it is
 safe on (no overflow, no division by values near 0, comparisons only of exact values), so
-every generated program has one right answer. Hypothesis shrinks a failing program to a
-short one by itself.
+every generated program has one right answer. A failing program is shrunk by minimize.py
+(or, with FUZZ_SHRINK=1, by hypothesis).
 
 For local triage set a class's weight to 0 here, or FUZZ_OFF=assign,index (a comma list).
 """
@@ -129,7 +129,8 @@ class Gen:
         return found
 
 
-def _op_table(grad: bool) -> list:
+def _op_table(grad: bool) -> tuple[list, dict[str, int]]:
+    """The (name, class, draw function) of every op switched on, and the class weights."""
     weights, off = enabled_weights(grad), switched_off()
     table = []
     for name, kind, fn, smooth in ELEMENTWISE + LOGIC + REDUCE + SHAPE + STATE:
@@ -151,7 +152,7 @@ def programs(draw, grad: bool = False, max_ops: int = MAX_OPS) -> Program:
         by_kind.setdefault(kind, []).append(fn)
     kinds = [k for k in weights if k in by_kind for _ in range(weights[k])]
     if not kinds:
-        raise ValueError(f"FUZZ_OFF={','.join(sorted(off))} leaves no op to draw")
+        raise ValueError(f"FUZZ_OFF={','.join(sorted(switched_off()))} leaves no op to draw")
     for _ in range(g.int(1, max_ops)):
         for _attempt in range(4):  # an op may not fit the pool; try another
             fn = g.pick(by_kind[g.pick(kinds)])

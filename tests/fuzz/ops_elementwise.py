@@ -193,8 +193,8 @@ def draw_pow(g):
     form = g.pick(["int", "int", "float", "tensor", "rpow"])
     if form == "int":
         c = g.pick([2, 3, 0, -1, -2])
-        x = g.var(lambda v: v.dtype != "bool" and (c >= 0 or (is_float(v.dtype) and
-                                                               away_from_zero((v.lo, v.hi), v.exact))))
+        x = g.var(lambda v: v.dtype != "bool" and (
+            c >= 0 or (is_float(v.dtype) and away_from_zero((v.lo, v.hi), v.exact))))
         if x is None:
             return None
         dtype = scalar_dtype(x.dtype, c)
@@ -280,7 +280,8 @@ def _unary_table(dtype: str):
                  + u("log2") * np.abs(z)),
         "sqrt": (lambda v: v.lo >= (0 if v.exact else 0.05),
                  lambda lo, hi: (math.sqrt(lo), math.sqrt(hi)), np.sqrt,
-                 lambda a, e, z: e[0] / (np.sqrt(a[0]) + np.sqrt(np.maximum(a[0] - e[0], 0)) + 1e-300)),
+                 lambda a, e, z: e[0] / (np.sqrt(a[0]) + np.sqrt(np.maximum(a[0] - e[0], 0))
+                                         + 1e-300)),
         "sin": (lambda v: v.bound <= 20, lambda lo, hi: (-1.0, 1.0), np.sin,
                 lambda a, e, z: e[0] + u("sin") * (np.abs(z) + a[0])),
         "cos": (lambda v: v.bound <= 20, lambda lo, hi: (-1.0, 1.0), np.cos,

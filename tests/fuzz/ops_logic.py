@@ -41,7 +41,8 @@ def draw_logic(g):
             ((255 - x.hi, 255 - x.lo) if x.dtype == "uint8" else (-x.hi - 1, -x.lo - 1))
         fn = np.logical_not if x.dtype == "bool" else np.invert
         return _step(g, "elementwise", f"~{x.name}", fn, [x], x.dtype, lo, hi, True)
-    y = _other(g, x, lambda v: not is_float(v.dtype), scalar_pred=lambda s: not isinstance(s, float))
+    y = _other(g, x, lambda v: not is_float(v.dtype),
+               scalar_pred=lambda s: not isinstance(s, float))
     if isinstance(y, float):
         return None
     dtype = _result_dtype(x, y)
@@ -49,7 +50,8 @@ def draw_logic(g):
         return None
     ylo, yhi, _, _, _ = _facts(x, y, dtype)
     k = math.ceil(math.log2(max(abs(x.lo), abs(x.hi), abs(ylo), abs(yhi)) + 1)) + 1
-    lo, hi = (0, 1) if dtype == "bool" else (max(-2 ** k, int_range(dtype)[0]), min(2 ** k, int_range(dtype)[1]))
+    dmin, dmax = int_range(dtype)
+    lo, hi = (0, 1) if dtype == "bool" else (max(-2 ** k, dmin), min(2 ** k, dmax))
     fn = {"&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor}[op]
     return _step(g, "elementwise", f"{x.name} {op} {show(getattr(y, 'name', y))}", fn, [x, y],
                  dtype, lo, hi, True)
@@ -72,8 +74,7 @@ def draw_where(g):
         t, s = (x, y) if tensors[0] is x else (y, x)
         dtype = scalar_dtype(t.dtype, s)
     else:
-        py = lambda s: "bool" if isinstance(s, bool) else ("int64" if isinstance(s, int) else "float32")  # noqa: E731
-        dtype = promote(py(x), py(y))
+        dtype = promote(_python_dtype(x), _python_dtype(y))
     shape = bshape(c.shape, *[t.shape for t in tensors])
     if int(np.prod(shape)) > 4096 or len(shape) > 4:
         return None
@@ -95,6 +96,11 @@ def draw_where(g):
             return Ref(val)
         return Ref(val, np.where(cond, a.e(), b.e()))
     return g.add(Step("where", src, ref, var))
+
+
+def _python_dtype(value) -> str:
+    """The dtype lazyten gives a Python scalar on its own."""
+    return "bool" if isinstance(value, bool) else ("int64" if isinstance(value, int) else "float32")
 
 
 # ---- casts ----

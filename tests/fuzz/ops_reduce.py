@@ -53,8 +53,8 @@ def draw_reduce(g):
     if op == "sum":
         lo, hi = min(0, n * x.lo), max(0, n * x.hi)
         exact = grid_exact(dtype, grid, lo, hi, x)
-    elif op == "mean":
-        lo, hi = x.lo, x.hi
+    elif op == "mean":  # the mean of nothing is NaN: no op may treat it as a number
+        lo, hi = (x.lo, x.hi) if n else (math.nan, math.nan)
         exact = grid_exact(dtype, grid, n * x.lo, n * x.hi, x)
         grid = None
         if n == 0:  # the mean of nothing is NaN: not exact, so never cast to an integer
@@ -71,7 +71,9 @@ def draw_reduce(g):
         lo, hi, grid = 0, max(n - 1, 0), 0
     else:
         lo, hi = x.lo, x.hi
-    if not fits(dtype, lo, hi) or (op == "prod" and not is_float(dtype) and x.bound ** n >= 2 ** 62):
+    empty_mean = op == "mean" and n == 0
+    if not (fits(dtype, lo, hi) or empty_mean) or \
+            (op == "prod" and not is_float(dtype) and x.bound ** n >= 2 ** 62):
         return None
     keep_src = ", keepdim=True" if keepdim else ""
     args = ", ".join(a for a in (axis_src, keep_src.lstrip(", ")) if a)
@@ -115,9 +117,11 @@ def draw_reduce(g):
             return Ref(z.astype(dtype))
         if op in ("max", "min"):  # values of x: nothing to round
             out = interp.out(z, dtype, exact=True)
-            return out if var.exact or src_ref.err is None else Ref(out.val, np.asarray(err).reshape(shape))
-        return interp.out(z, dtype, None if var.exact or interp.fd else np.asarray(err).reshape(shape),
-                          exact=var.exact)
+            if var.exact or src_ref.err is None:
+                return out
+            return Ref(out.val, np.asarray(err).reshape(shape))
+        bound = None if var.exact or interp.fd else np.asarray(err).reshape(shape)
+        return interp.out(z, dtype, bound, exact=var.exact)
 
     return g.add(Step("reduce", src, ref, var))
 

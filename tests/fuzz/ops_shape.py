@@ -246,8 +246,9 @@ def _index_tensor(g, shape, n: int, allow_negative: bool, bad: bool = False):
     if bad:  # rewrite the input's first element to an index just past the end
         inp = g.prog.inputs[var.name]
         inp.array.reshape(-1)[0] = n
-        inp.src = literal(inp.array) if inp.array.size <= 64 else \
-            f"np.concatenate([[{n}], {inp.src}.reshape(-1)[1:]]).astype(np.{dtype}).reshape({shape})"
+        inp.src = literal(inp.array) if inp.array.size <= 64 else (
+            f"np.concatenate([[{n}], {inp.src}.reshape(-1)[1:]])"
+            f".astype(np.{dtype}).reshape({shape})")
         g.prog.steps[-1].src = f"Tensor({inp.src}, device=DEV)"
         g.pool[var.name] = var.but(hi=n)
     return var

@@ -122,8 +122,10 @@ def draw_realize(g):
     names = g.permutation([v for v in g.pool])[:g.int(1, 3)]
     if not names:
         return None
-    src = f"Tensor.realize({', '.join(names)})" if g.chance(60) or len(names) == 1 and g.chance(50) \
-        else f"{names[0]}.realize({', '.join(names[1:])})"
+    if g.chance(60):
+        src = f"Tensor.realize({', '.join(names)})"
+    else:
+        src = f"{names[0]}.realize({', '.join(names[1:])})"
     return g.add(Step("realize", src, lambda interp: None))
 
 

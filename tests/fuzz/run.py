@@ -110,8 +110,8 @@ def op_name(line: str) -> str:
     text = signature(line).split(" = ", 1)[-1]
     if text.startswith("input"):
         return "input" + text[len("input"):].split("(")[0]
-    for pattern in (r"^_\.(\w+)\(", r"^Tensor\.(\w+)\(", r"^_ ([-+*/%&|^<>=!@]+=?) ", r"^# ([-+*/%&|^]+) _",
-                    r"^_\.(T)\b", r"^([-~])_", r"^_(\[)"):
+    for pattern in (r"^_\.(\w+)\(", r"^Tensor\.(\w+)\(", r"^_ ([-+*/%&|^<>=!@]+=?) ",
+                    r"^# ([-+*/%&|^]+) _", r"^_\.(T)\b", r"^([-~])_", r"^_(\[)"):
         found = re.match(pattern, text)
         if found:
             return found.group(1)
@@ -230,7 +230,8 @@ def _compare(name: str, got: np.ndarray, var, ref) -> tuple[str | None, float | 
 
 def _describe(name, got, expected, bad, how, allowed=None) -> str:
     where = tuple(int(i) for i in np.argwhere(bad)[0])
-    tol = "" if allowed is None else f" (allowed error {np.broadcast_to(allowed, bad.shape)[where]:.3g})"
+    tol = "" if allowed is None else \
+        f" (allowed error {np.broadcast_to(allowed, bad.shape)[where]:.3g})"
     return (f"{name}: wrong value at {where}: expected {expected[where]!r} ({how}), got "
             f"{got[where]!r}{tol}; {int(bad.sum())} of {bad.size} elements differ")
 
