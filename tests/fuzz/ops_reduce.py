@@ -57,8 +57,6 @@ def draw_reduce(g):
         lo, hi = (x.lo, x.hi) if n else (math.nan, math.nan)
         exact = grid_exact(dtype, grid, n * x.lo, n * x.hi, x)
         grid = None
-        if n == 0:  # the mean of nothing is NaN: not exact, so never cast to an integer
-            exact = False
     elif op == "prod":
         if x.bound > 1 and n * math.log(x.bound) > 600:
             return None
