@@ -43,7 +43,8 @@ def fuzz(strategy, check, examples: int) -> None:
     base_seed, seconds, shrink = getenv("FUZZ_SEED", 0), getenv("FUZZ_SECONDS", 0), \
         getenv("FUZZ_SHRINK", 0)
     failures: dict[str, tuple[int, str]] = {}
-    count, shrink_left = [0], [MINIMIZE_SECONDS[1]]
+    count = [0]
+    shrink_left = [MINIMIZE_SECONDS[1] if seconds <= 0 else max(MINIMIZE_SECONDS[1], seconds / 4)]
 
     def run_chunk(chunk_seed: int, n: int) -> None:
         @seed(chunk_seed)
