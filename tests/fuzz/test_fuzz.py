@@ -2,10 +2,12 @@
 
 CI runs a fixed number of programs from a fixed seed. FUZZ_SECONDS=N runs as many as fit
 in N seconds (per test), FUZZ_SEED=S starts from another seed, FUZZ_SHRINK=1 stops at the
-first failure and lets hypothesis shrink it to a minimal program. A failure prints each
-distinct problem with a program that reproduces it.
+first failure and lets hypothesis shrink it to a minimal program, FUZZ_REPORT=path appends
+every distinct failure to a file. A failure prints each distinct problem with a program
+that reproduces it.
 """
 from __future__ import annotations
+import os
 import time
 
 import pytest
@@ -19,11 +21,11 @@ from fuzz.minimize import minimize
 from fuzz.run import check_forward, check_gradients
 
 # programs per test in CI: sized so the fuzzer adds about a minute to the suite on 2 cores
-FORWARD_EXAMPLES = {"CPU": 250, "OPENCL": 30}
-GRADIENT_EXAMPLES = {"CPU": 120, "OPENCL": 8}
+FORWARD_EXAMPLES = {"CPU": 600, "OPENCL": 60}
+GRADIENT_EXAMPLES = {"CPU": 300, "OPENCL": 20}
 CHUNK = 20  # programs per hypothesis run in the timed mode (one seed each)
 SHOWN = 6  # distinct failures printed in full
-MINIMIZE_SECONDS = 10  # spent shrinking each distinct failure before it is printed
+MINIMIZE_SECONDS = (5, 20)  # shrinking each distinct failure, and all of them, per test
 
 
 def _devices() -> list:
@@ -42,6 +44,7 @@ def fuzz(strategy, check, examples: int) -> None:
         getenv("FUZZ_SHRINK", 0)
     failures: dict[str, tuple[int, str]] = {}
     count = [0]
+    shrink_left = [MINIMIZE_SECONDS[1] if seconds <= 0 else max(MINIMIZE_SECONDS[1], seconds / 4)]
 
     def run_chunk(chunk_seed: int, n: int) -> None:
         @seed(chunk_seed)
@@ -57,7 +60,10 @@ def fuzz(strategy, check, examples: int) -> None:
             if shrink:
                 raise AssertionError(str(failure))
             if failure.key not in failures:
-                small = minimize(prog, check, failure.key, MINIMIZE_SECONDS)
+                start = time.perf_counter()
+                budget = min(MINIMIZE_SECONDS[0], shrink_left[0])
+                small = minimize(prog, check, failure.key, budget) if budget > 0 else prog
+                shrink_left[0] -= time.perf_counter() - start
                 failures[failure.key] = (chunk_seed, str(check(small) or failure))
         one()
 
@@ -68,6 +74,13 @@ def fuzz(strategy, check, examples: int) -> None:
         while time.perf_counter() - start < seconds:
             run_chunk(base_seed + chunk, CHUNK)
             chunk += 1
+    report = getenv("FUZZ_REPORT", "")
+    if report:
+        with open(report, "a") as out:
+            out.write(f"# {os.environ.get('PYTEST_CURRENT_TEST', '')}: {count[0]} programs, "
+                      f"{len(failures)} distinct failures\n")
+            for key, (s, text) in failures.items():
+                out.write(f"\n===== {key} (FUZZ_SEED={s})\n{text}\n")
     if failures:
         shown = [f"=== {key} (FUZZ_SEED={s})\n{text}" for key, (s, text) in
                  list(failures.items())[:SHOWN]]
