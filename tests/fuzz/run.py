@@ -79,6 +79,10 @@ def _loss_lines(prog: Program) -> list[str]:
     return ["loss = " + " + ".join(terms), "loss.backward()"] if terms else []
 
 
+def _grad_leaves(prog: Program) -> list[str]:
+    return [n for n, inp in prog.inputs.items() if inp.requires_grad] if prog.grad else []
+
+
 def _grad_outputs(prog: Program):
     return [(n, prog.outputs[n]) for n in prog.loss if n in prog.outputs]
 
@@ -93,7 +97,10 @@ def _expected(name: str, ref, tol: float | None) -> list[str]:
 
 
 def render(prog: Program, device: str = "CPU", checks: list[str] | None = None) -> str:
+    """The program as Python: its lines, then (gradient programs) each leaf's gradient read,
+    then `checks`, or every value read in the order the run read them."""
     lines = HEADER + [f'DEV = "{device}"'] + _body(prog)
+    lines += [f"if {n}.grad is not None: {n}.grad.numpy()" for n in _grad_leaves(prog)]
     lines += [f"{name}.numpy()" for name in prog.read_order] if checks is None else checks
     return "\n".join(lines)
 
@@ -116,6 +123,13 @@ def op_name(line: str) -> str:
         if found:
             return found.group(1)
     return text[:40]
+
+
+def _error_key(exc: BaseException) -> str:
+    """An exception's type and the line of its message that says what went wrong."""
+    lines = str(exc).splitlines() or [""]
+    line = next((ln for ln in lines if "error:" in ln), lines[0])
+    return f"{type(exc).__name__}: {signature(line.split('error:', 1)[-1].strip())[:80]}"
 
 
 def _first_step(prog: Program, current, name: str):
@@ -153,7 +167,8 @@ def _execute(prog: Program, device: str, extra: list[str] = ()) -> tuple[dict, d
             for current in lines + reads:
                 exec(compile(current, "<fuzz program>", "exec"), ns)
     except Exception as e:  # noqa: BLE001 - any exception is a finding
-        return ns, {"exc": e, "line": current.replace("__values__[", "read ["),
+        line = re.sub(r"__(values|grads)__\[(.*?)\] = (.*?)( if .*)?$", r"\3", current)
+        return ns, {"exc": e, "line": line,
                     "trace": traceback.format_exc(limit=-6)}
     return ns, None
 
@@ -171,7 +186,7 @@ def check_forward(prog: Program, device: str) -> Failure | None:
         exc = error["exc"]
         return Failure(_classify(exc), f"{type(exc).__name__}: {exc} (at `{error['line']}`)\n"
                        f"{error['trace']}", render(prog, device),
-                       f"{type(exc).__name__}: {signature(str(exc))[:80]}")
+                       _error_key(exc))
     problems, checks, culprit = [], [], None
     for name in prog.read_order:
         got, var, ref = ns["__values__"][name], prog.outputs[name], interp.env[name]
@@ -252,7 +267,7 @@ def check_gradients(prog: Program, device: str) -> Failure | None:
     """lazyten's backward against central differences of the float64 reference."""
     if not _grad_outputs(prog):
         return None
-    grads = [n for n, inp in prog.inputs.items() if inp.requires_grad]
+    grads = _grad_leaves(prog)
     read = [f"__grads__[{n!r}] = {n}.grad.numpy() if {n}.grad is not None else None"
             for n in grads]
     ns, error = _execute(prog, device, read)
@@ -260,7 +275,7 @@ def check_gradients(prog: Program, device: str) -> Failure | None:
         exc = error["exc"]
         return Failure(_classify(exc), f"{type(exc).__name__}: {exc} (at `{error['line']}`)\n"
                        f"{error['trace']}", render(prog, device),
-                       f"{type(exc).__name__}: {signature(str(exc))[:80]}")
+                       _error_key(exc))
     base = {n: inp.array.astype(np.float64) for n, inp in prog.inputs.items()}
     expected, noise = {}, {}
     for n in grads:
