@@ -301,7 +301,7 @@ class Linearizer(TilingMixin, GPULayoutMixin):
         """One accumulator per upcast combination, all updated in the same reduce loops."""
         g = self.g
         src_dtype = self._dtype_of(node.src[0])
-        acc_dtype = dtypes.float32 if src_dtype == dtypes.float16 else src_dtype
+        acc_dtype = src_dtype.opmath  # 16-bit floats accumulate in float32
         init = 0 if node.op is ReduceOps.SUM else dtypes.min(acc_dtype)
         if acc_dtype == dtypes.bool:
             init = bool(init)

@@ -16,7 +16,8 @@ from codegen.helpers import prod
 from codegen.ops import BinaryOps, LoadOps
 from lazyten import function as F
 from lazyten.lazy import LazyBuffer
-from lazyten.creation import CreationMixin, _scalar_dtype, default_device, to_numpy_dtype
+from lazyten.creation import (CreationMixin, _scalar_dtype, bf16_bits, bf16_values,
+                              default_device, storage_numpy_dtype, to_numpy_dtype)
 from lazyten.elementwise import ElementwiseMixin
 from lazyten.movement import MovementMixin
 from lazyten.nnops import NNMixin
@@ -60,7 +61,7 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
             dtype = dtype or _scalar_dtype(data)
             lazy = LazyBuffer.const_like(data, (), dtype, device)
         else:
-            lazy = _from_numpy(_to_array(data, dtype), device)
+            lazy = _from_numpy(_to_array(data, dtype), device, dtype)
         if lazy.device != device and not isinstance(data, (LazyBuffer, Tensor)):
             lazy = lazy.copy_to_device(device)
         self.lazydata: LazyBuffer = lazy
@@ -117,14 +118,14 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
         return self
 
     def numpy(self) -> np.ndarray:
-        """Realize and copy to a numpy array."""
+        """Realize and copy to a numpy array (bfloat16 comes back as float32, exact)."""
         if self.numel() == 0:
             return np.zeros(self.shape, dtype=to_numpy_dtype(self.dtype))
         lazy = self.lazydata.contiguous()
         realize([lazy])
-        out = np.empty(self.shape, dtype=to_numpy_dtype(self.dtype))
+        out = np.empty(self.shape, dtype=storage_numpy_dtype(self.dtype))
         lazy.buffer().copyout(memoryview(out.reshape(-1).view(np.uint8)))
-        return out
+        return bf16_values(out) if self.dtype == dtypes.bfloat16 else out
 
     def item(self):
         if self.numel() != 1:
@@ -318,10 +319,14 @@ class _ToDevice(F.Function):
 
 
 def _to_array(data, dtype: DType | None) -> np.ndarray:
+    """`data` as a numpy array holding the bytes of a buffer of `dtype` (or of the dtype
+    numpy's type names); numbers for bfloat16 are rounded to it on the host."""
     if isinstance(data, np.ndarray) and dtype is None and data.dtype.name not in \
             {d.name for d in dtypes.all()}:
         raise TypeError(f"unsupported numpy dtype {data.dtype}; supported: "
                         f"{', '.join(d.name for d in dtypes.all())}")
+    if dtype == dtypes.bfloat16:
+        return bf16_bits(np.asarray(data))
     if dtype is not None:
         return np.asarray(data, dtype=to_numpy_dtype(dtype))
     arr = np.asarray(data)
@@ -335,8 +340,9 @@ def _to_array(data, dtype: DType | None) -> np.ndarray:
     return arr
 
 
-def _from_numpy(arr: np.ndarray, device: str) -> LazyBuffer:
-    dtype = dtypes.from_name(arr.dtype.name)
+def _from_numpy(arr: np.ndarray, device: str, dtype: DType | None = None) -> LazyBuffer:
+    """A realized buffer holding `arr`'s bytes (a bfloat16 buffer takes uint16 patterns)."""
+    dtype = dtype or dtypes.from_name(arr.dtype.name)
     buf = Buffer(get_runtime(device), arr.size, dtype)
     if arr.size:
         buf.copyin(memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8)))
