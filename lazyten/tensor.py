@@ -268,6 +268,16 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
         dtype = as_dtype(dtype)
         return self._same() if dtype == self.dtype else self.apply(F.Cast, dtype=dtype)
 
+    def bitcast(self, dtype) -> Tensor:
+        """The same bits read as `dtype`, of the same itemsize (PyTorch's `view(dtype)`).
+        Not differentiable: the result never requires grad."""
+        dtype = as_dtype(dtype)
+        if dtype.itemsize != self.dtype.itemsize or dtypes.bool in (dtype, self.dtype):
+            raise TypeError(f"bitcast needs two non-bool dtypes of one itemsize, got "
+                            f"{self.dtype.name} ({self.dtype.itemsize} bytes) to {dtype.name} "
+                            f"({dtype.itemsize} bytes)")
+        return Tensor(self.lazydata.bitcast(dtype), device=self.device)
+
     def float(self) -> Tensor:
         return self.cast(dtypes.float32)
 

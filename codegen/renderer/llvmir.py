@@ -191,6 +191,21 @@ def _cast(src: DType, dst: DType, x: str, emit, used: set) -> str:
     return emit(f"{'zext' if unsigned else 'sext'} {ts} {x} to {td}")
 
 
+def _bitcast(src: DType, dst: DType, x: str, emit) -> str:
+    """The bits of `x` read as dst (same itemsize). A bfloat16 register is a float whose
+    upper half holds the bits, so it is shifted into (or out of) an i16 first."""
+    if src.scalar == dtypes.bfloat16:
+        f32, i32 = _like(src, dtypes.float32), _like(src, dtypes.int32)
+        bits = emit(f"bitcast {ltype(f32)} {x} to {ltype(i32)}")
+        high = emit(f"lshr {ltype(i32)} {bits}, {llvm_const(16, i32)}")
+        x, src = emit(f"trunc {ltype(i32)} {high} to {mem_type(src)}"), _like(src, dtypes.int16)
+    if dst.scalar == dtypes.bfloat16:
+        if src.scalar != dtypes.int16:
+            x = emit(f"bitcast {ltype(src)} {x} to {ltype(_like(src, dtypes.int16))}")
+        return _from_bf16(x, dst, emit)
+    return x if ltype(src) == ltype(dst) else emit(f"bitcast {ltype(src)} {x} to {ltype(dst)}")
+
+
 def _to_bf16(src: DType, x: str, emit, used: set) -> str:
     """`x` rounded once to bfloat16 (as a float). Values that float holds exactly are
     widened to float; the rest go through double and `_to_float_odd`, whose round-to-odd
@@ -381,6 +396,8 @@ class LLVMRenderer(Renderer):
                 if (u.vin[0].dtype, u.dtype) == (dtypes.float64, dtypes.float16):
                     used.add(_F64_TO_F16)
                 r[u] = _cast(u.vin[0].dtype, u.dtype, r[u.vin[0]], emit, used)
+            elif u.uop is UOps.BITCAST:
+                r[u] = _bitcast(u.vin[0].dtype, u.dtype, r[u.vin[0]], emit)
             else:
                 raise NotImplementedError(f"LLVM renderer has no rule for {u.uop}")
         lines = [f"define void @{kernel.name}({', '.join(args)}) #0 {{", "entry:"]
