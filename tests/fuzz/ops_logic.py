@@ -38,7 +38,8 @@ def draw_logic(g):
                      True)
     if op == "~":
         lo, hi = (0, 1) if x.dtype == "bool" else \
-            ((255 - x.hi, 255 - x.lo) if x.dtype == "uint8" else (-x.hi - 1, -x.lo - 1))
+            ((int_range(x.dtype)[1] - x.hi, int_range(x.dtype)[1] - x.lo)
+             if x.dtype.startswith("u") else (-x.hi - 1, -x.lo - 1))
         fn = np.logical_not if x.dtype == "bool" else np.invert
         return _step(g, "elementwise", f"~{x.name}", fn, [x], x.dtype, lo, hi, True)
     y = _other(g, x, lambda v: not is_float(v.dtype),
@@ -130,7 +131,7 @@ def draw_cast(g):
     if x is None:
         return None
     dtype = g.pick(["bool", "int8", "uint8", "int16", "int32", "int64", "float16", "float32",
-                    "float64"])
+                    "float64", "uint16", "uint32", "uint64", "bfloat16"])
     if not cast_ok(x, dtype) or dtype == x.dtype:
         return None
     src = f"{x.name}.{ALIASES[dtype]}()" if dtype in ALIASES and g.chance(40) else \

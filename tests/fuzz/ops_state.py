@@ -10,7 +10,8 @@ import numpy as np
 
 from .model import Interp, Ref, Step, is_float, promote, scalar_dtype
 from .ops_logic import cast_ok
-from .oplib import broadcastable, bshape, grid_exact, min_grid, mv, np_pad, operand_grid, show
+from .oplib import (broadcastable, bshape, const, grid_exact, min_grid, mv, np_pad, operand_grid,
+                    show)
 
 
 def _self_view(g, t):
@@ -97,7 +98,7 @@ def draw_assign(g):
     def ref(interp: Interp) -> Ref:
         t = mv(interp.env[name], fn)
         other = interp.cast(interp.env[yname], dtype) if isinstance(yname, str) else \
-            Ref(np.array(yname).astype(dtype))
+            const(yname, dtype)
         if not is_float(dtype):
             return Ref((t.val.astype(np.int64) + other.val.astype(np.int64)).astype(dtype))
         z = t.val.astype(np.float64) + other.val.astype(np.float64)
