@@ -261,3 +261,23 @@ def test_constants_are_exact(device, dtype):
         want = rne_bf16(values)
     assert got.tobytes() == want.tobytes() or (dtype.is_float and np.array_equal(
         got, want, equal_nan=True) and (np.signbit(got) == np.signbit(want)).all())
+
+
+# ---- bitcast ----
+BITCASTS = [(s, d) for s in dtypes.all() for d in dtypes.all()
+            if s != d and s.itemsize == d.itemsize and dtypes.bool not in (s, d)]
+
+
+@pytest.mark.parametrize("src,dst", BITCASTS, ids=lambda d: d.name)
+def test_bitcast(device, src, dst):
+    """The bits, unchanged, against numpy's .view (NaN inputs left out: a 16-bit float is a
+    float in registers on the GPUs, and its NaN payload may not survive)."""
+    size = src.itemsize
+    bits = np.random.default_rng(size).integers(0, 256, SIZE * size, dtype=np.uint8).view(f"u{size}")
+    values = (bits.astype(np.uint32) << 16).view(np.float32) if src == BF16 else \
+        bits.view(NP[src])
+    if src.is_float:
+        bits, values = bits[~np.isnan(values)], values[~np.isnan(values)]
+    got = one_kernel(device, lambda a: a.bitcast(dst), values, dtypes_=[src])
+    want = (bits.astype(np.uint32) << 16).view(np.float32) if dst == BF16 else bits.view(NP[dst])
+    assert np.array_equal(got, want, equal_nan=True), f"{src.name} -> {dst.name}"
