@@ -284,6 +284,9 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
     def half(self) -> Tensor:
         return self.cast(dtypes.float16)
 
+    def bfloat16(self) -> Tensor:
+        return self.cast(dtypes.bfloat16)
+
     def double(self) -> Tensor:
         return self.cast(dtypes.float64)
 

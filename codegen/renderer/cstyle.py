@@ -51,6 +51,8 @@ _BF16_DOUBLE = [
     "unsigned int u = {F}(f); if (back != d) {{ if (fabs(back) > fabs(d)) u -= 1u; "
     "u |= 1u; }} return round_bf({U}(u)); }}",
 ]
+# C promotes these to int before multiplying: 65535 * 65535 would overflow int (undefined)
+_NARROW_UNSIGNED = (dtypes.uint8, dtypes.uint16)
 _UNSIGNED = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
 _EXACT_OPS = {BinaryOps.MAX, UnaryOps.NEG, TernaryOps.WHERE, BinaryOps.MOD}  # no rounding
 
@@ -94,7 +96,8 @@ class CStyleRenderer(Renderer):
         UnaryOps.RECIP: lambda x, dt: f"(1.0f/{x})",
         UnaryOps.NEG: lambda x, dt: f"(!{x})" if dt == dtypes.bool else f"(-{x})",
         BinaryOps.ADD: lambda a, b, dt: f"({a}+{b})",
-        BinaryOps.MUL: lambda a, b, dt: f"({a}*{b})",
+        BinaryOps.MUL: lambda a, b, dt: f"((unsigned int){a}*{b})" if dt in _NARROW_UNSIGNED
+        else f"({a}*{b})",
         BinaryOps.FDIV: lambda a, b, dt: f"({a}/{b})",
         BinaryOps.IDIV: lambda a, b, dt: f"({a}/{b})",
         BinaryOps.MOD: lambda a, b, dt: f"fmod({a}, {b})" if dt.is_float else f"({a}%{b})",

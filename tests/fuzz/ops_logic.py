@@ -123,7 +123,7 @@ def cast_ok(v, dtype: str) -> bool:
 
 
 ALIASES = {"float32": "float", "float16": "half", "float64": "double", "int32": "int",
-           "int64": "long", "bool": "bool"}
+           "int64": "long", "bool": "bool", "bfloat16": "bfloat16"}
 
 
 def draw_cast(g):
@@ -152,9 +152,61 @@ def draw_cast(g):
     return g.add(Step("cast", src, ref, var))
 
 
+_SAME_SIZE = [("int16", "uint16", "float16", "bfloat16"), ("int32", "uint32", "float32"),
+              ("int64", "uint64", "float64")]
+
+
+def _bits(val: np.ndarray, dtype: str) -> np.ndarray:
+    """The stored bits of reference values of dtype, as unsigned integers."""
+    if dtype == "bfloat16":
+        return (np.array(val, np.float32, order="C").view(np.uint32) >> 16).astype(np.uint16)
+    arr = np.array(val, dtype, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
+    return arr.view(f"u{arr.dtype.itemsize}")
+
+
+_LARGEST = {"float16": 0x7BFF, "bfloat16": 0x7F7F, "float32": 0x7F7FFFFF,
+            "float64": 0x7FEFFFFFFFFFFFFF}  # the bits of the largest finite value
+
+
+def _float_of(bits: int, dtype: str) -> float:
+    size = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}[dtype]
+    return float(_from_bits(np.array([bits], f"u{size}"), dtype)[0])
+
+
+def _from_bits(bits: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "bfloat16":
+        return (bits.astype(np.uint32) << 16).view(np.float32)
+    return bits.view(dtype)
+
+
+def draw_bitcast(g):
+    """x.bitcast(d): the same bits read as another dtype of the same itemsize. Fuzzer floats
+    are finite, so no NaN payload is at stake; integers become floats only where every
+    value in their interval is the pattern of a finite non-negative float (subnormals
+    too), whose interval is then known (the order of such patterns is the floats')."""
+    group = {d: kinds for kinds in _SAME_SIZE for d in kinds}
+    x = g.var(lambda v: v.dtype in group and v.exact)
+    if x is None:
+        return None
+    dtype = g.pick([d for d in group[x.dtype] if d != x.dtype])
+    if is_float(dtype) and (is_float(x.dtype) or not 0 <= x.lo <= x.hi <= _LARGEST[dtype]):
+        return None
+    if is_float(dtype):
+        lo, hi = _float_of(int(x.lo), dtype), _float_of(int(x.hi), dtype)
+    else:
+        lo, hi = int_range(dtype)
+    var = g.new(x.shape, dtype, lo, hi, [x], grid=None if is_float(dtype) else 0)
+
+    def ref(interp: Interp, name=x.name, src=x.dtype) -> Ref:
+        bits = _bits(interp.env[name].val, src)
+        return Ref(_from_bits(bits, dtype))
+    return g.add(Step("cast", f"{x.name}.bitcast(dtypes.{dtype})", ref, var))
+
+
 OPS = [
     ("compare", "compare", draw_compare, True),
     ("logic", "compare", draw_logic, False),
     ("where", "where", draw_where, True),
     ("cast", "cast", draw_cast, False),
+    ("bitcast", "cast", draw_bitcast, False),
 ]
