@@ -181,11 +181,14 @@ def _from_bits(bits: np.ndarray, dtype: str) -> np.ndarray:
 
 def draw_bitcast(g):
     """x.bitcast(d): the same bits read as another dtype of the same itemsize. Fuzzer floats
-    are finite, so no NaN payload is at stake; integers become floats only where every
-    value in their interval is the pattern of a finite non-negative float (subnormals
-    too), whose interval is then known (the order of such patterns is the floats')."""
+    are finite, so no NaN payload is at stake; floats whose interval holds 0 are not
+    drawn, since the bits show the sign of a zero, which the reference does not track.
+    Integers become floats only where every value in their interval is the pattern of a
+    finite non-negative float (subnormals too), whose interval is then known (the order
+    of such patterns is the floats')."""
     group = {d: kinds for kinds in _SAME_SIZE for d in kinds}
-    x = g.var(lambda v: v.dtype in group and v.exact)
+    x = g.var(lambda v: v.dtype in group and v.exact and
+              (not is_float(v.dtype) or v.lo > 0 or v.hi < 0))
     if x is None:
         return None
     dtype = g.pick([d for d in group[x.dtype] if d != x.dtype])
