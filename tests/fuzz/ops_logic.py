@@ -184,8 +184,8 @@ def draw_bitcast(g):
     are finite, so no NaN payload is at stake; floats whose interval holds 0 are not
     drawn, since the bits show the sign of a zero, which the reference does not track.
     Integers become floats only where every value in their interval is the pattern of a
-    finite non-negative float (subnormals too), whose interval is then known (the order
-    of such patterns is the floats')."""
+    finite non-negative float below the fuzzer's LIMIT (subnormals too), whose interval is
+    then known (the order of such patterns is the floats')."""
     group = {d: kinds for kinds in _SAME_SIZE for d in kinds}
     x = g.var(lambda v: v.dtype in group and v.exact and
               (not is_float(v.dtype) or v.lo > 0 or v.hi < 0))
@@ -196,6 +196,8 @@ def draw_bitcast(g):
         return None
     if is_float(dtype):
         lo, hi = _float_of(int(x.lo), dtype), _float_of(int(x.hi), dtype)
+        if not fits(dtype, lo, hi):  # huge floats would overflow later ops' intervals
+            return None
     else:
         lo, hi = int_range(dtype)
     var = g.new(x.shape, dtype, lo, hi, [x], grid=None if is_float(dtype) else 0)
