@@ -341,6 +341,8 @@ def draw_simple_unary(g):
         lo, hi, grid, fn = -1, 1, 0, np.sign
     else:
         fn = {"floor": np.floor, "ceil": np.ceil, "round": np.round, "trunc": np.trunc}[name]
+        if not (math.isfinite(x.lo) and math.isfinite(x.hi)):  # (the mean of nothing is nan)
+            return None
         lo, hi, grid = math.floor(x.lo), math.ceil(x.hi), 0 if x.grid is not None else None
     err = (lambda a, e, z: 2 * a[0] * e[0] + e[0] ** 2) if name == "square" else \
         (lambda a, e, z: e[0] * (name != "sign"))
