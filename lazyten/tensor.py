@@ -18,6 +18,8 @@ from lazyten import function as F
 from lazyten.lazy import LazyBuffer
 from lazyten.creation import CreationMixin, _scalar_dtype, default_device, to_numpy_dtype
 from lazyten.elementwise import ElementwiseMixin
+from lazyten.inplace import InPlaceMixin
+from lazyten.interop import InteropMixin
 from lazyten.movement import MovementMixin
 from lazyten.nnops import NNMixin
 from lazyten.realize import Capture, realize
@@ -32,9 +34,28 @@ _NO_GRAD: ContextVar[bool] = ContextVar("no_grad", default=False)
 _TRAINING: ContextVar[bool] = ContextVar("training", default=False)
 
 
+class _Flag(int):
+    """A switch's value (0 or 1, so `if Tensor.no_grad` costs what a bool does) that can
+    also be called: `with Tensor.no_grad():` and `@Tensor.no_grad()` set it for a block."""
+    var: ContextVar[bool]
+
+    def __call__(self, mode: bool = True):
+        return _switched(self.var, mode)
+
+    def __repr__(self) -> str:
+        return repr(bool(self))
+
+
+def _flags(var: ContextVar[bool]) -> tuple[_Flag, _Flag]:
+    off, on = _Flag(0), _Flag(1)
+    off.var = on.var = var
+    return off, on
+
+
 def _switch(var: ContextVar[bool]) -> property:
     """A class-level property for the calling thread's value of `var` (`del` resets it)."""
-    return property(lambda cls: var.get(), lambda cls, value: var.set(bool(value)),
+    flags = _flags(var)
+    return property(lambda cls: flags[var.get()], lambda cls, value: var.set(bool(value)),
                     lambda cls: var.set(False))
 
 
@@ -45,8 +66,10 @@ class _TensorType(type):
 
 
 class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin,
-             metaclass=_TensorType):
+             InPlaceMixin, InteropMixin, metaclass=_TensorType):
     """A lazily evaluated n-dimensional array with autograd."""
+    _version = 0  # bumped by each in-place update that changes the graph (inplace.py)
+    _previous: Tensor | None = None  # the value and graph before that update
 
     def __init__(self, data: Any, device: str | None = None, dtype: Any = None,
                  requires_grad: bool | None = None):
@@ -63,6 +86,9 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
             lazy = _from_numpy(_to_array(data, dtype), device)
         if lazy.device != device and not isinstance(data, (LazyBuffer, Tensor)):
             lazy = lazy.copy_to_device(device)
+        if requires_grad and not lazy.dtype.is_float:
+            raise RuntimeError(f"only floating point tensors can require gradients, this one "
+                               f"is {lazy.dtype.name} (as in PyTorch)")
         self.lazydata: LazyBuffer = lazy
         self.requires_grad = requires_grad
         self.grad: Tensor | None = None
@@ -198,6 +224,7 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
         out = Tensor._wrap(ctx.forward(*[t.lazydata for t in tensors], **kwargs))
         if ctx.requires_grad and out.dtype.is_float:  # as in PyTorch: only floats have grads
             out.requires_grad, out._ctx, out._parents = True, ctx, tensors
+            ctx.versions = tuple([t._version for t in tensors])  # see _inputs
         return out
 
     @classmethod
@@ -219,8 +246,21 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
                 continue
             seen.add(id(node))
             stack.append((node, True))
-            stack.extend((p, False) for p in node._parents if p._ctx is not None or p.requires_grad)
+            stack.extend((p, False) for p in node._inputs() if p._ctx is not None or p.requires_grad)
         return order
+
+    def _inputs(self) -> tuple[Tensor, ...]:
+        """The tensors this one was computed from, as they were then: a parent updated in
+        place since (inplace.py) is replaced by its value of that time."""
+        versions = getattr(self._ctx, "versions", None)
+        if versions is None or all(p._version == v for p, v in zip(self._parents, versions)):
+            return self._parents
+        out = []
+        for parent, version in zip(self._parents, versions):
+            while parent._version != version:
+                parent = parent._previous
+            out.append(parent)
+        return tuple(out)
 
     def backward(self, gradient: Tensor | None = None) -> Tensor:
         """Accumulate d(self)/d(leaf) into each leaf's `.grad` (lazily)."""
@@ -252,7 +292,7 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
             in_grads = node._ctx.backward(g)
             if not isinstance(in_grads, tuple):
                 in_grads = (in_grads,)
-            for parent, pg in zip(node._parents, in_grads):
+            for parent, pg in zip(node._inputs(), in_grads):
                 if pg is None or not parent.requires_grad:
                     continue
                 assert pg.shape == parent.shape, f"grad shape {pg.shape} != {parent.shape}"
@@ -344,27 +384,27 @@ def _from_numpy(arr: np.ndarray, device: str) -> LazyBuffer:
 
 
 @contextmanager
-def _training(mode: bool = True):
-    """Inside this block this thread's Tensor.training is `mode` (dropout and batchnorm
-    read it)."""
-    previous = _TRAINING.get()
-    _TRAINING.set(bool(mode))
+def _switched(var: ContextVar[bool], mode: bool = True):
+    """Inside this block (in this thread) `var` is `mode`; also a decorator."""
+    previous = var.get()
+    var.set(bool(mode))
     try:
         yield
     finally:
-        _TRAINING.set(previous)
+        var.set(previous)
+
+
+def _training(mode: bool = True):
+    """Inside this block this thread's Tensor.training is `mode` (dropout and batchnorm
+    read it); `with Tensor.train():` or `@Tensor.train()`."""
+    return _switched(_TRAINING, mode)
 
 
 Tensor.train = staticmethod(_training)
 
 
-@contextmanager
 def no_grad():
-    """Inside this block (in this thread) no autograd graph is recorded."""
-    previous = _NO_GRAD.get()
-    _NO_GRAD.set(True)
-    try:
-        yield
-    finally:
-        _NO_GRAD.set(previous)
+    """Inside this block (in this thread) no autograd graph is recorded: `with no_grad():`,
+    `@no_grad()`, and the same as Tensor.no_grad()."""
+    return _switched(_NO_GRAD, True)
 
