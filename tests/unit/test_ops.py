@@ -756,7 +756,7 @@ def test_empty_reductions():
     assert_tensor(z.sum(), np.float32(0))
     assert_tensor(z.prod(0), np.ones(3, np.float32))
     assert_tensor(z.sum(1), np.zeros(0, np.float32))
-    assert_tensor(z.max(1), np.zeros(0, np.float32))
+    assert_tensor(z.max(axis=1), np.zeros(0, np.float32))
     with np.errstate(all="ignore"):
         assert_tensor(z.mean(0), np.full(3, np.nan, np.float32))
 
