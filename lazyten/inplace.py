@@ -14,8 +14,14 @@ import operator
 
 import numpy as np
 
-from codegen.dtypes import dtypes, promote
+from codegen.dtypes import dtypes
 from lazyten.elementwise import broadcast_shape
+
+
+def _kind(dtype) -> int:
+    """PyTorch's in-place rule compares kinds: bool < integer < floating point; a result may
+    be stored in a tensor of the same or a higher kind (float32 into float16 is fine)."""
+    return 2 if dtype.is_float else 0 if dtype == dtypes.bool else 1
 
 
 def _is_int(item) -> bool:
@@ -68,7 +74,7 @@ class InPlaceMixin:
         self._check_inplace(name)
         old = self._snapshot()
         new = compute(old)
-        if new.dtype != self.dtype and not cast and promote(new.dtype, self.dtype) != self.dtype:
+        if not cast and _kind(new.dtype) > _kind(self.dtype):
             raise RuntimeError(f"{name}: the result is {new.dtype.name}, which cannot be stored "
                                f"in place in a {self.dtype.name} tensor (as in PyTorch); "
                                f"use x = x.{name.rstrip('_')}(...) for a new tensor")

@@ -1,0 +1,462 @@
+"""PyTorch spellings (lazyten/aliases.py, inplace.py, interop.py, max(dim), cat([...]),
+no_grad()), each against numpy: x[index] = value against numpy's setitem, masks against
+numpy's boolean indexing, max(dim) against np.max/np.argmax, in-place ops against the
+out-of-place result, and the value rule of docs/design.md after an update."""
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import lazyten
+from lazyten import Tensor, dtypes
+from lazyten.realize import Stats
+from tests.gradcheck import check_grad, spaced
+from tests.helpers import NP, assert_tensor, fast, shapes, tensor_and_array
+
+
+# ---- x[index] = value against numpy ----
+@st.composite
+def index_for(draw, shape):
+    """A numpy index for `shape`: ints, slices with steps, None, one Ellipsis, integer
+    arrays (with repeats) or one boolean mask over some leading dims."""
+    if draw(st.integers(0, 5)) == 0:  # a boolean mask over the leading dims
+        k = draw(st.integers(1, len(shape)))
+        size = int(np.prod(shape[:k]))
+        bits = draw(st.lists(st.booleans(), min_size=size, max_size=size))
+        return (np.asarray(bits, dtype=np.bool_).reshape(shape[:k]),)
+    items, arrays = [], 0
+    for n in shape:
+        kind = draw(st.sampled_from(["int", "slice", "slice", "full", "array"]))
+        if kind == "int":
+            items.append(draw(st.integers(-n, n - 1)))
+        elif kind == "slice":
+            step = draw(st.sampled_from([None, 1, 2, 3, -1, -2]))
+            start = draw(st.one_of(st.none(), st.integers(-n - 1, n + 1)))
+            stop = draw(st.one_of(st.none(), st.integers(-n - 1, n + 1)))
+            items.append(slice(start, stop, step))
+        elif kind == "array" and arrays == 0:
+            arrays += 1
+            items.append(np.asarray(draw(st.lists(st.integers(-n, n - 1), min_size=1,
+                                                  max_size=3)), dtype=np.int64))
+        else:
+            items.append(slice(None))
+    if draw(st.booleans()):
+        items.insert(draw(st.integers(0, len(items))), None)
+    if draw(st.booleans()) and items:  # replace a run of trailing full slices by ...
+        cut = draw(st.integers(0, len(items)))
+        if all(isinstance(i, slice) and i == slice(None) for i in items[cut:]):
+            items = items[:cut] + [Ellipsis]
+    return tuple(items)
+
+
+def _as_tensors(index):
+    return tuple(Tensor(i) if isinstance(i, np.ndarray) else i for i in index)
+
+
+@given(data=st.data(), shape=shapes(min_dims=1, max_dims=3, max_side=4),
+       dtype=st.sampled_from([dtypes.float32, dtypes.int32, dtypes.bool]),
+       layout=st.sampled_from(["contiguous", "flip", "step"]))
+@fast(25)
+def test_setitem_matches_numpy(data, shape, dtype, layout):
+    x, arr = data.draw(tensor_and_array(shape, dtype, layout=layout, low=-9, high=9))
+    index = data.draw(index_for(shape))
+    target = arr[index].shape
+    if data.draw(st.booleans()):  # a scalar value (cast to x's dtype as PyTorch)
+        value = data.draw(st.sampled_from([7, -3, 2.5, True]))
+        np_value = value
+    else:  # an array broadcasting to the indexed shape (trailing dims, some set to 1)
+        vshape = tuple(1 if data.draw(st.booleans()) else s for s in
+                       target[data.draw(st.integers(0, len(target))):])
+        np_value = data.draw(st.lists(st.integers(-9, 9), min_size=int(np.prod(vshape)),
+                                      max_size=int(np.prod(vshape))))
+        np_value = np.asarray(np_value, dtype=np.float32).reshape(vshape)
+        value = Tensor(np_value)
+    expected = arr.copy()
+    expected[index] = np_value  # numpy casts to the array's dtype, as PyTorch
+    before = x * 1 if dtype != dtypes.bool else x & True  # read before the update
+    old = arr.copy()
+    x[_as_tensors(index)] = value
+    assert_tensor(x, expected, dtype=dtype, exact=True)
+    assert_tensor(before, old, dtype=dtype, exact=True)  # the value rule
+
+
+def test_setitem_keeps_values_read_before():
+    """design.md: a tensor or view taken before `x[...] = v` keeps the old value, whether
+    x was realized or lazy, and whatever is realized first."""
+    for realize_first in (False, True):
+        x = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3)).realize()
+        doubled, row, alias = x * 2, x[0], x
+        if realize_first:
+            doubled.realize()
+        x[0] = 5
+        x[:, 2] += 1  # Python: t = x[:, 2]; t += 1; x[:, 2] = t
+        x[1, ::2] = Tensor([-1.0, -2.0])
+        np.testing.assert_array_equal(x.numpy(), [[5, 5, 6], [-1, 4, -2]])
+        np.testing.assert_array_equal(doubled.numpy(), [[0, 2, 4], [6, 8, 10]])
+        np.testing.assert_array_equal(row.numpy(), [0, 1, 2])  # views are not aliases
+        assert alias is x
+
+
+def test_setitem_mask_with_scalar_runs_no_extra_kernel_for_the_count():
+    x = Tensor(np.array([[1.0, -2.0], [-3.0, 4.0]])).realize()
+    before = Stats.kernels
+    x[x < 0] = 0.0  # a where over the whole tensor: nothing realized at the call
+    assert Stats.kernels == before, "masked fill with a scalar realized something at the call"
+    np.testing.assert_array_equal(x.numpy(), [[1, 0], [0, 4]])
+
+
+def test_setitem_errors():
+    x = Tensor.zeros(3, 4)
+    with pytest.raises(IndexError, match="3"):
+        x[3] = 1.0
+    with pytest.raises(ValueError, match=r"\(2,\).*\(3,\)"):
+        x[:, 0] = Tensor([1.0, 2.0])
+    with pytest.raises(IndexError, match=r"\(2,\)"):
+        x[Tensor([True, False])] = 1.0
+    with pytest.raises(IndexError, match="out of range"):
+        x[Tensor([0, 5])] = 1.0
+        x.numpy()
+
+
+def test_setitem_repeated_indices_last_write_wins_as_numpy():
+    x, arr = Tensor.zeros(4), np.zeros(4, np.float32)
+    idx = np.array([1, 3, 1, 1])
+    x[Tensor(idx)] = Tensor([1.0, 2.0, 3.0, 4.0])
+    arr[idx] = [1, 2, 3, 4]
+    np.testing.assert_array_equal(x.numpy(), arr)
+
+
+# ---- gradients through setitem ----
+@pytest.mark.parametrize("kind", ["basic", "step", "tensor", "mask"])
+def test_setitem_gradient(kind):
+    """The overwritten part of the old value gets no gradient; the value gets the rest."""
+    rng = np.random.default_rng(0)
+    x, v = spaced(rng, (3, 4), (3, 2))
+    index = {"basic": (slice(None), slice(1, 3)), "step": (slice(None), slice(3, None, -2)),
+             "tensor": (slice(None), np.array([0, 2])),
+             "mask": (slice(None), np.array([True, False, True, False]))}[kind]
+
+    def fn(a, b):
+        out = a * 1  # a non-leaf: PyTorch refuses in-place updates of leaves needing grad
+        out[_as_tensors(index)] = b
+        return out
+    check_grad(fn, x, v)
+
+
+def test_setitem_on_a_leaf_that_requires_grad_is_refused():
+    w = Tensor.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf"):
+        w[0] = 2.0
+    with pytest.raises(RuntimeError, match="leaf"):
+        w += 1
+    with Tensor.no_grad():  # as an optimiser step
+        w[0] = 2.0
+        w += 1
+    np.testing.assert_array_equal(w.numpy(), [3, 2, 2])
+    assert w.requires_grad and w._ctx is None
+
+
+def test_gradients_of_tensors_computed_before_an_update_use_the_old_graph():
+    """y read h before h was updated in place: y's gradient follows h's old value (as
+    PyTorch's graph of nodes, not of tensors, gives)."""
+    a = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+    h = a * a
+    y = h * 3
+    h[1] = 0.0
+    h.mul_(2)
+    (y.sum() + h.sum()).backward()
+    # y = 3a^2 -> 6a; h = 2a^2 except h[1] = 0 -> 4a, 0 at 1
+    np.testing.assert_allclose(a.grad.numpy(), [6 + 4, 12 + 0, 18 + 12])
+
+
+# ---- in-place methods ----
+@pytest.mark.parametrize("name,args,ref", [
+    ("add_", (2.5,), lambda a: a + 2.5), ("sub_", (1.0,), lambda a: a - 1),
+    ("mul_", (-2.0,), lambda a: a * -2), ("div_", (4.0,), lambda a: a / 4),
+    ("clamp_", (-1.0, 1.0), lambda a: np.clip(a, -1, 1)), ("clamp_min_", (0.0,), lambda a: np.maximum(a, 0)),
+    ("clamp_max_", (0.0,), lambda a: np.minimum(a, 0)), ("fill_", (7.0,), lambda a: np.full_like(a, 7)),
+    ("zero_", (), np.zeros_like)])
+def test_inplace_methods(name, args, ref):
+    arr = np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4)
+    x = Tensor(arr).realize()
+    before = x + 0
+    out = getattr(x, name)(*args)
+    assert out is x, f"{name} must return the tensor itself"
+    np.testing.assert_allclose(x.numpy(), ref(arr), rtol=1e-6)
+    np.testing.assert_array_equal(before.numpy(), arr)
+
+
+def test_inplace_dtype_rules_follow_pytorch():
+    x = Tensor([1, 2, 3])
+    with pytest.raises(RuntimeError, match="int64"):
+        x.add_(0.5)  # a float result cannot be stored in an integer tensor
+    with pytest.raises(RuntimeError, match="int64"):
+        x /= 2
+    x[0] = 2.7  # assignment casts, as PyTorch
+    x.fill_(Tensor(4.9))
+    np.testing.assert_array_equal(x.numpy(), [4, 4, 4])
+    h = Tensor([1.0, 2.0], dtype=dtypes.float16)
+    h += Tensor([0.5, 0.5])  # float32 into float16: narrowed, as PyTorch
+    assert h.dtype == dtypes.float16
+    np.testing.assert_array_equal(h.numpy(), [1.5, 2.5])
+
+
+def test_clamp_family():
+    arr = np.array([-2.0, -0.5, 0.5, 2.0], np.float32)
+    x = Tensor(arr)
+    np.testing.assert_array_equal(x.clamp(-1, 1).numpy(), np.clip(arr, -1, 1))
+    np.testing.assert_array_equal(x.clamp_min(0).numpy(), np.maximum(arr, 0))
+    np.testing.assert_array_equal(x.clamp_max(0).numpy(), np.minimum(arr, 0))
+
+
+# ---- boolean masks and nonzero ----
+@given(data=st.data(), shape=shapes(min_dims=0, max_dims=3, max_side=4),
+       dtype=st.sampled_from([dtypes.float32, dtypes.int8]))
+@fast(15)
+def test_mask_indexing_matches_numpy(data, shape, dtype):
+    x, arr = data.draw(tensor_and_array(shape, dtype, low=-5, high=5))
+    k = data.draw(st.integers(min(1, len(shape)), len(shape))) if shape else 0
+    if not shape:
+        return
+    mask = arr.reshape(-1)[:int(np.prod(shape[:k]))].reshape(shape[:k]) > 0 if k else arr > 0
+    got = x[Tensor(mask)]
+    assert_tensor(got, arr[mask], dtype=dtype, exact=True)
+    np.testing.assert_array_equal(x.nonzero().numpy(), np.argwhere(arr))
+    for got_dim, want_dim in zip(x.nonzero(as_tuple=True), np.nonzero(arr)):
+        np.testing.assert_array_equal(got_dim.numpy(), want_dim)
+    if len(shape) >= 2:  # a mask after a slice, and after an Ellipsis
+        inner = arr[0] > 0
+        assert_tensor(x[1:, Tensor(inner)] if inner.ndim == len(shape) - 1 else x[1:],
+                      arr[1:, inner] if inner.ndim == len(shape) - 1 else arr[1:], exact=True)
+        last = arr[(0,) * (len(shape) - 1)] > 0
+        assert_tensor(x[..., Tensor(last)], arr[..., last], exact=True)
+
+
+def test_nonzero_of_a_0d_tensor():
+    assert Tensor(3.0).nonzero().shape == (1, 0)
+    assert Tensor(0.0).nonzero().shape == (0, 0)
+    assert Tensor(True).nonzero(as_tuple=True)[0].shape == (1,)
+
+
+# ---- max(dim) / min(dim) ----
+@pytest.mark.parametrize("largest", [True, False])
+@given(data=st.data(), shape=shapes(min_dims=1, max_dims=3, max_side=4), keepdim=st.booleans(),
+       dtype=st.sampled_from([dtypes.float32, dtypes.int32, dtypes.uint8, dtypes.bool]))
+@fast(12)
+def test_max_dim_values_and_indices(largest, data, shape, keepdim, dtype):
+    x, arr = data.draw(tensor_and_array(shape, dtype, low=0, high=2))  # many ties
+    dim = data.draw(st.integers(-len(shape), len(shape) - 1))
+    name, np_fn, np_arg = ("max", np.max, np.argmax) if largest else ("min", np.min, np.argmin)
+    by_position = getattr(x, name)(dim, keepdim)
+    by_keyword = getattr(x, name)(dim=dim, keepdim=keepdim)
+    for out in (by_position, by_keyword):
+        values, indices = out  # unpacks, and has .values and .indices
+        assert out.values is values and out.indices is indices
+        assert_tensor(values, np_fn(arr, axis=dim, keepdims=keepdim), dtype=dtype, exact=True)
+        assert_tensor(indices, np_arg(arr, axis=dim, keepdims=keepdim), dtype=dtypes.int64)
+    assert_tensor(getattr(x, name)(axis=dim, keepdim=keepdim),  # tinygrad's spelling
+                  np_fn(arr, axis=dim, keepdims=keepdim), dtype=dtype, exact=True)
+
+
+def test_max_dim_nan_and_gradient_to_the_first_tie():
+    arr = np.array([[1.0, np.nan, 3.0, np.nan], [2.0, 5.0, 5.0, 0.0]], np.float32)
+    values, indices = Tensor(arr).max(1)
+    np.testing.assert_array_equal(values.numpy(), [np.nan, 5.0])
+    np.testing.assert_array_equal(indices.numpy(), [1, 1])  # first NaN, first of the tie
+    x = Tensor([[1.0, 4.0, 4.0], [3.0, 3.0, 0.0]], requires_grad=True)
+    x.max(dim=1).values.sum().backward()  # PyTorch: the gradient goes to the index
+    np.testing.assert_array_equal(x.grad.numpy(), [[0, 1, 0], [1, 0, 0]])
+    y = Tensor([[1.0, 4.0, 4.0]], requires_grad=True)
+    y.max(axis=1).sum().backward()  # amax: ties share
+    np.testing.assert_array_equal(y.grad.numpy(), [[0, 0.5, 0.5]])
+
+
+def test_max_dim_gradient_against_finite_differences():
+    x, = spaced(np.random.default_rng(1), (3, 4))
+    check_grad(lambda t: t.max(1).values, x)
+    check_grad(lambda t: t.min(dim=0, keepdim=True).values, x)
+
+
+def test_max_of_other_tensor_is_maximum():
+    a, b = np.array([1.0, 5.0, -2.0], np.float32), np.array([3.0, 2.0, -1.0], np.float32)
+    np.testing.assert_array_equal(Tensor(a).max(Tensor(b)).numpy(), np.maximum(a, b))
+    np.testing.assert_array_equal(Tensor(a).min(Tensor(b)).numpy(), np.minimum(a, b))
+    assert Tensor(a).max().item() == 5.0 and Tensor(a).min().item() == -2.0
+
+
+# ---- dim= aliases, cat/stack lists, keyword names ----
+@pytest.mark.parametrize("name", ["sum", "mean", "var", "std", "prod", "argmax", "argmin",
+                                  "logsumexp", "softmax", "log_softmax", "cumsum", "amax", "amin"])
+def test_dim_is_axis(name):
+    arr = np.arange(12, dtype=np.float32).reshape(3, 4) / 7
+    x = Tensor(arr)
+    np.testing.assert_allclose(getattr(x, name)(dim=1).numpy(), getattr(x, name)(axis=1).numpy())
+    with pytest.raises(TypeError, match="axis= and dim="):
+        getattr(x, name)(axis=1, dim=1)
+
+
+def test_sum_dtype_and_acc_dtype():
+    x = Tensor(np.full(300, 200, np.uint8))
+    for kw in ({"dtype": dtypes.int32}, {"acc_dtype": dtypes.int32}):
+        out = x.sum(**kw)
+        assert out.dtype == dtypes.int32 and out.item() == 60000
+    half = Tensor(np.full(4, 0.5, np.float16))
+    assert half.sum(acc_dtype=dtypes.float32).dtype == dtypes.float32
+    assert x[:3].prod(dtype=dtypes.int64).item() == 200 ** 3
+    with pytest.raises(TypeError, match="acc_dtype"):
+        x.sum(dtype=dtypes.int32, acc_dtype=dtypes.int64)
+
+
+def test_movement_keywords():
+    arr = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    x = Tensor(arr)
+    a, b = Tensor(arr[:, :1]), Tensor(arr[:, 1:])
+    cases = [
+        (Tensor.cat([a, b], dim=1), np.concatenate([arr[:, :1], arr[:, 1:]], 1)),
+        (Tensor.cat((a, b), 1), np.concatenate([arr[:, :1], arr[:, 1:]], 1)),
+        (Tensor.cat(a, b, dim=1), np.concatenate([arr[:, :1], arr[:, 1:]], 1)),
+        (a.cat(b, dim=1), np.concatenate([arr[:, :1], arr[:, 1:]], 1)),
+        (Tensor.stack([x, x], dim=1), np.stack([arr, arr], 1)),
+        (Tensor.stack([x, x], -1), np.stack([arr, arr], -1)),
+        (x.reshape(shape=(6, 4)), arr.reshape(6, 4)), (x.view(4, 6), arr.reshape(4, 6)),
+        (x.permute(dims=(2, 0, 1)), arr.transpose(2, 0, 1)),
+        (x.permute(order=(2, 0, 1)), arr.transpose(2, 0, 1)),
+        (x.flip(dims=(0, 2)), np.flip(arr, (0, 2))), (x.flip(axis=1), np.flip(arr, 1)),
+        (x.transpose(0, 2), arr.transpose(2, 1, 0)),
+        (x[:, :1].expand(-1, 5, -1), np.broadcast_to(arr[:, :1], (2, 5, 4))),
+        (x[:, :1].expand(size=(2, 2, 4)), np.broadcast_to(arr[:, :1], (2, 2, 4))),
+        (x[:, :1].squeeze(dim=1), arr[:, 0]), (x.unsqueeze(dim=0), arr[None]),
+        (x.flatten(start_dim=1), arr.reshape(2, 12)), (x.sum(dim=(0, 2)), arr.sum((0, 2))),
+        (x.gather(dim=2, index=Tensor(np.zeros((2, 3, 1), np.int64))), arr[:, :, :1]),
+    ]
+    for got, want in cases:
+        np.testing.assert_array_equal(got.numpy(), want)
+    np.testing.assert_array_equal(x.split(2, dim=2)[1].numpy(), arr[:, :, 2:])
+    np.testing.assert_array_equal(x.chunk(3, axis=1)[2].numpy(), arr[:, 2:])
+
+
+# ---- conversions and accessors ----
+def test_numpy_and_python_conversions():
+    arr = np.arange(6, dtype=np.float32).reshape(2, 3)
+    x = Tensor(arr)
+    np.testing.assert_array_equal(np.asarray(x), arr)
+    assert np.asarray(x, dtype=np.float64).dtype == np.float64
+    assert np.array(x, copy=True).shape == (2, 3)
+    with pytest.raises(ValueError, match="copy"):
+        np.asarray(x, copy=False)
+    try:  # numpy's operators give way to the Tensor's: never a silent ndarray result
+        product = np.float32(2) * x
+    except TypeError:  # numpy scalars are not Tensor operands (yet)
+        product = None
+    assert not isinstance(product, np.ndarray)
+    assert float(x[1, 2]) == 5.0 and int(x[1, 1]) == 4 and bool(x[0, 1])
+    assert [10, 20, 30][Tensor(2)] == 30 and range(Tensor([3]))[-1] == 2
+    with pytest.raises(TypeError, match="integer"):
+        [1, 2][Tensor(1.0)]
+    with pytest.raises(TypeError, match=r"\(2, 3\)"):
+        float(x)
+    assert x.size() == (2, 3) and x.size(1) == 3 and x.size(-2) == 2 and x.dim() == 2
+    assert isinstance(x.shape, tuple)
+    assert x.cpu().device == "CPU"
+
+
+def test_only_floats_require_grad():
+    for make in (lambda: Tensor([1, 2], requires_grad=True),
+                 lambda: Tensor.zeros(2, dtype=dtypes.int32, requires_grad=True),
+                 lambda: Tensor.arange(3, requires_grad=True),
+                 lambda: Tensor.eye(2, dtype=dtypes.bool, requires_grad=True),
+                 lambda: Tensor.randint(0, 5, (2,), requires_grad=True),
+                 lambda: Tensor([1, 2]).requires_grad_()):
+        with pytest.raises(RuntimeError, match="only floating point tensors can require"):
+            make()
+    w = Tensor([1.0]).requires_grad_()
+    assert w.requires_grad
+    (w * 3).sum().backward()
+    assert w.grad.item() == 3.0
+
+
+# ---- no_grad and train ----
+def test_no_grad_spellings():
+    w = Tensor([1.0], requires_grad=True)
+    assert not Tensor.no_grad and Tensor.no_grad == 0
+    with Tensor.no_grad():
+        assert Tensor.no_grad and (w * 2)._ctx is None
+
+    @Tensor.no_grad()
+    def f():
+        return w * 2
+
+    @lazyten.no_grad()
+    def g():
+        return w * 2
+    assert f()._ctx is None and g()._ctx is None and (w * 2)._ctx is not None
+    Tensor.no_grad = True  # tinygrad's spelling still sets it
+    try:
+        assert (w * 2)._ctx is None
+    finally:
+        Tensor.no_grad = False
+    seen = []
+    with Tensor.no_grad():  # per thread, as before
+        thread = threading.Thread(target=lambda: seen.append(bool(Tensor.no_grad)))
+        thread.start()
+        thread.join()
+    assert seen == [False]
+
+    @Tensor.train()
+    def training():
+        return bool(Tensor.training)
+    assert training() and not Tensor.training
+
+
+def test_randint_spellings():
+    Tensor.manual_seed(0)
+    a = Tensor.randint(3, 7, (500,))
+    b = Tensor.randint(4, size=(2, 3))
+    c = Tensor.randint(2, 3, low=5, high=6)  # tinygrad's: shape, then low= high=
+    assert a.dtype == dtypes.int64 and a.shape == (500,)
+    assert set(np.unique(a.numpy())) == {3, 4, 5, 6}
+    assert b.shape == (2, 3) and b.numpy().min() >= 0 and b.numpy().max() < 4
+    assert c.dtype == dtypes.int32 and (c.numpy() == 5).all()
+    with pytest.raises(ValueError, match="high"):
+        Tensor.randint(5, 5, (2,))
+
+
+# ---- wrong spellings name the right one ----
+def _x():
+    return Tensor.ones(2, 3)
+
+
+WRONG = [  # (call, exception type, a piece of the message naming the right spelling)
+    (lambda: _x().cat([_x()]), TypeError, "Tensor.cat([a, b], dim=0)"),
+    (lambda: Tensor.cat([_x(), 3]), TypeError, "Tensor.cat([a, b], dim=0)"),
+    (lambda: Tensor.cat([_x()], [_x()]), TypeError, "Tensor.cat([a, b], dim=0)"),
+    (lambda: Tensor.stack(_x(), [_x()]), TypeError, "Tensor.stack([a, b], dim=0)"),
+    (lambda: Tensor.cat([]), ValueError, "at least one tensor"),
+    (lambda: _x().sum(keepdims=True), TypeError, "keepdim="),
+    (lambda: _x().mean(dims=1), TypeError, "dim="),
+    (lambda: _x().sum(axis=0, dim=0), TypeError, "pass one"),
+    (lambda: _x().max(dim=(0, 1)), TypeError, "max(axis=(0, 1))"),
+    (lambda: _x().max((0, 1)), TypeError, "amax(dim=(0, 1))"),
+    (lambda: _x().max(0, axis=1), TypeError, "axis="),
+    (lambda: _x().min(_x(), 1), TypeError, "min(other)"),
+    (lambda: _x().reshape(3, 2, shape=(6,)), TypeError, "shape="),
+    (lambda: _x().flatten(start=1), TypeError, "start_dim="),
+    (lambda: _x().squeeze(dims=0), TypeError, "dim="),
+    (lambda: _x().permute(dim=(1, 0)), TypeError, "dims="),
+    (lambda: _x().softmax(dim=1, axis=1), TypeError, "pass one"),
+    (lambda: _x().sum(dtype=dtypes.int32, acc_dtype=dtypes.int64), TypeError, "pass one"),
+    (lambda: float(_x()), TypeError, "one-element"),
+    (lambda: np.asarray(_x(), copy=False), ValueError, "copy=None"),
+    (lambda: _x().size("a"), TypeError, "int dim"),
+    (lambda: Tensor.randint(1, 2, 3, (4,)), TypeError, "(low, high, size)"),
+]
+
+
+@pytest.mark.parametrize("case", range(len(WRONG)))
+def test_wrong_spellings_name_the_right_one(case):
+    call, exc, needle = WRONG[case]
+    with pytest.raises(exc) as info:
+        call()
+    assert needle in str(info.value), f"{needle!r} not in {str(info.value)!r}"
+    assert not isinstance(info.value, AttributeError)
