@@ -32,8 +32,8 @@ def index_for(draw, shape):
             items.append(draw(st.integers(-n, n - 1)))
         elif kind == "slice":
             step = draw(st.sampled_from([None, 1, 2, 3, -1, -2]))
-            start = draw(st.one_of(st.none(), st.integers(-n - 1, n + 1)))
-            stop = draw(st.one_of(st.none(), st.integers(-n - 1, n + 1)))
+            ends = st.one_of(st.none(), st.none(), st.integers(-n - 1, n + 1))  # None often:
+            start, stop = draw(ends), draw(ends)  # random ends make most strided slices empty
             items.append(slice(start, stop, step))
         elif kind == "array" and arrays == 0:
             arrays += 1
@@ -79,6 +79,23 @@ def test_setitem_matches_numpy(data, shape, dtype, layout):
     x[_as_tensors(index)] = value
     assert_tensor(x, expected, dtype=dtype, exact=True)
     assert_tensor(before, old, dtype=dtype, exact=True)  # the value rule
+
+
+STRIDED = [(slice(None, None, -1),), (slice(None), slice(None, None, -2)),
+           (slice(3, 0, -2), slice(1, None, 3)), (slice(None, None, 2), 4),
+           (Ellipsis, slice(4, None, -3)), (-1, slice(-2, None, -1)), (None, 1, slice(None, 2))]
+
+
+@pytest.mark.parametrize("index", STRIDED, ids=str)
+def test_setitem_strided(index):
+    arr = np.arange(20, dtype=np.float32).reshape(4, 5)
+    x = Tensor(arr)
+    value = -1 - np.arange(int(np.prod(arr[index].shape)), dtype=np.float32).reshape(
+        arr[index].shape)
+    x[index] = Tensor(value)
+    expected = arr.copy()
+    expected[index] = value
+    np.testing.assert_array_equal(x.numpy(), expected)
 
 
 def test_setitem_keeps_values_read_before():
