@@ -1,10 +1,10 @@
-"""PyTorch's (and numpy's) keyword names for Tensor methods, mapped onto lazyten's.
+"""PyTorch's (and numpy's) spellings of Tensor calls, mapped onto lazyten's.
 
 `@keywords(dim="axis")` lets `x.sum(dim=1)` mean `x.sum(axis=1)`; giving both is a
 TypeError. A name mapped to POSITIONAL becomes the positional argument
 (`x.reshape(shape=(2, 3))` is `x.reshape((2, 3))`). An unknown keyword raises a TypeError
 that names the method's own keywords (and the right one for a known misspelling) instead of
-Python's bare "unexpected keyword argument".
+Python's bare "unexpected keyword argument". `joined` reads the spellings of cat/stack.
 """
 from __future__ import annotations
 import functools
@@ -58,3 +58,23 @@ def _unknown_message(name: str, keyword: str, accepted: list[str]) -> str:
     hint = f"; did you mean {hint}=?" if hint in accepted else ""
     return (f"{name}() got an unexpected keyword argument {keyword}={hint} "
             f"(it takes: {', '.join(k + '=' for k in accepted)})")
+
+
+def joined(name: str, first, others: tuple) -> list:
+    """The tensors of a cat/stack call, in any of its spellings (a trailing int kept)."""
+    if isinstance(first, (list, tuple)):
+        if len(others) > 1 or (others and not isinstance(others[0], int)):
+            raise TypeError(f"{name}: pass the tensors as one list, "
+                            f"Tensor.{name}([a, b], dim=0), or separately, Tensor.{name}(a, b)")
+        items = list(first) + list(others)
+        tensors = items[:-1] if others else items
+    else:
+        items = tensors = [first, *others]
+    if not tensors:
+        raise ValueError(f"{name} needs at least one tensor")
+    tensor_type = next((type(t) for t in tensors if hasattr(t, "lazydata")), None)
+    for t in tensors:
+        if tensor_type is None or not isinstance(t, tensor_type):
+            raise TypeError(f"{name} joins tensors, got {type(t).__name__} "
+                            f"(spell it Tensor.{name}([a, b], dim=0) or a.{name}(b, dim=0))")
+    return items

@@ -11,7 +11,7 @@ import operator
 from codegen.dtypes import dtypes
 from codegen.helpers import argfix, prod
 from lazyten import function as F
-from lazyten.aliases import POSITIONAL, keywords
+from lazyten.aliases import POSITIONAL, joined, keywords
 from lazyten.elementwise import broadcast_shape
 from lazyten.index_check import check_index
 from lazyten.inplace import _is_mask
@@ -29,26 +29,6 @@ def _norm_axis(axis: int, ndim: int, what: str = "axis") -> int:
     if not -max(ndim, 1) <= axis < max(ndim, 1):
         raise IndexError(f"{what} {axis} is out of range for a tensor with {ndim} dims")
     return axis % max(ndim, 1)
-
-
-def _joined(name: str, first, others: tuple) -> list:
-    """The tensors of a cat/stack call, in any of its spellings (a trailing int kept)."""
-    if isinstance(first, (list, tuple)):
-        if len(others) > 1 or (others and not isinstance(others[0], int)):
-            raise TypeError(f"{name}: pass the tensors as one list, "
-                            f"Tensor.{name}([a, b], dim=0), or separately, Tensor.{name}(a, b)")
-        items = list(first) + list(others)
-        tensors = items[:-1] if others else items
-    else:
-        items = tensors = [first, *others]
-    if not tensors:
-        raise ValueError(f"{name} needs at least one tensor")
-    tensor_type = next((type(t) for t in tensors if hasattr(t, "lazydata")), None)
-    for t in tensors:
-        if tensor_type is None or not isinstance(t, tensor_type):
-            raise TypeError(f"{name} joins tensors, got {type(t).__name__} "
-                            f"(spell it Tensor.{name}([a, b], dim=0) or a.{name}(b, dim=0))")
-    return items
 
 
 class MovementMixin:
@@ -227,7 +207,7 @@ class MovementMixin:
     def cat(self, *others, dim: int = 0):
         """Join along `dim`: Tensor.cat([a, b], dim=0) (PyTorch), Tensor.cat(a, b) or
         a.cat(b, dim=0) (tinygrad)."""
-        tensors = _joined("cat", self, others)
+        tensors = joined("cat", self, others)
         if isinstance(self, (list, tuple)) and isinstance(tensors[-1], int):
             *tensors, dim = tensors  # Tensor.cat([a, b], 1), as torch.cat((a, b), 1)
         if any(t.ndim == 0 for t in tensors):
@@ -251,7 +231,7 @@ class MovementMixin:
     @keywords(axis="dim")
     def stack(self, *others, dim: int = 0):
         """Join along a new `dim`; called as cat is."""
-        tensors = _joined("stack", self, others)
+        tensors = joined("stack", self, others)
         if isinstance(self, (list, tuple)) and isinstance(tensors[-1], int):
             *tensors, dim = tensors
         first = tensors[0]

@@ -5,8 +5,6 @@ Each method records autograd Functions over LazyBuffers; nothing runs until
 methods live in mixins (movement.py, reduce.py, nnops.py) so each file stays readable.
 """
 from __future__ import annotations
-from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -24,45 +22,14 @@ from lazyten.movement import MovementMixin
 from lazyten.nnops import NNMixin
 from lazyten.realize import Capture, realize
 from lazyten.reduce import ReduceMixin
+from lazyten.switches import _NO_GRAD, _TRAINING, no_grad, switch, training_mode  # noqa: F401
 from runtimes import Buffer, canonical, get_runtime
-
-# Autograd and training mode are per thread (as in PyTorch): one thread's no_grad() or
-# train() never changes what another computes, and a new thread starts with autograd on
-# and training off. They are context variables (each thread has its own context; so does
-# each asyncio task), read through Tensor's metaclass in about 50 ns, once per op.
-_NO_GRAD: ContextVar[bool] = ContextVar("no_grad", default=False)
-_TRAINING: ContextVar[bool] = ContextVar("training", default=False)
-
-
-class _Flag(int):
-    """A switch's value (0 or 1, so `if Tensor.no_grad` costs what a bool does) that can
-    also be called: `with Tensor.no_grad():` and `@Tensor.no_grad()` set it for a block."""
-    var: ContextVar[bool]
-
-    def __call__(self, mode: bool = True):
-        return _switched(self.var, mode)
-
-    def __repr__(self) -> str:
-        return repr(bool(self))
-
-
-def _flags(var: ContextVar[bool]) -> tuple[_Flag, _Flag]:
-    off, on = _Flag(0), _Flag(1)
-    off.var = on.var = var
-    return off, on
-
-
-def _switch(var: ContextVar[bool]) -> property:
-    """A class-level property for the calling thread's value of `var` (`del` resets it)."""
-    flags = _flags(var)
-    return property(lambda cls: flags[var.get()], lambda cls, value: var.set(bool(value)),
-                    lambda cls: var.set(False))
 
 
 class _TensorType(type):
     """`Tensor.no_grad` and `Tensor.training` read and set the calling thread's switches."""
-    no_grad = _switch(_NO_GRAD)
-    training = _switch(_TRAINING)
+    no_grad = switch(_NO_GRAD)
+    training = switch(_TRAINING)
 
 
 class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin,
@@ -383,28 +350,4 @@ def _from_numpy(arr: np.ndarray, device: str) -> LazyBuffer:
     return LazyBuffer.from_buffer(buf, tuple(arr.shape))
 
 
-@contextmanager
-def _switched(var: ContextVar[bool], mode: bool = True):
-    """Inside this block (in this thread) `var` is `mode`; also a decorator."""
-    previous = var.get()
-    var.set(bool(mode))
-    try:
-        yield
-    finally:
-        var.set(previous)
-
-
-def _training(mode: bool = True):
-    """Inside this block this thread's Tensor.training is `mode` (dropout and batchnorm
-    read it); `with Tensor.train():` or `@Tensor.train()`."""
-    return _switched(_TRAINING, mode)
-
-
-Tensor.train = staticmethod(_training)
-
-
-def no_grad():
-    """Inside this block (in this thread) no autograd graph is recorded: `with no_grad():`,
-    `@no_grad()`, and the same as Tensor.no_grad()."""
-    return _switched(_NO_GRAD, True)
-
+Tensor.train = staticmethod(training_mode)
