@@ -24,6 +24,8 @@ class _Flag(int):
     var: ContextVar[bool]
 
     def __call__(self, mode: bool = True):
+        if callable(mode):  # @Tensor.no_grad without parentheses
+            return _switched(self.var, True)(mode)
         return _switched(self.var, mode)
 
     def __repr__(self) -> str:
@@ -60,8 +62,8 @@ def training_mode(mode: bool = True):
     return _switched(_TRAINING, mode)
 
 
-def no_grad():
+def no_grad(fn=None):
     """Inside this block (in this thread) no autograd graph is recorded: `with no_grad():`,
-    `@no_grad()`, and the same as Tensor.no_grad()."""
-    return _switched(_NO_GRAD, True)
+    `@no_grad()` or `@no_grad`; the same as Tensor.no_grad()."""
+    return _switched(_NO_GRAD, True) if fn is None else _switched(_NO_GRAD, True)(fn)
 

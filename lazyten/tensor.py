@@ -133,8 +133,24 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
     def contiguous(self) -> Tensor:
         return self.apply(F.Contiguous)
 
-    def to(self, device: str) -> Tensor:
-        """This tensor on another device (a copy; gradients flow back)."""
+    def to(self, *args, device: str | None = None, dtype: Any = None) -> Tensor:
+        """This tensor on another device (a copy; gradients flow back) and/or cast, in
+        PyTorch's spellings: to("CUDA"), to(dtypes.half), to(device, dtype), to(other)."""
+        for arg in args:
+            if isinstance(arg, Tensor):
+                device, dtype = arg.device, arg.dtype
+            elif isinstance(arg, str) and device is None:
+                device = arg
+            elif dtype is None and not isinstance(arg, str):
+                dtype = arg
+            else:
+                raise TypeError(f"to() takes a device, a dtype, both, or a tensor: got {args}")
+        out = self if dtype is None else self.cast(dtype)
+        if device is None:
+            return out if out is not self else self._same()
+        return out._to_device(device)
+
+    def _to_device(self, device: str) -> Tensor:
         device = canonical(device)
         if device == self.device:
             return self._same()

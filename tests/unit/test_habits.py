@@ -376,6 +376,10 @@ def test_numpy_and_python_conversions():
     assert x.size() == (2, 3) and x.size(1) == 3 and x.size(-2) == 2 and x.dim() == 2
     assert isinstance(x.shape, tuple)
     assert x.cpu().device == "CPU"
+    assert x.to(dtypes.float16).dtype == dtypes.float16 and x.to(float).dtype == dtypes.float32
+    assert x.to("CPU", dtypes.int32).dtype == dtypes.int32
+    assert x.to(Tensor([1], dtype=dtypes.int8)).dtype == dtypes.int8
+    assert x.to() is not x and x.to(device="CPU").device == "CPU"
 
 
 def test_only_floats_require_grad():
@@ -407,7 +411,15 @@ def test_no_grad_spellings():
     @lazyten.no_grad()
     def g():
         return w * 2
+    @Tensor.no_grad
+    def bare():
+        return w * 2
+
+    @lazyten.no_grad
+    def bare_too():
+        return w * 2
     assert f()._ctx is None and g()._ctx is None and (w * 2)._ctx is not None
+    assert bare()._ctx is None and bare_too()._ctx is None and not Tensor.no_grad
     Tensor.no_grad = True  # tinygrad's spelling still sets it
     try:
         assert (w * 2)._ctx is None
@@ -467,6 +479,7 @@ WRONG = [  # (call, exception type, a piece of the message naming the right spel
     (lambda: np.asarray(_x(), copy=False), ValueError, "copy=None"),
     (lambda: _x().size("a"), TypeError, "int dim"),
     (lambda: Tensor.randint(1, 2, 3, (4,)), TypeError, "(low, high, size)"),
+    (lambda: _x().to("CPU", "CPU"), TypeError, "a device, a dtype"),
 ]
 
 
