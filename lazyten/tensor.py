@@ -178,6 +178,11 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
         if value.dtype != self.dtype:
             raise TypeError(f"assign dtype mismatch: {self.dtype} <- {value.dtype}")
         target = self.lazydata
+        if Capture.assigned is not None and target.op is LoadOps.ASSIGN and \
+                target.realized is None and target._base is None:
+            # under @jit, a second update of one tensor in a call must write into the same
+            # memory as the first (a replay rewrites only that memory): run the first now
+            realize([target])
         if target._base is None and target.realized is not None:
             self.lazydata = target.assign(value.lazydata)
             if Capture.assigned is not None:  # the JIT keeps values taken from it

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
+import lazyten
 from lazyten import Tensor, dtypes
 from lazyten.realize import Stats
 from tests.gradcheck import check_grad, spaced
@@ -250,3 +251,22 @@ def test_nonzero_of_a_0d_tensor():
     assert Tensor(3.0).nonzero().shape == (1, 0)
     assert Tensor(0.0).nonzero().shape == (0, 0)
     assert Tensor(True).nonzero(as_tuple=True)[0].shape == (1,)
+
+
+def test_setitem_and_inplace_methods_under_jit():
+    """Captured and replayed: each call updates the realized parameter in place."""
+    w = Tensor(np.zeros(4, np.float32)).realize()
+
+    def step(x):
+        w[1:3] = w[1:3] + x[:2]
+        w.mul_(2)
+        return w.sum().realize()
+    jitted = lazyten.jit(step)
+    ref = np.zeros(4)
+    for i in range(4):
+        x = np.arange(4, dtype=np.float32) + i
+        out = jitted(Tensor(x))
+        ref[1:3] += x[:2]
+        ref *= 2
+        np.testing.assert_allclose(out.item(), ref.sum(), err_msg=f"call {i + 1}")
+        np.testing.assert_allclose(w.numpy(), ref, err_msg=f"parameter after call {i + 1}")
