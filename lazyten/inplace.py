@@ -11,11 +11,15 @@ result's shape, so they realize the mask. Mixed into Tensor.
 """
 from __future__ import annotations
 import operator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from codegen.dtypes import dtypes
 from lazyten.elementwise import broadcast_shape
+
+if TYPE_CHECKING:  # same package; only for the annotations
+    from lazyten.tensor import Tensor
 
 
 def _kind(dtype) -> int:
@@ -82,35 +86,36 @@ class InPlaceMixin:
         return self
 
     # ---- in-place methods ----
-    def add_(self, other, alpha=1):
+    def add_(self, other: Any, alpha: float = 1) -> Tensor:
         """self += alpha * other, in place."""
         return self._update("add_", lambda x: x + (other if alpha == 1 else other * alpha))
 
-    def sub_(self, other, alpha=1):
+    def sub_(self, other: Any, alpha: float = 1) -> Tensor:
         return self._update("sub_", lambda x: x - (other if alpha == 1 else other * alpha))
 
-    def mul_(self, other):
+    def mul_(self, other: Any) -> Tensor:
         return self._update("mul_", lambda x: x * other)
 
-    def div_(self, other, rounding_mode: str | None = None):
+    def div_(self, other: Any, rounding_mode: str | None = None) -> Tensor:
         return self._update("div_", lambda x: x.div(other, rounding_mode=rounding_mode))
 
-    def clamp_(self, min=None, max=None):  # noqa: A002 (PyTorch's names)
+    # min= and max= are PyTorch's keyword names (they shadow the builtins in these bodies)
+    def clamp_(self, min: Any = None, max: Any = None) -> Tensor:
         return self._update("clamp_", lambda x: x.clamp(min, max))
 
-    def clamp_min_(self, min):  # noqa: A002
+    def clamp_min_(self, min: Any) -> Tensor:
         return self._update("clamp_min_", lambda x: x.clamp_min(min))
 
-    def clamp_max_(self, max):  # noqa: A002
+    def clamp_max_(self, max: Any) -> Tensor:
         return self._update("clamp_max_", lambda x: x.clamp_max(max))
 
-    def clamp_min(self, min):  # noqa: A002
+    def clamp_min(self, min: Any) -> Tensor:
         return self.clip(min, None)
 
-    def clamp_max(self, max):  # noqa: A002
+    def clamp_max(self, max: Any) -> Tensor:
         return self.clip(None, max)
 
-    def fill_(self, value):
+    def fill_(self, value: Any) -> Tensor:
         """Every element set to `value` (a number or a one-element tensor), in place."""
         if hasattr(value, "lazydata"):
             if value.numel() != 1:
@@ -120,14 +125,14 @@ class InPlaceMixin:
                                 cast=True)
         return self._update("fill_", lambda x: x.full_like(value), cast=True)
 
-    def zero_(self):
+    def zero_(self) -> Tensor:
         return self.fill_(0)
 
-    def copy_(self, src):
+    def copy_(self, src: Any) -> Tensor:
         """self's elements set to src's (broadcast, cast to self's dtype), in place."""
         return self.__setitem__(Ellipsis, src) or self
 
-    def requires_grad_(self, requires_grad: bool = True):
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Switch gradient recording for this leaf on or off (floating-point tensors only)."""
         if requires_grad and not self.dtype.is_float:
             raise RuntimeError(f"only floating point tensors can require gradients, this one "
@@ -139,7 +144,7 @@ class InPlaceMixin:
         return self
 
     # ---- x[index] = value ----
-    def __setitem__(self, index, value) -> None:
+    def __setitem__(self, index: Any, value: Any) -> None:
         """numpy/PyTorch assignment: ints, slices (any step), None, Ellipsis, integer tensors
         and boolean masks; `value` is broadcast to the indexed shape and cast to self's
         dtype. Repeated integer indices: the last write wins."""
@@ -200,7 +205,8 @@ class InPlaceMixin:
                 start, stop, step = item.indices(n)
             else:
                 start, step = operator.index(item) % n, 1
-            placed, mask = _unslice(placed, axis, start, step, n), _unslice(mask, axis, start, step, n)
+            placed = _unslice(placed, axis, start, step, n)
+            mask = _unslice(mask, axis, start, step, n)
             axis += 1
         return mask.where(placed, self)
 
@@ -221,7 +227,7 @@ class InPlaceMixin:
         return (last >= 0).reshape(self.shape).where(picked.reshape(self.shape), self)
 
     # ---- boolean masks ----
-    def nonzero(self, as_tuple: bool = False):
+    def nonzero(self, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:
         """Indices of the nonzero elements: an (count, ndim) int64 tensor, or with `as_tuple`
         one int64 tensor per dim. Realizes this tensor (the count decides the shape)."""
         arr, tensor_type = self.numpy(), type(self)

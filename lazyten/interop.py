@@ -4,6 +4,7 @@ float(t) / int(t) / operator.index(t), t.size(), t.dim(), t.cpu(). Mixed into Te
 Everything that returns data realizes the tensor (as numpy()/item() do).
 """
 from __future__ import annotations
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,7 @@ class InteropMixin:
                             f"index, got a {self.dtype.name} tensor of shape {self.shape}")
         return int(self.item())
 
-    def size(self, dim: int | None = None):
+    def size(self, dim: int | None = None) -> tuple[int, ...] | int:
         """The shape (a tuple), or the size of one dim, as PyTorch's size()."""
         if dim is None:
             return self.shape
@@ -54,6 +55,6 @@ class InteropMixin:
         """The number of dims (ndim), as PyTorch's dim()."""
         return self.ndim
 
-    def cpu(self):
+    def cpu(self) -> Any:
         """This tensor on the CPU device."""
         return self.to("CPU")

@@ -218,7 +218,8 @@ class MovementMixin:
         for t in tensors:
             if t.ndim != first.ndim or any(a != b for i, (a, b) in
                                            enumerate(zip(t.shape, first.shape)) if i != dim):
-                raise ValueError(f"cat: shapes {[t.shape for t in tensors]} differ outside dim {dim}")
+                raise ValueError(f"cat: shapes {[t.shape for t in tensors]} differ outside "
+                                 f"dim {dim}")
         total, start, out = sum(t.shape[dim] for t in tensors), 0, None
         for t in tensors:
             pads = [(0, 0)] * first.ndim

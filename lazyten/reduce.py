@@ -133,7 +133,8 @@ class ReduceMixin:
     @keywords(dim="axis")
     def amax(self, axis=None, keepdim: bool = False):
         """The maximum over `axis` (values only); ties share the gradient."""
-        if self.numel() == 0 and (axis is None or any(self.shape[a] == 0 for a in _axes(axis, self.ndim))):
+        if self.numel() == 0 and (axis is None or
+                                  any(self.shape[a] == 0 for a in _axes(axis, self.ndim))):
             raise ValueError(f"max of an empty tensor of shape {self.shape} along axis {axis}")
         return self._reduce(F.Max, axis, keepdim)
 

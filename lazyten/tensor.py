@@ -234,7 +234,8 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
                 continue
             seen.add(id(node))
             stack.append((node, True))
-            stack.extend((p, False) for p in node._inputs() if p._ctx is not None or p.requires_grad)
+            stack.extend((p, False) for p in node._inputs()
+                         if p._ctx is not None or p.requires_grad)
         return order
 
     def _inputs(self) -> tuple[Tensor, ...]:

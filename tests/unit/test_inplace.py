@@ -188,8 +188,10 @@ def test_gradients_of_tensors_computed_before_an_update_use_the_old_graph():
 @pytest.mark.parametrize("name,args,ref", [
     ("add_", (2.5,), lambda a: a + 2.5), ("sub_", (1.0,), lambda a: a - 1),
     ("mul_", (-2.0,), lambda a: a * -2), ("div_", (4.0,), lambda a: a / 4),
-    ("clamp_", (-1.0, 1.0), lambda a: np.clip(a, -1, 1)), ("clamp_min_", (0.0,), lambda a: np.maximum(a, 0)),
-    ("clamp_max_", (0.0,), lambda a: np.minimum(a, 0)), ("fill_", (7.0,), lambda a: np.full_like(a, 7)),
+    ("clamp_", (-1.0, 1.0), lambda a: np.clip(a, -1, 1)),
+    ("clamp_min_", (0.0,), lambda a: np.maximum(a, 0)),
+    ("clamp_max_", (0.0,), lambda a: np.minimum(a, 0)),
+    ("fill_", (7.0,), lambda a: np.full_like(a, 7)),
     ("zero_", (), np.zeros_like)])
 def test_inplace_methods(name, args, ref):
     arr = np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4)
