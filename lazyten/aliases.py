@@ -25,10 +25,12 @@ def keywords(**aliases: str) -> Callable:
         accepted = [p for p in params if p != "self" and
                     params[p].kind not in (inspect.Parameter.VAR_POSITIONAL,
                                            inspect.Parameter.VAR_KEYWORD)] + list(aliases)
+        own = frozenset(p for p in params if params[p].kind in (
+            inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY))
 
         @functools.wraps(fn)
         def inner(self, *args, **kwargs):
-            if kwargs:
+            if kwargs and not own.issuperset(kwargs):  # the common case skips the mapping
                 for alias, name in aliases.items():
                     if alias not in kwargs:
                         continue
