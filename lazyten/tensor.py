@@ -18,6 +18,8 @@ from lazyten import function as F
 from lazyten.lazy import LazyBuffer
 from lazyten.creation import CreationMixin, _scalar_dtype, default_device, to_numpy_dtype
 from lazyten.elementwise import ElementwiseMixin
+from lazyten.logic import LogicMixin
+from lazyten.mathfn import MathMixin
 from lazyten.movement import MovementMixin
 from lazyten.nnops import NNMixin
 from lazyten.realize import Capture, realize
@@ -44,8 +46,8 @@ class _TensorType(type):
     training = _switch(_TRAINING)
 
 
-class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin,
-             metaclass=_TensorType):
+class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMixin, ReduceMixin,
+             NNMixin, metaclass=_TensorType):
     """A lazily evaluated n-dimensional array with autograd."""
 
     def __init__(self, data: Any, device: str | None = None, dtype: Any = None,
