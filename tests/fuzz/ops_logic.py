@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from .model import Interp, Ref, Step, int_range, is_float, is_int, promote, scalar_dtype
-from .oplib import bshape, fits, min_grid, operand_ref, partner, scalar_grid, show
+from .oplib import broadcastable, bshape, fits, min_grid, operand_ref, partner, scalar_grid, show
 from .ops_elementwise import _facts, _other, _result_dtype, _step
 
 
@@ -107,7 +107,7 @@ def draw_masked_fill(g):
     if x is None:
         return None
     mask = g.var(lambda v: v.dtype == "bool" and v.exact and len(v.shape) <= len(x.shape)
-                 and bshape(v.shape, x.shape) == x.shape)
+                 and broadcastable(v.shape, x.shape) and bshape(v.shape, x.shape) == x.shape)
     if mask is None:
         return None
     value = g.pick([0, 1, 2.5, -3]) if x.dtype != "bool" else g.pick([True, False])
