@@ -14,7 +14,8 @@ import numpy as np
 
 from codegen.helpers import make_pair, prod
 from lazyten.index_check import check_index
-from lazyten.nn.module import Module, ModuleList, Parameter, Sequential
+from lazyten.nn.container import ModuleList, Sequential
+from lazyten.nn.module import Module, Parameter
 from lazyten.nn.stateless import (AvgPool2d, CrossEntropyLoss, Flatten, GELU, Identity,
                                   LogSoftmax, MaxPool2d, MSELoss, ReLU, Sigmoid, Softmax, Tanh)
 from lazyten.tensor import Tensor, no_grad

@@ -1,6 +1,7 @@
 """lazyten.nn.Module: a model written the PyTorch way, as a class whose attributes are its
-parameters, buffers and sub-modules; plus Sequential, ModuleList and the state-dict copy
-that Module.load_state_dict and nn/state.py's load_state_dict share.
+parameters, buffers and sub-modules; plus the state-dict copy
+that Module.load_state_dict and nn/state.py's load_state_dict share (containers:
+nn/container.py).
 
 Assigning an attribute registers it (names starting with "_" are private and never are):
   - a Tensor with requires_grad=True is a parameter (`Parameter(t)` marks one); any other
@@ -20,8 +21,7 @@ by a plain object, or used alone) and never switched with train()/eval() follows
 thread's `Tensor.training` (`with Tensor.train():`) until it joins a Module.
 """
 from __future__ import annotations
-from collections import OrderedDict
-from typing import Any, Callable, Iterable, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -30,8 +30,7 @@ from lazyten.lazy import LazyBuffer
 from lazyten.tensor import Tensor, no_grad
 from runtimes import canonical
 
-__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "IncompatibleKeys",
-           "load_tensors", "owns_buffer"]
+__all__ = ["Module", "Parameter", "IncompatibleKeys", "load_tensors", "owns_buffer"]
 
 _PARAMETER, _BUFFER, _TRANSIENT = "parameter", "buffer", "transient"  # transient: not saved
 
@@ -203,8 +202,9 @@ class Module:
 
     def _state_into(self, out: dict[str, Tensor], prefix: str, ancestors: set[int]) -> None:
         ancestors.add(id(self))
-        for name, t in self._tensors((_PARAMETER, _BUFFER)):
-            out[prefix + name] = t
+        for kind in (_PARAMETER, _BUFFER):  # PyTorch's order: parameters, then buffers
+            for name, t in self._tensors((kind,)):
+                out[prefix + name] = t
         for name, child in self._children():
             if id(child) not in ancestors:
                 child._state_into(out, f"{prefix}{name}.", ancestors)
@@ -327,113 +327,6 @@ def _adopt(module: Module) -> None:
     now on its own mode (training, as a new PyTorch module) decides."""
     if module.__dict__.get("_training", True) is None:
         module.training = True
-
-
-class Sequential(Module):
-    """Modules called in order, each on the previous one's output; children are named
-    "0", "1", ... or by the keys of an OrderedDict passed alone."""
-
-    def __init__(self, *modules: Module | OrderedDict):
-        super().__init__()
-        if len(modules) == 1 and isinstance(modules[0], dict):
-            items: Iterable[tuple[str, Any]] = modules[0].items()
-        else:
-            items = ((str(i), m) for i, m in enumerate(modules))
-        for name, module in items:
-            if not isinstance(module, Module):
-                raise TypeError(f"Sequential item {name!r} is {type(module).__name__}, "
-                                f"not a Module")
-            self.add_module(name, module)
-
-    def _items(self) -> list[tuple[str, Module]]:
-        return list(self._children())
-
-    def __len__(self) -> int:
-        return len(self._items())
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter([module for _, module in self._items()])
-
-    def __getitem__(self, idx: int | slice) -> Module:
-        items = self._items()
-        if isinstance(idx, slice):
-            return Sequential(OrderedDict(items[idx]))
-        return items[_index(idx, len(items), "Sequential")][1]
-
-    def append(self, module: Module) -> Sequential:
-        self.add_module(str(len(self)), module)
-        return self
-
-    def forward(self, x: Any) -> Any:
-        for module in self:
-            x = module(x)
-        return x
-
-
-class ModuleList(Module):
-    """A list of modules, registered as children "0", "1", ... (it has no forward)."""
-
-    def __init__(self, modules: Iterable[Module] | None = None):
-        super().__init__()
-        self._set(list(modules or []))
-
-    def _list(self) -> list[Module]:
-        return [module for _, module in self._children()]
-
-    def _set(self, modules: list[Module]) -> None:
-        for i, module in enumerate(modules):
-            if not isinstance(module, Module):
-                raise TypeError(f"ModuleList item {i} is {type(module).__name__}, not a Module")
-        for name in [n for n in self.__dict__ if not n.startswith("_")]:
-            object.__delattr__(self, name)
-        for i, module in enumerate(modules):
-            setattr(self, str(i), module)
-
-    def __len__(self) -> int:
-        return len(self._list())
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._list())
-
-    def __getitem__(self, idx: int | slice) -> Module | ModuleList:
-        modules = self._list()
-        if isinstance(idx, slice):
-            return ModuleList(modules[idx])
-        return modules[_index(idx, len(modules), "ModuleList")]
-
-    def __setitem__(self, idx: int, module: Module) -> None:
-        modules = self._list()
-        modules[_index(idx, len(modules), "ModuleList")] = module
-        self._set(modules)
-
-    def __delitem__(self, idx: int | slice) -> None:
-        modules = self._list()
-        del modules[idx if isinstance(idx, slice) else _index(idx, len(modules), "ModuleList")]
-        self._set(modules)
-
-    def append(self, module: Module) -> ModuleList:
-        self._set(self._list() + [module])
-        return self
-
-    def extend(self, modules: Iterable[Module]) -> ModuleList:
-        self._set(self._list() + list(modules))
-        return self
-
-    def insert(self, index: int, module: Module) -> None:
-        modules = self._list()
-        modules.insert(index, module)
-        self._set(modules)
-
-    def __iadd__(self, modules: Iterable[Module]) -> ModuleList:
-        return self.extend(modules)
-
-
-def _index(idx: Any, n: int, what: str) -> int:
-    if not isinstance(idx, (int, np.integer)) or isinstance(idx, bool):
-        raise TypeError(f"{what} indices must be integers or slices, got {type(idx).__name__}")
-    if not -n <= idx < n:
-        raise IndexError(f"index {idx} is out of range for a {what} of {n} modules")
-    return int(idx) % n
 
 
 # ---- copying a state dict into tensors ----
