@@ -44,6 +44,7 @@ class Sequential(Module):
         return items[_index(idx, len(items), "Sequential")][1]
 
     def append(self, module: Module) -> Sequential:
+        """Add `module` at the end, named by its position."""
         self.add_module(str(len(self)), module)
         return self
 
@@ -67,7 +68,7 @@ class ModuleList(Module):
         for i, module in enumerate(modules):
             if not isinstance(module, Module):
                 raise TypeError(f"ModuleList item {i} is {type(module).__name__}, not a Module")
-        for name in [n for n in self.__dict__ if not n.startswith("_")]:
+        for name in [n for n in self.__dict__ if n.isdigit()]:
             object.__delattr__(self, name)
         for i, module in enumerate(modules):
             setattr(self, str(i), module)
@@ -95,14 +96,17 @@ class ModuleList(Module):
         self._set(modules)
 
     def append(self, module: Module) -> ModuleList:
+        """Add `module` at the end."""
         self._set(self._list() + [module])
         return self
 
     def extend(self, modules: Iterable[Module]) -> ModuleList:
+        """Add each of `modules` at the end."""
         self._set(self._list() + list(modules))
         return self
 
     def insert(self, index: int, module: Module) -> None:
+        """Put `module` before position `index` (later items are renumbered)."""
         modules = self._list()
         modules.insert(index, module)
         self._set(modules)

@@ -89,6 +89,7 @@ class Module:
     def register_parameter(self, name: str, t: Tensor | None) -> None:
         """Register `t` as a parameter (requires_grad, if unset, becomes True)."""
         self._check_name(name, t, "parameter")
+        self._check_free(name, _PARAMETER)
         if t is not None and t.requires_grad is None:
             t.requires_grad = True
         self._kinds[name] = _PARAMETER
@@ -98,6 +99,7 @@ class Module:
         """Register `t` as a buffer; a non-persistent one moves with the model but is not
         in its state dict."""
         self._check_name(name, t, "buffer")
+        self._check_free(name, _BUFFER, _TRANSIENT)
         if t is not None and t.requires_grad is None:
             t.requires_grad = False
         self._kinds[name] = _BUFFER if persistent else _TRANSIENT
@@ -123,6 +125,11 @@ class Module:
             raise TypeError(f"{what} {name!r} must be a Tensor or None, got {type(t).__name__}")
         if hasattr(type(self), name):
             raise KeyError(f"{what} name {name!r} is taken by {type(self).__name__}'s class")
+
+    def _check_free(self, name: str, *kinds: str) -> None:
+        """PyTorch's rule: registering may replace a member of the same kind, nothing else."""
+        if name in self.__dict__ and self._kinds.get(name) not in kinds:
+            raise KeyError(f"attribute {name!r} already exists in {type(self).__name__}")
 
     # ---- walking ----
     def _children(self) -> Iterator[tuple[str, Module]]:

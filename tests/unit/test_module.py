@@ -8,7 +8,7 @@ import pytest
 
 import lazyten
 from lazyten import Tensor, nn
-from lazyten.nn.state import get_parameters, get_state_dict
+from lazyten.nn.state import get_parameters, get_state_dict, safe_load, safe_save
 from lazyten.optim import SGD
 from runtimes import get_runtime
 
@@ -102,6 +102,11 @@ def test_registration_rules():
         m.register_buffer("x", np.ones(1))
     with pytest.raises(TypeError, match="not a Module"):
         m.add_module("y", Tensor.ones(1))
+    with pytest.raises(KeyError, match="attribute 'p' already exists"):
+        m.register_buffer("p", Tensor.ones(1))
+    m.register_buffer("b2", Tensor.ones(1))
+    m.register_buffer("b2", Tensor.zeros(1), persistent=False)  # a buffer may replace one
+    assert "b2" not in m.state_dict()
     p = nn.Parameter(Tensor.ones(3) * 2)
     assert p.requires_grad is True and p._ctx is None
 
@@ -174,6 +179,15 @@ def test_load_state_dict_checks_and_copies_in_place():
     result = dst.load_state_dict({"emb.weight": emb, "extra": Tensor.ones(1)}, strict=False)
     assert result.unexpected_keys == ["extra"] and len(result.missing_keys) == len(NET_KEYS) - 1
     np.testing.assert_array_equal(dst.emb.weight.numpy(), emb)
+
+
+def test_state_dict_round_trips_through_safetensors(tmp_path):
+    src, dst = Net(), Net()
+    src.features[1].running_mean.assign(Tensor(np.arange(8, dtype=np.float32))).realize()
+    safe_save(src.state_dict(), tmp_path / "net.safetensors")
+    dst.load_state_dict(safe_load(tmp_path / "net.safetensors"))
+    for name, t in dst.state_dict().items():
+        np.testing.assert_array_equal(t.numpy(), src.state_dict()[name].numpy(), err_msg=name)
 
 
 # ---- training mode ----
@@ -277,6 +291,9 @@ def test_zero_grad_requires_grad_and_apply():
     net = nn.Sequential(nn.Linear(3, 2), nn.Linear(2, 1))
     net(Tensor.ones(4, 3)).sum().backward()
     assert all(p.grad is not None for p in net.parameters())
+    net.zero_grad(set_to_none=False)
+    assert all((p.grad.numpy() == 0).all() and p.grad.shape == p.shape
+               for p in net.parameters())
     net.zero_grad()
     assert all(p.grad is None for p in net.parameters())
     net.requires_grad_(False)
