@@ -5,11 +5,13 @@ from collections import OrderedDict
 
 import numpy as np
 import pytest
+from hypothesis import given, strategies as st
 
 import lazyten
 from lazyten import Tensor, nn
 from lazyten.nn.state import get_parameters, get_state_dict, safe_load, safe_save
 from lazyten.optim import SGD
+from helpers import fast
 from runtimes import get_runtime
 
 
@@ -149,6 +151,37 @@ def test_sequential_and_module_list():
         nn.ModuleList(["x"])
     with pytest.raises(NotImplementedError, match="ModuleList has no forward"):
         ml(Tensor.ones(1))
+
+
+@given(ops=st.lists(st.tuples(st.sampled_from(["append", "insert", "del", "set", "slice"]),
+                              st.integers(-6, 6)), max_size=12))
+@fast(25)
+def test_module_list_against_a_shadow_list(ops):
+    pool = [nn.Identity() for _ in range(8)]
+    ml, shadow = nn.ModuleList(), []
+    for i, (op, idx) in enumerate(ops):
+        module = pool[i % len(pool)]
+        n = len(shadow)
+        if op == "append":
+            ml.append(module)
+            shadow.append(module)
+        elif op == "insert":
+            ml.insert(idx, module)
+            shadow.insert(idx, module)
+        elif op == "slice":
+            assert list(ml[idx:]) == shadow[idx:]
+        elif -n <= idx < n:
+            if op == "del":
+                del ml[idx]
+                del shadow[idx]
+            else:
+                ml[idx] = module
+                shadow[idx] = module
+        else:
+            with pytest.raises(IndexError, match=f"index {idx} is out of range"):
+                ml[idx]
+        assert list(ml) == shadow and len(ml) == len(shadow)
+        assert [name for name, _ in ml._children()] == [str(k) for k in range(len(shadow))]
 
 
 def test_repr_is_pytorch_like():
