@@ -12,7 +12,6 @@ from lazyten import Tensor, nn
 from lazyten.nn.state import get_parameters, get_state_dict, safe_load, safe_save
 from lazyten.optim import SGD
 from helpers import fast
-from runtimes import get_runtime
 
 
 class Net(nn.Module):
@@ -336,46 +335,6 @@ def test_zero_grad_requires_grad_and_apply():
     assert seen == ["Linear", "Linear", "Sequential"]
     with pytest.raises(ValueError, match="must be a bool"):
         net.train("no")
-
-
-def _other_device():
-    try:
-        get_runtime("OPENCL")
-        return "OPENCL"
-    except Exception:
-        return None
-
-
-@pytest.mark.skipif(_other_device() is None, reason="OPENCL unavailable")
-def test_to_moves_parameters_and_buffers_in_place():
-    device = _other_device()
-    net = Net()
-    held = list(net.parameters()) + list(net.buffers())
-    before = {k: v.numpy() for k, v in net.state_dict().items()}
-    net.blocks[0].weight.grad = Tensor.ones(8, 8)
-    assert net.to(device) is net
-    assert [id(t) for t in net.parameters()] + [id(t) for t in net.buffers()] == \
-        [id(t) for t in held]
-    for name, t in net.state_dict().items():
-        assert t.device.startswith(device), name
-        assert t.lazydata._base is None and t.lazydata.realized is not None, name
-        np.testing.assert_array_equal(t.numpy(), before[name], err_msg=name)
-    assert net.blocks[0].weight.grad.device.startswith(device)
-    # an optimiser made after the move trains on the device and matches the CPU
-    x = np.random.default_rng(4).standard_normal((6, 8)).astype(np.float32)
-    losses = {}
-    for where in ("CPU", device):
-        model = nn.Sequential(nn.Linear(8, 4), nn.Tanh(), nn.Linear(4, 1))
-        model.load_state_dict({k: Tensor(v) for k, v in SMALL_INIT.items()})
-        model.to(where)
-        opt = SGD(model.parameters(), lr=0.1)
-        for _ in range(3):
-            opt.zero_grad()
-            loss = model(Tensor(x, device=where)).square().mean()
-            loss.backward()
-            opt.step()
-        losses[where] = loss.item()
-    assert losses[device] == pytest.approx(losses["CPU"], rel=1e-4)
 
 
 _rng = np.random.default_rng(5)
