@@ -206,7 +206,8 @@ def test_load_state_dict_checks_and_copies_in_place():
     with pytest.raises(ValueError, match=r"'blocks.0.weight' has shape \(8, 2\) .* \(8, 8\)"):
         dst.load_state_dict({**good, "blocks.0.weight": Tensor.ones(8, 2)})
     with pytest.raises(TypeError, match="'features.1.num_batches_tracked' has dtype float32"):
-        dst.load_state_dict({**good, "features.1.num_batches_tracked": Tensor(np.zeros((), np.float32))})
+        dst.load_state_dict({**good,
+                             "features.1.num_batches_tracked": Tensor(np.zeros((), np.float32))})
     emb = np.full((10, 8), 3.0, np.float32)
     result = dst.load_state_dict({"emb.weight": emb, "extra": Tensor.ones(1)}, strict=False)
     assert result.unexpected_keys == ["extra"] and len(result.missing_keys) == len(NET_KEYS) - 1
