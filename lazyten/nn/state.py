@@ -1,14 +1,13 @@
 """Model state: find a model's Tensors, load them from a state dict, and save/load the
 safetensors format.
 
-`get_state_dict(model)` walks attributes, lists, tuples and dicts and names each Tensor by
-its dotted path (`layers.0.weight`), as PyTorch does; a Module met on the way gives its
-own `state_dict()` (nn/module.py), so the names are the same either way. Files follow the
-safetensors spec (https://github.com/huggingface/safetensors): an 8-byte little-endian
-header length, a JSON header {name: {dtype, shape, data_offsets}} (plus an optional
-"__metadata__" map of strings), then the tensors' bytes, little-endian, packed with no
-holes. Only numpy and the standard library are used, and the files read back in other
-tools.
+`get_state_dict(model)` walks attributes, lists, tuples and dicts and names each Tensor
+by its dotted path (`layers.0.weight`), as PyTorch does; a Module on the way gives its
+own `state_dict()` (nn/module.py), so the names agree. Files follow the safetensors
+spec (https://github.com/huggingface/safetensors): an 8-byte little-endian header length,
+a JSON header {name: {dtype, shape, data_offsets}} (plus an optional "__metadata__" map
+of strings), then the tensors' bytes, little-endian, packed with no holes. Only numpy and
+the standard library are used, and the files read back in other tools.
 """
 from __future__ import annotations
 import json
