@@ -21,7 +21,7 @@ ULP = {"exp": 4, "exp2": 2, "log": 4, "log2": 4, "sin": 4, "cos": 4, "sigmoid": 
        "reciprocal": 1, "pow": 4,
        # lazyten/mathfn.py, docs/numerics.md: measured maxima rounded up
        "expm1": 4, "log1p": 4, "sinh": 4, "cosh": 2, "asinh": 4, "acosh": 4, "atanh": 4,
-       "erf": 4, "erfc": 7, "logaddexp": 4}
+       "erf": 3, "erfc": 5, "logaddexp": 4}
 
 
 def _float(dtype: str) -> str:

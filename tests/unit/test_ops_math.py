@@ -21,8 +21,8 @@ SPECIAL = {
     "expm1": (np.expm1, (-20, 20), 4.5, 4), "log1p": (np.log1p, (-0.99, 50), 5, 4),
     "sinh": (np.sinh, (-20, 20), 5, 3.5), "cosh": (np.cosh, (-20, 20), 3, 2.5),
     "asinh": (np.arcsinh, (-1e6, 1e6), 4.5, 3.5), "acosh": (np.arccosh, (1, 1e6), 5, 4),
-    "atanh": (np.arctanh, (-0.999, 0.999), 5, 4), "erf": (_erf, (-5, 5), 4.5, 4.5),
-    "erfc": (_erfc, (-5, 9.5), 7.5, 7.5),
+    "atanh": (np.arctanh, (-0.999, 0.999), 5, 4), "erf": (_erf, (-5, 5), 3.5, 3.5),
+    "erfc": (_erfc, (-5, 9.5), 6, 5.5),
 }
 
 
