@@ -391,7 +391,8 @@ def draw_simple_unary(g):
     name = g.pick(["neg", "abs", "relu", "square", "sign", "floor", "ceil", "round", "trunc"])
     rounding = name in ("floor", "ceil", "round", "trunc", "sign")  # jumps: exact inputs only
     x = g.var(lambda v: (v.dtype != "bool" or name in ("abs", "sign")) and
-              not (name == "neg" and v.dtype == "uint8") and (not rounding or v.exact))
+              not (name == "neg" and v.dtype == "uint8") and (not rounding or v.exact)
+              and not math.isnan(v.lo))  # the mean of nothing: no bounds to round
     if x is None:
         return None
     lo, hi, grid, exact = x.lo, x.hi, x.grid, True

@@ -103,7 +103,7 @@ def draw_classify(g):
 
 def draw_masked_fill(g):
     """x.masked_fill(mask, value): a bool mask broadcasting to x's shape, a scalar value."""
-    x = g.var()
+    x = g.var(lambda v: not math.isnan(v.lo))  # the mean of nothing has no bounds
     if x is None:
         return None
     mask = g.var(lambda v: v.dtype == "bool" and v.exact and len(v.shape) <= len(x.shape)
