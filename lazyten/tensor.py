@@ -17,6 +17,7 @@ from codegen.ops import BinaryOps, LoadOps
 from lazyten import function as F
 from lazyten.lazy import LazyBuffer
 from lazyten.creation import CreationMixin, _scalar_dtype, default_device, to_numpy_dtype
+from lazyten.einsum import EinsumMixin
 from lazyten.elementwise import ElementwiseMixin
 from lazyten.movement import MovementMixin
 from lazyten.nnops import NNMixin
@@ -44,7 +45,7 @@ class _TensorType(type):
     training = _switch(_TRAINING)
 
 
-class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin,
+class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, EinsumMixin,
              metaclass=_TensorType):
     """A lazily evaluated n-dimensional array with autograd."""
 
