@@ -21,6 +21,7 @@ from lazyten.einsum import EinsumMixin
 from lazyten.elementwise import ElementwiseMixin
 from lazyten.movement import MovementMixin
 from lazyten.nnops import NNMixin
+from lazyten.padding import PaddingMixin
 from lazyten.realize import Capture, realize
 from lazyten.reduce import ReduceMixin
 from runtimes import Buffer, canonical, get_runtime
@@ -46,7 +47,7 @@ class _TensorType(type):
 
 
 class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, EinsumMixin,
-             metaclass=_TensorType):
+             PaddingMixin, metaclass=_TensorType):
     """A lazily evaluated n-dimensional array with autograd."""
 
     def __init__(self, data: Any, device: str | None = None, dtype: Any = None,
