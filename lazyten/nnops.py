@@ -182,51 +182,6 @@ class NNMixin:
         onehot = check_index(self.unsqueeze(-1) == ar, self, num_classes, "one_hot")
         return onehot.cast(dtypes.int64)
 
-    # ---- losses ----
-    def sparse_categorical_crossentropy(self, target, label_smoothing: float = 0.0,
-                                        reduction: str = "mean"):
-        """Cross entropy of logits (N, C) against integer class labels (N,)."""
-        if target.shape != self.shape[:-1]:
-            raise ValueError(f"labels of shape {target.shape} do not match logits {self.shape}")
-        logp = self.log_softmax(-1)
-        onehot = (target.unsqueeze(-1) == type(self).arange(self.shape[-1], device=self.device))
-        onehot = check_index(onehot, target, self.shape[-1], "cross entropy class label")
-        loss = -(onehot.where(logp, 0)).sum(-1)
-        if label_smoothing:  # only then: a -inf logit makes the mean -inf, and 0 * inf is NaN
-            loss = (1 - label_smoothing) * loss - label_smoothing * logp.mean(-1)
-        return _reduce_loss(loss, reduction)
-
-    def cross_entropy(self, target, label_smoothing: float = 0.0, reduction: str = "mean"):
-        """PyTorch's cross_entropy: class-index or probability targets."""
-        if target.dtype.is_float and target.shape == self.shape:
-            classes = self.shape[-1]
-            target = target * (1 - label_smoothing) + label_smoothing / classes
-            return _reduce_loss(-(target * self.log_softmax(-1)).sum(-1), reduction)
-        return self.sparse_categorical_crossentropy(target, label_smoothing, reduction)
-
-    def binary_crossentropy(self, target, reduction: str = "mean"):
-        loss = -(target * self.clip(1e-12, None).log() + (1 - target) * (1 - self).clip(1e-12, None).log())
-        return _reduce_loss(loss, reduction)
-
-    def binary_crossentropy_logits(self, target, reduction: str = "mean"):
-        # max(x, 0) - x*t + log(1 + exp(-|x|)), stable for large |x|
-        loss = self.maximum(0) - self * target + (1 + (-self.abs()).exp()).log()
-        return _reduce_loss(loss, reduction)
-
-    def mse(self, target, reduction: str = "mean"):
-        return _reduce_loss((self - target).square(), reduction)
-
-
-
-def _reduce_loss(loss, reduction: str):
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    if reduction == "none":
-        return loss
-    raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-
 
 def _windows(src, kernel: tuple[int, ...], stride: tuple, dilation: tuple):
     """The window chain on a Tensor or a ShapeTracker (both have the movement methods):

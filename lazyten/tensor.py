@@ -20,10 +20,12 @@ from lazyten.creation import CreationMixin, _scalar_dtype, default_device, to_nu
 from lazyten.einsum import EinsumMixin
 from lazyten.elementwise import ElementwiseMixin
 from lazyten.movement import MovementMixin
+from lazyten.losses import LossMixin
 from lazyten.nnops import NNMixin
 from lazyten.padding import PaddingMixin
 from lazyten.realize import Capture, realize
 from lazyten.reduce import ReduceMixin
+from lazyten.stats import StatsMixin
 from runtimes import Buffer, canonical, get_runtime
 
 # Autograd and training mode are per thread (as in PyTorch): one thread's no_grad() or
@@ -47,7 +49,7 @@ class _TensorType(type):
 
 
 class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, EinsumMixin,
-             PaddingMixin, metaclass=_TensorType):
+             PaddingMixin, LossMixin, StatsMixin, metaclass=_TensorType):
     """A lazily evaluated n-dimensional array with autograd."""
 
     def __init__(self, data: Any, device: str | None = None, dtype: Any = None,
