@@ -169,11 +169,13 @@ class NNMixin:
         x = x * invstd.reshape(shape)
         return x + bias.reshape(shape) if bias is not None else x
 
-    def dropout(self, p: float = 0.5):
-        if not type(self).training or p == 0:
-            return self
+    def dropout(self, p: float = 0.5, training: bool | None = None):
+        """Zero each element with probability p, scale the rest by 1/(1-p); only in training
+        (`training`, or Tensor.training when None)."""
         if not 0 <= p < 1:
             raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+        if not (type(self).training if training is None else training) or p == 0:
+            return self
         keep = type(self).rand(*self.shape, device=self.device) >= p
         return keep.where(self, 0) * (1 / (1 - p))
 

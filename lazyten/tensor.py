@@ -16,6 +16,7 @@ from codegen.helpers import prod
 from codegen.ops import BinaryOps, LoadOps
 from lazyten import function as F
 from lazyten.lazy import LazyBuffer
+from lazyten.attention import AttentionMixin
 from lazyten.creation import CreationMixin, _scalar_dtype, default_device, to_numpy_dtype
 from lazyten.einsum import EinsumMixin
 from lazyten.elementwise import ElementwiseMixin
@@ -25,6 +26,7 @@ from lazyten.nnops import NNMixin
 from lazyten.padding import PaddingMixin
 from lazyten.realize import Capture, realize
 from lazyten.reduce import ReduceMixin
+from lazyten.resize import ResizeMixin
 from lazyten.stats import StatsMixin
 from runtimes import Buffer, canonical, get_runtime
 
@@ -48,8 +50,9 @@ class _TensorType(type):
     training = _switch(_TRAINING)
 
 
-class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, EinsumMixin,
-             PaddingMixin, LossMixin, StatsMixin, metaclass=_TensorType):
+class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin,
+             EinsumMixin, PaddingMixin, LossMixin, StatsMixin, ResizeMixin, AttentionMixin,
+             metaclass=_TensorType):
     """A lazily evaluated n-dimensional array with autograd."""
 
     def __init__(self, data: Any, device: str | None = None, dtype: Any = None,
