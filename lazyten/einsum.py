@@ -127,7 +127,9 @@ def _contract(operands: list, in_labels: list, out: list, sizes: dict):
     for t in operands[1:]:
         dtype = promote(dtype, t.dtype)
     logical = dtype == dtypes.bool  # numpy: any of the ands, a count > 0
-    work = dtypes.int64 if logical else dtype
+    # halves multiply and accumulate in float32 and round once, as matmul (and PyTorch's bmm)
+    work = dtypes.int64 if logical else dtypes.float32 if dtype.is_float and dtype.itemsize < 4 \
+        else dtype
     order = list(out) + [lb for lb in sizes if lb not in out]
     acc, acc_labels = None, []
     for k, (t, labels) in enumerate(zip(operands, in_labels)):
@@ -145,7 +147,7 @@ def _contract(operands: list, in_labels: list, out: list, sizes: dict):
                 acc.sum(axis=tuple(done))
             acc_labels = [lb for i, lb in enumerate(acc_labels) if i not in done]
     acc = _aligned(acc, acc_labels, out).expand(tuple(sizes[lb] for lb in out))
-    return acc > 0 if logical else acc
+    return acc > 0 if logical else acc.cast(dtype) if acc.dtype != dtype else acc
 
 
 def _aligned(t, labels: list, order: list):
