@@ -50,20 +50,52 @@ def _linear_index(in_size: int, out_size: int, scale, align_corners: bool, dt):
     return i0, i1, (dt(1) - w1).astype(dt), w1
 
 
-def _take(x, axis: int, index: np.ndarray):
-    """x indexed along `axis` by constant indices: a view where possible, else a one-hot."""
+def _take(x, axis: int, index: np.ndarray, care: np.ndarray | None = None):
+    """x indexed along `axis` by constant indices (only those where `care` matter): a view
+    for a strided run or a clipped repeat (PyTorch's integer-factor patterns), else a
+    constant one-hot select + sum."""
     n, m = x.shape[axis], len(index)
-    if m == n and (index == np.arange(n)).all():
-        return x
-    rest = x.shape[axis + 1:]
-    if n and m % n == 0 and (index == np.arange(m) // (m // n)).all():  # each repeated k times
-        k = m // n
-        x = x.reshape(x.shape[:axis + 1] + (1,) + rest)
-        return x.expand(x.shape[:axis + 1] + (k,) + rest).reshape(x.shape[:axis] + (m,) + rest)
+    care = np.ones(m, bool) if care is None else care
+    j = np.arange(m)
+    cared = np.flatnonzero(care)
+    if len(cared) == 0:
+        return _slice(x, axis, 0, 0, m)
+    # a strided run a, a + k, a + 2k, ... (identity, integer down-sampling)
+    first = cared[0]
+    step = (index[cared[1]] - index[first]) // (cared[1] - first) if len(cared) > 1 else 1
+    start = index[first] - first * step
+    if step >= 0 and 0 <= start and start + (m - 1) * step < n and \
+            (start + j * step == index)[care].all():
+        return _slice(x, axis, start, step, m)
+    # each input repeated k times, shifted by c, clipped at the ends (up-sampling)
+    for k in sorted({max(2, m // max(n, 1)), max(2, -(-m // max(n, 1)))}):
+        for c in range(-2 * k, 2 * k + 1):
+            if (np.clip((j + c) // k, 0, n - 1) == index)[care].all():
+                return _clipped_repeat(x, axis, k, c, m)
     onehot = type(x)(index[:, None] == np.arange(n)[None, :], device=x.device)
-    onehot = onehot.reshape((m, n) + (1,) * len(rest))
+    onehot = onehot.reshape((m, n) + (1,) * (x.ndim - axis - 1))
     picked = onehot.where(x.unsqueeze(axis), 0).sum(axis=axis + 1)
     return picked.cast(x.dtype) if picked.dtype != x.dtype else picked
+
+
+def _slice(x, axis: int, start: int, step: int, count: int):
+    """Elements start, start + step, ... (count of them) along axis, as views."""
+    if step == 0:
+        one = x._slice_axis(axis, start, start + 1, 1)
+        return one.expand(x.shape[:axis] + (count,) + x.shape[axis + 1:])
+    return x._slice_axis(axis, start, start + (count - 1) * step + 1, step)
+
+
+def _clipped_repeat(x, axis: int, k: int, c: int, m: int):
+    """out[j] = x[clip((j + c) // k, 0, n - 1)]: repeat each element k times (a view), pad
+    with copies of the ends, and take m elements from c."""
+    n, rest = x.shape[axis], x.shape[axis + 1:]
+    x = x.reshape(x.shape[:axis + 1] + (1,) + rest)
+    x = x.expand(x.shape[:axis + 1] + (k,) + rest).reshape(x.shape[:axis] + (n * k,) + rest)
+    before, after = max(0, -c), max(0, c + m - n * k)
+    if before or after:
+        x = x.pad([(0, 0)] * axis + [(before, after)] + [(0, 0)] * len(rest), mode="replicate")
+    return x._slice_axis(axis, c + before, c + before + m, 1)
 
 
 def _weights(x, axis: int, w: np.ndarray):
@@ -82,12 +114,12 @@ def _linear_axis(x, axis: int, out_size: int, scale, align_corners: bool):
     for idx, w in ((i0, w0), (i1, w1)):
         if not w.any():
             continue
-        term = _take(x, axis, idx) * _weights(x, axis, w)
+        term = _take(x, axis, idx, care=w != 0) * _weights(x, axis, w)
         if not w.all():  # a 0 weight reads nothing: an inf or NaN there stays out
             shape = (len(w),) + (1,) * (x.ndim - axis - 1)
             term = type(x)(w != 0, device=x.device).reshape(shape).where(term, 0)
         out = term if out is None else out + term
-    return out if out is not None else _take(x, axis, i0) * 0
+    return out
 
 
 class ResizeMixin:
