@@ -199,10 +199,12 @@ class NNMixin:
     def dropout(self, p: float = 0.5, training: bool | None = None):
         """Zero each element with probability p, scale the rest by 1/(1-p); only in training
         (`training`, or Tensor.training when None)."""
-        if not 0 <= p < 1:
-            raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+        if not 0 <= p <= 1:
+            raise ValueError(f"dropout probability must be in [0, 1], got {p}")
         if not (type(self).training if training is None else training) or p == 0:
             return self
+        if p == 1:  # everything dropped, as PyTorch: input * 0
+            return self * 0
         keep = type(self).rand(*self.shape, device=self.device) >= p
         return keep.where(self, 0) * (1 / (1 - p))
 

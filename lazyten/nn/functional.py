@@ -61,6 +61,8 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
     if padding == "valid":
         padding = 0
     elif padding == "same":
+        if any(s != 1 for s in ((stride,) * nd if isinstance(stride, int) else stride)):
+            raise ValueError(f"padding='same' needs stride 1, got stride={stride}")
         dil = (dilation,) * nd if isinstance(dilation, int) else tuple(dilation)
         total = [d * (k - 1) for k, d in zip(weight.shape[2:], dil)]
         padding = [(t // 2, t - t // 2) for t in total]

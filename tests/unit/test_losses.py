@@ -227,3 +227,14 @@ def test_functional_gelu():
     assert_tensor(F.gelu(Tensor(x)), exact.astype(np.float32), rtol=1e-5, atol=1e-6)
     assert_tensor(F.gelu(Tensor(x), approximate="tanh"), tanh.astype(np.float32),
                   rtol=1e-5, atol=1e-6)
+
+
+def test_functional_dropout_edges_and_conv_same_stride():
+    x = Tensor(np.arange(1, 7, dtype=np.float32).reshape(2, 3))
+    np.testing.assert_array_equal(F.dropout(x, 1.0).numpy(), np.zeros((2, 3)))
+    np.testing.assert_array_equal(F.dropout(x, 0.0).numpy(), x.numpy())
+    with pytest.raises(ValueError, match=r"must be in \[0, 1\], got 1.5"):
+        F.dropout(x, 1.5)
+    w = Tensor(np.zeros((1, 1, 3, 3), np.float32))
+    with pytest.raises(ValueError, match="'same' needs stride 1"):
+        F.conv2d(Tensor(np.zeros((1, 1, 5, 5), np.float32)), w, stride=2, padding="same")
