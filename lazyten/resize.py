@@ -146,6 +146,8 @@ class ResizeMixin:
         if (size is None) == (scale_factor is None):
             raise ValueError("interpolate needs exactly one of size and scale_factor")
         if size is not None:
+            if recompute_scale_factor:
+                raise ValueError("recompute_scale_factor needs scale_factor, not size")
             size = (size,) * nd if isinstance(size, int) else tuple(size)
             if len(size) != nd or any(not isinstance(s, int) or s <= 0 for s in size):
                 raise ValueError(f"interpolate size {size} does not fit {nd} spatial dims "

@@ -190,6 +190,8 @@ def test_interpolate_bad_input():
         x.interpolate(size=3, align_corners=True)
     with pytest.raises(ValueError, match="does not fit 2 spatial dims"):
         x.interpolate(size=(2, 2, 2))
+    with pytest.raises(ValueError, match="recompute_scale_factor needs scale_factor"):
+        x.interpolate(size=2, recompute_scale_factor=True)
     with pytest.raises(ValueError, match="mode must be one of"):
         x.interpolate(size=2, mode="bicubic")
     with pytest.raises(ValueError, match="3-d, 4-d or 5-d"):
