@@ -231,3 +231,78 @@ def test_index_select_out_of_range_raises_at_realize():
 def test_index_select_gradient():
     check_grad(lambda x: x.index_select(1, Tensor([2, 0, 2])),
                *spaced(np.random.default_rng(3), (2, 4)))
+
+
+# ---- multinomial ----
+def chi_square_bound(df: int, z: float = 4.75) -> float:
+    """The chi-square quantile with df degrees of freedom at about 1 - 1e-6 (z = 4.75
+    standard deviations; Wilson-Hilferty): a correct sampler fails one run in a million."""
+    c = 2 / (9 * df)
+    return df * (1 - c + z * math.sqrt(c)) ** 3
+
+
+def assert_distribution(samples: np.ndarray, probs: np.ndarray, what: str):
+    """Chi-square goodness of fit over the categories with probability > 0; a category of
+    probability 0 must never appear."""
+    counts = np.bincount(samples.reshape(-1), minlength=len(probs))
+    assert counts[probs == 0].sum() == 0, f"{what}: zero-weight categories drawn: {counts}"
+    if (probs > 0).sum() == 1:  # one possible category: nothing else may appear (above)
+        return
+    expected = samples.size * probs[probs > 0]
+    stat = float((((counts[probs > 0] - expected) ** 2) / expected).sum())
+    bound = chi_square_bound(int((probs > 0).sum()) - 1)
+    assert stat < bound, f"{what}: chi-square {stat:.1f} >= {bound:.1f} (counts {counts}, " \
+                         f"expected {expected.round(1)})"
+
+
+def test_multinomial_with_replacement_follows_the_weights():
+    Tensor.manual_seed(11)
+    weights = np.array([0.1, 0.0, 0.3, 0.6, 1.0], np.float32)
+    samples = Tensor(weights).multinomial(20000, replacement=True)
+    assert samples.dtype == dtypes.int64 and samples.shape == (20000,)
+    assert_distribution(samples.numpy(), weights / weights.sum(), "1-d")
+    rows = np.array([[1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 5.0, 0.0], [4.0, 3.0, 2.0, 1.0]])
+    samples = Tensor(rows).multinomial(6000, replacement=True).numpy()
+    assert samples.shape == (3, 6000)
+    for r in range(3):
+        assert_distribution(samples[r], rows[r] / rows[r].sum(), f"row {r}")
+
+
+def test_multinomial_without_replacement_draws_in_weighted_order():
+    Tensor.manual_seed(12)
+    weights = np.array([1.0, 2.0, 0.0, 3.0, 4.0])
+    p = weights / weights.sum()
+    samples = Tensor(np.tile(weights, (6000, 1))).multinomial(2).numpy()
+    assert samples.shape == (6000, 2) and (samples[:, 0] != samples[:, 1]).all()
+    assert_distribution(samples[:, 0], p, "first draw")
+    # the second draw: P(j) = sum over i != j of p_i * p_j / (1 - p_i)
+    second = np.array([sum(p[i] * p[j] / (1 - p[i]) for i in range(5) if i != j)
+                       for j in range(5)])
+    assert_distribution(samples[:, 1], second, "second draw")
+    everything = Tensor(np.tile(weights, (50, 1))).multinomial(4).numpy()
+    assert (np.sort(everything, axis=1) == [0, 1, 3, 4]).all()
+
+
+def test_multinomial_is_reproducible_from_the_seed():
+    weights = Tensor([1.0, 2.0, 3.0, 4.0])
+    Tensor.manual_seed(5)
+    first = weights.multinomial(8, replacement=True).tolist()
+    Tensor.manual_seed(5)
+    assert weights.multinomial(8, replacement=True).tolist() == first
+
+
+def test_multinomial_bad_weights():
+    with pytest.raises(ValueError, match="cannot draw 4 samples without replacement from 3"):
+        Tensor([1.0, 1.0, 1.0]).multinomial(4)
+    with pytest.raises(TypeError, match="floating point"):
+        Tensor([1, 2]).multinomial(1)
+    with pytest.raises(ValueError, match="1-d or 2-d"):
+        Tensor(np.ones((2, 2, 2), np.float32)).multinomial(1)
+    with pytest.raises(ValueError, match="positive"):
+        Tensor([1.0]).multinomial(0)
+    for weights, samples, replacement in [([1.0, 0.0, 0.0], 2, False), ([1.0, -1.0], 1, True),
+                                          ([0.0, 0.0], 1, True), ([1.0, float("nan")], 1, True),
+                                          ([[1.0, 1.0], [0.0, 0.0]], 1, False)]:
+        out = Tensor(weights).multinomial(samples, replacement=replacement)
+        with pytest.raises(IndexError, match="multinomial: a row of weights"):
+            out.numpy()
