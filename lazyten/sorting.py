@@ -140,6 +140,8 @@ class SortingMixin:
             values, indices = self.reshape(1)._cum_extreme(0, None, largest, what)
             return SortResult(values.reshape(()), indices.reshape(()))
         tensor_type, n = type(self), self.shape[dim]
+        if n == 0:
+            return SortResult(self._same(), self.zeros_like(dtype=dtypes.int64))
         x = _last(self.apply(_Stable), dim)  # (..., n)
         key = x.detach()
         if not largest:  # order-reversing and exact, as in argmin
@@ -175,7 +177,7 @@ class SortingMixin:
         x = self if self.dtype.is_float else self.float()
         if x.dtype == dtypes.float16:  # as PyTorch: half computes in float32
             return x.float().logcumsumexp(dim).half()
-        if x.ndim == 0:
+        if x.ndim == 0 or x.shape[dim] == 0:
             return x._same()
         tensor_type, n = type(self), x.shape[dim]
         xj = _last(x, dim).unsqueeze(-2)  # (..., 1, n)

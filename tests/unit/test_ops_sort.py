@@ -121,6 +121,9 @@ def test_sort_edge_shapes():
     empty = Tensor(np.zeros((2, 0), np.float32))
     assert empty.sort().values.shape == (2, 0) and empty.topk(0).indices.shape == (2, 0)
     assert Tensor(np.zeros((0, 3), np.float32)).sort(0).indices.shape == (0, 3)
+    for fn in (lambda x: x.cummax(0).indices, lambda x: x.cummin(1).values,
+               lambda x: x.logcumsumexp(0), lambda x: x.sort(0).values):
+        assert fn(Tensor(np.zeros((0, 0), np.float32))).numpy().shape == (0, 0)
 
 
 def test_sort_bad_arguments():
