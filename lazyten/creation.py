@@ -202,17 +202,17 @@ class CreationMixin:
         return cls(data.astype(to_numpy_dtype(dtype)), device=device, dtype=dtype,
                    requires_grad=requires_grad)
 
-    @classmethod
-    def meshgrid(cls, *tensors, indexing: str = "ij") -> tuple:
+    def meshgrid(self, *tensors, indexing: str = "ij") -> tuple:
         """Coordinate grids of 0-d or 1-d tensors as expanded views (no copies); 'ij'
-        (PyTorch's default) gives shape (n0, n1, ...), 'xy' swaps the first two dims."""
-        tensors = argfix(*tensors)
+        (PyTorch's default) gives shape (n0, n1, ...), 'xy' swaps the first two dims.
+        `Tensor.meshgrid(a, b)`, `Tensor.meshgrid([a, b])` and `a.meshgrid(b)` agree."""
+        tensors = argfix(self, *tensors)
         if indexing not in ("ij", "xy"):
             raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
         if not tensors:
             raise ValueError("meshgrid needs at least one tensor")
         for t in tensors:
-            if not isinstance(t, cls):
+            if not isinstance(t, CreationMixin):
                 raise TypeError(f"meshgrid takes tensors, got {type(t).__name__}")
             if t.ndim > 1:
                 raise ValueError(f"meshgrid: tensors must be 0-d or 1-d, got shapes "

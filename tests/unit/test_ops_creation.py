@@ -77,6 +77,8 @@ def test_meshgrid_forms_views_and_errors():
     x, y = Tensor([1, 2, 3]).realize(), Tensor([4, 5]).realize()
     gx, gy = Tensor.meshgrid([x, y])  # a list works, 'ij' is the default
     assert gx.shape == (3, 2) and gx.lazydata.base is x.lazydata.base
+    mx, my = x.meshgrid(y, indexing="xy")  # tinygrad's spelling: the tensor itself first
+    assert mx.tolist() == [[1, 2, 3]] * 2 and my.tolist() == [[4, 4, 4], [5, 5, 5]]
     assert Tensor.meshgrid(Tensor(7), y)[0].shape == (1, 2)
     with pytest.raises(ValueError, match="'ij' or 'xy'"):
         Tensor.meshgrid(x, y, indexing="ji")
@@ -84,3 +86,5 @@ def test_meshgrid_forms_views_and_errors():
         Tensor.meshgrid(x, Tensor([[1]]))
     with pytest.raises(TypeError, match="share a dtype"):
         Tensor.meshgrid(x, Tensor([1.0]))
+    with pytest.raises(TypeError, match="takes tensors"):
+        Tensor.meshgrid(x, [1, 2])
