@@ -87,8 +87,9 @@ class SortingMixin:
         dim = _dim(dim, axis, self.ndim, what)
         if self.ndim == 0:
             values, indices = self.reshape(1)._sorted(0, None, descending, k, what, need_values)
-            return SortResult(values.reshape(()) if k != 0 else values, indices.reshape(())
-                              if k != 0 else indices)
+            shape = (0,) if k == 0 else ()
+            return SortResult(None if values is None else values.reshape(shape),
+                              indices.reshape(shape))
         tensor_type, n = type(self), self.shape[dim]
         k = n if k is None else k
         x = _last(self.apply(_Stable), dim)  # (..., n)

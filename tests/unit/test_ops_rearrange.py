@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from codegen.dtypes import dtypes
 from lazyten import Tensor
 from gradcheck import check_grad, spaced
 from helpers import ALL, arrays, assert_tensor, fast, make_layout, shapes

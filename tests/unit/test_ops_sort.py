@@ -118,6 +118,9 @@ def test_sort_edge_shapes():
     scalar = Tensor(2.5)
     values, indices = scalar.sort()
     assert values.shape == () and values.item() == 2.5 and indices.item() == 0
+    assert scalar.argsort().shape == () and scalar.argsort(descending=True).item() == 0
+    assert scalar.topk(1).values.item() == 2.5 and scalar.topk(0).values.shape == (0,)
+    assert scalar.cummax(0).indices.item() == 0 and scalar.cummin(-1).values.item() == 2.5
     empty = Tensor(np.zeros((2, 0), np.float32))
     assert empty.sort().values.shape == (2, 0) and empty.topk(0).indices.shape == (2, 0)
     assert Tensor(np.zeros((0, 3), np.float32)).sort(0).indices.shape == (0, 3)
@@ -309,3 +312,20 @@ def test_multinomial_bad_weights():
         out = Tensor(weights).multinomial(samples, replacement=replacement)
         with pytest.raises(IndexError, match="multinomial: a row of weights"):
             out.numpy()
+
+
+# ---- kernel counts ----
+@pytest.mark.parametrize("name,fn,most", [
+    ("sort", lambda t: t.sort(1), 3),  # ranks, then values and indices
+    ("argsort", lambda t: (t.argsort(1),), 2), ("topk", lambda t: t.topk(3, dim=1), 3),
+    ("cummax", lambda t: t.cummax(1), 4), ("logcumsumexp", lambda t: (t.logcumsumexp(1),), 2),
+    ("index_select", lambda t: (t.index_select(1, Tensor([1, 0])),), 2)])  # + the index flag
+def test_kernel_counts(name, fn, most):
+    from lazyten.realize import Stats
+    t = Tensor(np.random.default_rng(0).standard_normal((4, 9)).astype(np.float32)).realize()
+    outs = fn(t)
+    before = Stats.kernels
+    Tensor.realize(*outs)
+    count = Stats.kernels - before
+    assert count <= most, f"{name} of a realized (4, 9) tensor: expected <= {most} kernels, " \
+                          f"got {count}"
