@@ -10,6 +10,7 @@ from hypothesis import given, strategies as st
 
 from codegen.dtypes import dtypes
 from lazyten import Tensor
+from lazyten.realize import Stats
 from gradcheck import check_grad, spaced
 from helpers import ALL, FLOATS, NP, assert_tensor, fast, make_layout, shapes
 
@@ -321,7 +322,6 @@ def test_multinomial_bad_weights():
     ("cummax", lambda t: t.cummax(1), 4), ("logcumsumexp", lambda t: (t.logcumsumexp(1),), 2),
     ("index_select", lambda t: (t.index_select(1, Tensor([1, 0])),), 2)])  # + the index flag
 def test_kernel_counts(name, fn, most):
-    from lazyten.realize import Stats
     t = Tensor(np.random.default_rng(0).standard_normal((4, 9)).astype(np.float32)).realize()
     outs = fn(t)
     before = Stats.kernels
