@@ -120,7 +120,8 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
 
     def numpy(self) -> np.ndarray:
         """Realize and copy to a numpy array."""
-        if self.numel() == 0:
+        if self.numel() == 0:  # no data, but its index checks still run
+            realize([self.lazydata])
             return np.zeros(self.shape, dtype=to_numpy_dtype(self.dtype))
         lazy = self.lazydata.contiguous()
         realize([lazy])
