@@ -21,7 +21,9 @@ from lazyten.elementwise import ElementwiseMixin
 from lazyten.movement import MovementMixin
 from lazyten.nnops import NNMixin
 from lazyten.realize import Capture, realize
+from lazyten.rearrange import RearrangeMixin
 from lazyten.reduce import ReduceMixin
+from lazyten.sorting import SortingMixin
 from runtimes import Buffer, canonical, get_runtime
 
 # Autograd and training mode are per thread (as in PyTorch): one thread's no_grad() or
@@ -45,7 +47,7 @@ class _TensorType(type):
 
 
 class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin,
-             metaclass=_TensorType):
+             SortingMixin, RearrangeMixin, metaclass=_TensorType):
     """A lazily evaluated n-dimensional array with autograd."""
 
     def __init__(self, data: Any, device: str | None = None, dtype: Any = None,
