@@ -25,8 +25,10 @@ from lazyten.losses import LossMixin
 from lazyten.nnops import NNMixin
 from lazyten.padding import PaddingMixin
 from lazyten.realize import Capture, realize
+from lazyten.rearrange import RearrangeMixin
 from lazyten.reduce import ReduceMixin
 from lazyten.resize import ResizeMixin
+from lazyten.sorting import SortingMixin
 from lazyten.stats import StatsMixin
 from runtimes import Buffer, canonical, get_runtime
 
@@ -51,8 +53,8 @@ class _TensorType(type):
 
 
 class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin,
-             EinsumMixin, PaddingMixin, LossMixin, StatsMixin, ResizeMixin, AttentionMixin,
-             metaclass=_TensorType):
+             SortingMixin, RearrangeMixin, EinsumMixin, PaddingMixin, LossMixin, StatsMixin,
+             ResizeMixin, AttentionMixin, metaclass=_TensorType):
     """A lazily evaluated n-dimensional array with autograd."""
 
     def __init__(self, data: Any, device: str | None = None, dtype: Any = None,

@@ -1,4 +1,4 @@
-"""Movement ops, slicing, cat/stack, integer-tensor indexing and gather.
+"""Movement ops (and roll, tile), slicing, cat/stack, integer-tensor indexing and gather.
 
 Movement never changes a value, only where it is read from: the reference applies the
 same numpy movement to the value and to its error bound. Index expressions are rendered
@@ -370,8 +370,27 @@ def draw_einsum_view(g):
                      lambda a: np.einsum(spec, a).copy(), new)
 
 
+def draw_roll_tile(g):
+    """x.roll(shifts, dims) (or flattened) and x.tile(reps): views, checked with numpy."""
+    x = g.var()
+    if x is None:
+        return None
+    if g.chance(50):
+        reps = tuple(g.int(0 if g.chance(10) else 1, 3) for _ in range(g.int(0, 4)))
+        shape = np.tile(np.zeros(x.shape, np.int8), reps).shape
+        return _movement(g, x, f"{x.name}.tile({reps})", lambda a: np.tile(a, reps), shape)
+    if x.ndim == 0 or g.chance(25):
+        shift = g.int(-9, 9)
+        return _movement(g, x, f"{x.name}.roll({shift})", lambda a: np.roll(a, shift), x.shape)
+    dims = tuple(g.int(-x.ndim, x.ndim - 1) for _ in range(g.int(1, 3)))
+    shifts = tuple(g.int(-9, 9) for _ in dims)
+    return _movement(g, x, f"{x.name}.roll({shifts}, {dims})",
+                     lambda a: np.roll(a, shifts, dims), x.shape)
+
+
 OPS = [
     ("movement", "movement", draw_movement, True),
+    ("roll_tile", "movement", draw_roll_tile, True),
     ("slice", "slice", draw_slice, True),
     ("cat", "cat", draw_cat, True),
     ("index", "index", draw_index, True),
