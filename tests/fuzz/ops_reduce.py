@@ -158,7 +158,9 @@ def draw_matmul(g):
         return None
     var = g.new(shape, dtype, lo, hi, [x, y], grid=grid if is_float(dtype) else 0)
     var = var.but(exact=var.exact and exact)
-    form = g.pick(["{} @ {}", "{}.matmul({})", "{}.dot({})"])
+    einsum = ["Tensor.einsum('...ij,...jk->...ik', {}, {})"] if x.ndim >= 2 and len(yshape) >= 2 \
+        else []
+    form = g.pick(["{} @ {}", "{}.matmul({})", "{}.dot({})"] + einsum)
     src = form.format(x.name, y.name)
 
     def ref(interp: Interp, xn=x.name, yn=y.name) -> Ref:

@@ -337,6 +337,39 @@ def draw_gather(g):
     return g.add(Step("index", f"{x.name}.gather({shown}, {idx.name})", ref, var))
 
 
+def draw_pad_mode(g):
+    """pad(mode=reflect|replicate|circular): every value a copy of an input value."""
+    x = g.var(lambda v: v.ndim >= 1 and 0 not in v.shape)
+    if x is None:
+        return None
+    mode = g.pick(["reflect", "replicate", "circular"])
+    limit = {"reflect": lambda s: s - 1, "circular": lambda s: s}.get(mode, lambda s: 3)
+    pairs = [(g.int(0, min(limit(s), 3)), g.int(0, min(limit(s), 3))) if g.chance(60)
+             else (0, 0) for s in x.shape]
+    new = tuple(s + b + a for s, (b, a) in zip(x.shape, pairs))
+    np_mode = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode]
+    return _movement(g, x, f"{x.name}.pad({tuple(pairs)!r}, mode={mode!r})",
+                     lambda a: np.pad(a, pairs, mode=np_mode), new)
+
+
+def draw_einsum_view(g):
+    """A one-operand einsum that sums nothing: a permutation and/or diagonals (views)."""
+    x = g.var(lambda v: 1 <= v.ndim)
+    if x is None:
+        return None
+    labels = list("abcd"[:x.ndim])
+    for i in range(x.ndim):  # a later dim of the same size may repeat an earlier label
+        for j in range(i):
+            if x.shape[i] == x.shape[j] and g.chance(40):
+                labels[i] = labels[j]
+                break
+    out = g.permutation(sorted(set(labels)))
+    spec = "".join(labels) + "->" + "".join(out)
+    new = tuple(x.shape[labels.index(c)] for c in out)
+    return _movement(g, x, f"Tensor.einsum({spec!r}, {x.name})",
+                     lambda a: np.einsum(spec, a).copy(), new)
+
+
 def draw_roll_tile(g):
     """x.roll(shifts, dims) (or flattened) and x.tile(reps): views, checked with numpy."""
     x = g.var()
@@ -362,4 +395,6 @@ OPS = [
     ("cat", "cat", draw_cat, True),
     ("index", "index", draw_index, True),
     ("gather", "index", draw_gather, True),
+    ("pad_mode", "movement", draw_pad_mode, True),
+    ("einsum_view", "movement", draw_einsum_view, True),
 ]
