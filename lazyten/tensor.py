@@ -16,14 +16,22 @@ from codegen.helpers import prod
 from codegen.ops import BinaryOps, LoadOps
 from lazyten import function as F
 from lazyten.lazy import LazyBuffer
+from lazyten.attention import AttentionMixin
 from lazyten.creation import CreationMixin, _scalar_dtype, default_device, to_numpy_dtype
+from lazyten.einsum import EinsumMixin
 from lazyten.elementwise import ElementwiseMixin
 from lazyten.logic import LogicMixin
 from lazyten.mathfn import MathMixin
 from lazyten.movement import MovementMixin
+from lazyten.losses import LossMixin
 from lazyten.nnops import NNMixin
+from lazyten.padding import PaddingMixin
 from lazyten.realize import Capture, realize
+from lazyten.rearrange import RearrangeMixin
 from lazyten.reduce import ReduceMixin
+from lazyten.resize import ResizeMixin
+from lazyten.sorting import SortingMixin
+from lazyten.stats import StatsMixin
 from runtimes import Buffer, canonical, get_runtime
 
 # Autograd and training mode are per thread (as in PyTorch): one thread's no_grad() or
@@ -46,8 +54,14 @@ class _TensorType(type):
     training = _switch(_TRAINING)
 
 
+<<<<<<< HEAD
 class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMixin, ReduceMixin,
              NNMixin, metaclass=_TensorType):
+=======
+class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin,
+             SortingMixin, RearrangeMixin, EinsumMixin, PaddingMixin, LossMixin, StatsMixin,
+             ResizeMixin, AttentionMixin, metaclass=_TensorType):
+>>>>>>> main
     """A lazily evaluated n-dimensional array with autograd."""
 
     def __init__(self, data: Any, device: str | None = None, dtype: Any = None,

@@ -14,6 +14,9 @@ import numpy as np
 
 from codegen.helpers import make_pair, prod
 from lazyten.index_check import check_index
+from lazyten.nn.functional import (avg_pool2d, binary_cross_entropy,  # re-exported
+                                   binary_cross_entropy_with_logits, cross_entropy,
+                                   max_pool2d, mse_loss)
 from lazyten.nn.container import ModuleList, Sequential
 from lazyten.nn.module import Module, Parameter
 from lazyten.nn.stateless import (AvgPool2d, CrossEntropyLoss, Flatten, GELU, Identity,
@@ -295,31 +298,3 @@ class Dropout(Module):
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
-
-
-# ---- functions (PyTorch's torch.nn.functional names) ----
-def max_pool2d(x: Tensor, kernel_size=(2, 2), stride=None, dilation=1, padding=0) -> Tensor:
-    return x.max_pool2d(kernel_size, stride, dilation, padding)
-
-
-def avg_pool2d(x: Tensor, kernel_size=(2, 2), stride=None, dilation=1, padding=0) -> Tensor:
-    return x.avg_pool2d(kernel_size, stride, dilation, padding)
-
-
-def cross_entropy(logits: Tensor, target: Tensor, label_smoothing: float = 0.0,
-                  reduction: str = "mean") -> Tensor:
-    return logits.cross_entropy(target, label_smoothing=label_smoothing, reduction=reduction)
-
-
-def binary_cross_entropy(probs: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    return probs.binary_crossentropy(target, reduction=reduction)
-
-
-def binary_cross_entropy_with_logits(logits: Tensor, target: Tensor,
-                                     reduction: str = "mean") -> Tensor:
-    return logits.binary_crossentropy_logits(target, reduction=reduction)
-
-
-def mse_loss(x: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    return x.mse(target, reduction=reduction)
-

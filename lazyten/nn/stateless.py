@@ -120,14 +120,14 @@ class MaxPool2d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1,
                  return_indices: bool = False, ceil_mode: bool = False):
         super().__init__()
-        _unsupported("MaxPool2d", return_indices=return_indices, ceil_mode=ceil_mode)
+        _unsupported("MaxPool2d", return_indices=return_indices)
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-        self.dilation = dilation
+        self.dilation, self.ceil_mode = dilation, ceil_mode
         _check_window(self.kernel_size, self.padding, "MaxPool2d")
 
     def forward(self, x: Tensor) -> Tensor:
         return x.max_pool2d(self.kernel_size, stride=self.stride, dilation=self.dilation,
-                            padding=self.padding)
+                            padding=self.padding, ceil_mode=self.ceil_mode)
 
     def extra_repr(self) -> str:
         stride = self.kernel_size if self.stride is None else self.stride
@@ -136,19 +136,21 @@ class MaxPool2d(Module):
 
 
 class AvgPool2d(Module):
-    """Mean over kernel_size windows of the last two dims; zero padding counts in the mean
-    (PyTorch's count_include_pad=True)."""
+    """Mean over kernel_size windows of the last two dims, with PyTorch's ceil_mode,
+    count_include_pad and divisor_override (Tensor.avg_pool2d)."""
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                  count_include_pad: bool = True, divisor_override: int | None = None):
         super().__init__()
-        _unsupported("AvgPool2d", ceil_mode=ceil_mode, count_include_pad=not count_include_pad,
-                     divisor_override=divisor_override is not None)
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+        self.divisor_override = divisor_override
         _check_window(self.kernel_size, self.padding, "AvgPool2d")
 
     def forward(self, x: Tensor) -> Tensor:
-        return x.avg_pool2d(self.kernel_size, stride=self.stride, padding=self.padding)
+        return x.avg_pool2d(self.kernel_size, stride=self.stride, padding=self.padding,
+                            ceil_mode=self.ceil_mode, count_include_pad=self.count_include_pad,
+                            divisor_override=self.divisor_override)
 
     def extra_repr(self) -> str:
         stride = self.kernel_size if self.stride is None else self.stride

@@ -112,10 +112,8 @@ def test_bad_settings_fail_at_construction():
         nn.MSELoss("avg")
     with pytest.raises(ValueError, match="label_smoothing must be in"):
         nn.CrossEntropyLoss(label_smoothing=1.5)
-    with pytest.raises(NotImplementedError, match=r"MaxPool2d\(ceil_mode=True\)"):
-        nn.MaxPool2d(2, ceil_mode=True)
-    with pytest.raises(NotImplementedError, match="count_include_pad"):
-        nn.AvgPool2d(2, count_include_pad=False)
+    with pytest.raises(NotImplementedError, match=r"MaxPool2d\(return_indices=True\)"):
+        nn.MaxPool2d(2, return_indices=True)
     with pytest.raises(ValueError, match="padding 2 must be between 0 and half"):
         nn.MaxPool2d(3, padding=2)
     with pytest.raises(TypeError):
@@ -127,3 +125,14 @@ def test_reprs():
     assert repr(nn.Softmax(dim=1)) == "Softmax(dim=1)"
     assert repr(nn.Flatten()) == "Flatten(start_dim=1, end_dim=-1)"
     assert repr(nn.ReLU()) == "ReLU()"
+
+
+def test_pool_modules_pass_pytorch_options_on():
+    x = Tensor(np.random.default_rng(9).standard_normal((1, 2, 5, 7)).astype(np.float32))
+    got = nn.AvgPool2d(3, 2, 1, ceil_mode=True, count_include_pad=False)(x)
+    np.testing.assert_array_equal(got.numpy(), x.avg_pool2d(3, 2, padding=1, ceil_mode=True,
+                                                            count_include_pad=False).numpy())
+    assert got.shape == (1, 2, 3, 4)
+    got = nn.MaxPool2d(2, ceil_mode=True)(x)
+    np.testing.assert_array_equal(got.numpy(), x.max_pool2d(2, ceil_mode=True).numpy())
+    assert got.shape == (1, 2, 3, 4)
