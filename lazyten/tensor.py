@@ -54,14 +54,9 @@ class _TensorType(type):
     training = _switch(_TRAINING)
 
 
-<<<<<<< HEAD
 class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMixin, ReduceMixin,
-             NNMixin, metaclass=_TensorType):
-=======
-class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin,
-             SortingMixin, RearrangeMixin, EinsumMixin, PaddingMixin, LossMixin, StatsMixin,
-             ResizeMixin, AttentionMixin, metaclass=_TensorType):
->>>>>>> main
+             NNMixin, SortingMixin, RearrangeMixin, EinsumMixin, PaddingMixin, LossMixin,
+             StatsMixin, ResizeMixin, AttentionMixin, metaclass=_TensorType):
     """A lazily evaluated n-dimensional array with autograd."""
 
     def __init__(self, data: Any, device: str | None = None, dtype: Any = None,
