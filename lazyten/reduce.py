@@ -185,3 +185,18 @@ class ReduceMixin:
         tri = cols <= rows  # (n, n): output i sums inputs j <= i
         out = tri.where(moved.unsqueeze(-2), 0).sum(-1)
         return out.transpose(axis, -1) if axis != self.ndim - 1 else out
+
+    # ---- logical reductions (bool results; `dim=` is PyTorch's name for `axis=`) ----
+    def any(self, axis=None, keepdim: bool = False, dim=None):
+        """Whether any element (along axis) is nonzero; False for an empty reduction."""
+        return (self != 0).sum(_axis_or_dim(axis, dim), keepdim) > 0
+
+    def all(self, axis=None, keepdim: bool = False, dim=None):
+        """Whether every element (along axis) is nonzero; True for an empty reduction."""
+        return (self == 0).sum(_axis_or_dim(axis, dim), keepdim) == 0
+
+
+def _axis_or_dim(axis, dim):
+    if axis is not None and dim is not None:
+        raise TypeError(f"give axis= or dim=, not both (got axis={axis}, dim={dim})")
+    return dim if axis is None else axis

@@ -20,6 +20,8 @@ from lazyten.attention import AttentionMixin
 from lazyten.creation import CreationMixin, _scalar_dtype, default_device, to_numpy_dtype
 from lazyten.einsum import EinsumMixin
 from lazyten.elementwise import ElementwiseMixin
+from lazyten.logic import LogicMixin
+from lazyten.mathfn import MathMixin
 from lazyten.movement import MovementMixin
 from lazyten.losses import LossMixin
 from lazyten.nnops import NNMixin
@@ -52,9 +54,9 @@ class _TensorType(type):
     training = _switch(_TRAINING)
 
 
-class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin,
-             SortingMixin, RearrangeMixin, EinsumMixin, PaddingMixin, LossMixin, StatsMixin,
-             ResizeMixin, AttentionMixin, metaclass=_TensorType):
+class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMixin, ReduceMixin,
+             NNMixin, SortingMixin, RearrangeMixin, EinsumMixin, PaddingMixin, LossMixin,
+             StatsMixin, ResizeMixin, AttentionMixin, metaclass=_TensorType):
     """A lazily evaluated n-dimensional array with autograd."""
 
     def __init__(self, data: Any, device: str | None = None, dtype: Any = None,

@@ -3,7 +3,6 @@ identity, pooling and losses. Each `forward` calls the Tensor method that does t
 the module only holds the settings (checked here, so a bad one fails at construction).
 """
 from __future__ import annotations
-import math
 
 from codegen.helpers import make_pair
 from lazyten.nn.module import Module
@@ -38,18 +37,9 @@ class ReLU(Module):
         return x.relu()
 
 
-def _erf(x: Tensor) -> Tensor:
-    """erf from exp and a rational polynomial (Abramowitz & Stegun 7.1.26, absolute error
-    under 1.5e-7), odd-extended with sign."""
-    t = 1 / (1 + 0.3275911 * x.abs())
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027
-                                                                          + t * 1.061405429))))
-    return x.sign() * (1 - poly * (-x.square()).exp())
-
-
 class GELU(Module):
-    """x * Phi(x): exact (approximate="none", PyTorch's default, through erf) or the tanh
-    approximation (approximate="tanh", Tensor.gelu)."""
+    """x * Phi(x): exact (approximate="none", PyTorch's default) or the tanh approximation
+    (approximate="tanh"); Tensor.gelu computes both."""
 
     def __init__(self, approximate: str = "none"):
         super().__init__()
@@ -58,9 +48,7 @@ class GELU(Module):
         self.approximate = approximate
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.approximate == "tanh":
-            return x.gelu()
-        return 0.5 * x * (1 + _erf(x * (1 / math.sqrt(2))))
+        return x.gelu(approximate=self.approximate)
 
     def extra_repr(self) -> str:
         return f"approximate={self.approximate!r}"

@@ -1,5 +1,5 @@
-"""Reductions over random axes (sum, max, min, mean, prod, argmax, argmin), matmul, and
-the sorting ops and scans (sort, argsort, topk, cummax, cummin) of exact values.
+"""Reductions over random axes (sum, max, min, mean, prod, argmax, argmin, any, all),
+matmul, and the sorting ops and scans (sort, argsort, topk, cummax, cummin) of exact values.
 
 Float sums are exact when every partial sum is representable (grid values); otherwise
 their error bound allows any summation order: n * u_acc * sum|x|, with float16 expected
@@ -125,6 +125,30 @@ def draw_reduce(g):
     return g.add(Step("reduce", src, ref, var))
 
 
+def draw_any_all(g):
+    """x.any(...) / x.all(...) of exact values (a value near 0 would have two answers),
+    with axis= or PyTorch's dim=: bool results, False / True over nothing."""
+    op = g.pick(["any", "all"])
+    x = g.var(lambda v: v.exact)
+    if x is None:
+        return None
+    axis_src, axes = _axis(g, x)
+    if axis_src.startswith("axis=") and g.chance(50):
+        axis_src = "dim=" + axis_src[len("axis="):]
+    keepdim = g.chance(40)
+    shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape)) if keepdim else \
+        tuple(s for i, s in enumerate(x.shape) if i not in axes)
+    args = ", ".join(a for a in (axis_src, "keepdim=True" if keepdim else "") if a)
+    var = g.new(shape, "bool", 0, 1, [x], grid=0)
+    np_axis = None if axis_src == "" else axes
+
+    def ref(interp: Interp, name=x.name) -> Ref:
+        fn = np.any if op == "any" else np.all
+        return Ref(np.asarray(fn(interp.env[name].val, axis=np_axis, keepdims=keepdim))
+                   .reshape(shape))
+    return g.add(Step("reduce", f"{x.name}.{op}({args})", ref, var))
+
+
 def draw_matmul(g):
     """x @ y with 1-d or batched operands (batch dims broadcast)."""
     x = g.var(lambda v: v.ndim >= 1 and v.dtype != "bool" and v.shape[-1] <= 7)
@@ -246,6 +270,7 @@ def draw_sort(g):
 
 OPS = [
     ("reduce", "reduce", draw_reduce, True),
+    ("any_all", "reduce", draw_any_all, False),
     ("matmul", "matmul", draw_matmul, True),
     ("sort", "reduce", draw_sort, False),
 ]
