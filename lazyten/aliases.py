@@ -42,7 +42,7 @@ def keywords(**aliases: str) -> Callable:
                         args = (value,)
                     elif name in kwargs:
                         raise TypeError(f"{fn.__name__}() got both {name}= and {alias}= "
-                                        f"(two names for one argument): pass one")
+                                        f"(two names for one argument): pass one, not both")
                     else:
                         kwargs[name] = value
                 unknown = [k for k in kwargs if k not in params or

@@ -5,6 +5,7 @@ Generator on the host, seeded by `manual_seed`, and are copied in. Mixed into Te
 """
 from __future__ import annotations
 import math
+import numbers
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -192,3 +193,63 @@ class CreationMixin:
     def normal_like(self, **kw) -> Tensor:
         kw.setdefault("dtype", self.dtype if self.dtype.is_float else None)
         return self._like(type(self).normal, self.shape, **kw)
+
+    @classmethod
+    def linspace(cls, start, end, steps: int, dtype=None, device=None,
+                 requires_grad=None) -> Tensor:
+        """`steps` evenly spaced values from start to end, both exact: as PyTorch, the first
+        half is start + i * step and the second end - (steps - 1 - i) * step (one step
+        gives start), in the dtype's own arithmetic (float64 for integer dtypes, which
+        truncate). Built on the host like arange."""
+        if isinstance(steps, bool) or not hasattr(steps, "__index__"):
+            raise TypeError(f"linspace: steps must be an int, got {steps!r}")
+        steps = int(steps)
+        if steps < 0:
+            raise ValueError(f"linspace: steps must be non-negative, got {steps}")
+        for name, value in (("start", start), ("end", end)):
+            if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
+                raise TypeError(f"linspace: {name} must be a number, got {value!r}")
+        dtype = as_dtype(dtype or dtypes.default_float)
+        if dtype.is_float:
+            math_type = to_numpy_dtype(dtype).type
+        else:  # PyTorch converts start and end to the dtype first, then steps in double
+            math_type, start, end = np.float64, int(start), int(end)
+        first, last = math_type(start), math_type(end)
+        index = np.arange(steps)
+        step = (last - first) / math_type(max(steps - 1, 1))
+        with np.errstate(over="ignore", invalid="ignore"):
+            forward = first + step * index.astype(math_type)
+            backward = last - step * (steps - 1 - index).astype(math_type)
+        data = np.where(index < steps // 2, forward, backward).astype(math_type)
+        data[:1] = first  # one step is start (PyTorch fills it), not end
+        return cls(data.astype(to_numpy_dtype(dtype)), device=device, dtype=dtype,
+                   requires_grad=requires_grad)
+
+    def meshgrid(self, *tensors, indexing: str = "ij") -> tuple:
+        """Coordinate grids of 0-d or 1-d tensors as expanded views (no copies); 'ij'
+        (PyTorch's default) gives shape (n0, n1, ...), 'xy' swaps the first two dims.
+        `Tensor.meshgrid(a, b)`, `Tensor.meshgrid([a, b])` and `a.meshgrid(b)` agree."""
+        tensors = argfix(self, *tensors)
+        if indexing not in ("ij", "xy"):
+            raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+        if not tensors:
+            raise ValueError("meshgrid needs at least one tensor")
+        for t in tensors:
+            if not isinstance(t, CreationMixin):
+                raise TypeError(f"meshgrid takes tensors, got {type(t).__name__}")
+            if t.ndim > 1:
+                raise ValueError(f"meshgrid: tensors must be 0-d or 1-d, got shapes "
+                                 f"{[u.shape for u in tensors]}")
+        if len({(t.dtype, t.device) for t in tensors}) != 1:
+            raise TypeError(f"meshgrid: tensors must share a dtype and device, got "
+                            f"{[(t.dtype.name, t.device) for t in tensors]}")
+        order = list(range(len(tensors)))
+        if indexing == "xy" and len(tensors) > 1:
+            order[0], order[1] = 1, 0
+        shape = tuple(tensors[k].numel() for k in order)
+        grids = []
+        for k, t in enumerate(tensors):
+            view = [1] * len(tensors)
+            view[order.index(k)] = t.numel()
+            grids.append(t.reshape(view).expand(shape))
+        return tuple(grids)

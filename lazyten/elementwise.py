@@ -246,9 +246,6 @@ class ElementwiseMixin:
     def le(self, o): return self <= o
     def ge(self, o): return self >= o
 
-    def isnan(self): return self != self
-    def isinf(self): return (self == float("inf")) | (self == float("-inf"))
-
     def where(self, x, y):
         """cond.where(x, y): x where cond is true, else y (broadcast)."""
         cond, tensor_type = self.cast(dtypes.bool), type(self)
@@ -369,7 +366,15 @@ class ElementwiseMixin:
         bx = self * beta
         return (bx.maximum(0) + (1 + (-bx.abs()).exp()).log()) / beta
     def softsign(self): return self / (1 + self.abs())
-    def gelu(self): return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self ** 3)).tanh())
+    def gelu(self, approximate: str = "none"):
+        """x * Phi(x), Phi the normal CDF (as 0.5 * erfc(-x / sqrt 2): no cancellation for
+        x << 0), or PyTorch's tanh approximation with approximate="tanh"."""
+        if approximate == "tanh":
+            inner = math.sqrt(2 / math.pi) * (self + 0.044715 * self ** 3)
+            return 0.5 * self * (1 + inner.tanh())
+        if approximate != "none":
+            raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+        return self._opmath(lambda x: 0.5 * x * (x * -math.sqrt(0.5)).erfc())
     def quick_gelu(self): return self * (self * 1.702).sigmoid()
     def mish(self): return self * self.softplus().tanh()
     def swish(self): return self * self.sigmoid()

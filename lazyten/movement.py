@@ -15,6 +15,7 @@ from lazyten.aliases import POSITIONAL, joined, keywords
 from lazyten.elementwise import broadcast_shape
 from lazyten.index_check import check_index
 from lazyten.inplace import _is_mask
+from lazyten.padding import pad_modes
 
 
 def _as_int(value, what: str) -> int:
@@ -97,9 +98,10 @@ class MovementMixin:
             return self._same()
         return self.apply(F.Shrink, arg=arg)
 
-    def pad(self, padding, value: float = 0.0):
+    def pad(self, padding, value: float = 0.0, mode: str = "constant"):
         """Pad with `value`: per-axis ((before, after), ...) or PyTorch's flat form
-        (last_before, last_after, second_last_before, ...). Negative pads crop."""
+        (last_before, last_after, second_last_before, ...). Negative pads crop. `mode`:
+        'constant', 'reflect', 'replicate' or 'circular' (padding.py)."""
         if padding and all(isinstance(p, int) for p in padding):
             if len(padding) % 2 or len(padding) // 2 > self.ndim:
                 raise ValueError(f"flat padding {padding} does not fit shape {self.shape}")
@@ -115,6 +117,10 @@ class MovementMixin:
             raise ValueError(f"padding {padding} crops more than shape {self.shape} has")
         x = self.shrink(crop)
         grow = tuple((max(b, 0), max(a, 0)) for b, a in pairs)
+        if mode != "constant":
+            if value != 0:
+                raise ValueError(f"padding mode {mode!r} takes no value, got {value}")
+            return pad_modes(x, list(grow), mode)
         if all(g == (0, 0) for g in grow):
             return x
         out = x.apply(F.Pad, arg=grow)

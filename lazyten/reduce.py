@@ -273,3 +273,14 @@ class ReduceMixin:
         tri = cols <= rows  # (n, n): output i sums inputs j <= i
         out = tri.where(moved.unsqueeze(-2), 0).sum(-1)
         return out.transpose(axis, -1) if axis != self.ndim - 1 else out
+
+    # ---- logical reductions (bool results) ----
+    @keywords(dim="axis")
+    def any(self, axis=None, keepdim: bool = False):
+        """Whether any element (along axis) is nonzero; False for an empty reduction."""
+        return (self != 0).sum(axis, keepdim) > 0
+
+    @keywords(dim="axis")
+    def all(self, axis=None, keepdim: bool = False):
+        """Whether every element (along axis) is nonzero; True for an empty reduction."""
+        return (self == 0).sum(axis, keepdim) == 0

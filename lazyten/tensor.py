@@ -14,14 +14,24 @@ from codegen.helpers import prod
 from codegen.ops import BinaryOps, LoadOps
 from lazyten import function as F
 from lazyten.lazy import LazyBuffer
+from lazyten.attention import AttentionMixin
 from lazyten.creation import CreationMixin, _scalar_dtype, default_device, to_numpy_dtype
+from lazyten.einsum import EinsumMixin
 from lazyten.elementwise import ElementwiseMixin
 from lazyten.inplace import InPlaceMixin
 from lazyten.interop import InteropMixin
+from lazyten.logic import LogicMixin
+from lazyten.mathfn import MathMixin
 from lazyten.movement import MovementMixin
+from lazyten.losses import LossMixin
 from lazyten.nnops import NNMixin
+from lazyten.padding import PaddingMixin
 from lazyten.realize import Capture, realize
+from lazyten.rearrange import RearrangeMixin
 from lazyten.reduce import ReduceMixin
+from lazyten.resize import ResizeMixin
+from lazyten.sorting import SortingMixin
+from lazyten.stats import StatsMixin
 from lazyten.switches import _NO_GRAD, _TRAINING, no_grad, switch, training_mode  # noqa: F401
 from runtimes import Buffer, canonical, get_runtime
 
@@ -32,8 +42,10 @@ class _TensorType(type):
     training = switch(_TRAINING)
 
 
-class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin,
-             InPlaceMixin, InteropMixin, metaclass=_TensorType):
+class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMixin, ReduceMixin,
+             NNMixin, SortingMixin, RearrangeMixin, EinsumMixin, PaddingMixin, LossMixin,
+             StatsMixin, ResizeMixin, AttentionMixin, InPlaceMixin, InteropMixin,
+             metaclass=_TensorType):
     """A lazily evaluated n-dimensional array with autograd."""
     _version = 0  # bumped by each in-place update that changes the graph (inplace.py)
     _previous: Tensor | None = None  # the value and graph before that update
@@ -111,7 +123,8 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
 
     def numpy(self) -> np.ndarray:
         """Realize and copy to a numpy array."""
-        if self.numel() == 0:
+        if self.numel() == 0:  # no data, but its index checks still run
+            realize([self.lazydata])
             return np.zeros(self.shape, dtype=to_numpy_dtype(self.dtype))
         lazy = self.lazydata.contiguous()
         realize([lazy])

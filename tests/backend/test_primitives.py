@@ -140,6 +140,21 @@ def test_binary(device, op, dtype):
     check(one_kernel(device, lambda x, y: x.e(op, y), a, b), want)
 
 
+@pytest.mark.parametrize("op", [BinaryOps.SHL, BinaryOps.SHR], ids=lambda x: x.name)
+@pytest.mark.parametrize("dtype", [dtypes.int8, dtypes.uint8, dtypes.int32, dtypes.int64],
+                         ids=lambda x: x.name)
+def test_shift(device, op, dtype):
+    """Counts in [0, bits): SHL wraps (narrow types too: C widens them to int), SHR is
+    arithmetic for signed dtypes (negative values keep their sign), logical for unsigned."""
+    bits = 8 * np.dtype(NP[dtype]).itemsize
+    info = np.iinfo(NP[dtype])
+    a = data(dtype, seed=1, low=info.min, high=info.max)
+    b = data(dtype, seed=2, low=0, high=bits - 1)
+    a[:3], b[:3] = [info.min, info.max, -1 if info.min else 255], [bits - 1, 1, 3]
+    want = (np.left_shift if op is BinaryOps.SHL else np.right_shift)(a, b)
+    check(one_kernel(device, lambda x, y: x.e(op, y), a, b), want.astype(a.dtype))
+
+
 @pytest.mark.parametrize("dtype", [dtypes.bool, dtypes.int8, dtypes.float16], ids=str)
 def test_where(device, dtype):
     c, a, b = data(dtypes.bool), data(dtype, seed=1), data(dtype, seed=2)

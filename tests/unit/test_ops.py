@@ -256,6 +256,10 @@ def test_numpy_integers_work_as_sizes_axes_and_indices():
 # ======================================================================================
 # elementwise: unary
 # ======================================================================================
+def _np_gelu(x):
+    return 0.5 * x * np.vectorize(math.erfc, otypes=[float])(-x / math.sqrt(2))
+
+
 def _np_gelu_tanh(x):
     return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
 
@@ -295,7 +299,8 @@ UNARY = {
     "softplus": (lambda t: t.softplus(), _np_softplus, None, 1e-5),
     "softplus_beta": (lambda t: t.softplus(2.0), lambda x: _np_softplus(x, 2.0), None, 1e-5),
     "softsign": (lambda t: t.softsign(), lambda x: x / (1 + np.abs(x)), None, 0),
-    "gelu": (lambda t: t.gelu(), _np_gelu_tanh, None, 1e-5),
+    "gelu": (lambda t: t.gelu(), _np_gelu, None, 1e-5),
+    "gelu_tanh": (lambda t: t.gelu(approximate="tanh"), _np_gelu_tanh, None, 1e-5),
     "quick_gelu": (lambda t: t.quick_gelu(), lambda x: x * _sigmoid(1.702 * x), None, 1e-5),
     "mish": (lambda t: t.mish(), lambda x: x * np.tanh(_np_softplus(x)), None, 1e-5),
     "swish": (lambda t: t.swish(), lambda x: x * _sigmoid(x), None, 1e-5),
