@@ -96,8 +96,7 @@ class CreationMixin:
         rows = cls.arange(n, device=device).reshape(n, 1)
         cols = cls.arange(m, device=device).reshape(1, m)
         out = (rows == cols).cast(dtype or dtypes.default_float)
-        out.requires_grad = requires_grad
-        return out
+        return cls(out.lazydata, device=out.device, requires_grad=requires_grad)
 
     @classmethod
     def manual_seed(cls, seed: int = 0) -> None:
@@ -129,9 +128,33 @@ class CreationMixin:
                               requires_grad)
 
     @classmethod
-    def randint(cls, *shape, low=0, high=10, dtype=None, device=None) -> Tensor:
-        return cls._random(shape, lambda r, s: r.integers(low, high, s),
-                              dtype or dtypes.int32, device, None)
+    def randint(cls, *args, size=None, low=None, high=None, dtype=None, device=None,
+                requires_grad=None) -> Tensor:
+        """Random integers in [low, high): PyTorch's randint(high, size) and
+        randint(low, high, size) (int64), or tinygrad's randint(*shape, low=0, high=10)
+        (int32)."""
+        torch_style = size is not None or (args and isinstance(args[-1], (tuple, list)))
+        if torch_style:
+            if size is None:
+                *args, size = args
+            if len(args) > 2 or (args and (low is not None or high is not None) and
+                                 len(args) + (low is not None) + (high is not None) > 2):
+                raise TypeError(f"randint takes (high, size) or (low, high, size), got {args}")
+            if len(args) == 2:
+                low, high = args
+            elif len(args) == 1:
+                low, high = (low if low is not None else 0), args[0]
+            if high is None:
+                raise TypeError("randint(low, high, size): high is missing")
+            shape, dtype = tuple(size), dtype or dtypes.int64
+        else:
+            shape, dtype = args, dtype or dtypes.int32
+            low, high = (0 if low is None else low), (10 if high is None else high)
+        low = 0 if low is None else low
+        if not high > low:
+            raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
+        return cls._random(shape, lambda r, s: r.integers(low, high, s), dtype, device,
+                           requires_grad)
 
     @classmethod
     def kaiming_uniform(cls, *shape, a: float = 0.01, **kwargs) -> Tensor:

@@ -188,10 +188,11 @@ class ElementwiseMixin:
     def __rmatmul__(self, o): return self._to_tensor(o, self.dtype).matmul(self)
     def __neg__(self): return self.neg()
     def __abs__(self): return self.abs()
-    def __iadd__(self, o): return self.assign(self + o)
-    def __isub__(self, o): return self.assign(self - o)
-    def __imul__(self, o): return self.assign(self * o)
-    def __itruediv__(self, o): return self.assign(self / o)
+    # in place, as add_ and friends (inplace.py): PyTorch's rules for leaves and dtypes
+    def __iadd__(self, o): return self.add_(o)
+    def __isub__(self, o): return self.sub_(o)
+    def __imul__(self, o): return self.mul_(o)
+    def __itruediv__(self, o): return self.div_(o)
 
     # ---- comparisons and logic (results are bool; no gradient) ----
     def __lt__(self, o): return self._compare(F.Less, o, False)

@@ -246,7 +246,7 @@ def test_vector_casts(device, src, dst):
     """max over axis 0 keeps the dtype and runs on 16-lane vectors on the CPU; the cast
     after it is a vector cast (float -> int8/16/32 and uint8 failed to compile there)."""
     x = _values(NP[src], NP[dst])
-    out = Tensor(x, device=device).max(0).cast(dst)
+    out = Tensor(x, device=device).max(axis=0).cast(dst)
     if device == "CPU":
         (item,) = [i for i in create_schedule([out.lazydata]) if i.ast is not None]
         kernel = Linearizer(item.ast, LLVMRenderer.kernel_options).linearize()
@@ -260,7 +260,7 @@ def test_vector_casts(device, src, dst):
     want = x.max(0).astype(NP[dst])
     assert got.dtype == want.dtype and np.array_equal(got, want), \
         f"{src.name} -> {dst.name}: {got[:6]} != {want[:6]}"
-    got = Tensor(x, device=device).cast(dst).max(0).numpy()  # the cast inside the reduce
+    got = Tensor(x, device=device).cast(dst).max(axis=0).numpy()  # the cast inside the reduce
     want = x.astype(NP[dst]).max(0)
     assert got.dtype == want.dtype and np.array_equal(got, want), \
         f"{src.name} -> {dst.name} before max: {got[:6]} != {want[:6]}"

@@ -77,6 +77,10 @@ def draw_reduce(g):
     keep_src = ", keepdim=True" if keepdim else ""
     args = ", ".join(a for a in (axis_src, keep_src.lstrip(", ")) if a)
     src = f"{x.name}.{op}({args})"
+    if op in ("max", "min") and axis_src and not axis_src.startswith("axis="):
+        # PyTorch's max(dim) gives (values, indices); its gradient picks one of tied
+        # elements where amax shares it, so gradient programs keep to axis=
+        src = f"{x.name}.{op}(axis={args})" if g.grad else f"{src}.values"
     var = g.new(shape, dtype, lo, hi, [x], grid=grid)
     var = var.but(exact=var.exact and exact)
     np_axis = None if axis_src == "" else axes

@@ -678,8 +678,8 @@ def _np_axis(axis, ndim):
 
 REDUCE = {
     "sum": (lambda t, a, k: t.sum(a, keepdim=k), lambda x, a, k: np.sum(x, axis=a, keepdims=k)),
-    "max": (lambda t, a, k: t.max(a, keepdim=k), lambda x, a, k: np.max(x, axis=a, keepdims=k)),
-    "min": (lambda t, a, k: t.min(a, keepdim=k), lambda x, a, k: np.min(x, axis=a, keepdims=k)),
+    "max": (lambda t, a, k: t.max(axis=a, keepdim=k), lambda x, a, k: np.max(x, axis=a, keepdims=k)),
+    "min": (lambda t, a, k: t.min(axis=a, keepdim=k), lambda x, a, k: np.min(x, axis=a, keepdims=k)),
     "mean": (lambda t, a, k: t.mean(a, keepdim=k), lambda x, a, k: np.mean(x, axis=a, keepdims=k)),
     "var": (lambda t, a, k: t.var(a, keepdim=k),
             lambda x, a, k: np.var(x, axis=a, keepdims=k, ddof=1)),
@@ -761,7 +761,7 @@ def test_empty_reductions():
     assert_tensor(z.sum(), np.float32(0))
     assert_tensor(z.prod(0), np.ones(3, np.float32))
     assert_tensor(z.sum(1), np.zeros(0, np.float32))
-    assert_tensor(z.max(1), np.zeros(0, np.float32))
+    assert_tensor(z.max(axis=1), np.zeros(0, np.float32))
     with np.errstate(all="ignore"):
         assert_tensor(z.mean(0), np.full(3, np.nan, np.float32))
 
