@@ -35,7 +35,9 @@ class UnaryOps(_Op):
 class BinaryOps(_Op):
     """AST. Two inputs of one dtype. CMPLT and CMPNE yield bool.
     FDIV is float division, correctly rounded as IEEE 754 says (never a * (1/b)).
-    IDIV and MOD truncate toward zero, as C does (the Tensor layer builds floor division)."""
+    IDIV and MOD truncate toward zero, as C does (the Tensor layer builds floor division).
+    SHL and SHR shift integers by a count in [0, bits) (the Tensor layer handles others):
+    SHL wraps, SHR is arithmetic for signed dtypes and logical for unsigned ones."""
     ADD = auto()
     MUL = auto()
     FDIV = auto()
@@ -47,6 +49,8 @@ class BinaryOps(_Op):
     AND = auto()
     OR = auto()
     XOR = auto()
+    SHL = auto()
+    SHR = auto()
 
 
 class TernaryOps(_Op):
@@ -85,6 +89,7 @@ Op = UnaryOps | BinaryOps | TernaryOps | ReduceOps | BufferOps | LoadOps
 # ops where f(0, ..., 0) == 0: a padded (masked) region stays zero through them
 ZERO_PRESERVING = {BinaryOps.ADD, BinaryOps.MUL, BinaryOps.MAX, BinaryOps.CMPLT,
                    BinaryOps.CMPNE, BinaryOps.AND, BinaryOps.OR, BinaryOps.XOR,
+                   BinaryOps.SHL, BinaryOps.SHR,
                    UnaryOps.NEG, UnaryOps.SQRT, UnaryOps.SIN, UnaryOps.CAST,
                    TernaryOps.WHERE, TernaryOps.MULACC}
 

@@ -16,22 +16,24 @@ import numpy as np
 import lazyten
 from lazyten import Tensor, nn, optim
 from lazyten.datasets import mnist
-from lazyten.nn.state import get_parameters
 from lazyten.progress import Progress
 
 
-class LeNet5:
-    """conv(1->6,5)-relu-pool-conv(6->16,5)-relu-pool-fc(256->120)-relu-fc(120->84)-relu-fc(84->10)."""
+class LeNet5(nn.Module):
+    """conv(1->6,5)-relu-pool-conv(6->16,5)-relu-pool-fc(256->120)-relu-fc(120->84)-relu-fc(84->10).
+
+    State dict keys are PyTorch's for the same module: conv1.weight, conv1.bias, ... fc3.bias."""
 
     def __init__(self):
-        self.c1, self.c2 = nn.Conv2d(1, 6, 5), nn.Conv2d(6, 16, 5)
-        self.l1, self.l2, self.l3 = nn.Linear(256, 120), nn.Linear(120, 84), nn.Linear(84, 10)
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(1, 6, 5), nn.Conv2d(6, 16, 5)
+        self.fc1, self.fc2, self.fc3 = nn.Linear(256, 120), nn.Linear(120, 84), nn.Linear(84, 10)
 
-    def __call__(self, x: Tensor) -> Tensor:
-        x = self.c1(x).relu().max_pool2d(2)
-        x = self.c2(x).relu().max_pool2d(2)
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.conv1(x).relu().max_pool2d(2)
+        x = self.conv2(x).relu().max_pool2d(2)
         x = x.flatten(1)
-        return self.l3(self.l2(self.l1(x).relu()).relu())
+        return self.fc3(self.fc2(self.fc1(x).relu()).relu())
 
 
 def normalise(images: np.ndarray) -> np.ndarray:
@@ -41,6 +43,7 @@ def normalise(images: np.ndarray) -> np.ndarray:
 def evaluate(model: LeNet5, images: np.ndarray, labels: np.ndarray, device: str,
              batch: int = 1000) -> float:
     correct = 0
+    model.eval()
     with lazyten.no_grad():
         for i in range(0, len(images), batch):
             logits = model(Tensor(normalise(images[i:i + batch]), device=device))
@@ -67,19 +70,15 @@ def main() -> None:
     print(f"data: {source}; {len(x_train)} train / {len(x_test)} test images; device {device}")
     Tensor.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
-    model = LeNet5()
-    params = get_parameters(model)
-    for p in params:
-        p.replace(p.to(device).realize())
-    opt = optim.Adam(params, lr=args.lr)
+    model = LeNet5().to(device)  # move first, then make the optimiser (as in PyTorch)
+    opt = optim.Adam(list(model.parameters()), lr=args.lr)
 
     @lazyten.jit
     def train_step(x: Tensor, y: Tensor) -> Tensor:
-        with Tensor.train():
-            opt.zero_grad()
-            loss = model(x).sparse_categorical_crossentropy(y)
-            loss.backward()
-            opt.step()
+        opt.zero_grad()
+        loss = model(x).sparse_categorical_crossentropy(y)
+        loss.backward()
+        opt.step()
         return loss.realize()
 
     steps_per_epoch = len(x_train) // args.batch_size
@@ -87,6 +86,7 @@ def main() -> None:
         steps_per_epoch = min(steps_per_epoch, args.steps)
     for epoch in range(1, args.epochs + 1):
         order = rng.permutation(len(x_train))
+        model.train()
         bar = Progress(steps_per_epoch, desc=f"epoch {epoch}/{args.epochs}")
         start = time.perf_counter()
         for step in bar:

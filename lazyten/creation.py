@@ -5,6 +5,7 @@ Generator on the host, seeded by `manual_seed`, and are copied in. Mixed into Te
 """
 from __future__ import annotations
 import math
+import numbers
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -133,8 +134,7 @@ class CreationMixin:
         rows = cls.arange(n, device=device).reshape(n, 1)
         cols = cls.arange(m, device=device).reshape(1, m)
         out = (rows == cols).cast(dtype or dtypes.default_float)
-        out.requires_grad = requires_grad
-        return out
+        return cls(out.lazydata, device=out.device, requires_grad=requires_grad)
 
     @classmethod
     def manual_seed(cls, seed: int = 0) -> None:
@@ -166,9 +166,33 @@ class CreationMixin:
                               requires_grad)
 
     @classmethod
-    def randint(cls, *shape, low=0, high=10, dtype=None, device=None) -> Tensor:
-        return cls._random(shape, lambda r, s: r.integers(low, high, s),
-                              dtype or dtypes.int32, device, None)
+    def randint(cls, *args, size=None, low=None, high=None, dtype=None, device=None,
+                requires_grad=None) -> Tensor:
+        """Random integers in [low, high): PyTorch's randint(high, size) and
+        randint(low, high, size) (int64), or tinygrad's randint(*shape, low=0, high=10)
+        (int32)."""
+        torch_style = size is not None or (args and isinstance(args[-1], (tuple, list)))
+        if torch_style:
+            if size is None:
+                *args, size = args
+            if len(args) > 2 or (args and (low is not None or high is not None) and
+                                 len(args) + (low is not None) + (high is not None) > 2):
+                raise TypeError(f"randint takes (high, size) or (low, high, size), got {args}")
+            if len(args) == 2:
+                low, high = args
+            elif len(args) == 1:
+                low, high = (low if low is not None else 0), args[0]
+            if high is None:
+                raise TypeError("randint(low, high, size): high is missing")
+            shape, dtype = tuple(size), dtype or dtypes.int64
+        else:
+            shape, dtype = args, dtype or dtypes.int32
+            low, high = (0 if low is None else low), (10 if high is None else high)
+        low = 0 if low is None else low
+        if not high > low:
+            raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
+        return cls._random(shape, lambda r, s: r.integers(low, high, s), dtype, device,
+                           requires_grad)
 
     @classmethod
     def kaiming_uniform(cls, *shape, a: float = 0.01, **kwargs) -> Tensor:
@@ -207,3 +231,63 @@ class CreationMixin:
     def normal_like(self, **kw) -> Tensor:
         kw.setdefault("dtype", self.dtype if self.dtype.is_float else None)
         return self._like(type(self).normal, self.shape, **kw)
+
+    @classmethod
+    def linspace(cls, start, end, steps: int, dtype=None, device=None,
+                 requires_grad=None) -> Tensor:
+        """`steps` evenly spaced values from start to end, both exact: as PyTorch, the first
+        half is start + i * step and the second end - (steps - 1 - i) * step (one step
+        gives start), in the dtype's own arithmetic (float64 for integer dtypes, which
+        truncate). Built on the host like arange."""
+        if isinstance(steps, bool) or not hasattr(steps, "__index__"):
+            raise TypeError(f"linspace: steps must be an int, got {steps!r}")
+        steps = int(steps)
+        if steps < 0:
+            raise ValueError(f"linspace: steps must be non-negative, got {steps}")
+        for name, value in (("start", start), ("end", end)):
+            if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
+                raise TypeError(f"linspace: {name} must be a number, got {value!r}")
+        dtype = as_dtype(dtype or dtypes.default_float)
+        if dtype.is_float:
+            math_type = to_numpy_dtype(dtype).type
+        else:  # PyTorch converts start and end to the dtype first, then steps in double
+            math_type, start, end = np.float64, int(start), int(end)
+        first, last = math_type(start), math_type(end)
+        index = np.arange(steps)
+        step = (last - first) / math_type(max(steps - 1, 1))
+        with np.errstate(over="ignore", invalid="ignore"):
+            forward = first + step * index.astype(math_type)
+            backward = last - step * (steps - 1 - index).astype(math_type)
+        data = np.where(index < steps // 2, forward, backward).astype(math_type)
+        data[:1] = first  # one step is start (PyTorch fills it), not end
+        return cls(data.astype(to_numpy_dtype(dtype)), device=device, dtype=dtype,
+                   requires_grad=requires_grad)
+
+    def meshgrid(self, *tensors, indexing: str = "ij") -> tuple:
+        """Coordinate grids of 0-d or 1-d tensors as expanded views (no copies); 'ij'
+        (PyTorch's default) gives shape (n0, n1, ...), 'xy' swaps the first two dims.
+        `Tensor.meshgrid(a, b)`, `Tensor.meshgrid([a, b])` and `a.meshgrid(b)` agree."""
+        tensors = argfix(self, *tensors)
+        if indexing not in ("ij", "xy"):
+            raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+        if not tensors:
+            raise ValueError("meshgrid needs at least one tensor")
+        for t in tensors:
+            if not isinstance(t, CreationMixin):
+                raise TypeError(f"meshgrid takes tensors, got {type(t).__name__}")
+            if t.ndim > 1:
+                raise ValueError(f"meshgrid: tensors must be 0-d or 1-d, got shapes "
+                                 f"{[u.shape for u in tensors]}")
+        if len({(t.dtype, t.device) for t in tensors}) != 1:
+            raise TypeError(f"meshgrid: tensors must share a dtype and device, got "
+                            f"{[(t.dtype.name, t.device) for t in tensors]}")
+        order = list(range(len(tensors)))
+        if indexing == "xy" and len(tensors) > 1:
+            order[0], order[1] = 1, 0
+        shape = tuple(tensors[k].numel() for k in order)
+        grids = []
+        for k, t in enumerate(tensors):
+            view = [1] * len(tensors)
+            view[order.index(k)] = t.numel()
+            grids.append(t.reshape(view).expand(shape))
+        return tuple(grids)

@@ -188,10 +188,11 @@ class ElementwiseMixin:
     def __rmatmul__(self, o): return self._to_tensor(o, self.dtype).matmul(self)
     def __neg__(self): return self.neg()
     def __abs__(self): return self.abs()
-    def __iadd__(self, o): return self.assign(self + o)
-    def __isub__(self, o): return self.assign(self - o)
-    def __imul__(self, o): return self.assign(self * o)
-    def __itruediv__(self, o): return self.assign(self / o)
+    # in place, as add_ and friends (inplace.py): PyTorch's rules for leaves and dtypes
+    def __iadd__(self, o): return self.add_(o)
+    def __isub__(self, o): return self.sub_(o)
+    def __imul__(self, o): return self.mul_(o)
+    def __itruediv__(self, o): return self.div_(o)
 
     # ---- comparisons and logic (results are bool; no gradient) ----
     def __lt__(self, o): return self._compare(F.Less, o, False)
@@ -244,9 +245,6 @@ class ElementwiseMixin:
     def gt(self, o): return self > o
     def le(self, o): return self <= o
     def ge(self, o): return self >= o
-
-    def isnan(self): return self != self
-    def isinf(self): return (self == float("inf")) | (self == float("-inf"))
 
     def where(self, x, y):
         """cond.where(x, y): x where cond is true, else y (broadcast)."""
@@ -369,7 +367,15 @@ class ElementwiseMixin:
         bx = self * beta
         return (bx.maximum(0) + (1 + (-bx.abs()).exp()).log()) / beta
     def softsign(self): return self / (1 + self.abs())
-    def gelu(self): return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self ** 3)).tanh())
+    def gelu(self, approximate: str = "none"):
+        """x * Phi(x), Phi the normal CDF (as 0.5 * erfc(-x / sqrt 2): no cancellation for
+        x << 0), or PyTorch's tanh approximation with approximate="tanh"."""
+        if approximate == "tanh":
+            inner = math.sqrt(2 / math.pi) * (self + 0.044715 * self ** 3)
+            return 0.5 * self * (1 + inner.tanh())
+        if approximate != "none":
+            raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+        return self._opmath(lambda x: 0.5 * x * (x * -math.sqrt(0.5)).erfc())
     def quick_gelu(self): return self * (self * 1.702).sigmoid()
     def mish(self): return self * self.softplus().tanh()
     def swish(self): return self * self.sigmoid()

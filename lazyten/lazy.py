@@ -98,6 +98,19 @@ class LazyBuffer:
             dtype = self.dtype
         return LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), dtype, op, all_srcs, arg)
 
+    def pending_checks(self) -> tuple[LazyBuffer, ...]:
+        """The unrealized index checks (index_check.py) anywhere in this buffer's graph:
+        what a value folded to a constant must still run."""
+        found, seen, stack = [], set(), [self.base]
+        while stack:
+            base = stack.pop()
+            if id(base) in seen or base.realized is not None:
+                continue
+            seen.add(id(base))
+            found.extend(flag for flag in base.checks if flag.realized is None)
+            stack.extend(src.base for src in base.srcs)
+        return tuple(found)
+
     def cast(self, dtype: DType) -> LazyBuffer:
         return self if dtype == self.dtype else self.e(UnaryOps.CAST, arg=(dtype, False))
 
@@ -112,7 +125,9 @@ class LazyBuffer:
             return self
         if 0 in self.shape:
             identity = 0 if op is ReduceOps.SUM else dtypes.min(self.dtype)
-            return LazyBuffer.const_like(identity, new_shape, self.dtype, self.device)
+            out = LazyBuffer.const_like(identity, new_shape, self.dtype, self.device)
+            out.base.checks = self.pending_checks()  # an empty input's bad index still raises
+            return out
         axis = tuple(sorted(axis))
         split = self._split_reduce(op, axis, new_shape)
         if split is not None:

@@ -11,8 +11,11 @@ import operator
 from codegen.dtypes import dtypes
 from codegen.helpers import argfix, prod
 from lazyten import function as F
+from lazyten.aliases import POSITIONAL, joined, keywords
 from lazyten.elementwise import broadcast_shape
 from lazyten.index_check import check_index
+from lazyten.inplace import _is_mask
+from lazyten.padding import pad_modes
 
 
 def _as_int(value, what: str) -> int:
@@ -33,6 +36,7 @@ class MovementMixin:
     """View-changing and indexing methods."""
 
     # ---- primitive views ----
+    @keywords(shape=POSITIONAL)
     def reshape(self, *shape):
         shape = tuple(argfix(*shape))
         if not all(type(s) is int for s in shape):  # the common case skips the conversion
@@ -53,9 +57,11 @@ class MovementMixin:
                              f"({self.numel()} elements) into {shape}")
         return self._same() if shape == self.shape else self.apply(F.Reshape, shape=tuple(shape))
 
+    @keywords(shape=POSITIONAL, size=POSITIONAL)
     def view(self, *shape):
         return self.reshape(*shape)
 
+    @keywords(order=POSITIONAL, dims=POSITIONAL)
     def permute(self, *order):
         order = argfix(*order)
         if len(order) != self.ndim:
@@ -65,6 +71,7 @@ class MovementMixin:
             raise ValueError(f"permute {order} is not a permutation of {self.ndim} dims")
         return self.apply(F.Permute, order=order)
 
+    @keywords(shape=POSITIONAL, size=POSITIONAL)
     def expand(self, *shape):
         shape = tuple(argfix(*shape))
         if not all(type(s) is int for s in shape):
@@ -91,9 +98,10 @@ class MovementMixin:
             return self._same()
         return self.apply(F.Shrink, arg=arg)
 
-    def pad(self, padding, value: float = 0.0):
+    def pad(self, padding, value: float = 0.0, mode: str = "constant"):
         """Pad with `value`: per-axis ((before, after), ...) or PyTorch's flat form
-        (last_before, last_after, second_last_before, ...). Negative pads crop."""
+        (last_before, last_after, second_last_before, ...). Negative pads crop. `mode`:
+        'constant', 'reflect', 'replicate' or 'circular' (padding.py)."""
         if padding and all(isinstance(p, int) for p in padding):
             if len(padding) % 2 or len(padding) // 2 > self.ndim:
                 raise ValueError(f"flat padding {padding} does not fit shape {self.shape}")
@@ -109,6 +117,10 @@ class MovementMixin:
             raise ValueError(f"padding {padding} crops more than shape {self.shape} has")
         x = self.shrink(crop)
         grow = tuple((max(b, 0), max(a, 0)) for b, a in pairs)
+        if mode != "constant":
+            if value != 0:
+                raise ValueError(f"padding mode {mode!r} takes no value, got {value}")
+            return pad_modes(x, list(grow), mode)
         if all(g == (0, 0) for g in grow):
             return x
         out = x.apply(F.Pad, arg=grow)
@@ -117,6 +129,7 @@ class MovementMixin:
             out = mask.where(out, value)
         return out
 
+    @keywords(axis=POSITIONAL, dims=POSITIONAL)
     def flip(self, *axis):
         axis = tuple(_norm_axis(a, self.ndim) for a in argfix(*axis))
         return self.apply(F.Flip, axis=axis) if axis else self
@@ -127,12 +140,14 @@ class MovementMixin:
         """All dims reversed, as numpy's (and PyTorch's) .T."""
         return self.permute(tuple(reversed(range(self.ndim))))
 
+    @keywords(axis0="dim0", axis1="dim1")
     def transpose(self, dim0: int = 1, dim1: int = 0):
         order = list(range(self.ndim))
         d0, d1 = _norm_axis(dim0, self.ndim, "dim"), _norm_axis(dim1, self.ndim, "dim")
         order[d0], order[d1] = order[d1], order[d0]
         return self.permute(order)
 
+    @keywords(axis="dim")
     def squeeze(self, dim=None):
         """Drop size-1 dims: all of them, or those of `dim` (an int or a tuple) that are 1."""
         if dim is None:
@@ -142,16 +157,19 @@ class MovementMixin:
         return self.reshape(tuple(s for i, s in enumerate(self.shape)
                                   if not (i in dims and s == 1)))
 
+    @keywords(axis="dim")
     def unsqueeze(self, dim: int):
         dim = _norm_axis(dim, self.ndim + 1, "dim")
         return self.reshape(self.shape[:dim] + (1,) + self.shape[dim:])
 
+    @keywords(axis="dim")
     def flatten(self, start_dim: int = 0, end_dim: int = -1):
         if self.ndim == 0:
             return self.reshape(1)
         s, e = _norm_axis(start_dim, self.ndim, "dim"), _norm_axis(end_dim, self.ndim, "dim")
         return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
 
+    @keywords(axis="dim")
     def unflatten(self, dim: int, sizes):
         dim = _norm_axis(dim, self.ndim, "dim")
         return self.reshape(self.shape[:dim] + tuple(sizes) + self.shape[dim + 1:])
@@ -166,6 +184,7 @@ class MovementMixin:
         return base.reshape(inter).expand(expanded).reshape(
             tuple(r * s for r, s in zip(repeats, base.shape)))
 
+    @keywords(axis="dim", split_size_or_sections="sizes")
     def split(self, sizes, dim: int = 0):
         dim = _norm_axis(dim, self.ndim, "dim")
         n = self.shape[dim]
@@ -183,37 +202,51 @@ class MovementMixin:
             start += s
         return tuple(out)
 
+    @keywords(axis="dim")
     def chunk(self, chunks: int, dim: int = 0):
         dim = _norm_axis(dim, self.ndim, "dim")
         if chunks <= 0:
             raise ValueError(f"chunks must be positive, got {chunks}")
         return self.split(math.ceil(self.shape[dim] / chunks) or 1, dim)
 
+    @keywords(axis="dim")
     def cat(self, *others, dim: int = 0):
-        tensors = (self,) + others
+        """Join along `dim`: Tensor.cat([a, b], dim=0) (PyTorch), Tensor.cat(a, b) or
+        a.cat(b, dim=0) (tinygrad)."""
+        tensors = joined("cat", self, others)
+        if isinstance(self, (list, tuple)) and isinstance(tensors[-1], int):
+            *tensors, dim = tensors  # Tensor.cat([a, b], 1), as torch.cat((a, b), 1)
         if any(t.ndim == 0 for t in tensors):
             raise ValueError(f"cat needs tensors with at least one dim, got shapes "
                              f"{[t.shape for t in tensors]} (use stack)")
-        dim = _norm_axis(dim, self.ndim, "dim")
+        first = tensors[0]
+        dim = _norm_axis(dim, first.ndim, "dim")
         for t in tensors:
-            if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape))
-                                           if i != dim):
-                raise ValueError(f"cat: shapes {[t.shape for t in tensors]} differ outside dim {dim}")
+            if t.ndim != first.ndim or any(a != b for i, (a, b) in
+                                           enumerate(zip(t.shape, first.shape)) if i != dim):
+                raise ValueError(f"cat: shapes {[t.shape for t in tensors]} differ outside "
+                                 f"dim {dim}")
         total, start, out = sum(t.shape[dim] for t in tensors), 0, None
         for t in tensors:
-            pads = [(0, 0)] * self.ndim
+            pads = [(0, 0)] * first.ndim
             pads[dim] = (start, total - start - t.shape[dim])
             start += t.shape[dim]
             piece = t.pad(pads)
             out = piece if out is None else out + piece
         return out
 
+    @keywords(axis="dim")
     def stack(self, *others, dim: int = 0):
-        dim = _norm_axis(dim, self.ndim + 1, "dim")
-        shapes = {t.shape for t in (self,) + others}
+        """Join along a new `dim`; called as cat is."""
+        tensors = joined("stack", self, others)
+        if isinstance(self, (list, tuple)) and isinstance(tensors[-1], int):
+            *tensors, dim = tensors
+        first = tensors[0]
+        dim = _norm_axis(dim, first.ndim + 1, "dim")
+        shapes = {t.shape for t in tensors}
         if len(shapes) != 1:
             raise ValueError(f"stack needs equal shapes, got {sorted(shapes)}")
-        return self.unsqueeze(dim).cat(*[t.unsqueeze(dim) for t in others], dim=dim)
+        return first.unsqueeze(dim).cat(*[t.unsqueeze(dim) for t in tensors[1:]], dim=dim)
 
     def _tri(self, diagonal: int, upper: bool):
         if self.ndim < 2:
@@ -259,9 +292,13 @@ class MovementMixin:
 
     def __getitem__(self, index):
         """numpy indexing: ints, slices (any step), None, one Ellipsis, and integer tensors
-        (or lists) broadcast together; with a tensor present, ints index like tensors too."""
+        (or lists) broadcast together; with a tensor present, ints index like tensors too.
+        A boolean mask indexes with its nonzero() indices (which realizes it)."""
         tensor_type = type(self)
-        items = [self._index_item(i) for i in (index if isinstance(index, tuple) else (index,))]
+        index = index if isinstance(index, tuple) else (index,)
+        if any(_is_mask(i) for i in index):  # boolean masks: their nonzero() indices
+            index = self._expand_masks(index)
+        items = [self._index_item(i) for i in index]
         if sum(1 for i in items if i is Ellipsis) > 1:
             raise IndexError("an index can only have a single ellipsis ('...')")
         consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
@@ -314,8 +351,8 @@ class MovementMixin:
         if not isinstance(item, tensor_type):
             raise IndexError(f"unsupported index {item!r} for tensor of shape {self.shape}")
         if not item.dtype.is_int:
-            raise IndexError(f"tensors used as indices must be integer, got {item.dtype.name} "
-                             f"(boolean masks are not supported)")
+            raise IndexError(f"tensors used as indices must be integer or bool, got "
+                             f"{item.dtype.name}")
         if item.device != self.device:
             raise IndexError(f"index on {item.device} for a tensor on {self.device}")
         return item
@@ -356,6 +393,7 @@ class MovementMixin:
             return picked.cast(dtypes.int32).sum(axis=axes).cast(dtypes.bool)
         return picked.sum(axis=axes).cast(x.dtype)
 
+    @keywords(axis="dim")
     def gather(self, dim: int, index):
         """out[i][j] = self[i][index[i][j]] along `dim` (PyTorch's gather)."""
         dim = _norm_axis(dim, self.ndim, "dim")

@@ -130,31 +130,58 @@ class NNMixin:
         kernel = weight.shape[2:]
         stride, dilation = make_pair(stride, nd), make_pair(dilation, nd)
         output_padding = make_pair(output_padding, nd)
-        pads = [p[0] for p in self._padding(padding, nd)]
+        pads = self._padding(padding, nd)
         if self.ndim != nd + 2 or self.shape[1] != weight.shape[0]:
             raise ValueError(f"conv_transpose input {self.shape} does not fit weight {weight.shape}")
-        out = [(i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, k, s, d, p, op in
+        out = [(i - 1) * s - pb - pa + d * (k - 1) + op + 1 for i, k, s, d, (pb, pa), op in
                zip(self.shape[2:], kernel, stride, dilation, pads, output_padding)]
         if any(o <= 0 for o in out):
             raise ValueError(f"conv_transpose of input {self.shape} with weight {weight.shape}, "
-                             f"stride {stride}, padding {tuple(pads)} and dilation {dilation} "
+                             f"stride {stride}, padding {pads} and dilation {dilation} "
                              f"has output size {tuple(out)}: padding is too large")
-        full = [(d * (k - 1) - p, d * (k - 1) - p + op)
-                for k, d, p, op in zip(kernel, dilation, pads, output_padding)]
+        full = [(d * (k - 1) - pb, d * (k - 1) - pa + op)
+                for k, d, (pb, pa), op in zip(kernel, dilation, pads, output_padding)]
         return _dilate(self, stride).conv2d(_transposed_weight(weight, groups), bias,
                                             groups=groups, dilation=dilation, padding=full)
 
     # ---- pooling ----
-    def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0):
+    def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0,
+                   ceil_mode: bool = False):
+        """Max over 2-d windows; padding reads as -inf (the dtype's minimum)."""
         k = make_pair(kernel_size)
-        x = self.pad([(0, 0)] * (self.ndim - 2) + self._padding(padding, 2),
-                     value=dtypes.min(self.dtype)) if padding else self
-        return x._pool(k, stride if stride is not None else k, dilation).max(axis=(-2, -1))
+        stride = make_pair(stride if stride is not None else k)
+        pads = _pool_padding(self, k, stride, make_pair(dilation), self._padding(padding, 2),
+                             ceil_mode)
+        x = self.pad([(0, 0)] * (self.ndim - 2) + pads, value=dtypes.min(self.dtype)) \
+            if any(p != (0, 0) for p in pads) else self
+        return x._pool(k, stride, dilation).max(axis=(-2, -1))
 
-    def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0):
+    def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0,
+                   ceil_mode: bool = False, count_include_pad: bool = True,
+                   divisor_override: int | None = None):
+        """Mean over 2-d windows, PyTorch's divisor: the window's size within the padded
+        input (without the padding if not count_include_pad), or divisor_override."""
         k = make_pair(kernel_size)
-        x = self.pad([(0, 0)] * (self.ndim - 2) + self._padding(padding, 2)) if padding else self
-        return x._pool(k, stride if stride is not None else k, dilation).mean(axis=(-2, -1))
+        stride, dilation = make_pair(stride if stride is not None else k), make_pair(dilation)
+        given = self._padding(padding, 2)
+        pads = _pool_padding(self, k, stride, dilation, given, ceil_mode)
+        lead = [(0, 0)] * (self.ndim - 2)
+        x = self.pad(lead + pads) if any(p != (0, 0) for p in pads) else self
+        windows = x._pool(k, stride, dilation)
+        if divisor_override is not None:
+            return windows.sum(axis=(-2, -1)) / divisor_override
+        if pads == given and (count_include_pad or all(p == (0, 0) for p in given)):
+            return windows.mean(axis=(-2, -1))
+        # the divisor counts the window's cells inside the padded input (or the input)
+        ones = type(self).ones(*self.shape[-2:], dtype=dtypes.float32, device=self.device)
+        if count_include_pad:
+            ones = ones.pad(given, value=1.0)
+            extra = [(0, a - ga) for (_, a), (_, ga) in zip(pads, given)]
+        else:
+            extra = pads
+        count = ones.pad(extra)._pool(k, stride, dilation).sum(axis=(-2, -1))
+        return windows.sum(axis=(-2, -1)) / count.cast(windows.dtype if windows.dtype.is_float
+                                                       else dtypes.float32)
 
     # ---- normalisation and regularisation ----
     def layernorm(self, axis=-1, eps: float = 1e-5):
@@ -169,11 +196,15 @@ class NNMixin:
         x = x * invstd.reshape(shape)
         return x + bias.reshape(shape) if bias is not None else x
 
-    def dropout(self, p: float = 0.5):
-        if not type(self).training or p == 0:
+    def dropout(self, p: float = 0.5, training: bool | None = None):
+        """Zero each element with probability p, scale the rest by 1/(1-p); only in training
+        (`training`, or Tensor.training when None)."""
+        if not 0 <= p <= 1:
+            raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+        if not (type(self).training if training is None else training) or p == 0:
             return self
-        if not 0 <= p < 1:
-            raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+        if p == 1:  # everything dropped, as PyTorch: input * 0
+            return self * 0
         keep = type(self).rand(*self.shape, device=self.device) >= p
         return keep.where(self, 0) * (1 / (1 - p))
 
@@ -182,50 +213,27 @@ class NNMixin:
         onehot = check_index(self.unsqueeze(-1) == ar, self, num_classes, "one_hot")
         return onehot.cast(dtypes.int64)
 
-    # ---- losses ----
-    def sparse_categorical_crossentropy(self, target, label_smoothing: float = 0.0,
-                                        reduction: str = "mean"):
-        """Cross entropy of logits (N, C) against integer class labels (N,)."""
-        if target.shape != self.shape[:-1]:
-            raise ValueError(f"labels of shape {target.shape} do not match logits {self.shape}")
-        logp = self.log_softmax(-1)
-        onehot = (target.unsqueeze(-1) == type(self).arange(self.shape[-1], device=self.device))
-        onehot = check_index(onehot, target, self.shape[-1], "cross entropy class label")
-        loss = -(onehot.where(logp, 0)).sum(-1)
-        if label_smoothing:  # only then: a -inf logit makes the mean -inf, and 0 * inf is NaN
-            loss = (1 - label_smoothing) * loss - label_smoothing * logp.mean(-1)
-        return _reduce_loss(loss, reduction)
 
-    def cross_entropy(self, target, label_smoothing: float = 0.0, reduction: str = "mean"):
-        """PyTorch's cross_entropy: class-index or probability targets."""
-        if target.dtype.is_float and target.shape == self.shape:
-            classes = self.shape[-1]
-            target = target * (1 - label_smoothing) + label_smoothing / classes
-            return _reduce_loss(-(target * self.log_softmax(-1)).sum(-1), reduction)
-        return self.sparse_categorical_crossentropy(target, label_smoothing, reduction)
-
-    def binary_crossentropy(self, target, reduction: str = "mean"):
-        loss = -(target * self.clip(1e-12, None).log() + (1 - target) * (1 - self).clip(1e-12, None).log())
-        return _reduce_loss(loss, reduction)
-
-    def binary_crossentropy_logits(self, target, reduction: str = "mean"):
-        # max(x, 0) - x*t + log(1 + exp(-|x|)), stable for large |x|
-        loss = self.maximum(0) - self * target + (1 + (-self.abs()).exp()).log()
-        return _reduce_loss(loss, reduction)
-
-    def mse(self, target, reduction: str = "mean"):
-        return _reduce_loss((self - target).square(), reduction)
-
-
-
-def _reduce_loss(loss, reduction: str):
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    if reduction == "none":
-        return loss
-    raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+def _pool_padding(x, kernel: tuple, stride: tuple, dilation: tuple, padding: list,
+                  ceil_mode: bool) -> list[tuple[int, int]]:
+    """Per-dim (before, after) padding of a pool; ceil_mode pads the end so the last,
+    partial window counts, but only if it starts inside the input or its left padding."""
+    if x.ndim < 2:
+        raise ValueError(f"pooling needs at least 2 dims, got shape {x.shape}")
+    for (b, a), k, d in zip(padding, kernel, dilation):
+        if max(b, a) > (d * (k - 1) + 1) // 2:
+            raise ValueError(f"pool padding {padding} must be at most half of kernel {kernel} "
+                             f"(dilation {dilation})")
+    if not ceil_mode:
+        return padding
+    out = []
+    for n, k, s, d, (b, a) in zip(x.shape[-2:], kernel, stride, dilation, padding):
+        span = n + b + a - d * (k - 1) - 1
+        count = -(-span // s) + 1
+        if (count - 1) * s >= n + b:
+            count -= 1
+        out.append((b, a + max(0, (count - 1) * s - span)))
+    return out
 
 
 def _windows(src, kernel: tuple[int, ...], stride: tuple, dilation: tuple):

@@ -1,13 +1,22 @@
 """Reduction Tensor methods: sum/max and everything built on them (mean, var, softmax,
-argmax, prod, cumsum...). Reductions take `axis=` (int, tuple or None) and `keepdim=`.
-Mixed into Tensor.
+argmax, prod, cumsum...). Reductions take `axis=` (int, tuple or None; PyTorch's `dim=`
+too) and `keepdim=`. `max(dim)`/`min(dim)` with a positional int or `dim=` return
+(values, indices) as in PyTorch; `max(axis=...)` returns values only. Mixed into Tensor.
 """
 from __future__ import annotations
 import operator
+from typing import Any, NamedTuple
 
 from codegen.dtypes import dtypes
 from codegen.helpers import prod
 from lazyten import function as F
+from lazyten.aliases import keywords
+
+
+class ValuesIndices(NamedTuple):
+    """What `max(dim)` / `min(dim)` return, as PyTorch's torch.return_types.max."""
+    values: Any
+    indices: Any
 
 
 def _axes(axis, ndim: int) -> tuple[int, ...]:
@@ -34,6 +43,13 @@ def _axes(axis, ndim: int) -> tuple[int, ...]:
     return tuple(sorted(out)) if ndim else ()
 
 
+def _one_dtype(dtype, acc_dtype, name: str):
+    if dtype is not None and acc_dtype is not None and dtype != acc_dtype:
+        raise TypeError(f"{name}() got dtype={dtype} and acc_dtype={acc_dtype}: they are "
+                        f"the same argument (PyTorch's and tinygrad's names); pass one")
+    return dtype if dtype is not None else acc_dtype
+
+
 class ReduceMixin:
     """Reductions and the functions built on them."""
 
@@ -47,10 +63,14 @@ class ReduceMixin:
             shape = tuple([s for i, s in enumerate(self.shape) if i not in axes])
         return self.apply(fn, axis=axes, shape=shape)
 
-    def sum(self, axis=None, keepdim: bool = False, dtype=None):
+    @keywords(dim="axis")
+    def sum(self, axis=None, keepdim: bool = False, dtype=None, acc_dtype=None):
         """Sum; bool and integer tensors sum in int64 as PyTorch does. float16 and bfloat16
-        sums accumulate in float32 (also across the stages of a split reduce) and round once."""
+        sums accumulate in float32 (also across the stages of a split reduce) and round once.
+        `dtype=` (PyTorch) and `acc_dtype=` (tinygrad) both cast the input first: the sum
+        accumulates in, and returns, that dtype."""
         x = self
+        dtype = _one_dtype(dtype, acc_dtype, "sum")
         if dtype is not None:
             x = x.cast(dtype)
         elif not x.dtype.is_float:
@@ -59,20 +79,75 @@ class ReduceMixin:
             return x.float()._reduce(F.Sum, axis, keepdim).cast(x.dtype)
         return x._reduce(F.Sum, axis, keepdim)
 
-    def max(self, axis=None, keepdim: bool = False):
-        if self.numel() == 0 and (axis is None or any(self.shape[a] == 0 for a in _axes(axis, self.ndim))):
+    def max(self, *args, axis=None, keepdim: bool = False, dim=None):
+        """max(axis=...): the maximum (values only, as tinygrad's and numpy's). max(dim) or
+        max(dim=d) with one int: (values, indices) as PyTorch, indices of the first
+        maximum. max(other_tensor): the elementwise maximum."""
+        return self._extreme(args, axis, keepdim, dim, largest=True)
+
+    def min(self, *args, axis=None, keepdim: bool = False, dim=None):
+        """The minimum; arguments as for max."""
+        return self._extreme(args, axis, keepdim, dim, largest=False)
+
+    def _extreme(self, args: tuple, axis, keepdim: bool, dim, largest: bool):
+        name = "max" if largest else "min"
+        if args and isinstance(args[0], type(self)):
+            if len(args) > 1 or axis is not None or dim is not None:
+                raise TypeError(f"{name}(other) takes one tensor and nothing else")
+            return self.maximum(args[0]) if largest else self.minimum(args[0])
+        if len(args) > 2:
+            raise TypeError(f"{name}() takes at most 2 positional arguments (dim, keepdim), "
+                            f"got {len(args)}")
+        if len(args) == 2:
+            keepdim = args[1]
+        if args and args[0] is not None:
+            if dim is not None:
+                raise TypeError(f"{name}() got dim twice (positional and dim=)")
+            dim = args[0]
+        if dim is None:
+            return self.amax(axis, keepdim) if largest else self.amin(axis, keepdim)
+        if axis is not None:
+            raise TypeError(f"{name}() got both axis= and dim=: pass axis= for the values "
+                            f"only, dim= for (values, indices)")
+        if isinstance(dim, (tuple, list)) or isinstance(dim, bool) or \
+                not hasattr(dim, "__index__"):
+            raise TypeError(f"{name}(dim) takes one int dim and returns (values, indices); "
+                            f"got {dim!r}: for the {name}imum over several dims use "
+                            f"{name}(axis={dim!r}) or a{name}(dim={dim!r})")
+        values = self.amax(dim, keepdim) if largest else self.amin(dim, keepdim)
+        indices = self._arg(dim, keepdim, largest)
+        if self.requires_grad and not type(self).no_grad and self.ndim:
+            # as PyTorch: the gradient goes to the element the index names, not to ties
+            picked = self._gather_first(indices if keepdim else indices.unsqueeze(dim), dim)
+            values = picked if keepdim else picked.squeeze(dim)
+        return ValuesIndices(values, indices)
+
+    def _gather_first(self, index, dim: int):
+        """self's values at `index` (keepdim shape) along `dim`, as a masked sum."""
+        dim = _axes(dim, self.ndim)[0] if self.ndim else 0
+        n = self.shape[dim] if self.ndim else 1
+        positions = type(self).arange(n, device=self.device).reshape(
+            (n,) + (1,) * (self.ndim - dim - 1))
+        return (positions == index).where(self, 0).sum(axis=dim, keepdim=True).cast(self.dtype)
+
+    @keywords(dim="axis")
+    def amax(self, axis=None, keepdim: bool = False):
+        """The maximum over `axis` (values only); ties share the gradient."""
+        if self.numel() == 0 and (axis is None or
+                                  any(self.shape[a] == 0 for a in _axes(axis, self.ndim))):
             raise ValueError(f"max of an empty tensor of shape {self.shape} along axis {axis}")
         return self._reduce(F.Max, axis, keepdim)
 
-    def min(self, axis=None, keepdim: bool = False):
+    @keywords(dim="axis")
+    def amin(self, axis=None, keepdim: bool = False):
+        """The minimum over `axis` (values only)."""
         if self.dtype == dtypes.bool:
-            return self.logical_not().max(axis, keepdim).logical_not()
+            return self.logical_not().amax(axis, keepdim).logical_not()
         if self.dtype.is_int:
-            return ~((~self).max(axis, keepdim))
-        return -((-self).max(axis, keepdim))
+            return ~((~self).amax(axis, keepdim))
+        return -((-self).amax(axis, keepdim))
 
-    amax, amin = max, min
-
+    @keywords(dim="axis")
     def mean(self, axis=None, keepdim: bool = False):
         """Mean; float16 is summed and divided in float32 (a float16 sum of 65,520 ones
         is already inf) and rounded once."""
@@ -83,12 +158,14 @@ class ReduceMixin:
         total = x.sum(axis, keepdim)
         return total / count if count else total * float("nan")
 
+    @keywords(dim="axis")
     def var(self, axis=None, keepdim: bool = False, correction: int = 1):
         x = self if self.dtype.is_float else self.float()
         count = prod(s for i, s in enumerate(self.shape) if i in _axes(axis, self.ndim))
         squares = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
         return squares / max(count - correction, 0) if count - correction > 0 else squares * float("nan")
 
+    @keywords(dim="axis")
     def std(self, axis=None, keepdim: bool = False, correction: int = 1):
         """sqrt(var). Where the variance is 0 the gradient is 0, as PyTorch's std gives
         (sqrt's own would be inf * 0 = nan); sqrt reads 1 there so its backward stays finite."""
@@ -96,8 +173,13 @@ class ReduceMixin:
         zero = var == 0
         return zero.where(0.0, zero.where(1.0, var).sqrt())
 
-    def prod(self, axis=None, keepdim: bool = False):
-        """Product by pairwise multiplication (exact for integers), log2(n) view steps."""
+    @keywords(dim="axis")
+    def prod(self, axis=None, keepdim: bool = False, dtype=None, acc_dtype=None):
+        """Product by pairwise multiplication (exact for integers), log2(n) view steps.
+        `dtype=` / `acc_dtype=` cast the input first, as for sum."""
+        dtype = _one_dtype(dtype, acc_dtype, "prod")
+        if dtype is not None:
+            return self.cast(dtype).prod(axis, keepdim)
         axes = _axes(axis, self.ndim)
         if self.dtype.opmath != self.dtype:  # multiplied in float32, rounded once
             return self.float().prod(axis, keepdim).cast(self.dtype)
@@ -139,38 +221,44 @@ class ReduceMixin:
             raise ValueError(f"argmax/argmin of an empty dim {axis} of shape {self.shape}")
         # x is compared with its maximum in another kernel: both must read the same values
         x = type(self)._wrap(F.stable_values(x.lazydata))
-        best = x.max(axis, keepdim=True)
+        best = x.amax(axis, keepdim=True)
         hit = (x == best) | x.isnan() if x.dtype.is_float else x == best
         count_down = type(self).arange(n, 0, -1, device=self.device).reshape(
             (n,) + (1,) * (self.ndim - axis - 1))
-        first = hit.where(count_down, 0).max(axis, keepdim=keepdim)
+        first = hit.where(count_down, 0).amax(axis, keepdim=keepdim)
         return (n - first).cast(dtypes.int64)
 
+    @keywords(dim="axis")
     def argmax(self, axis=None, keepdim: bool = False):
         return self._arg(axis, keepdim, True)
 
+    @keywords(dim="axis")
     def argmin(self, axis=None, keepdim: bool = False):
         return self._arg(axis, keepdim, False)
 
+    @keywords(dim="axis")
     def logsumexp(self, axis=None, keepdim: bool = False):
         if not self.dtype.is_float:  # as PyTorch; x - max(x) in integers would wrap
             return self.float().logsumexp(axis, keepdim)
-        m = self.detach().max(axis, keepdim=True)  # a shift only: no gradient, no saved input
+        m = self.detach().amax(axis, keepdim=True)  # a shift only: no gradient, no saved input
         m = m.isinf().where(0, m)  # all -inf rows: avoid inf - inf
         out = (self - m).exp().sum(axis, keepdim=True).log() + m
         return out if keepdim else out.reshape(
             tuple(s for i, s in enumerate(self.shape) if i not in _axes(axis, self.ndim)))
 
+    @keywords(dim="axis")
     def softmax(self, axis: int = -1):
         x = self._float()
-        e = (x - x.detach().max(axis, keepdim=True)).exp()
+        e = (x - x.detach().amax(axis, keepdim=True)).exp()
         return e / e.sum(axis, keepdim=True)
 
+    @keywords(dim="axis")
     def log_softmax(self, axis: int = -1):
         x = self._float()
-        shifted = x - x.detach().max(axis, keepdim=True)
+        shifted = x - x.detach().amax(axis, keepdim=True)
         return shifted - shifted.exp().sum(axis, keepdim=True).log()
 
+    @keywords(dim="axis")
     def cumsum(self, axis: int = 0):
         """Running sum: a lower-triangular mask over an expanded view, reduced once."""
         axis = _axes(axis, self.ndim)[0] if self.ndim else 0
@@ -185,3 +273,14 @@ class ReduceMixin:
         tri = cols <= rows  # (n, n): output i sums inputs j <= i
         out = tri.where(moved.unsqueeze(-2), 0).sum(-1)
         return out.transpose(axis, -1) if axis != self.ndim - 1 else out
+
+    # ---- logical reductions (bool results) ----
+    @keywords(dim="axis")
+    def any(self, axis=None, keepdim: bool = False):
+        """Whether any element (along axis) is nonzero; False for an empty reduction."""
+        return (self != 0).sum(axis, keepdim) > 0
+
+    @keywords(dim="axis")
+    def all(self, axis=None, keepdim: bool = False):
+        """Whether every element (along axis) is nonzero; True for an empty reduction."""
+        return (self == 0).sum(axis, keepdim) == 0

@@ -5,8 +5,6 @@ Each method records autograd Functions over LazyBuffers; nothing runs until
 methods live in mixins (movement.py, reduce.py, nnops.py) so each file stays readable.
 """
 from __future__ import annotations
-from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -16,38 +14,42 @@ from codegen.helpers import prod
 from codegen.ops import BinaryOps, LoadOps
 from lazyten import function as F
 from lazyten.lazy import LazyBuffer
+from lazyten.attention import AttentionMixin
 from lazyten.creation import (CreationMixin, _scalar_dtype, bf16_bits, bf16_values,
                               default_device, storage_numpy_dtype, to_numpy_dtype)
+from lazyten.einsum import EinsumMixin
 from lazyten.elementwise import ElementwiseMixin
+from lazyten.inplace import InPlaceMixin
+from lazyten.interop import InteropMixin
+from lazyten.logic import LogicMixin
+from lazyten.mathfn import MathMixin
 from lazyten.movement import MovementMixin
+from lazyten.losses import LossMixin
 from lazyten.nnops import NNMixin
+from lazyten.padding import PaddingMixin
 from lazyten.realize import Capture, realize
+from lazyten.rearrange import RearrangeMixin
 from lazyten.reduce import ReduceMixin
+from lazyten.resize import ResizeMixin
+from lazyten.sorting import SortingMixin
+from lazyten.stats import StatsMixin
+from lazyten.switches import _NO_GRAD, _TRAINING, no_grad, switch, training_mode  # noqa: F401
 from runtimes import Buffer, canonical, get_runtime
-
-# Autograd and training mode are per thread (as in PyTorch): one thread's no_grad() or
-# train() never changes what another computes, and a new thread starts with autograd on
-# and training off. They are context variables (each thread has its own context; so does
-# each asyncio task), read through Tensor's metaclass in about 50 ns, once per op.
-_NO_GRAD: ContextVar[bool] = ContextVar("no_grad", default=False)
-_TRAINING: ContextVar[bool] = ContextVar("training", default=False)
-
-
-def _switch(var: ContextVar[bool]) -> property:
-    """A class-level property for the calling thread's value of `var` (`del` resets it)."""
-    return property(lambda cls: var.get(), lambda cls, value: var.set(bool(value)),
-                    lambda cls: var.set(False))
 
 
 class _TensorType(type):
     """`Tensor.no_grad` and `Tensor.training` read and set the calling thread's switches."""
-    no_grad = _switch(_NO_GRAD)
-    training = _switch(_TRAINING)
+    no_grad = switch(_NO_GRAD)
+    training = switch(_TRAINING)
 
 
-class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin,
+class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMixin, ReduceMixin,
+             NNMixin, SortingMixin, RearrangeMixin, EinsumMixin, PaddingMixin, LossMixin,
+             StatsMixin, ResizeMixin, AttentionMixin, InPlaceMixin, InteropMixin,
              metaclass=_TensorType):
     """A lazily evaluated n-dimensional array with autograd."""
+    _version = 0  # bumped by each in-place update that changes the graph (inplace.py)
+    _previous: Tensor | None = None  # the value and graph before that update
 
     def __init__(self, data: Any, device: str | None = None, dtype: Any = None,
                  requires_grad: bool | None = None):
@@ -64,6 +66,9 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
             lazy = _from_numpy(_to_array(data, dtype), device, dtype)
         if lazy.device != device and not isinstance(data, (LazyBuffer, Tensor)):
             lazy = lazy.copy_to_device(device)
+        if requires_grad and not lazy.dtype.is_float:
+            raise RuntimeError(f"only floating point tensors can require gradients, this one "
+                               f"is {lazy.dtype.name} (as in PyTorch)")
         self.lazydata: LazyBuffer = lazy
         self.requires_grad = requires_grad
         self.grad: Tensor | None = None
@@ -119,7 +124,8 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
 
     def numpy(self) -> np.ndarray:
         """Realize and copy to a numpy array (bfloat16 comes back as float32, exact)."""
-        if self.numel() == 0:
+        if self.numel() == 0:  # no data, but its index checks still run
+            realize([self.lazydata])
             return np.zeros(self.shape, dtype=to_numpy_dtype(self.dtype))
         lazy = self.lazydata.contiguous()
         realize([lazy])
@@ -141,8 +147,24 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
     def contiguous(self) -> Tensor:
         return self.apply(F.Contiguous)
 
-    def to(self, device: str) -> Tensor:
-        """This tensor on another device (a copy; gradients flow back)."""
+    def to(self, *args, device: str | None = None, dtype: Any = None) -> Tensor:
+        """This tensor on another device (a copy; gradients flow back) and/or cast, in
+        PyTorch's spellings: to("CUDA"), to(dtypes.half), to(device, dtype), to(other)."""
+        for arg in args:
+            if isinstance(arg, Tensor):
+                device, dtype = arg.device, arg.dtype
+            elif isinstance(arg, str) and device is None:
+                device = arg
+            elif dtype is None and not isinstance(arg, str):
+                dtype = arg
+            else:
+                raise TypeError(f"to() takes a device, a dtype, both, or a tensor: got {args}")
+        out = self if dtype is None else self.cast(dtype)
+        if device is None:
+            return out if out is not self else self._same()
+        return out._to_device(device)
+
+    def _to_device(self, device: str) -> Tensor:
         device = canonical(device)
         if device == self.device:
             return self._same()
@@ -170,6 +192,11 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
         if value.dtype != self.dtype:
             raise TypeError(f"assign dtype mismatch: {self.dtype} <- {value.dtype}")
         target = self.lazydata
+        if Capture.assigned is not None and target.op is LoadOps.ASSIGN and \
+                target.realized is None and target._base is None:
+            # under @jit, a second update of one tensor in a call must write into the same
+            # memory as the first (a replay rewrites only that memory): run the first now
+            realize([target])
         if target._base is None and target.realized is not None:
             self.lazydata = target.assign(value.lazydata)
             if Capture.assigned is not None:  # the JIT keeps values taken from it
@@ -199,6 +226,7 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
         out = Tensor._wrap(ctx.forward(*[t.lazydata for t in tensors], **kwargs))
         if ctx.requires_grad and out.dtype.is_float:  # as in PyTorch: only floats have grads
             out.requires_grad, out._ctx, out._parents = True, ctx, tensors
+            ctx.versions = tuple([t._version for t in tensors])  # see _inputs
         return out
 
     @classmethod
@@ -220,8 +248,22 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
                 continue
             seen.add(id(node))
             stack.append((node, True))
-            stack.extend((p, False) for p in node._parents if p._ctx is not None or p.requires_grad)
+            stack.extend((p, False) for p in node._inputs()
+                         if p._ctx is not None or p.requires_grad)
         return order
+
+    def _inputs(self) -> tuple[Tensor, ...]:
+        """The tensors this one was computed from, as they were then: a parent updated in
+        place since (inplace.py) is replaced by its value of that time."""
+        versions = getattr(self._ctx, "versions", None)
+        if versions is None or all(p._version == v for p, v in zip(self._parents, versions)):
+            return self._parents
+        out = []
+        for parent, version in zip(self._parents, versions):
+            while parent._version != version:
+                parent = parent._previous
+            out.append(parent)
+        return tuple(out)
 
     def backward(self, gradient: Tensor | None = None) -> Tensor:
         """Accumulate d(self)/d(leaf) into each leaf's `.grad` (lazily)."""
@@ -253,7 +295,7 @@ class Tensor(CreationMixin, ElementwiseMixin, MovementMixin, ReduceMixin, NNMixi
             in_grads = node._ctx.backward(g)
             if not isinstance(in_grads, tuple):
                 in_grads = (in_grads,)
-            for parent, pg in zip(node._parents, in_grads):
+            for parent, pg in zip(node._inputs(), in_grads):
                 if pg is None or not parent.requires_grad:
                     continue
                 assert pg.shape == parent.shape, f"grad shape {pg.shape} != {parent.shape}"
@@ -362,28 +404,4 @@ def _from_numpy(arr: np.ndarray, device: str, dtype: DType | None = None) -> Laz
     return LazyBuffer.from_buffer(buf, tuple(arr.shape))
 
 
-@contextmanager
-def _training(mode: bool = True):
-    """Inside this block this thread's Tensor.training is `mode` (dropout and batchnorm
-    read it)."""
-    previous = _TRAINING.get()
-    _TRAINING.set(bool(mode))
-    try:
-        yield
-    finally:
-        _TRAINING.set(previous)
-
-
-Tensor.train = staticmethod(_training)
-
-
-@contextmanager
-def no_grad():
-    """Inside this block (in this thread) no autograd graph is recorded."""
-    previous = _NO_GRAD.get()
-    _NO_GRAD.set(True)
-    try:
-        yield
-    finally:
-        _NO_GRAD.set(previous)
-
+Tensor.train = staticmethod(training_mode)

@@ -8,6 +8,11 @@ alone would not use a second core). A worker starts when its thread first gets a
 one that cannot start or dies leaves its jobs to this process. COMPILE_WORKERS sets the
 number of worker processes (default: one per core beyond the first, at most 3).
 
+Memory: LLVM keeps about 60 KB per compiled module in the compiling process, whatever is
+freed (docs/design.md). So a long-running process compiles at most COMPILE_HERE_MAX kernels
+itself and sends the rest to worker processes, and a worker is replaced after
+COMPILE_WORKER_JOBS compiles: the growth stays bounded by those two settings.
+
 Protocol on the worker's stdin/stdout: a little-endian u32 length, then the bytes; the
 request is the source, the reply is b"K" + binary or b"E" + the error text.
 """
@@ -41,11 +46,13 @@ class CompilePool:
         self._executor = ThreadPoolExecutor(1 + max(0, workers), thread_name_prefix="compile",
                                             initializer=self._start_thread)
         self._pending: dict[str, Future] = {}  # a source queued twice is compiled once
+        self.compiled_here = 0
+        self.workers_started = 0
         self._procs: list[subprocess.Popen] = []
         atexit.register(self.close)
 
     def _start_thread(self) -> None:
-        self._local.role, self._local.proc = next(self._roles), None
+        self._local.role, self._local.proc, self._local.jobs = next(self._roles), None, 0
 
     def submit(self, name: str, src: str) -> Future:
         job = self._pending.get(src)
@@ -57,27 +64,29 @@ class CompilePool:
 
     def close(self) -> None:
         """Stop the worker processes (they exit when their stdin closes)."""
-        for proc in self._procs:
-            proc.stdin.close()
-            proc.stdout.close()  # a worker still writing a reply gets a broken pipe
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        for proc in list(self._procs):
+            _stop(proc)
         self._procs.clear()
 
     def _build(self, name: str, src: str) -> bytes:
         binary = None
-        if getattr(self._local, "role", 0) > 0:
+        here_full = self.compiled_here >= getenv("COMPILE_HERE_MAX", 1000)
+        if getattr(self._local, "role", 0) > 0 or here_full:
             binary = self.compiler.compile_named(name, src, self._remote)
         if binary is None:
             with self._here:
                 binary = self.compiler.compile_named(name, src)
+                self.compiled_here += 1
         return binary
 
     def _remote(self, src: str) -> bytes | None:
         """Compile in this thread's worker process; None if it is not available."""
+        if not hasattr(self._local, "role"):  # a thread outside the pool (compile_cached)
+            self._start_thread()
+        if self._local.proc and self._local.jobs >= getenv("COMPILE_WORKER_JOBS", 2000):
+            self._procs.remove(self._local.proc)  # its LLVM memory goes with it
+            _stop(self._local.proc)
+            self._local.proc, self._local.jobs = None, 0
         if self._local.proc is None:
             cls = type(self.compiler)
             path = os.pathsep.join(p for p in sys.path if p)
@@ -87,6 +96,7 @@ class CompilePool:
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                     env={**os.environ, "PYTHONPATH": path})
                 self._procs.append(self._local.proc)
+                self.workers_started += 1
             except OSError:
                 self._local.proc = False
         proc = self._local.proc
@@ -100,9 +110,21 @@ class CompilePool:
         if reply is None:  # the worker died: this thread compiles here from now on
             self._local.proc = False
             return None
+        self._local.jobs += 1
         if reply[:1] == b"E":
             raise RuntimeError(reply[1:].decode(errors="replace"))
         return reply[1:]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop a worker (it exits when its stdin closes)."""
+    proc.stdin.close()
+    proc.stdout.close()  # a worker still writing a reply gets a broken pipe
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _send(stream, data: bytes) -> None:

@@ -107,6 +107,7 @@ class CStyleRenderer(Renderer):
         BinaryOps.AND: lambda a, b, dt: f"({a}&{b})",
         BinaryOps.OR: lambda a, b, dt: f"({a}|{b})",
         BinaryOps.XOR: lambda a, b, dt: f"({a}^{b})",
+        BinaryOps.SHR: lambda a, b, dt: f"({a}>>{b})",  # signed: arithmetic on every target
         TernaryOps.WHERE: lambda c, a, b, dt: f"({c} ? {a} : {b})",
         TernaryOps.MULACC: lambda a, b, c, dt: f"(({a}*{b})+{c})",
     }
@@ -171,6 +172,12 @@ class CStyleRenderer(Renderer):
         return "NAN" if dtype != dtypes.float64 else "((double)NAN)"
 
     # ---- shared rendering ----
+    def shift_left(self, a: str, b: str, dtype: DType) -> str:
+        """a << b wrapping in dtype: C leaves a negative << undefined and widens narrow
+        types to int (where 255 << 24 overflows), so shift as an unsigned int, cast back."""
+        wide = "unsigned " + (self.types[dtypes.int64] if dtype.itemsize == 8 else "int")
+        return f"(({self.types[dtype]})(({wide}){a}<<{b}))"
+
     def mem_type(self, dtype: DType) -> str:
         return self.mem_types.get(dtype, self.types[dtype])
 
@@ -299,7 +306,10 @@ class CStyleRenderer(Renderer):
                 emit(f"if ({lidx[0]} == 0) {line}" if lidx else line)
             elif u.uop is UOps.ALU:
                 src = u.vin[-1].dtype if u.arg is TernaryOps.WHERE else u.vin[0].dtype
-                expr = self.code_for_op[u.arg](*[r[v] for v in u.vin], src.opmath)
+                if u.arg is BinaryOps.SHL:
+                    expr = self.shift_left(r[u.vin[0]], r[u.vin[1]], src)
+                else:
+                    expr = self.code_for_op[u.arg](*[r[v] for v in u.vin], src.opmath)
                 if u.dtype == dtypes.float16:
                     expr = self.round_half(expr, dtypes.float32)
                 elif u.dtype == dtypes.bfloat16 and u.arg not in _EXACT_OPS:

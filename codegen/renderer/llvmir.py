@@ -118,6 +118,10 @@ def _alu(op, dtype: DType, src_dtype: DType, args: list[str], used: set,
         return f"fcmp une {t} {a}, {b}" if f else f"icmp ne {t} {a}, {b}"
     if op in (BinaryOps.AND, BinaryOps.OR, BinaryOps.XOR):
         return f"{op.name.lower()} {t} {a}, {b}"
+    if op is BinaryOps.SHL:
+        return f"shl {t} {a}, {b}"
+    if op is BinaryOps.SHR:
+        return f"{'lshr' if u else 'ashr'} {t} {a}, {b}"
     if op is TernaryOps.WHERE:
         cond = ltype(dtypes.bool.vec(dtype.count) if dtype.count > 1 else dtypes.bool)
         return f"select {cond} {a}, {ltype(dtype)} {b}, {ltype(dtype)} {args[2]}"

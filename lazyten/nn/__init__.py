@@ -1,9 +1,11 @@
-"""Neural-network layers: plain classes holding parameter Tensors, called like functions.
+"""Neural-network layers: Modules (nn/module.py) holding parameter Tensors, PyTorch-style.
 
-Each layer takes Tensors in and gives a Tensor out; the math lives in Tensor methods
-(nnops.py), so a layer only owns its parameters and PyTorch's default initialisation.
-Parameters are realized buffers from the start, so optimisers can update them in place.
-`get_parameters` / `get_state_dict` (nn/state.py) find them by walking attributes.
+Each layer takes Tensors in and gives a Tensor out in `forward`; the math lives in Tensor
+methods (nnops.py), so a layer only owns its parameters and PyTorch's default
+initialisation. Parameters are realized buffers from the start, so optimisers can update
+them in place. Layers without parameters (activations, pooling, losses) are in
+nn/stateless.py. Plain objects that hold layers still work: `get_parameters` /
+`get_state_dict` (nn/state.py) find tensors by walking attributes.
 """
 from __future__ import annotations
 import math
@@ -12,6 +14,13 @@ import numpy as np
 
 from codegen.helpers import make_pair, prod
 from lazyten.index_check import check_index
+from lazyten.nn.functional import (avg_pool2d, binary_cross_entropy,  # re-exported
+                                   binary_cross_entropy_with_logits, cross_entropy,
+                                   max_pool2d, mse_loss)
+from lazyten.nn.container import ModuleList, Sequential
+from lazyten.nn.module import Module, Parameter
+from lazyten.nn.stateless import (AvgPool2d, CrossEntropyLoss, Flatten, GELU, Identity,
+                                  LogSoftmax, MaxPool2d, MSELoss, ReLU, Sigmoid, Softmax, Tanh)
 from lazyten.tensor import Tensor, no_grad
 
 __all__ = ["Linear", "Conv2d", "ConvTranspose2d", "BatchNorm", "BatchNorm1d", "BatchNorm2d",
@@ -31,16 +40,27 @@ def _uniform_bias(n: int, fan_in: int) -> Tensor:
     return Tensor.uniform(n, low=-bound, high=bound, requires_grad=True)
 
 
-class Linear:
+__all__ += ["Module", "Parameter", "Sequential", "ModuleList", "ReLU", "GELU", "Sigmoid",
+            "Tanh", "Softmax", "LogSoftmax", "Flatten", "Identity", "MaxPool2d", "AvgPool2d",
+            "CrossEntropyLoss", "MSELoss"]
+
+
+class Linear(Module):
     """y = x @ weight.T + bias, weight laid out (out_features, in_features)."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
         self.weight = Tensor.kaiming_uniform(out_features, in_features, a=math.sqrt(5),
                                              requires_grad=True)
         self.bias = _uniform_bias(out_features, in_features) if bias else None
 
-    def __call__(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor) -> Tensor:
         return x.linear(self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
 
 
 def _conv_padding(padding, kernel: tuple[int, ...], dilation: tuple[int, ...]):
@@ -53,14 +73,31 @@ def _conv_padding(padding, kernel: tuple[int, ...], dilation: tuple[int, ...]):
     return padding
 
 
-class Conv2d:
+def _conv_repr(conv: Conv2d | ConvTranspose2d, output_padding=0) -> str:
+    """PyTorch's repr of a convolution: channels, kernel and stride, then what is not default."""
+    text = (f"{conv.in_channels}, {conv.out_channels}, kernel_size={conv.kernel_size}, "
+            f"stride={make_pair(conv.stride)}")
+    if conv.padding not in (0, (0, 0), [0, 0]):
+        text += f", padding={conv.padding}"
+    if make_pair(conv.dilation) != (1, 1):
+        text += f", dilation={make_pair(conv.dilation)}"
+    if output_padding not in (0, (0, 0)):
+        text += f", output_padding={output_padding}"
+    if conv.groups != 1:
+        text += f", groups={conv.groups}"
+    return text + ("" if conv.bias is not None else ", bias=False")
+
+
+class Conv2d(Module):
     """2-d convolution, weight (out_channels, in_channels / groups, kh, kw)."""
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
                  dilation=1, groups: int = 1, bias: bool = True):
+        super().__init__()
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"channels {in_channels} -> {out_channels} are not divisible "
                              f"by groups={groups}")
+        self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size = make_pair(kernel_size)
         self.stride, self.dilation, self.groups = stride, make_pair(dilation), groups
         if padding == "same" and make_pair(stride) != (1, 1):
@@ -70,19 +107,24 @@ class Conv2d:
         self.weight = Tensor.kaiming_uniform(*shape, a=math.sqrt(5), requires_grad=True)
         self.bias = _uniform_bias(out_channels, prod(shape[1:])) if bias else None
 
-    def __call__(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor) -> Tensor:
         return x.conv2d(self.weight, self.bias, groups=self.groups, stride=self.stride,
                         dilation=self.dilation, padding=self.padding)
 
+    def extra_repr(self) -> str:
+        return _conv_repr(self)
 
-class ConvTranspose2d:
+
+class ConvTranspose2d(Module):
     """Transposed 2-d convolution, weight (in_channels, out_channels / groups, kh, kw)."""
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
                  output_padding=0, groups: int = 1, bias: bool = True, dilation=1):
+        super().__init__()
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"channels {in_channels} -> {out_channels} are not divisible "
                              f"by groups={groups}")
+        self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size = make_pair(kernel_size)
         self.stride, self.padding, self.output_padding = stride, padding, output_padding
         self.dilation, self.groups = dilation, groups
@@ -91,19 +133,26 @@ class ConvTranspose2d:
         self.weight = Tensor.kaiming_uniform(*shape, a=math.sqrt(5), requires_grad=True)
         self.bias = _uniform_bias(out_channels, prod(shape[1:])) if bias else None
 
-    def __call__(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor) -> Tensor:
         return x.conv_transpose2d(self.weight, self.bias, groups=self.groups,
                                   stride=self.stride, dilation=self.dilation,
                                   padding=self.padding, output_padding=self.output_padding)
 
+    def extra_repr(self) -> str:
+        return _conv_repr(self, self.output_padding)
 
-class BatchNorm:
-    """Batch normalisation over axis 1 (any rank). In training (Tensor.training) it uses
-    the batch statistics and updates the running ones in place; in eval it uses the
-    running ones. running_var tracks the unbiased variance, as PyTorch does."""
+
+class BatchNorm(Module):
+    """Batch normalisation over axis 1 (any rank). In training mode it uses the batch
+    statistics and updates the running ones in place; in eval mode it uses the running
+    ones. running_var tracks the unbiased variance, as PyTorch does. The mode is the
+    module's own (`train()` / `eval()`), or Tensor.training while the layer is outside any
+    Module and was never switched (nn/module.py)."""
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
                  affine: bool = True, track_running_stats: bool = True):
+        super().__init__()
+        self._training = None
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.weight = _filled((num_features,), 1.0, True) if affine else None
         self.bias = _filled((num_features,), 0.0, True) if affine else None
@@ -114,15 +163,16 @@ class BatchNorm:
         else:
             self.running_mean = self.running_var = self.num_batches_tracked = None
 
-    def __call__(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor) -> Tensor:
         if x.ndim < 2 or x.shape[1] != self.num_features:
             raise ValueError(f"batchnorm of {self.num_features} features got input {x.shape}")
         axes = (0,) + tuple(range(2, x.ndim))
-        if Tensor.training or self.running_mean is None:
+        training = self.training
+        if training or self.running_mean is None:
             mean = x.mean(axis=axes)
             shape = (1, self.num_features) + (1,) * (x.ndim - 2)
             var = (x - mean.reshape(shape)).square().mean(axis=axes)
-            if Tensor.training and self.running_mean is not None:
+            if training and self.running_mean is not None:
                 self._update_running(mean.detach(), var.detach(), x.numel() // x.shape[1])
         else:
             mean, var = self.running_mean, self.running_var
@@ -142,6 +192,11 @@ class BatchNorm:
             self.running_var.assign(self.running_var * (1 - m) + unbiased.cast(dtype) * m)
             self.num_batches_tracked.assign(self.num_batches_tracked + 1)
 
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.weight is not None}, "
+                f"track_running_stats={self.running_mean is not None}")
+
 
 class BatchNorm1d(BatchNorm):
     """BatchNorm over (N, C) or (N, C, L)."""
@@ -151,10 +206,11 @@ class BatchNorm2d(BatchNorm):
     """BatchNorm over (N, C, H, W)."""
 
 
-class LayerNorm:
+class LayerNorm(Module):
     """Normalise over the last len(normalized_shape) axes, then scale and shift."""
 
     def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True):
+        super().__init__()
         if isinstance(normalized_shape, int):
             normalized_shape = (normalized_shape,)
         shape = self.normalized_shape = tuple(normalized_shape)
@@ -162,7 +218,7 @@ class LayerNorm:
         self.weight = _filled(shape, 1.0, True) if elementwise_affine else None
         self.bias = _filled(shape, 0.0, True) if elementwise_affine else None
 
-    def __call__(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor) -> Tensor:
         n = len(self.normalized_shape)
         if x.shape[x.ndim - n:] != self.normalized_shape:
             raise ValueError(f"layernorm over {self.normalized_shape} got input {x.shape}")
@@ -171,19 +227,24 @@ class LayerNorm:
             return out
         return out * self.weight + self.bias
 
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.weight is not None}")
 
-class GroupNorm:
+
+class GroupNorm(Module):
     """Normalise each group of channels of (N, C, ...) over its channels and positions."""
 
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5,
                  affine: bool = True):
+        super().__init__()
         if num_channels % num_groups:
             raise ValueError(f"{num_channels} channels do not split into {num_groups} groups")
         self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
         self.weight = _filled((num_channels,), 1.0, True) if affine else None
         self.bias = _filled((num_channels,), 0.0, True) if affine else None
 
-    def __call__(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor) -> Tensor:
         if x.ndim < 2 or x.shape[1] != self.num_channels:
             raise ValueError(f"groupnorm of {self.num_channels} channels got input {x.shape}")
         grouped = x.reshape(x.shape[0], self.num_groups, -1).layernorm(eps=self.eps)
@@ -193,15 +254,20 @@ class GroupNorm:
         shape = (1, self.num_channels) + (1,) * (x.ndim - 2)
         return out * self.weight.reshape(shape) + self.bias.reshape(shape)
 
+    def extra_repr(self) -> str:
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, "
+                f"affine={self.weight is not None}")
 
-class Embedding:
+
+class Embedding(Module):
     """Rows of a (num_embeddings, embedding_dim) table picked by integer indices."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int):
+        super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.weight = Tensor.normal(num_embeddings, embedding_dim, requires_grad=True)
 
-    def __call__(self, idx: Tensor) -> Tensor:
+    def forward(self, idx: Tensor) -> Tensor:
         if idx.dtype.is_float:
             raise TypeError(f"embedding indices must be integers, got {idx.dtype}")
         # one-hot rows times the table: a reduce the scheduler fuses, and its gradient
@@ -210,42 +276,25 @@ class Embedding:
         onehot = check_index(onehot, idx, self.num_embeddings, "Embedding")
         return onehot.cast(self.weight.dtype) @ self.weight
 
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}"
 
-class Dropout:
-    """Zero each element with probability p in training, scaling the rest by 1/(1-p)."""
+
+class Dropout(Module):
+    """Zero each element with probability p in training mode, scaling the rest by 1/(1-p);
+    pass the input through in eval mode. The mode is the module's own, or Tensor.training
+    while the layer is outside any Module and was never switched (nn/module.py)."""
 
     def __init__(self, p: float = 0.5):
+        super().__init__()
+        self._training = None
         if not 0 <= p < 1:
             raise ValueError(f"dropout probability must be in [0, 1), got {p}")
         self.p = p
 
-    def __call__(self, x: Tensor) -> Tensor:
-        return x.dropout(self.p)
+    def forward(self, x: Tensor) -> Tensor:
+        with Tensor.train(self.training):  # the module's mode, whatever the thread's is
+            return x.dropout(self.p)
 
-
-# ---- functions (PyTorch's torch.nn.functional names) ----
-def max_pool2d(x: Tensor, kernel_size=(2, 2), stride=None, dilation=1, padding=0) -> Tensor:
-    return x.max_pool2d(kernel_size, stride, dilation, padding)
-
-
-def avg_pool2d(x: Tensor, kernel_size=(2, 2), stride=None, dilation=1, padding=0) -> Tensor:
-    return x.avg_pool2d(kernel_size, stride, dilation, padding)
-
-
-def cross_entropy(logits: Tensor, target: Tensor, label_smoothing: float = 0.0,
-                  reduction: str = "mean") -> Tensor:
-    return logits.cross_entropy(target, label_smoothing=label_smoothing, reduction=reduction)
-
-
-def binary_cross_entropy(probs: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    return probs.binary_crossentropy(target, reduction=reduction)
-
-
-def binary_cross_entropy_with_logits(logits: Tensor, target: Tensor,
-                                     reduction: str = "mean") -> Tensor:
-    return logits.binary_crossentropy_logits(target, reduction=reduction)
-
-
-def mse_loss(x: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    return x.mse(target, reduction=reduction)
-
+    def extra_repr(self) -> str:
+        return f"p={self.p}"

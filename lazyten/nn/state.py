@@ -2,7 +2,8 @@
 safetensors format.
 
 `get_state_dict(model)` walks attributes, lists, tuples and dicts and names each Tensor
-by its dotted path (`layers.0.weight`), as PyTorch does. Files follow the safetensors
+by its dotted path (`layers.0.weight`), as PyTorch does; a Module on the way gives its
+own `state_dict()` (nn/module.py), so the names agree. Files follow the safetensors
 spec (https://github.com/huggingface/safetensors): an 8-byte little-endian header length,
 a JSON header {name: {dtype, shape, data_offsets}} (plus an optional "__metadata__" map
 of strings), then the tensors' bytes, little-endian, packed with no holes. Only numpy and
@@ -23,6 +24,7 @@ from codegen.helpers import prod
 from codegen.ops import LoadOps
 from lazyten.lazy import LazyBuffer
 from lazyten.creation import default_device, storage_numpy_dtype
+from lazyten.nn.module import Module, load_tensors, owns_buffer
 from lazyten.tensor import Tensor
 from runtimes import Buffer, canonical, get_runtime
 
@@ -54,6 +56,9 @@ def _walk(obj: Any, name: str, out: dict[str, Tensor], ancestors: set[int]) -> N
     if isinstance(obj, Tensor):
         out[name] = obj
         return
+    if isinstance(obj, Module):
+        out.update(obj.state_dict(prefix=f"{name}." if name else ""))
+        return
     if id(obj) in ancestors:
         return
     if isinstance(obj, (list, tuple)):
@@ -83,40 +88,7 @@ def load_state_dict(obj: Any, state_dict: dict[str, Tensor], strict: bool = True
 
     strict: every model tensor must be present and no extra key may appear. Shapes and
     dtypes must match exactly. All copies run in one realize at the end."""
-    model = get_state_dict(obj)
-    missing = sorted(set(model) - set(state_dict))
-    unexpected = sorted(set(state_dict) - set(model))
-    if strict and (missing or unexpected):
-        raise KeyError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
-    updated = []
-    for name, target in model.items():
-        if name not in state_dict:
-            continue
-        value = state_dict[name]
-        if not isinstance(value, Tensor):
-            value = Tensor(np.asarray(value), device=target.device)
-        if value.shape != target.shape:
-            raise ValueError(f"load_state_dict: {name!r} has shape {value.shape} in the state "
-                             f"dict but {target.shape} in the model")
-        if value.dtype != target.dtype:
-            raise TypeError(f"load_state_dict: {name!r} has dtype {value.dtype.name} in the "
-                            f"state dict but {target.dtype.name} in the model")
-        if value is target:
-            continue
-        value = value.detach().to(target.device)
-        if owns_buffer(target):
-            target.assign(value)  # same storage, so views and optimisers stay valid
-        else:  # a copy of its own, never a view of the state dict's tensor
-            target.lazydata = LazyBuffer.loadop(LoadOps.CONTIGUOUS, value.shape, value.dtype,
-                                                value.device, srcs=(value.lazydata,))
-        updated.append(target)
-    if updated:
-        Tensor.realize(*updated)
-
-
-def owns_buffer(t: Tensor) -> bool:
-    """Is `t` a realized buffer of its own (not a view, not pending), so assign is in place?"""
-    return t.lazydata._base is None and t.lazydata.realized is not None
+    load_tensors(get_state_dict(obj), state_dict, strict)
 
 
 def realize_owned(tensors: list[Tensor]) -> None:

@@ -201,8 +201,9 @@ def _every_primitive_ast():
                  if other.itemsize == d.itemsize and dtypes.bool not in (d, other)]
         outs += [lb(d, (7, 300)).r(op, (1,)) for op in ReduceOps]  # group reduces
         outs.append(lb(d, (9000, 3)).r(ReduceOps.MAX, (0,)))
-        skip = ({BinaryOps.AND, BinaryOps.OR, BinaryOps.XOR} if d.is_float else
-                {BinaryOps.IDIV, BinaryOps.MOD, BinaryOps.FDIV} if d == dtypes.bool else
+        shifts = {BinaryOps.SHL, BinaryOps.SHR}
+        skip = ({BinaryOps.AND, BinaryOps.OR, BinaryOps.XOR, *shifts} if d.is_float else
+                {BinaryOps.IDIV, BinaryOps.MOD, BinaryOps.FDIV, *shifts} if d == dtypes.bool else
                 {BinaryOps.FDIV})
         outs += [lb(d).e(op, lb(d)) for op in BinaryOps if op not in skip]
     return [item.ast for out in outs for item in create_schedule([out]) if item.ast is not None]

@@ -87,3 +87,19 @@ def test_jit_replay_checks_every_call(device):
                                       np.arange(10).reshape(5, 2)[good] * 2)
     with pytest.raises(IndexError, match="index 7"):
         pick(Tensor([0, 7], device=device)).numpy()
+
+
+@pytest.mark.parametrize("make", [
+    lambda x, i: x[:0, i],                 # the result is empty: no data, still a bad index
+    lambda x, i: (x[:0, i] * 2).sum(0),    # an empty reduce folds to a constant
+    lambda x, i: x[:, i][:0],
+], ids=["empty result", "empty reduce", "sliced to empty"])
+def test_a_bad_index_raises_even_when_the_result_is_empty(device, make):
+    x = Tensor(np.arange(2 * N, dtype=np.float32).reshape(2, N), device=device)
+    with pytest.raises(IndexError, match=f"index {N + 7} is out of range"):
+        make(x, Tensor([1, N + 7], device=device)).numpy()
+    with pytest.raises(IndexError):
+        np.arange(2 * N).reshape(2, N)[:0, [1, N + 7]]  # numpy agrees
+    good = make(x, Tensor([1, N - 1], device=device)).numpy()
+    expected = make(np.arange(2 * N, dtype=np.float32).reshape(2, N), np.array([1, N - 1]))
+    np.testing.assert_array_equal(good, expected)

@@ -253,7 +253,7 @@ def test_vector_casts(device, src, dst):
     after it is a vector cast (float -> int8/16/32 and uint8 failed to compile there)."""
     x = _values(NP[src], NP[dst])
     x = rne_bf16(x) if src == dtypes.bfloat16 else x
-    out = Tensor(x, device=device, dtype=src).max(0).cast(dst)
+    out = Tensor(x, device=device, dtype=src).max(axis=0).cast(dst)
     if device == "CPU":
         (item,) = [i for i in create_schedule([out.lazydata]) if i.ast is not None]
         kernel = Linearizer(item.ast, LLVMRenderer.kernel_options).linearize()
@@ -267,7 +267,7 @@ def test_vector_casts(device, src, dst):
     want = _astype(x.max(0), dst)
     assert got.dtype == want.dtype and np.array_equal(got, want), \
         f"{src.name} -> {dst.name}: {got[:6]} != {want[:6]}"
-    got = Tensor(x, device=device, dtype=src).cast(dst).max(0).numpy()  # cast inside the reduce
+    got = Tensor(x, device=device, dtype=src).cast(dst).max(axis=0).numpy()  # cast in the reduce
     want = _astype(x, dst).max(0)
     assert got.dtype == want.dtype and np.array_equal(got, want), \
         f"{src.name} -> {dst.name} before max: {got[:6]} != {want[:6]}"

@@ -32,7 +32,7 @@ def data(dtype, n=SIZE, seed=0, low=None, high=None, nonzero=False):
     info = np.iinfo(NP[dtype])
     lo = max(info.min, -100 if low is None else low)
     hi = min(info.max, 100 if high is None else high)
-    x = rng.integers(lo, hi + 1, n).astype(NP[dtype])
+    x = rng.integers(lo, hi, n, endpoint=True, dtype=NP[dtype])
     return np.where(x == 0, 1, x).astype(NP[dtype]) if nonzero else x
 
 
@@ -195,6 +195,22 @@ def test_binary(device, op, dtype):
     check(got, want)
 
 
+@pytest.mark.parametrize("op", [BinaryOps.SHL, BinaryOps.SHR], ids=lambda x: x.name)
+@pytest.mark.parametrize("dtype", [dtypes.int8, dtypes.uint8, dtypes.int32, dtypes.int64,
+                                   dtypes.uint16, dtypes.uint32, dtypes.uint64],
+                         ids=lambda x: x.name)
+def test_shift(device, op, dtype):
+    """Counts in [0, bits): SHL wraps (narrow types too: C widens them to int), SHR is
+    arithmetic for signed dtypes (negative values keep their sign), logical for unsigned."""
+    bits = 8 * np.dtype(NP[dtype]).itemsize
+    info = np.iinfo(NP[dtype])
+    a = data(dtype, seed=1, low=info.min, high=info.max)
+    b = data(dtype, seed=2, low=0, high=bits - 1)
+    a[:3], b[:3] = [info.min, info.max, -1 if info.min else 255], [bits - 1, 1, 3]
+    want = (np.left_shift if op is BinaryOps.SHL else np.right_shift)(a, b)
+    check(one_kernel(device, lambda x, y: x.e(op, y), a, b), want.astype(a.dtype))
+
+
 @pytest.mark.parametrize("dtype", [dtypes.bool, dtypes.int8, dtypes.float16, BF16], ids=str)
 def test_where(device, dtype):
     c, a, b = data(dtypes.bool), data(dtype, seed=1), data(dtype, seed=2)
@@ -273,7 +289,8 @@ def test_bitcast(device, src, dst):
     """The bits, unchanged, against numpy's .view (NaN inputs left out: a 16-bit float is a
     float in registers on the GPUs, and its NaN payload may not survive)."""
     size = src.itemsize
-    bits = np.random.default_rng(size).integers(0, 256, SIZE * size, dtype=np.uint8).view(f"u{size}")
+    raw = np.random.default_rng(size).integers(0, 256, SIZE * size, dtype=np.uint8)
+    bits = raw.view(f"u{size}")
     values = (bits.astype(np.uint32) << 16).view(np.float32) if src == BF16 else \
         bits.view(NP[src])
     if src.is_float:

@@ -22,12 +22,14 @@ from tests.helpers import rne_bf16
 FLOATS = ("float16", "bfloat16", "float32", "float64")
 INTS = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
 DTYPES = ("bool",) + INTS + FLOATS
-MANTISSA = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}  # significand bits, implicit one included
+# significand bits, implicit one included
+MANTISSA = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
 UNIT = {d: 2.0 ** -MANTISSA[d] for d in FLOATS}  # unit roundoff: half an ulp of 1
-TINY = {d: float(np.finfo(np_dtype).tiny) for d, np_dtype in  # smallest normal: FTZ devices flush below
-        (("float16", "float16"), ("bfloat16", "float32"), ("float32", "float32"), ("float64", "float64"))}
-# 16-bit float sums are expected to accumulate in float32 (as PyTorch does); others in their own type
-ACCUMULATE = {"float16": "float32", "bfloat16": "float32", "float32": "float32", "float64": "float64"}
+# smallest normal: FTZ devices flush below (bfloat16 has float32's exponent range)
+TINY = {d: float(np.finfo("float32" if d == "bfloat16" else d).tiny) for d in FLOATS}
+# 16-bit float sums are expected to accumulate in float32 (as PyTorch does); others in their own
+ACCUMULATE = {"float16": "float32", "bfloat16": "float32", "float32": "float32",
+              "float64": "float64"}
 # largest magnitude a float value may reach in a program: far from overflow, so products stay finite
 LIMIT = {"float16": 2.0e3, "bfloat16": 1.0e6, "float32": 1.0e6, "float64": 1.0e6}
 

@@ -18,7 +18,10 @@ from .oplib import (arg, away_from_zero, bshape, fits, grid_exact, iv_div, iv_mu
 # ulps each math function may be off, beyond the rounding of its result (float32 exp2 is
 # documented within 1 ulp and log2 within 3; exp, log, sin... are built on them)
 ULP = {"exp": 4, "exp2": 2, "log": 4, "log2": 4, "sin": 4, "cos": 4, "sigmoid": 4, "tanh": 4,
-       "reciprocal": 1, "pow": 4}
+       "reciprocal": 1, "pow": 4,
+       # lazyten/mathfn.py, docs/numerics.md: measured maxima rounded up
+       "expm1": 4, "log1p": 4, "sinh": 4, "cosh": 2, "asinh": 4, "acosh": 4, "atanh": 4,
+       "erf": 3, "erfc": 5, "logaddexp": 4}
 
 
 def _float(dtype: str) -> str:
@@ -316,12 +319,80 @@ def draw_math(g):
                  exact, None, err)
 
 
+_ERF = np.vectorize(math.erf, otypes=[float])
+_ERFC = np.vectorize(math.erfc, otypes=[float])
+
+
+def _special_table(dtype: str):
+    """name -> (domain(var) -> bool, interval(lo, hi), numpy fn, error fn) for mathfn.py's
+    functions. The error functions see |x| only: each bounds the derivative over
+    [|x| - e, |x| + e] for either sign the domain allows."""
+    def u(name):
+        return ULP[name] * _unit(dtype)
+    tiny = 1e-300
+    return {
+        "expm1": (lambda v: v.hi <= 7, lambda lo, hi: (math.expm1(lo), math.expm1(hi)), np.expm1,
+                  lambda a, e, z: np.exp(a[0] + e[0]) * e[0] + u("expm1") * np.abs(z)),
+        "log1p": (lambda v: v.lo >= (-0.5 if v.exact else -0.4) and v.hi <= 1e6,
+                  lambda lo, hi: (math.log1p(lo), math.log1p(hi)), np.log1p,
+                  lambda a, e, z: e[0] / np.maximum(np.where(a[0] >= 0.5, 1.0, 1 - a[0]) - e[0],
+                                                    tiny) + u("log1p") * np.abs(z)),
+        "sinh": (lambda v: v.bound <= 10, lambda lo, hi: (math.sinh(lo), math.sinh(hi)), np.sinh,
+                 lambda a, e, z: np.cosh(a[0] + e[0]) * e[0] + u("sinh") * np.abs(z)),
+        "cosh": (lambda v: v.bound <= 10,
+                 lambda lo, hi: (1.0 if lo <= 0 <= hi else min(math.cosh(lo), math.cosh(hi)),
+                                 max(math.cosh(lo), math.cosh(hi))), np.cosh,
+                 lambda a, e, z: np.sinh(a[0] + e[0]) * e[0] + u("cosh") * np.abs(z)),
+        "asinh": (lambda v: v.bound <= 1e6, lambda lo, hi: (math.asinh(lo), math.asinh(hi)),
+                  np.arcsinh, lambda a, e, z: e[0] + u("asinh") * np.abs(z)),
+        "acosh": (lambda v: v.lo >= 1.25 and v.hi <= 1e6,
+                  lambda lo, hi: (math.acosh(lo), math.acosh(hi)), np.arccosh,
+                  lambda a, e, z: e[0] / np.sqrt(np.maximum((a[0] - e[0]) ** 2 - 1, tiny))
+                  + u("acosh") * np.abs(z)),
+        "atanh": (lambda v: v.bound <= 0.75, lambda lo, hi: (math.atanh(lo), math.atanh(hi)),
+                  np.arctanh, lambda a, e, z: e[0] / np.maximum(1 - (a[0] + e[0]) ** 2, tiny)
+                  + u("atanh") * np.abs(z)),
+        "erf": (lambda v: True, lambda lo, hi: (math.erf(lo), math.erf(hi)), _ERF,
+                lambda a, e, z: 1.13 * e[0] + u("erf") * np.abs(z)),
+        "erfc": (lambda v: v.hi <= 9, lambda lo, hi: (math.erfc(hi), math.erfc(lo)), _ERFC,
+                 lambda a, e, z: 1.13 * e[0] + u("erfc") * np.abs(z)),
+    }
+
+
+def draw_special(g):
+    """expm1, log1p, sinh, cosh, asinh, acosh, atanh, erf, erfc (lazyten/mathfn.py)."""
+    name = g.pick(list(_special_table("float32")))
+    domain = _special_table("float32")[name][0]
+    x = g.var(lambda v: v.dtype != "bool" and domain(v))
+    if x is None:
+        return None
+    _, interval, fn, err = _special_table(_float(x.dtype))[name]
+    lo, hi = interval(max(x.lo, -1e300), min(x.hi, 1e300))
+    return _step(g, "elementwise", f"{x.name}.{name}()", fn, [x], _float(x.dtype), lo, hi,
+                 False, None, err)
+
+
+def draw_logaddexp(g):
+    """x.logaddexp(y): log(e^x + e^y), each partial derivative in [0, 1]."""
+    x = g.var(lambda v: v.dtype != "bool" and v.bound <= 60)
+    if x is None:
+        return None
+    y = partner(g, x, lambda v: v.dtype != "bool" and v.bound <= 60, _float(x.dtype), -8, 8)
+    dtype = _float(promote(x.dtype, y.dtype))
+    lo, hi = max(x.lo, y.lo), max(x.hi, y.hi) + math.log(2)
+    return _step(g, "elementwise", f"{x.name}.logaddexp({y.name})", np.logaddexp, [x, y], dtype,
+                 lo, hi, False, None,
+                 lambda a, e, z: np.maximum(e[0], e[1]) + ULP["logaddexp"] * _unit(dtype)
+                 * (np.abs(z) + np.maximum(a[0], a[1])))
+
+
 def draw_simple_unary(g):
     """neg, abs, relu, square, sign, and floor/ceil/round/trunc of exact values."""
     name = g.pick(["neg", "abs", "relu", "square", "sign", "floor", "ceil", "round", "trunc"])
     rounding = name in ("floor", "ceil", "round", "trunc", "sign")  # jumps: exact inputs only
     x = g.var(lambda v: (v.dtype != "bool" or name in ("abs", "sign")) and
-              not (name == "neg" and v.dtype.startswith("u")) and (not rounding or v.exact))
+              not (name == "neg" and v.dtype.startswith("u")) and (not rounding or v.exact)
+              and not math.isnan(v.lo))  # the mean of nothing: no bounds to round
     if x is None:
         return None
     lo, hi, grid, exact = x.lo, x.hi, x.grid, True
@@ -341,8 +412,6 @@ def draw_simple_unary(g):
         lo, hi, grid, fn = -1, 1, 0, np.sign
     else:
         fn = {"floor": np.floor, "ceil": np.ceil, "round": np.round, "trunc": np.trunc}[name]
-        if not (math.isfinite(x.lo) and math.isfinite(x.hi)):  # (the mean of nothing is nan)
-            return None
         lo, hi, grid = math.floor(x.lo), math.ceil(x.hi), 0 if x.grid is not None else None
     err = (lambda a, e, z: 2 * a[0] * e[0] + e[0] ** 2) if name == "square" else \
         (lambda a, e, z: e[0] * (name != "sign"))
@@ -360,4 +429,6 @@ OPS = [
     ("math", "elementwise", draw_math, True),
     ("math2", "elementwise", draw_math, True),
     ("unary", "elementwise", draw_simple_unary, True),
+    ("special", "elementwise", draw_special, True),
+    ("logaddexp", "elementwise", draw_logaddexp, True),
 ]

@@ -9,8 +9,8 @@ import math
 
 import numpy as np
 
-from .model import Interp, Ref, Step, int_range, is_float, promote, scalar_dtype
-from .oplib import bshape, fits, min_grid, operand_ref, show
+from .model import Interp, Ref, Step, int_range, is_float, is_int, promote, scalar_dtype, to_dtype
+from .oplib import broadcastable, bshape, fits, min_grid, operand_ref, partner, scalar_grid, show
 from .ops_elementwise import _facts, _other, _result_dtype, _step
 
 
@@ -56,6 +56,75 @@ def draw_logic(g):
     fn = {"&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor}[op]
     return _step(g, "elementwise", f"{x.name} {op} {show(getattr(y, 'name', y))}", fn, [x, y],
                  dtype, lo, hi, True)
+
+
+def draw_shift(g):
+    """x << c and x >> c on integers (c a scalar or a tensor of counts, some of them out of
+    [0, bits): PyTorch and numpy give 0 or the sign fill there), and the bitwise_* names."""
+    op = g.pick(["<<", ">>", "bitwise_left_shift", "bitwise_right_shift"])
+    x = g.var(lambda v: is_int(v.dtype))
+    if x is None:
+        return None
+    bits = 8 * np.dtype(x.dtype).itemsize
+    if g.chance(50):
+        y = g.int(0, bits + 2)
+        ylo = yhi = y
+    else:
+        y = partner(g, x, lambda v: is_int(v.dtype) and v.lo >= -2 and v.hi <= bits + 2,
+                    x.dtype, 0 if x.dtype.startswith("u") else -2, min(bits + 2, 20))
+        ylo, yhi = y.lo, y.hi
+    dtype = _result_dtype(x, y)
+    if not is_int(dtype):
+        return None
+    dmin, dmax = int_range(dtype)
+    left = op in ("<<", "bitwise_left_shift")
+    if left:
+        scale = 2 ** max(int(yhi), 0)
+        lo, hi = min(x.lo * scale, 0), max(x.hi * scale, 0)
+        if not (dmin <= lo and hi <= dmax):
+            lo, hi = dmin, dmax  # may wrap
+    else:
+        lo, hi = min(x.lo, 0), max(x.hi, 0)
+    fn = np.left_shift if left else np.right_shift
+    other = show(getattr(y, "name", y))
+    src = f"{x.name} {op} {other}" if op in ("<<", ">>") else f"{x.name}.{op}({other})"
+    return _step(g, "elementwise", src, fn, [x, y], dtype, lo, hi, True, native=True)
+
+
+def draw_classify(g):
+    """isnan, isinf, isfinite (and one-sided isinf) of any tensor: bool results."""
+    op = g.pick(["isnan()", "isinf()", "isfinite()", "isposinf()", "isneginf()"])
+    x = g.var(lambda v: v.exact or v.bound < 1e4)
+    if x is None:
+        return None
+    fn = {"isnan()": np.isnan, "isinf()": np.isinf, "isfinite()": np.isfinite,
+          "isposinf()": np.isposinf, "isneginf()": np.isneginf}[op]
+    return _step(g, "compare", f"{x.name}.{op}", fn, [x], x.dtype, 0, 1, True, native=True)
+
+
+def draw_masked_fill(g):
+    """x.masked_fill(mask, value): a bool mask broadcasting to x's shape, a scalar value."""
+    x = g.var(lambda v: not math.isnan(v.lo))  # the mean of nothing has no bounds
+    if x is None:
+        return None
+    mask = g.var(lambda v: v.dtype == "bool" and v.exact and len(v.shape) <= len(x.shape)
+                 and broadcastable(v.shape, x.shape) and bshape(v.shape, x.shape) == x.shape)
+    if mask is None:
+        return None
+    value = g.pick([0, 1, 2.5, -3]) if x.dtype != "bool" else g.pick([True, False])
+    fill = to_dtype(np.array(value), x.dtype).item()
+    lo, hi = min(x.lo, fill), max(x.hi, fill)
+    grid = min_grid(x.grid, scalar_grid(float(fill))) if is_float(x.dtype) else 0
+    var = g.new(x.shape, x.dtype, lo, hi, [x, mask], grid=grid)
+
+    def ref(interp: Interp, xname=x.name, mname=mask.name) -> Ref:
+        cond = interp.env[mname].val
+        xr = interp.env[xname]
+        val = np.where(cond, np.asarray(fill, xr.val.dtype), xr.val)
+        if var.exact or interp.fd:
+            return Ref(val)
+        return Ref(val, np.where(cond, 0.0, xr.e()))
+    return g.add(Step("where", f"{x.name}.masked_fill({mask.name}, {show(value)})", ref, var))
 
 
 def draw_where(g):
@@ -211,6 +280,9 @@ def draw_bitcast(g):
 OPS = [
     ("compare", "compare", draw_compare, True),
     ("logic", "compare", draw_logic, False),
+    ("shift", "compare", draw_shift, False),
+    ("classify", "compare", draw_classify, False),
+    ("masked_fill", "where", draw_masked_fill, True),
     ("where", "where", draw_where, True),
     ("cast", "cast", draw_cast, False),
     ("bitcast", "cast", draw_bitcast, False),

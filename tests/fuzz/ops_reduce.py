@@ -1,4 +1,5 @@
-"""Reductions over random axes (sum, max, min, mean, prod, argmax, argmin) and matmul.
+"""Reductions over random axes (sum, max, min, mean, prod, argmax, argmin, any, all),
+matmul, and the sorting ops and scans (sort, argsort, topk, cummax, cummin) of exact values.
 
 Float sums are exact when every partial sum is representable (grid values); otherwise
 their error bound allows any summation order: n * u_acc * sum|x|, with float16 expected
@@ -76,6 +77,10 @@ def draw_reduce(g):
     keep_src = ", keepdim=True" if keepdim else ""
     args = ", ".join(a for a in (axis_src, keep_src.lstrip(", ")) if a)
     src = f"{x.name}.{op}({args})"
+    if op in ("max", "min") and axis_src and not axis_src.startswith("axis="):
+        # PyTorch's max(dim) gives (values, indices); its gradient picks one of tied
+        # elements where amax shares it, so gradient programs keep to axis=
+        src = f"{x.name}.{op}(axis={args})" if g.grad else f"{src}.values"
     var = g.new(shape, dtype, lo, hi, [x], grid=grid)
     var = var.but(exact=var.exact and exact)
     np_axis = None if axis_src == "" else axes
@@ -124,6 +129,30 @@ def draw_reduce(g):
     return g.add(Step("reduce", src, ref, var))
 
 
+def draw_any_all(g):
+    """x.any(...) / x.all(...) of exact values (a value near 0 would have two answers),
+    with axis= or PyTorch's dim=: bool results, False / True over nothing."""
+    op = g.pick(["any", "all"])
+    x = g.var(lambda v: v.exact)
+    if x is None:
+        return None
+    axis_src, axes = _axis(g, x)
+    if axis_src.startswith("axis=") and g.chance(50):
+        axis_src = "dim=" + axis_src[len("axis="):]
+    keepdim = g.chance(40)
+    shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape)) if keepdim else \
+        tuple(s for i, s in enumerate(x.shape) if i not in axes)
+    args = ", ".join(a for a in (axis_src, "keepdim=True" if keepdim else "") if a)
+    var = g.new(shape, "bool", 0, 1, [x], grid=0)
+    np_axis = None if axis_src == "" else axes
+
+    def ref(interp: Interp, name=x.name) -> Ref:
+        fn = np.any if op == "any" else np.all
+        return Ref(np.asarray(fn(interp.env[name].val, axis=np_axis, keepdims=keepdim))
+                   .reshape(shape))
+    return g.add(Step("reduce", f"{x.name}.{op}({args})", ref, var))
+
+
 def draw_matmul(g):
     """x @ y with 1-d or batched operands (batch dims broadcast)."""
     x = g.var(lambda v: v.ndim >= 1 and v.dtype != "bool" and v.shape[-1] <= 7)
@@ -157,7 +186,9 @@ def draw_matmul(g):
         return None
     var = g.new(shape, dtype, lo, hi, [x, y], grid=grid if is_float(dtype) else 0)
     var = var.but(exact=var.exact and exact)
-    form = g.pick(["{} @ {}", "{}.matmul({})", "{}.dot({})"])
+    einsum = ["Tensor.einsum('...ij,...jk->...ik', {}, {})"] if x.ndim >= 2 and len(yshape) >= 2 \
+        else []
+    form = g.pick(["{} @ {}", "{}.matmul({})", "{}.dot({})"] + einsum)
     src = form.format(x.name, y.name)
 
     def ref(interp: Interp, xn=x.name, yn=y.name) -> Ref:
@@ -177,7 +208,73 @@ def draw_matmul(g):
     return g.add(Step("matmul", src, ref, var))
 
 
+def stable_order(a: np.ndarray, axis: int, descending: bool) -> np.ndarray:
+    """numpy's stable argsort with NaN as the largest value (PyTorch's order)."""
+    if a.dtype.kind == "f":
+        nan = np.isnan(a)
+        key = np.where(nan, 0, -a if descending else a)
+        return np.lexsort((key, ~nan if descending else nan), axis=axis)  # lexsort is stable
+    return np.argsort(~a if descending else a, axis=axis, kind="stable")  # ~ reverses ints
+
+
+def cum_extreme(a: np.ndarray, axis: int, largest: bool) -> tuple[np.ndarray, np.ndarray]:
+    """PyTorch's cummax/cummin: the running value, and the last index j <= i holding it
+    (the last NaN's once a NaN is seen)."""
+    moved = np.moveaxis(a, axis, -1)
+    acc = np.maximum.accumulate if largest else np.minimum.accumulate
+    values = acc(moved, axis=-1) if moved.shape[-1] else moved
+    n = moved.shape[-1]
+    row, col = np.arange(n).reshape(n, 1), np.arange(n).reshape(1, n)
+    x, v = moved[..., None, :], values[..., :, None]
+    hit = x == v
+    if a.dtype.kind == "f":
+        hit = hit | (np.isnan(x) & np.isnan(v))
+    index = np.where(hit & (col <= row), col, -1).max(axis=-1) if n else values.astype(np.int64)
+    return np.moveaxis(values, -1, axis), np.moveaxis(index.astype(np.int64), -1, axis)
+
+
+def draw_sort(g):
+    """sort/argsort/topk/cummax/cummin along one dim of exact values (so the order is
+    decided): values bit for bit, indices (ties: stable order; last index for cummax)."""
+    x = g.var(lambda v: v.exact and v.ndim >= 1)
+    if x is None:
+        return None
+    op = g.pick(["sort", "argsort", "topk", "cummax", "cummin"])
+    dim = g.int(0, x.ndim - 1)
+    n, shown = x.shape[dim], dim - x.ndim if g.chance(30) else dim
+    part = g.pick(["values", "indices"]) if op != "argsort" else "indices"
+    flag = g.chance(50)
+    if op == "sort":
+        src = f"{x.name}.sort({shown}, descending={flag}).{part}"
+    elif op == "argsort":
+        src = f"{x.name}.argsort(dim={shown}, descending={flag})"
+    elif op == "topk":
+        k = g.int(0, n)
+        src = f"{x.name}.topk({k}, dim={shown}, largest={flag}).{part}"
+    else:
+        src = f"{x.name}.{op}({shown}).{part}"
+    shape = x.shape if op != "topk" else x.shape[:dim] + (k,) + x.shape[dim + 1:]
+    if part == "values":
+        var = g.new(shape, x.dtype, x.lo, x.hi, [x], grid=x.grid)
+    else:
+        var = g.new(shape, "int64", 0, max(n - 1, 0), [x], grid=0)
+
+    def ref(interp: Interp, name=x.name) -> Ref:
+        a = interp.env[name].val
+        if op in ("cummax", "cummin"):
+            values, index = cum_extreme(a, dim, op == "cummax")
+        else:
+            index = stable_order(a, dim, flag)
+            if op == "topk":
+                index = np.take(index, np.arange(k), axis=dim)
+            values = np.take_along_axis(a, index, axis=dim)
+        return Ref(np.asarray(values if part == "values" else index.astype(np.int64)))
+    return g.add(Step("reduce", src, ref, var))
+
+
 OPS = [
     ("reduce", "reduce", draw_reduce, True),
+    ("any_all", "reduce", draw_any_all, False),
     ("matmul", "matmul", draw_matmul, True),
+    ("sort", "reduce", draw_sort, False),
 ]

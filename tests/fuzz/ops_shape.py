@@ -1,4 +1,4 @@
-"""Movement ops, slicing, cat/stack, integer-tensor indexing and gather.
+"""Movement ops (and roll, tile), slicing, cat/stack, integer-tensor indexing and gather.
 
 Movement never changes a value, only where it is read from: the reference applies the
 same numpy movement to the value and to its error bound. Index expressions are rendered
@@ -337,10 +337,64 @@ def draw_gather(g):
     return g.add(Step("index", f"{x.name}.gather({shown}, {idx.name})", ref, var))
 
 
+def draw_pad_mode(g):
+    """pad(mode=reflect|replicate|circular): every value a copy of an input value."""
+    x = g.var(lambda v: v.ndim >= 1 and 0 not in v.shape)
+    if x is None:
+        return None
+    mode = g.pick(["reflect", "replicate", "circular"])
+    limit = {"reflect": lambda s: s - 1, "circular": lambda s: s}.get(mode, lambda s: 3)
+    pairs = [(g.int(0, min(limit(s), 3)), g.int(0, min(limit(s), 3))) if g.chance(60)
+             else (0, 0) for s in x.shape]
+    new = tuple(s + b + a for s, (b, a) in zip(x.shape, pairs))
+    np_mode = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode]
+    return _movement(g, x, f"{x.name}.pad({tuple(pairs)!r}, mode={mode!r})",
+                     lambda a: np.pad(a, pairs, mode=np_mode), new)
+
+
+def draw_einsum_view(g):
+    """A one-operand einsum that sums nothing: a permutation and/or diagonals (views)."""
+    x = g.var(lambda v: 1 <= v.ndim)
+    if x is None:
+        return None
+    labels = list("abcd"[:x.ndim])
+    for i in range(x.ndim):  # a later dim of the same size may repeat an earlier label
+        for j in range(i):
+            if x.shape[i] == x.shape[j] and g.chance(40):
+                labels[i] = labels[j]
+                break
+    out = g.permutation(sorted(set(labels)))
+    spec = "".join(labels) + "->" + "".join(out)
+    new = tuple(x.shape[labels.index(c)] for c in out)
+    return _movement(g, x, f"Tensor.einsum({spec!r}, {x.name})",
+                     lambda a: np.einsum(spec, a).copy(), new)
+
+
+def draw_roll_tile(g):
+    """x.roll(shifts, dims) (or flattened) and x.tile(reps): views, checked with numpy."""
+    x = g.var()
+    if x is None:
+        return None
+    if g.chance(50):
+        reps = tuple(g.int(0 if g.chance(10) else 1, 3) for _ in range(g.int(0, 4)))
+        shape = np.tile(np.zeros(x.shape, np.int8), reps).shape
+        return _movement(g, x, f"{x.name}.tile({reps})", lambda a: np.tile(a, reps), shape)
+    if x.ndim == 0 or g.chance(25):
+        shift = g.int(-9, 9)
+        return _movement(g, x, f"{x.name}.roll({shift})", lambda a: np.roll(a, shift), x.shape)
+    dims = tuple(g.int(-x.ndim, x.ndim - 1) for _ in range(g.int(1, 3)))
+    shifts = tuple(g.int(-9, 9) for _ in dims)
+    return _movement(g, x, f"{x.name}.roll({shifts}, {dims})",
+                     lambda a: np.roll(a, shifts, dims), x.shape)
+
+
 OPS = [
     ("movement", "movement", draw_movement, True),
+    ("roll_tile", "movement", draw_roll_tile, True),
     ("slice", "slice", draw_slice, True),
     ("cat", "cat", draw_cat, True),
     ("index", "index", draw_index, True),
     ("gather", "index", draw_gather, True),
+    ("pad_mode", "movement", draw_pad_mode, True),
+    ("einsum_view", "movement", draw_einsum_view, True),
 ]

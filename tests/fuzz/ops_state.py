@@ -1,4 +1,5 @@
-"""Ops about state and evaluation order: assign (in place), clone, detach, realize.
+"""Ops about state and evaluation order: assign and setitem (in place), clone, detach,
+realize.
 
 The rule they check (issue 11): every Tensor is a value. After `t.assign(v)` the name t
 reads v; every tensor computed from t's old contents keeps the old value, whatever was
@@ -11,7 +12,7 @@ import numpy as np
 from .model import Interp, Ref, Step, is_float, promote, scalar_dtype
 from .ops_logic import cast_ok
 from .oplib import (broadcastable, bshape, const, grid_exact, min_grid, mv, np_pad, operand_grid,
-                    show)
+                    scalar_for, scalar_grid, show)
 
 
 def _self_view(g, t):
@@ -108,6 +109,76 @@ def draw_assign(g):
     return g.add(Step("assign", src, ref, new, rebinds=name))
 
 
+def _basic_index(g, shape) -> tuple[str, tuple]:
+    """An index of ints and slices (any step) for `shape`: (source text, numpy index)."""
+    texts, items = [], []
+    for n in shape:
+        kind = g.pick(["int", "slice", "slice", "full"]) if n else "full"
+        if kind == "int":
+            i = g.int(-n, n - 1)
+            texts.append(str(i))
+            items.append(i)
+        elif kind == "slice":
+            step = g.pick([1, 2, -1, -2, 3])
+            start = g.pick([None, g.int(-n, n - 1)])
+            stop = g.pick([None, g.int(-n - 1, n)])
+            texts.append(f"{'' if start is None else start}:{'' if stop is None else stop}:{step}")
+            items.append(slice(start, stop, step))
+        else:
+            texts.append(":")
+            items.append(slice(None))
+    return ", ".join(texts), tuple(items)
+
+
+def draw_setitem(g):
+    """t[ints and slices] = value: a scalar or a var broadcasting to the indexed shape, cast
+    to t's dtype. t keeps its other elements; tensors read from t before keep the old."""
+    target = g.var(lambda v: v.ndim > 0 and v.buffer) if g.chance(60) else \
+        g.var(lambda v: v.ndim > 0)
+    if target is None:
+        return None
+    name, dtype = target.name, target.dtype
+    text, index = _basic_index(g, target.shape)
+    sub_shape = np.empty(target.shape)[index].shape
+    if g.chance(40):
+        value = scalar_for(g, dtype)
+        if not is_float(dtype) and isinstance(value, float) or \
+                dtype.startswith("u") and value < 0:
+            return None
+        vlo = vhi = float(value)
+        vgrid = scalar_grid(value) if is_float(dtype) else 0
+        vexact, vname = vgrid is not None, value
+    else:
+        v = g.var(lambda v: broadcastable(v.shape, sub_shape) and
+                  bshape(v.shape, sub_shape) == sub_shape and v.name != name and
+                  cast_ok(v, dtype) and (v.dtype == dtype or v.exact))
+        if v is None:
+            return None
+        vlo, vhi, vexact, vgrid, vname = v.lo, v.hi, v.exact, operand_grid(v, dtype), v.name
+        if is_float(v.dtype) and not is_float(dtype):  # truncation toward zero
+            vlo, vhi = float(np.floor(vlo)), float(np.ceil(vhi))
+    if dtype == "bool":
+        vlo, vhi = 0.0, 1.0
+    lo, hi = min(target.lo, vlo), max(target.hi, vhi)
+    new = target.but(lo=lo, hi=hi, exact=target.exact and vexact,
+                     grid=min_grid(target.grid, vgrid) if is_float(dtype) else 0)
+
+    def ref(interp: Interp) -> Ref:
+        old = interp.env[name]
+        if isinstance(vname, str):
+            part = interp.cast(interp.env[vname], dtype)
+        else:
+            part = interp.cast(Ref(np.array(vname)), dtype)
+        val = old.val.copy()
+        val[index] = part.val
+        if old.err is None and part.err is None:
+            return Ref(val)
+        err = old.e().copy()
+        err[index] = part.e()
+        return Ref(val, err)
+    return g.add(Step("assign", f"{name}[{text}] = {show(vname)}", ref, new, rebinds=name))
+
+
 def draw_clone(g):
     x = g.var()
     if x is None:
@@ -132,6 +203,7 @@ def draw_realize(g):
 
 OPS = [
     ("assign", "assign", draw_assign, False),
+    ("setitem", "assign", draw_setitem, False),
     ("clone", "clone", draw_clone, True),
     ("realize", "realize", draw_realize, True),
 ]

@@ -96,3 +96,25 @@ def test_kernels_that_differ_only_in_length_share_a_function():
     spec = renderer.program(Linearizer(create_schedule([other.lazydata])[-1].ast,
                                        renderer.kernel_options).linearize())
     assert spec.entry != specs[0].entry
+
+
+def test_long_runs_move_compiles_to_recycled_workers(monkeypatch):
+    """LLVM keeps memory per compile in the compiling process, so after COMPILE_HERE_MAX
+    compiles here the pool sends the rest to workers, each replaced after
+    COMPILE_WORKER_JOBS compiles; the binaries do not change."""
+    from codegen.helpers import getenv
+    monkeypatch.setenv("COMPILE_HERE_MAX", "4")
+    monkeypatch.setenv("COMPILE_WORKER_JOBS", "3")
+    getenv.cache_clear()
+    compiler = LLVMCompiler()
+    pool = CompilePool(compiler, workers=0)
+    try:
+        binaries = [pool.submit(f"r{i}", kernel(1000 + i)).result() for i in range(14)]
+        assert pool.compiled_here == 4, f"compiled here: {pool.compiled_here}, expected 4"
+        # 10 compiles in workers of 3 jobs each: 4 workers, at most one still running
+        assert pool.workers_started == 4, f"workers started: {pool.workers_started}"
+        assert len(pool._procs) == 1
+    finally:
+        pool.close()
+        getenv.cache_clear()
+    assert binaries == [LLVMCompiler().compile(kernel(1000 + i)) for i in range(14)]

@@ -101,7 +101,7 @@ def test_unary(name, shape, seed):
 
 def test_ties_and_kinks_follow_pytorch():
     x = Tensor(np.array([[1.0, 3.0, 3.0], [2.0, 0.0, -1.0]]), requires_grad=True)
-    x.max(1).sum().backward()  # amax: ties share the gradient
+    x.max(axis=1).sum().backward()  # amax: ties share the gradient
     np.testing.assert_array_equal(x.grad.numpy(), [[0, 0.5, 0.5], [1, 0, 0]])
     a, b = (Tensor(np.array(v), requires_grad=True) for v in ([1.0, 2.0, 0.0], [1.0, 1.0, 3.0]))
     a.maximum(b).sum().backward()
@@ -135,8 +135,8 @@ def test_rounding_has_no_gradient():
 REDUCE = {
     "sum": lambda x, a, k: x.sum(a, keepdim=k),
     "mean": lambda x, a, k: x.mean(a, keepdim=k),
-    "max": lambda x, a, k: x.max(a, keepdim=k),
-    "min": lambda x, a, k: x.min(a, keepdim=k),
+    "max": lambda x, a, k: x.max(axis=a, keepdim=k),
+    "min": lambda x, a, k: x.min(axis=a, keepdim=k),
     "var": lambda x, a, k: x.var(a, keepdim=k),
     "var_biased": lambda x, a, k: x.var(a, keepdim=k, correction=0),
     "std": lambda x, a, k: x.std(a, keepdim=k),

@@ -24,8 +24,8 @@ def fma_prone(t):
 
 # ---- max and min: the mask must come from the values that were maximised ----
 MAXLIKE = {  # name: (lazyten, numpy reduce, axis)
-    "max": (lambda t: t.max(2), np.max, 2),
-    "min": (lambda t: t.min(2), np.min, 2),
+    "max": (lambda t: t.max(axis=2), np.max, 2),
+    "min": (lambda t: t.min(axis=2), np.min, 2),
     "amax_keepdim": (lambda t: t.amax(2, keepdim=True), np.max, 2),
     "amin_two_axes": (lambda t: t.amin((0, 2)), np.min, (0, 2)),
     "max_all": (lambda t: t.max(), np.max, None),
@@ -34,7 +34,7 @@ MAXLIKE = {  # name: (lazyten, numpy reduce, axis)
 
 @pytest.mark.parametrize("name", MAXLIKE)
 def test_max_of_an_inlined_computation_float32(name):
-    """(x*x+1).expand(3, 4, 7).max(2) lost the gradient of whole rows in about half of
+    """(x*x+1).expand(3, 4, 7).max(axis=2) lost the gradient of whole rows in about half of
     these seeds: the reduce and the backward's mask each recomputed x*x+1, one with an fma."""
     reduce, np_reduce, axis = MAXLIKE[name]
     for seed in range(24):
@@ -118,25 +118,25 @@ def test_max_input_is_stored_only_when_it_could_round_differently():
     from codegen.ops import LoadOps
     x = Tensor(np.ones((4, 6), np.float32), requires_grad=True)
     b = Tensor(np.ones((4, 6), np.float32), requires_grad=True)
-    for build in (lambda: x.max(1), lambda: x.min(1), lambda: (x + b).relu().max(1)):
+    for build in (lambda: x.max(axis=1), lambda: x.min(axis=1), lambda: (x + b).relu().max(axis=1)):
         out = build()
         node = out
         while type(node._ctx).__name__ != "Max":
             node = node._parents[0]
         assert node._ctx.x.base.op is not LoadOps.CONTIGUOUS, "a copy that is not needed"
-    out = (x * x + 1).max(1)
+    out = (x * x + 1).max(axis=1)
     assert out._ctx.x.base.op is LoadOps.CONTIGUOUS, "x*x+1 must be stored for the max"
-    out = (x * x + 1).expand(3, 4, 6).max(2)  # the base is smaller: stored, then expanded
+    out = (x * x + 1).expand(3, 4, 6).max(axis=2)  # the base is smaller: stored, then expanded
     assert out._ctx.x.base.op is LoadOps.CONTIGUOUS and out._ctx.x.base.shape == (4, 6)
-    out = (x * x + 1)[:, 1:3].max(1)  # the view is smaller: only it is stored
+    out = (x * x + 1)[:, 1:3].max(axis=1)  # the view is smaller: only it is stored
     assert out._ctx.x.base.op is LoadOps.CONTIGUOUS and out._ctx.x.base.shape == (4, 2)
 
 
 @pytest.mark.parametrize("stored", ["view", "base"])
 def test_max_of_a_stored_view_or_base(stored):
     xn = np.random.default_rng(0).standard_normal((4, 6))
-    fn = (lambda t: (t * t + 1)[:, 1:4].max(1)) if stored == "view" else \
-        (lambda t: (t * t + 1).expand(2, 4, 6).max(2))
+    fn = (lambda t: (t * t + 1)[:, 1:4].max(axis=1)) if stored == "view" else \
+        (lambda t: (t * t + 1).expand(2, 4, 6).max(axis=2))
     check_grad(fn, xn)
 
 
@@ -222,7 +222,9 @@ def test_pow_gradients_by_finite_differences(shape, exponent, seed):
     x, y = spaced(np.random.default_rng(seed), shape, shape)
     check_grad(lambda t: (t.abs() + 0.25) ** exponent, x, seed=seed)
     if float(exponent).is_integer():  # negative bases: integer powers are smooth there
-        check_grad(lambda t: (t - 0.1) ** exponent, x, seed=seed)
+        # (spaced values keep 0.3 spacing away from 0; a shift such as t - 0.1 could land
+        # within 2e-4 of a pole, too ill-conditioned for finite differences)
+        check_grad(lambda t: t ** exponent, x, seed=seed)
     check_grad(lambda a, b: (a.abs() + 0.25) ** b, x, y, seed=seed)
     check_grad(lambda b: 1.7 ** b, y, seed=seed)
 

@@ -55,7 +55,7 @@ def test_ops_after_a_reduce_match_numpy(reduce, data):
     shape = tuple(data.draw(st.lists(st.integers(1, 4), min_size=2, max_size=3)))
     a = np.random.default_rng(len(shape)).standard_normal(shape).astype(np.float32)
     axis = data.draw(st.integers(0, len(shape) - 1))
-    t = getattr(Tensor(a), reduce)(axis)
+    t = getattr(Tensor(a), reduce)(axis=axis)
     ref = getattr(a, reduce)(axis)
     if ref.ndim == 0:
         t, ref = t.reshape(1), ref.reshape(1)

@@ -1,0 +1,60 @@
+"""Conversions to numpy and Python, and PyTorch's small accessors: np.asarray(t),
+float(t) / int(t) / operator.index(t), t.size(), t.dim(), t.cpu(). Mixed into Tensor.
+
+Everything that returns data realizes the tensor (as numpy()/item() do).
+"""
+from __future__ import annotations
+from typing import Any
+
+import numpy as np
+
+
+class InteropMixin:
+    """numpy's array protocol, Python's number protocols and PyTorch's accessors."""
+
+    # numpy's binary operators give way to the Tensor's (np.float32(2) * t is a Tensor)
+    __array_ufunc__ = None
+
+    def __array__(self, dtype=None, copy: bool | None = None) -> np.ndarray:
+        """np.asarray(t): a realized copy (numpy 2's copy=False cannot be honoured)."""
+        if copy is False:
+            raise ValueError("np.asarray(tensor, copy=False): a Tensor's data lives on its "
+                             "device, so converting it always copies; pass copy=None or True")
+        out = self.numpy()
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def _one(self, what: str):
+        if self.numel() != 1:
+            raise TypeError(f"only one-element tensors can be converted to a Python {what}, "
+                            f"got shape {self.shape}")
+        return self.item()
+
+    def __float__(self) -> float:
+        return float(self._one("float"))
+
+    def __int__(self) -> int:
+        return int(self._one("int"))
+
+    def __index__(self) -> int:
+        if self.dtype.is_float or self.numel() != 1:
+            raise TypeError(f"only integer tensors of a single element can be used as an "
+                            f"index, got a {self.dtype.name} tensor of shape {self.shape}")
+        return int(self.item())
+
+    def size(self, dim: int | None = None) -> tuple[int, ...] | int:
+        """The shape (a tuple), or the size of one dim, as PyTorch's size()."""
+        if dim is None:
+            return self.shape
+        if isinstance(dim, bool) or not hasattr(dim, "__index__"):
+            raise TypeError(f"size(dim) takes an int dim, got {dim!r}")
+        if not -max(self.ndim, 1) <= dim < max(self.ndim, 1) or self.ndim == 0:
+            raise IndexError(f"dim {dim} is out of range for a tensor of shape {self.shape}")
+        return self.shape[dim]
+
+    def dim(self) -> int:
+        """The number of dims (ndim), as PyTorch's dim()."""
+        return self.ndim
+
+    def cpu(self) -> Any:
+        """This tensor on the CPU device."""
+        return self.to("CPU")

@@ -1,0 +1,262 @@
+"""Sorting, scans and selection Tensor methods: sort, argsort, topk, cummax, cummin,
+logcumsumexp, index_select and multinomial. Mixed into Tensor.
+
+There is no sort primitive. A sort ranks every element of a row against every other one
+(O(n^2) comparisons per row, one reduce): rank_i = #{j: x_j before x_i} + #{j < i: x_j
+ties x_i}, so every sort is stable. A one-hot of rank == position then picks values and
+indices with a masked sum; values are a masked sum of the input, so their gradient flows
+to the picked elements. Scans use the lower-triangular mask of `cumsum` (reduce.py).
+Everything stays lazy; multinomial's random numbers come from `rand` like every other
+random tensor.
+"""
+from __future__ import annotations
+import operator
+from typing import Any, NamedTuple
+
+from codegen.dtypes import dtypes
+from lazyten import function as F
+from lazyten.index_check import check_index
+
+
+class SortResult(NamedTuple):
+    """(values, indices) of sort, topk, cummax and cummin, as PyTorch's return types."""
+    values: Any
+    indices: Any
+
+
+class _Stable(F.Function):
+    """The input, stored if needed so that every kernel reading it sees the same bits (a
+    rank compares x with x in one kernel, the picks read x in another); gradient: identity."""
+    def forward(self, x):
+        return F.stable_values(x)
+
+    def backward(self, grad):
+        return grad
+
+
+def _dim(dim, axis, ndim: int, what: str) -> int:
+    """PyTorch's `dim` (or tinygrad's `axis`) normalised; a 0-d tensor has dim 0 (or -1)."""
+    if axis is not None:
+        if dim is not None and dim != axis:
+            raise TypeError(f"{what}: got both dim={dim!r} and axis={axis!r}")
+        dim = axis
+    if isinstance(dim, bool) or not hasattr(dim, "__index__"):
+        raise TypeError(f"{what}: dim must be an int, got {dim!r}")
+    dim = operator.index(dim)
+    if not -max(ndim, 1) <= dim < max(ndim, 1):
+        raise IndexError(f"{what}: dim {dim} is out of range for a tensor with {ndim} dims")
+    return dim % max(ndim, 1)
+
+
+def _last(x, dim: int):
+    """x with `dim` moved last (a transpose, its own inverse)."""
+    return x.transpose(dim, -1) if dim != x.ndim - 1 else x
+
+
+def _key(x):
+    """x as something `<` orders: bool compares as uint8."""
+    return x.cast(dtypes.uint8) if x.dtype == dtypes.bool else x
+
+
+def _precedes(xj, xi, descending: bool):
+    """(strictly before, tie): does key j sort before key i; NaN sorts as the largest and
+    NaNs tie with each other, as PyTorch."""
+    if not xj.dtype.is_float:
+        return (xj > xi) if descending else (xj < xi), xj == xi
+    nan_j, nan_i = xj.isnan(), xi.isnan()
+    if descending:
+        strict = (xj > xi) | (nan_j & nan_i.logical_not())
+    else:
+        strict = (xj < xi) | (nan_i & nan_j.logical_not())
+    return strict, (xj == xi) | (nan_j & nan_i)
+
+
+def _lowest(x):
+    """The smallest value of x's dtype (a fill that never wins a max)."""
+    if x.dtype.is_float:
+        return float("-inf")
+    return dtypes.min(x.dtype)  # 0 for every unsigned type
+
+
+class SortingMixin:
+    """sort/argsort/topk, the max/min/logsumexp scans, index_select and multinomial."""
+
+    # ---- sorting ----
+    def _sorted(self, dim, axis, descending: bool, k: int | None, what: str, need_values=True):
+        """(values, indices) of the first k (all if None) positions of a stable sort."""
+        dim = _dim(dim, axis, self.ndim, what)
+        if self.ndim == 0:
+            values, indices = self.reshape(1)._sorted(0, None, descending, k, what, need_values)
+            shape = (0,) if k == 0 else ()
+            return SortResult(None if values is None else values.reshape(shape),
+                              indices.reshape(shape))
+        tensor_type, n = type(self), self.shape[dim]
+        k = n if k is None else k
+        x = _last(self.apply(_Stable), dim)  # (..., n)
+        key = _key(x.detach())
+        strict, tie = _precedes(key.unsqueeze(-2), key.unsqueeze(-1), descending)
+        ar = tensor_type.arange(n, device=self.device)
+        earlier = ar.reshape(1, n) < ar.reshape(n, 1)  # [i, j]: j < i
+        rank = (strict | (tie & earlier)).sum(axis=-1)  # (..., n)
+        onehot = rank.unsqueeze(-1) == tensor_type.arange(k, device=self.device)  # (..., n, k)
+        indices = onehot.where(ar.reshape(n, 1), 0).sum(axis=-2)
+        values = None
+        if need_values:
+            src = x.cast(dtypes.uint8) if x.dtype == dtypes.bool else x
+            values = _last(onehot.where(src.unsqueeze(-1), 0).sum(axis=-2).cast(self.dtype), dim)
+        return SortResult(values, _last(indices.cast(dtypes.int64), dim))
+
+    def sort(self, dim: int | None = None, descending: bool = False, stable: bool = False,
+             axis: int | None = None) -> SortResult:
+        """(values, indices) sorted along `dim` (default -1); always stable (equal elements
+        keep their order, whatever `stable` says); NaN sorts as the largest value."""
+        return self._sorted(-1 if dim is None and axis is None else dim, axis, descending, None,
+                            "sort")
+
+    def argsort(self, dim: int | None = None, descending: bool = False, stable: bool = False,
+                axis: int | None = None):
+        """Indices (int64) that sort `dim` (default -1), stably; NaN sorts as the largest."""
+        return self._sorted(-1 if dim is None and axis is None else dim, axis, descending, None,
+                            "argsort", need_values=False).indices
+
+    def topk(self, k: int, dim: int | None = None, largest: bool = True, sorted: bool = True,
+             axis: int | None = None) -> SortResult:
+        """The k largest (or smallest) along `dim` (default -1), always in sorted order;
+        ties are broken as the stable sort does (lower index first); NaN is the largest."""
+        dim_ = _dim(-1 if dim is None and axis is None else dim, axis, self.ndim, "topk")
+        n = self.shape[dim_] if self.ndim else 1
+        if isinstance(k, bool) or not hasattr(k, "__index__"):
+            raise TypeError(f"topk: k must be an int, got {k!r}")
+        if not 0 <= operator.index(k) <= n:
+            raise IndexError(f"topk: k={k} is out of range for dim {dim_} of size {n} "
+                             f"(shape {self.shape})")
+        return self._sorted(dim_, None, largest, operator.index(k), "topk")
+
+    # ---- scans ----
+    def _cum_extreme(self, dim, axis, largest: bool, what: str) -> SortResult:
+        """Running max (min): the value, and the LAST index holding it; once a NaN is seen
+        the value is NaN and the index the last NaN's (PyTorch's cummax/cummin)."""
+        dim = _dim(dim, axis, self.ndim, what)
+        if self.ndim == 0:
+            values, indices = self.reshape(1)._cum_extreme(0, None, largest, what)
+            return SortResult(values.reshape(()), indices.reshape(()))
+        tensor_type, n = type(self), self.shape[dim]
+        if n == 0:
+            return SortResult(self._same(), self.zeros_like(dtype=dtypes.int64))
+        x = _last(self.apply(_Stable), dim)  # (..., n)
+        key = x.detach()
+        if not largest:  # order-reversing and exact, as in argmin
+            key = key.logical_not() if key.dtype == dtypes.bool else \
+                -key if key.dtype.is_float else ~key
+        key = _key(key).unsqueeze(-2)  # (..., 1, n): j
+        ar = tensor_type.arange(n, device=self.device)
+        tri = ar.reshape(1, n) <= ar.reshape(n, 1)  # [i, j]: j <= i
+        best = tri.where(key, _lowest(key)).max(axis=-1, keepdim=True)  # (..., n, 1)
+        hit = tri & (key == best)
+        if key.dtype.is_float:
+            nan = tri & key.isnan()
+            seen_nan = nan.cast(dtypes.uint8).max(axis=-1, keepdim=True).cast(dtypes.bool)
+            hit = seen_nan.where(nan, hit)
+        index = hit.where(ar, -1).max(axis=-1)  # (..., n): the last hit
+        onehot = index.unsqueeze(-1) == ar
+        src = x.cast(dtypes.uint8) if x.dtype == dtypes.bool else x
+        values = onehot.where(src.unsqueeze(-2), 0).sum(axis=-1).cast(self.dtype)
+        return SortResult(_last(values, dim), _last(index.cast(dtypes.int64), dim))
+
+    def cummax(self, dim: int | None = None, axis: int | None = None) -> SortResult:
+        """(values, indices) of the running maximum along `dim`; ties pick the last index."""
+        return self._cum_extreme(dim, axis, True, "cummax")
+
+    def cummin(self, dim: int | None = None, axis: int | None = None) -> SortResult:
+        """(values, indices) of the running minimum along `dim`; ties pick the last index."""
+        return self._cum_extreme(dim, axis, False, "cummin")
+
+    def logcumsumexp(self, dim: int | None = None, axis: int | None = None):
+        """log(cumsum(exp(x))) along `dim`, shifted by the running maximum so that neither
+        large nor very negative values overflow or vanish; integers compute in float32."""
+        dim = _dim(dim, axis, self.ndim, "logcumsumexp")
+        x = self if self.dtype.is_float else self.float()
+        if x.dtype.opmath != x.dtype:  # as PyTorch: half (and bfloat16) computes in float32
+            return x.float().logcumsumexp(dim).cast(x.dtype)
+        if x.ndim == 0 or x.shape[dim] == 0:
+            return x._same()
+        tensor_type, n = type(self), x.shape[dim]
+        xj = _last(x, dim).unsqueeze(-2)  # (..., 1, n)
+        ar = tensor_type.arange(n, device=self.device)
+        tri = ar.reshape(1, n) <= ar.reshape(n, 1)  # [i, j]: j <= i
+        shift = tri.where(xj.detach(), float("-inf")).max(axis=-1, keepdim=True)  # (..., n, 1)
+        shift = shift.isinf().where(0.0, shift)  # rows of -inf (or an inf): no inf - inf
+        terms = tri.where(xj - shift, float("-inf")).exp()
+        out = terms.sum(axis=-1, keepdim=True).log() + shift
+        return _last(out.squeeze(-1), dim)
+
+    # ---- selection ----
+    def index_select(self, dim: int, index):
+        """The entries `index` (a 1-d integer tensor or list) of `dim`; an index outside
+        [0, size) raises IndexError when the result is realized (as gather)."""
+        tensor_type = type(self)
+        dim = _dim(dim, None, self.ndim, "index_select")
+        if not isinstance(index, tensor_type):
+            index = tensor_type(index, device=self.device)
+        if not index.dtype.is_int:
+            raise TypeError(f"index_select: index must be an integer tensor, got "
+                            f"{index.dtype.name}")
+        if index.ndim > 1:
+            raise ValueError(f"index_select: index must be 0-d or 1-d, got shape {index.shape}")
+        if index.device != self.device:
+            raise ValueError(f"index_select: index on {index.device}, tensor on {self.device}")
+        if self.ndim == 0:
+            if index.numel() != 1:
+                raise IndexError(f"index_select on a 0-d tensor takes one index, got "
+                                 f"shape {index.shape}")
+            return self.reshape(1).index_select(0, index).reshape(())
+        index = index.reshape(-1)
+        k, n = index.shape[0], self.shape[dim]
+        onehot = index.reshape(k, 1) == tensor_type.arange(n, device=self.device)
+        onehot = onehot.reshape((1,) * dim + (k, n) + (1,) * (self.ndim - dim - 1))
+        out = onehot.where(self.unsqueeze(dim), 0).sum(axis=dim + 1).cast(self.dtype)
+        return check_index(out, index, n, f"index_select along dim {dim}")
+
+    def multinomial(self, num_samples: int = 1, replacement: bool = False):
+        """int64 samples of category indices from the non-negative weights of each row
+        (1-d or 2-d). With replacement: the inverse of the normalised cumsum at uniform
+        numbers; without: the num_samples smallest of Exp(1) / weight (an exponential race,
+        the same law as drawing one at a time and renormalising). A row that is negative,
+        inf, NaN or all zero, or has fewer than num_samples nonzero weights when sampling
+        without replacement, raises IndexError when the samples are realized."""
+        tensor_type = type(self)
+        if self.ndim not in (1, 2):
+            raise ValueError(f"multinomial: weights must be 1-d or 2-d, got shape {self.shape}")
+        if not self.dtype.is_float:
+            raise TypeError(f"multinomial: weights must be floating point, got {self.dtype.name}")
+        if isinstance(num_samples, bool) or not hasattr(num_samples, "__index__"):
+            raise TypeError(f"multinomial: num_samples must be an int, got {num_samples!r}")
+        samples, n = operator.index(num_samples), self.shape[-1]
+        if samples <= 0:
+            raise ValueError(f"multinomial: num_samples must be positive, got {samples}")
+        if n == 0:
+            raise ValueError(f"multinomial: no categories (weights of shape {self.shape})")
+        if not replacement and samples > n:
+            raise ValueError(f"multinomial: cannot draw {samples} samples without replacement "
+                             f"from {n} categories")
+        w = self.detach().reshape(-1, n)
+        w = w.float() if w.dtype.opmath != w.dtype else w
+        positive = w > 0
+        bad = ((w < 0) | w.isnan() | w.isinf()).cast(dtypes.uint8).max(axis=1) > 0
+        bad = bad | (w.sum(axis=1) == 0)
+        if replacement:
+            cdf = w.cumsum(1)
+            cdf = cdf / cdf[:, n - 1:]  # the last entry exactly 1: u < 1 always finds a slot
+            u = tensor_type.rand(w.shape[0], samples, dtype=w.dtype, device=self.device)
+            out = (cdf.unsqueeze(1) <= u.unsqueeze(2)).sum(axis=2)
+        else:
+            bad = bad | (positive.sum(axis=1) < samples)
+            u = tensor_type.rand(w.shape[0], n, dtype=w.dtype, device=self.device)
+            race = -(1 - u).log()  # Exp(1), finite since u < 1
+            out = positive.where(race / positive.where(w, 1), float("inf")).topk(
+                samples, largest=False).indices
+        out = out.cast(dtypes.int64).reshape(self.shape[:-1] + (samples,))
+        flag = bad.where(n, 0)  # an out-of-range "index" for each bad row
+        return check_index(out, flag, n, "multinomial: a row of weights is negative, inf, "
+                           "NaN or all zero, or has fewer nonzero weights than num_samples "
+                           "without replacement")
