@@ -13,7 +13,7 @@ from codegen.helpers import argfix, prod
 from lazyten import function as F
 from lazyten.aliases import POSITIONAL, joined, keywords
 from lazyten.elementwise import broadcast_shape
-from lazyten.index_check import check_index
+from lazyten.index_check import as_index, check_index
 from lazyten.inplace import _is_mask
 from lazyten.padding import pad_modes
 
@@ -355,7 +355,7 @@ class MovementMixin:
                              f"{item.dtype.name}")
         if item.device != self.device:
             raise IndexError(f"index on {item.device} for a tensor on {self.device}")
-        return item
+        return as_index(item)
 
     def _advanced_index(self, advanced):
         """numpy's integer-array indexing, as one-hot masks reduced by a sum (no gather op)."""
@@ -404,7 +404,7 @@ class MovementMixin:
                 raise ValueError(f"gather: index shape {index.shape} exceeds {self.shape} at dim {d}")
         if index.dtype.is_float:
             raise TypeError(f"gather index must be an integer tensor, got {index.dtype}")
-        n = self.shape[dim]
+        index, n = as_index(index), self.shape[dim]
         arg = [(0, s) for s in index.shape]
         arg[dim] = (0, n)
         x = self.shrink(arg).unsqueeze(dim)  # (..., 1, n, ...)

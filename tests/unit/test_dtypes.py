@@ -281,3 +281,15 @@ def test_bitcast_needs_equal_itemsizes():
         Tensor(np.ones(3, np.float32)).bitcast(F64)
     with pytest.raises(TypeError, match="bool"):
         Tensor(np.ones(3, np.uint8)).bitcast(dtypes.bool)
+
+
+def test_unsigned_index_tensors():
+    """uint16/32/64 tensors index like numpy; a uint64 index past int64 is out of range
+    (not wrapped to a negative, valid, index)."""
+    x = Tensor(np.arange(6.0) * 10)
+    for d in (np.uint16, np.uint32, np.uint64):
+        assert x[Tensor(np.array([2, 5, 0], d))].tolist() == [20.0, 50.0, 0.0]
+    w = Tensor(np.arange(6.0).reshape(2, 3))
+    assert w.gather(1, Tensor(np.array([[2], [0]], np.uint64))).tolist() == [[2.0], [3.0]]
+    with pytest.raises(IndexError, match="out of range"):
+        x[Tensor(np.array([2 ** 64 - 1], np.uint64))].numpy()
