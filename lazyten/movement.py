@@ -5,10 +5,11 @@ reshape/permute/expand/pad/shrink/flip map onto the ShapeTracker; everything els
 elementwise ops. Mixed into Tensor.
 """
 from __future__ import annotations
+import functools
 import math
 import operator
 
-from codegen.dtypes import dtypes
+from codegen.dtypes import dtypes, promote
 from codegen.helpers import argfix, prod
 from lazyten import function as F
 from lazyten.aliases import POSITIONAL, joined, keywords
@@ -227,11 +228,14 @@ class MovementMixin:
                 raise ValueError(f"cat: shapes {[t.shape for t in tensors]} differ outside "
                                  f"dim {dim}")
         total, start, out = sum(t.shape[dim] for t in tensors), 0, None
+        # the dtype of all of them, each cast once (bfloat16 + int32 + float32 is float32:
+        # adding the pieces in turn would round the int32 to bfloat16 on the way)
+        dtype = functools.reduce(promote, [t.dtype for t in tensors])
         for t in tensors:
             pads = [(0, 0)] * first.ndim
             pads[dim] = (start, total - start - t.shape[dim])
             start += t.shape[dim]
-            piece = t.pad(pads)
+            piece = t.cast(dtype).pad(pads)
             out = piece if out is None else out + piece
         return out
 

@@ -293,3 +293,11 @@ def test_unsigned_index_tensors():
     assert w.gather(1, Tensor(np.array([[2], [0]], np.uint64))).tolist() == [[2.0], [3.0]]
     with pytest.raises(IndexError, match="out of range"):
         x[Tensor(np.array([2 ** 64 - 1], np.uint64))].numpy()
+
+
+def test_cat_casts_each_input_once_to_the_common_dtype():
+    """bfloat16 + int32 + float32 is float32: the int32 must not round to bfloat16 on the
+    way (found by the fuzzer, seed 5066)."""
+    a, b = Tensor([[1.5]], dtype=BF16), Tensor(np.array([[2100788683]], np.int32))
+    out = a.cat(b, Tensor(np.zeros((0, 1), np.float32)), dim=0)
+    assert out.dtype == F32 and out.numpy().tolist() == [[1.5], [float(np.float32(2100788683))]]
