@@ -338,6 +338,9 @@ class CompatMixin:
 
 @functools.lru_cache(maxsize=256)
 def _missing_message(cls: type, name: str) -> str:
+    if hasattr(cls, name):  # a property of the class failed inside, and Python lands here
+        return (f"{cls.__name__}.{name} itself raised AttributeError (something it reads is "
+                f"missing: is the tensor fully constructed?)")
     message = f"{cls.__name__!r} object has no attribute {name!r}"
     if name in _SPELLINGS:
         message += f"; lazyten spells it {_SPELLINGS[name]}"
