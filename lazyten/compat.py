@@ -190,10 +190,11 @@ class CompatMixin:
             raise ValueError("narrow() of a 0-d tensor")
         dim = _norm_axis(dim, self.ndim, "dim")
         n, start, length = self.shape[dim], _as_int(start, "start"), _as_int(length, "length")
-        if not -n <= start <= n or length < 0 or start % (n + 1) + length > n:
+        begin = start + n if start < 0 else start
+        if not -n <= start <= n or length < 0 or begin + length > n:
             raise IndexError(f"narrow(dim={dim}, start={start}, length={length}) is out of "
                              f"range for size {n} (shape {self.shape})")
-        start = start + n if start < 0 else start
+        start = begin
         return self.shrink(tuple((start, start + length) if i == dim else None
                                  for i in range(self.ndim)))
 
