@@ -180,8 +180,9 @@ class ReduceMixin:
 
     @keywords(dim="axis")
     def std(self, axis=None, keepdim: bool = False, correction: int = 1, *, unbiased=None):
-        """sqrt(var) (`unbiased=` as var's). Where the variance is 0 the gradient is 0, as PyTorch's std gives
-        (sqrt's own would be inf * 0 = nan); sqrt reads 1 there so its backward stays finite."""
+        """sqrt(var) (`unbiased=` as var's). Where the variance is 0 the gradient is 0, as
+        PyTorch's std gives (sqrt's own would be inf * 0 = nan); sqrt reads 1 there so its
+        backward stays finite."""
         var = self.var(axis, keepdim, _correction(correction, unbiased))
         zero = var == 0
         return zero.where(0.0, zero.where(1.0, var).sqrt())
