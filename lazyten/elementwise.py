@@ -10,6 +10,7 @@ import math
 from codegen.dtypes import dtypes, promote, scalar_result
 from codegen.ops import BinaryOps
 from lazyten import function as F
+from lazyten.aliases import keywords
 from lazyten.lazy import LazyBuffer
 from lazyten.power import Pow, float_pow
 
@@ -272,9 +273,11 @@ class ElementwiseMixin:
             return ~((~x).maximum(~y))
         return -((-x).maximum(-y))
 
+    @keywords(min="min_", max="max_")
     def clip(self, min_=None, max_=None):
+        """Clamp into [min_, max_] (PyTorch's `clamp(min=, max=)` spelling works too)."""
         if min_ is None and max_ is None:
-            raise ValueError("clip needs min_ or max_")
+            raise ValueError("clip needs min_ or max_ (clamp: min= or max=)")
         out = self if min_ is None else self.maximum(min_)
         return out if max_ is None else out.minimum(max_)
 

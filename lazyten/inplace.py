@@ -132,6 +132,10 @@ class InPlaceMixin:
         """self's elements set to src's (broadcast, cast to self's dtype), in place."""
         return self.__setitem__(Ellipsis, src) or self
 
+    def masked_fill_(self, mask: Any, value: Any) -> Tensor:
+        """`value` where the bool mask is true, in place (cast to self's dtype, as PyTorch)."""
+        return self._update("masked_fill_", lambda x: x.masked_fill(mask, value), cast=True)
+
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Switch gradient recording for this leaf on or off (floating-point tensors only)."""
         if requires_grad and not self.dtype.is_float:
@@ -266,6 +270,28 @@ class InPlaceMixin:
             out.extend(mask.nonzero(as_tuple=True))
             dim += mask.ndim
         return tuple(out)
+
+
+# PyTorch's in-place twins of out-of-place methods: name_ stores name's result (made by
+# _inplace below, so every one follows _update's rules for leaves, dtypes and gradients)
+INPLACE_TWINS = (
+    "abs neg exp exp2 expm1 log log2 log1p sqrt rsqrt reciprocal square sin cos tan sinh cosh "
+    "asinh tanh sigmoid relu erf erfc floor ceil round trunc sign clip logical_not bitwise_not "
+    "pow fmod remainder floor_divide lerp hardtanh tril triu cumsum cumprod logical_and "
+    "logical_or logical_xor bitwise_and bitwise_or bitwise_xor addmm baddbmm").split()
+
+
+def _inplace(name: str):
+    """The method name_ : self = self.name(*args, **kwargs), in place."""
+    def method(self, *args, **kwargs):
+        return self._update(name + "_", lambda x: getattr(x, name)(*args, **kwargs))
+    method.__name__ = method.__qualname__ = name + "_"
+    method.__doc__ = f"self.{name}(...), stored in place (see InPlaceMixin._update)."
+    return method
+
+
+for _name in INPLACE_TWINS:
+    setattr(InPlaceMixin, _name + "_", _inplace(_name))
 
 
 def _fit(value, shape: tuple):

@@ -19,6 +19,16 @@ class ValuesIndices(NamedTuple):
     indices: Any
 
 
+def _correction(correction, unbiased) -> int:
+    """var/std's correction from `correction=` or PyTorch's older `unbiased=`."""
+    if unbiased is None:
+        return correction
+    if correction != 1:
+        raise TypeError(f"var/std got correction={correction} and unbiased={unbiased}: "
+                        f"pass one of them")
+    return 1 if unbiased else 0
+
+
 def _axes(axis, ndim: int) -> tuple[int, ...]:
     if axis is None:
         return tuple(range(ndim))
@@ -159,17 +169,21 @@ class ReduceMixin:
         return total / count if count else total * float("nan")
 
     @keywords(dim="axis")
-    def var(self, axis=None, keepdim: bool = False, correction: int = 1):
+    def var(self, axis=None, keepdim: bool = False, correction: int = 1, *, unbiased=None):
+        """Variance with `correction` (1: Bessel's); PyTorch's older `unbiased=` True/False
+        means correction 1/0."""
+        correction = _correction(correction, unbiased)
         x = self if self.dtype.is_float else self.float()
         count = prod(s for i, s in enumerate(self.shape) if i in _axes(axis, self.ndim))
         squares = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
         return squares / max(count - correction, 0) if count - correction > 0 else squares * float("nan")
 
     @keywords(dim="axis")
-    def std(self, axis=None, keepdim: bool = False, correction: int = 1):
-        """sqrt(var). Where the variance is 0 the gradient is 0, as PyTorch's std gives
-        (sqrt's own would be inf * 0 = nan); sqrt reads 1 there so its backward stays finite."""
-        var = self.var(axis, keepdim, correction)
+    def std(self, axis=None, keepdim: bool = False, correction: int = 1, *, unbiased=None):
+        """sqrt(var) (`unbiased=` as var's). Where the variance is 0 the gradient is 0, as
+        PyTorch's std gives (sqrt's own would be inf * 0 = nan); sqrt reads 1 there so its
+        backward stays finite."""
+        var = self.var(axis, keepdim, _correction(correction, unbiased))
         zero = var == 0
         return zero.where(0.0, zero.where(1.0, var).sqrt())
 

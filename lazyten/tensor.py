@@ -15,6 +15,7 @@ from codegen.ops import BinaryOps, LoadOps
 from lazyten import function as F
 from lazyten.lazy import LazyBuffer
 from lazyten.attention import AttentionMixin
+from lazyten.compat import CompatMixin
 from lazyten.creation import (CreationMixin, _scalar_dtype, bf16_bits, bf16_values,
                               default_device, storage_numpy_dtype, to_numpy_dtype)
 from lazyten.einsum import EinsumMixin
@@ -45,7 +46,7 @@ class _TensorType(type):
 
 class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMixin, ReduceMixin,
              NNMixin, SortingMixin, RearrangeMixin, EinsumMixin, PaddingMixin, LossMixin,
-             StatsMixin, ResizeMixin, AttentionMixin, InPlaceMixin, InteropMixin,
+             StatsMixin, ResizeMixin, AttentionMixin, InPlaceMixin, InteropMixin, CompatMixin,
              metaclass=_TensorType):
     """A lazily evaluated n-dimensional array with autograd."""
     _version = 0  # bumped by each in-place update that changes the graph (inplace.py)

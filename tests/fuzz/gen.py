@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from codegen.helpers import getenv
 from .model import INTS, Interp, NoPromotion, Program, Step, Var
 from .inputs import make_input
+from .ops_compat import OPS as COMPAT
 from .ops_elementwise import OPS as ELEMENTWISE
 from .ops_logic import OPS as LOGIC
 from .ops_reduce import OPS as REDUCE
@@ -134,7 +135,7 @@ def _op_table(grad: bool) -> tuple[list, dict[str, int]]:
     """The (name, class, draw function) of every op switched on, and the class weights."""
     weights, off = enabled_weights(grad), switched_off()
     table = []
-    for name, kind, fn, smooth in ELEMENTWISE + LOGIC + REDUCE + SHAPE + STATE:
+    for name, kind, fn, smooth in ELEMENTWISE + LOGIC + REDUCE + SHAPE + STATE + COMPAT:
         if kind in weights and (smooth or not grad) and name not in off:
             table.append((name, kind, fn))
     return table, weights

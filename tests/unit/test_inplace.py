@@ -224,6 +224,11 @@ def test_clamp_family():
     np.testing.assert_array_equal(x.clamp(-1, 1).numpy(), np.clip(arr, -1, 1))
     np.testing.assert_array_equal(x.clamp_min(0).numpy(), np.maximum(arr, 0))
     np.testing.assert_array_equal(x.clamp_max(0).numpy(), np.minimum(arr, 0))
+    # PyTorch's keywords
+    np.testing.assert_array_equal(x.clamp(min=-1, max=1).numpy(), np.clip(arr, -1, 1))
+    np.testing.assert_array_equal(x.clamp(max=0).numpy(), np.minimum(arr, 0))
+    np.testing.assert_array_equal(x.clip(min=0).numpy(), np.maximum(arr, 0))
+    np.testing.assert_array_equal(x.clone().clamp_(min=-1).numpy(), np.maximum(arr, -1))
 
 
 # ---- boolean masks and nonzero ----
