@@ -2,9 +2,18 @@
 
 A DType names a scalar type; every backend maps it to its own spelling. Promotion follows
 PyTorch: bool < integers < floating point; mixing an integer with a float gives the float
-type; two floats give the wider; two integers follow numpy's rules (uint8 + int8 -> int16).
+type; two floats give the wider (float16 with bfloat16 gives float32); two integers give
+the narrowest type that holds both (uint8 + int8 -> int16, uint16 + int32 -> int32).
+PyTorch refuses to promote uint16/32/64 with any other integer type; here they follow
+numpy (uint32 + int8 -> int64, bool + uint16 -> uint16), except that uint64 with a signed
+type raises TypeError (numpy's float64 would silently lose bits).
+
+bfloat16 and float16 are storage types: kernels compute them in float32 and round the
+result back after every op (`DType.opmath`).
 """
 from __future__ import annotations
+import math
+import struct
 from dataclasses import dataclass
 
 
@@ -46,7 +55,7 @@ class DType:
 
     @property
     def is_float(self) -> bool:
-        return self.name in ("float16", "float32", "float64")
+        return self.name in ("float16", "bfloat16", "float32", "float64")
 
     @property
     def is_int(self) -> bool:
@@ -56,6 +65,12 @@ class DType:
     def is_unsigned(self) -> bool:
         return self.name in ("uint8", "uint16", "uint32", "uint64")
 
+    @property
+    def opmath(self) -> DType:
+        """The dtype kernels and reductions compute this one in (PyTorch's opmath type):
+        float32 for the 16-bit floats, which are rounded back after every op."""
+        return dtypes.float32 if self.name in ("float16", "bfloat16") else self
+
 
 class dtypes:
     """Namespace of every supported dtype."""
@@ -63,20 +78,26 @@ class dtypes:
     int8 = DType(1, 1, "int8", "b")
     uint8 = DType(2, 1, "uint8", "B")
     int16 = DType(3, 2, "int16", "h")
+    uint16 = DType(4, 2, "uint16", "H")
     int32 = DType(5, 4, "int32", "i")
+    uint32 = DType(6, 4, "uint32", "I")
     int64 = DType(7, 8, "int64", "q")
+    uint64 = DType(8, 8, "uint64", "Q")
     float16 = DType(9, 2, "float16", "e")
-    float32 = DType(10, 4, "float32", "f")
-    float64 = DType(11, 8, "float64", "d")
-    half, float, double = float16, float32, float64
+    # numpy has no bfloat16: fmt is the 16-bit pattern's storage type (see lazyten.creation)
+    bfloat16 = DType(10, 2, "bfloat16", "H")
+    float32 = DType(11, 4, "float32", "f")
+    float64 = DType(12, 8, "float64", "d")
+    half, float, double, bf16 = float16, float32, float64, bfloat16
     int, long, short, char, uchar = int32, int64, int16, int8, uint8
     default_float = float32
     default_int = int64  # PyTorch's default for Python ints
 
     @staticmethod
     def all() -> list[DType]:
-        return [dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.int32,
-                dtypes.int64, dtypes.float16, dtypes.float32, dtypes.float64]
+        return [dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16,
+                dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64, dtypes.float16,
+                dtypes.bfloat16, dtypes.float32, dtypes.float64]
 
     @staticmethod
     def from_name(name: str) -> DType:
@@ -107,10 +128,15 @@ class dtypes:
         bits = dtype.itemsize * 8
         return 2 ** bits - 1 if dtype.is_unsigned else 2 ** (bits - 1) - 1
 
+    @staticmethod
+    def wrap(value: int, dtype: DType) -> int:
+        """An integer reduced into the dtype's range modulo 2**bits, as C converts it."""
+        bits = dtype.itemsize * 8
+        value = int(value) & ((1 << bits) - 1)
+        return value - (1 << bits) if not dtype.is_unsigned and value >> (bits - 1) else value
 
-_INT_RESULT = {  # integer pairs whose result is not simply the wider of the two
-    frozenset(("uint8", "int8")): dtypes.int16,
-}
+
+_SIGNED = {1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}
 
 
 def promote(a: DType, b: DType) -> DType:
@@ -119,11 +145,39 @@ def promote(a: DType, b: DType) -> DType:
         return a
     if a.is_float or b.is_float:
         if a.is_float and b.is_float:
+            if {a.name, b.name} == {"float16", "bfloat16"}:
+                return dtypes.float32  # neither holds the other's values
             return max(a, b)
         return a if a.is_float else b
     if a == dtypes.bool or b == dtypes.bool:
         return b if a == dtypes.bool else a
-    return _INT_RESULT.get(frozenset((a.name, b.name)), max(a, b))
+    if a.is_unsigned == b.is_unsigned:
+        return max(a, b)
+    unsigned, signed = (a, b) if a.is_unsigned else (b, a)
+    if signed.itemsize > unsigned.itemsize:
+        return signed
+    if unsigned.itemsize == 8:
+        raise TypeError(f"no integer dtype holds both {a.name} and {b.name} (PyTorch refuses "
+                        f"this promotion too): cast one of them first")
+    return _SIGNED[2 * unsigned.itemsize]  # uint8 + int8 -> int16, as PyTorch and numpy
+
+
+def round_bf16(value: float) -> float:
+    """A Python float rounded to the nearest bfloat16 (even on ties; NaN stays NaN)."""
+    value = float(value)
+    if math.isnan(value) or math.isinf(value):
+        return value
+    # a float64 has 52 fraction bits, bfloat16 7: round away the low 45, but only for
+    # normal bfloat16 magnitudes; below 2**-126 round on the fixed bfloat16 subnormal grid
+    if abs(value) < 2.0 ** -126:  # round() ties to even; the product is exact
+        return math.copysign(round(value * 2.0 ** 133) * 2.0 ** -133, value)
+    bits = struct.unpack("<Q", struct.pack("<d", value))[0]
+    low = bits & ((1 << 45) - 1)
+    bits -= low
+    if low > 1 << 44 or (low == 1 << 44 and bits >> 45 & 1):
+        bits += 1 << 45
+    out = struct.unpack("<d", struct.pack("<Q", bits))[0]
+    return out if abs(out) < 2.0 ** 128 else math.copysign(math.inf, value)
 
 
 def scalar_result(t: DType, scalar) -> DType:

@@ -246,6 +246,10 @@ class Linearizer(TilingMixin, GPULayoutMixin):
         if isinstance(node.op, ReduceOps):
             return self.reduced[self.combo]
         srcs = [self.emit(s) for s in node.src]
+        if node.op is UnaryOps.CAST and node.arg[1]:  # a bitcast
+            lanes = srcs[0].dtype.count
+            dtype = node.arg[0].vec(lanes) if lanes > 1 else node.arg[0]
+            return self.g.add(UOps.BITCAST, dtype, (srcs[0],), None)
         if node.op is UnaryOps.CAST:
             return self.cast(srcs[0], node.arg[0])
         lanes = max(s.dtype.count for s in srcs)
@@ -301,7 +305,7 @@ class Linearizer(TilingMixin, GPULayoutMixin):
         """One accumulator per upcast combination, all updated in the same reduce loops."""
         g = self.g
         src_dtype = self._dtype_of(node.src[0])
-        acc_dtype = dtypes.float32 if src_dtype == dtypes.float16 else src_dtype
+        acc_dtype = src_dtype.opmath  # 16-bit floats accumulate in float32
         init = 0 if node.op is ReduceOps.SUM else dtypes.min(acc_dtype)
         if acc_dtype == dtypes.bool:
             init = bool(init)

@@ -16,7 +16,8 @@ class _Op(Enum):
 
 
 class UnaryOps(_Op):
-    """AST. One input, same dtype out (CAST changes dtype, arg=(dtype, bitcast)).
+    """AST. One input, same dtype out (CAST changes dtype, arg=(dtype, bitcast): with
+    bitcast True it reinterprets the bits as a dtype of the same itemsize, never bool).
     EXP is e**x and COS is cos(x) in their own right: exp2(x * log2(e)) and sin(pi/2 - x)
     round their argument first (62 float32 ulps off for exp near overflow; float32
     cos(1e4) wrong in its fourth digit). docs/numerics.md states each backend's bounds."""

@@ -27,6 +27,7 @@ class UOps(Enum):
     STORE = auto()          # vin=(buffer, idx, value)
     ALU = auto()            # arg=UnaryOps/BinaryOps/TernaryOps member
     CAST = auto()           # vin=(x,), dtype=target
+    BITCAST = auto()        # vin=(x,), dtype=target of the same itemsize: the same bits
     VECTORIZE = auto()      # vin=lanes (scalars); dtype=a vector (all lanes equal: a splat)
     EXTRACT = auto()        # vin=(vector,), arg=lane; the scalar in that lane
 

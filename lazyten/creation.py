@@ -18,7 +18,10 @@ from runtimes import canonical
 if TYPE_CHECKING:  # same package; only for the return annotations
     from lazyten.tensor import Tensor
 
-_NP_DTYPES = {d: np.dtype(d.fmt) for d in dtypes.all()}
+# numpy has no bfloat16: its values reach numpy as float32 (exact), and its memory holds
+# the 16-bit patterns, which numpy sees as uint16
+_NP_DTYPES = {d: np.dtype(d.fmt) for d in dtypes.all() if d != dtypes.bfloat16}
+_NP_DTYPES[dtypes.bfloat16] = np.dtype(np.float32)
 
 
 def default_device() -> str:
@@ -26,7 +29,42 @@ def default_device() -> str:
 
 
 def to_numpy_dtype(dtype: DType) -> np.dtype:
+    """The numpy dtype of `.numpy()` of a tensor of `dtype` (float32 for bfloat16)."""
     return _NP_DTYPES[dtype]
+
+
+def storage_numpy_dtype(dtype: DType) -> np.dtype:
+    """The numpy dtype whose items have the bytes a device buffer of `dtype` holds."""
+    return np.dtype(dtype.fmt)
+
+
+def bf16_bits(values) -> np.ndarray:
+    """Numbers rounded once to the nearest bfloat16 (ties to even) as uint16 bit patterns.
+    NaN stays NaN (quiet, sign kept); magnitudes past the largest bfloat16 give inf.
+    float32 is rounded directly; anything else goes through float64 (exact for every
+    integer below 2**53) and a round-to-odd float32 (inexact results get their last bit
+    set), so the final rounding is the only one, as the kernels do it."""
+    x = np.asarray(values)
+    if x.dtype == np.float32:
+        bits = x.view(np.uint32)
+    else:
+        wide = x.astype(np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            near = wide.astype(np.float32)
+            back = near.astype(np.float64)
+        bits = near.view(np.uint32)
+        inexact = (back != wide) & ~np.isnan(wide)
+        toward_zero = bits - (np.abs(back) > np.abs(wide)).astype(np.uint32)
+        bits = np.where(inexact, toward_zero | np.uint32(1), bits).astype(np.uint32)
+    rounded = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+    quiet = (bits >> np.uint32(16)) | np.uint32(0x40)
+    nan = (bits & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    return np.where(nan, quiet, rounded).astype(np.uint16).reshape(x.shape)
+
+
+def bf16_values(bits: np.ndarray) -> np.ndarray:
+    """uint16 bfloat16 patterns as the float32 values they encode (exact)."""
+    return (np.asarray(bits, np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
 
 
 def _scalar_dtype(value) -> DType:

@@ -167,8 +167,8 @@ class ElementwiseMixin:
         x, y = self._broadcasted(exponent, reverse)
         if not x.dtype.is_float:  # integer powers in float64 (exact below 2**53), rounded back
             return float_pow(x.double(), y.double()).round().cast(x.dtype)
-        if x.dtype == dtypes.float16:
-            return x.float().apply(Pow, y.float(), tensor=type(self)).cast(dtypes.float16)
+        if x.dtype.opmath != x.dtype:
+            return x.float().apply(Pow, y.float(), tensor=type(self)).cast(x.dtype)
         return x.apply(Pow, y, tensor=type(self))
 
     def __add__(self, o): return self.add(o)
@@ -296,7 +296,7 @@ class ElementwiseMixin:
         """fn on this tensor as a float; halves go through float32 (as PyTorch computes
         them), since exp(x) = exp2(x / ln2) in half precision loses about |x| ulps."""
         x = self._float()
-        return fn(x.float()).half() if x.dtype == dtypes.float16 else fn(x)
+        return fn(x.float()).cast(x.dtype) if x.dtype.opmath != x.dtype else fn(x)
 
     def reciprocal(self): return self._float().apply(F.Reciprocal)
     def sqrt(self): return self._float().apply(F.Sqrt)
@@ -329,7 +329,8 @@ class ElementwiseMixin:
     def _round_like(self, rounded):
         """Rounding has zero gradient; keep values exact at huge magnitudes and nan/inf."""
         # every float at or above 2**mantissa_bits is an integer already
-        exact = {dtypes.float16: 2.0 ** 10, dtypes.float32: 2.0 ** 23}.get(self.dtype, 2.0 ** 52)
+        exact = {dtypes.float16: 2.0 ** 10, dtypes.bfloat16: 2.0 ** 7,
+                 dtypes.float32: 2.0 ** 23}.get(self.dtype, 2.0 ** 52)
         keep = (self.abs() >= exact) | self.isnan()
         return keep.where(self, rounded).detach()
 

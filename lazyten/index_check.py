@@ -25,6 +25,15 @@ from lazyten.lazy import LazyBuffer
 _NONE_BAD = int(np.iinfo(np.int64).min)  # the flag's value when every index is in range
 
 
+def as_index(index):
+    """An integer index tensor that compares with int64 (`arange`): uint64 becomes int64,
+    its values from 2**62 on (never a valid index) pinned to 2**62 so that they stay out
+    of range instead of wrapping to negative (valid) indices."""
+    if index.dtype != dtypes.uint64:
+        return index
+    return (index >= 2 ** 62).where(2 ** 62, index).cast(dtypes.int64)
+
+
 def check_index(result, index, size: int, op: str, allow_negative: bool = False):
     """`result` (a Tensor), which reads `index` (an integer Tensor) into a dimension of
     `size`, raises IndexError when realized if an index is outside [0, size) (or

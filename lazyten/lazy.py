@@ -114,6 +114,10 @@ class LazyBuffer:
     def cast(self, dtype: DType) -> LazyBuffer:
         return self if dtype == self.dtype else self.e(UnaryOps.CAST, arg=(dtype, False))
 
+    def bitcast(self, dtype: DType) -> LazyBuffer:
+        """The same bits read as `dtype` (of the same itemsize)."""
+        return self.e(UnaryOps.CAST, arg=(dtype, True))
+
     def r(self, op: ReduceOps, axis: tuple[int, ...]) -> LazyBuffer:
         """Reduce `axis` to size 1 (keepdim); an empty input gives the op's identity."""
         new_shape = tuple([1 if i in axis else s for i, s in enumerate(self.shape)])

@@ -113,7 +113,7 @@ class LogicMixin:
             same = same | (x.isnan() & y.isnan())
         if not x.dtype.is_float:  # |x - y| could wrap: PyTorch compares in the default float
             x, y = x.cast(dtypes.default_float), y.cast(dtypes.default_float)
-        elif x.dtype == dtypes.float16:
+        elif x.dtype.opmath != x.dtype:  # float16, bfloat16
             x, y = x.float(), y.float()
         error = (x - y).abs()
         return same | (error.isfinite() & (error <= atol + rtol * y.abs()))

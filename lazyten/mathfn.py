@@ -201,9 +201,9 @@ class MathMixin:
         x, y = self._broadcasted(other)
         x, y = x._float(), y._float()
         tensor = type(self)
-        if x.dtype == dtypes.float16:
+        if x.dtype.opmath != x.dtype:  # float16, bfloat16
             return x.float().apply(Special2, y.float(), value=value, slope=slope,
-                                   tensor=tensor).half()
+                                   tensor=tensor).cast(x.dtype)
         return x.apply(Special2, y, value=value, slope=slope, tensor=tensor)
 
     def logaddexp(self, other):

@@ -5,15 +5,16 @@ reshape/permute/expand/pad/shrink/flip map onto the ShapeTracker; everything els
 elementwise ops. Mixed into Tensor.
 """
 from __future__ import annotations
+import functools
 import math
 import operator
 
-from codegen.dtypes import dtypes
+from codegen.dtypes import dtypes, promote
 from codegen.helpers import argfix, prod
 from lazyten import function as F
 from lazyten.aliases import POSITIONAL, joined, keywords
 from lazyten.elementwise import broadcast_shape
-from lazyten.index_check import check_index
+from lazyten.index_check import as_index, check_index
 from lazyten.inplace import _is_mask
 from lazyten.padding import pad_modes
 
@@ -227,11 +228,14 @@ class MovementMixin:
                 raise ValueError(f"cat: shapes {[t.shape for t in tensors]} differ outside "
                                  f"dim {dim}")
         total, start, out = sum(t.shape[dim] for t in tensors), 0, None
+        # the dtype of all of them, each cast once (bfloat16 + int32 + float32 is float32:
+        # adding the pieces in turn would round the int32 to bfloat16 on the way)
+        dtype = functools.reduce(promote, [t.dtype for t in tensors])
         for t in tensors:
             pads = [(0, 0)] * first.ndim
             pads[dim] = (start, total - start - t.shape[dim])
             start += t.shape[dim]
-            piece = t.pad(pads)
+            piece = t.cast(dtype).pad(pads)
             out = piece if out is None else out + piece
         return out
 
@@ -355,7 +359,7 @@ class MovementMixin:
                              f"{item.dtype.name}")
         if item.device != self.device:
             raise IndexError(f"index on {item.device} for a tensor on {self.device}")
-        return item
+        return as_index(item)
 
     def _advanced_index(self, advanced):
         """numpy's integer-array indexing, as one-hot masks reduced by a sum (no gather op)."""
@@ -404,7 +408,7 @@ class MovementMixin:
                 raise ValueError(f"gather: index shape {index.shape} exceeds {self.shape} at dim {d}")
         if index.dtype.is_float:
             raise TypeError(f"gather index must be an integer tensor, got {index.dtype}")
-        n = self.shape[dim]
+        index, n = as_index(index), self.shape[dim]
         arg = [(0, s) for s in index.shape]
         arg[dim] = (0, n)
         x = self.shrink(arg).unsqueeze(dim)  # (..., 1, n, ...)

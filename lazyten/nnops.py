@@ -48,8 +48,8 @@ class NNMixin:
         wr = wr.reshape(wr.shape[:-2] + (1,) + wr.shape[-2:])
         if x.dtype == dtypes.bool:  # numpy: any(x and w) over the contracted dim
             out = (xr & wr).sum(-1) > 0
-        elif x.dtype == dtypes.float16:  # accumulate halves in float32, as PyTorch does
-            out = (xr.float() * wr.float()).sum(-1).half()
+        elif x.dtype.opmath != x.dtype:  # accumulate halves in float32, as PyTorch does
+            out = (xr.float() * wr.float()).sum(-1).cast(x.dtype)
         else:  # integer products wrap in their own dtype, as numpy's and PyTorch's do
             out = (xr * wr).sum(-1, dtype=x.dtype)
         if squeeze_x:

@@ -21,7 +21,7 @@ __all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
 
 def _zeros_like(t: Tensor) -> Tensor:
     """A realized zero buffer shaped like `t` (filled from the host: no kernel)."""
-    return Tensor(np.zeros(t.shape, dtype=to_numpy_dtype(t.dtype)), device=t.device)
+    return Tensor(np.zeros(t.shape, dtype=to_numpy_dtype(t.dtype)), device=t.device, dtype=t.dtype)
 
 
 class Optimizer:

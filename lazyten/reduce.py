@@ -75,8 +75,8 @@ class ReduceMixin:
 
     @keywords(dim="axis")
     def sum(self, axis=None, keepdim: bool = False, dtype=None, acc_dtype=None):
-        """Sum; bool and integer tensors sum in int64 as PyTorch does. float16 sums
-        accumulate in float32 (also across the stages of a split reduce) and round once.
+        """Sum; bool and integer tensors sum in int64 as PyTorch does. float16 and bfloat16
+        sums accumulate in float32 (also across the stages of a split reduce) and round once.
         `dtype=` (PyTorch) and `acc_dtype=` (tinygrad) both cast the input first: the sum
         accumulates in, and returns, that dtype."""
         x = self
@@ -85,8 +85,8 @@ class ReduceMixin:
             x = x.cast(dtype)
         elif not x.dtype.is_float:
             x = x.cast(dtypes.int64)
-        if x.dtype == dtypes.float16:
-            return x.float()._reduce(F.Sum, axis, keepdim).half()
+        if x.dtype.opmath != x.dtype:
+            return x.float()._reduce(F.Sum, axis, keepdim).cast(x.dtype)
         return x._reduce(F.Sum, axis, keepdim)
 
     def max(self, *args, axis=None, keepdim: bool = False, dim=None):
@@ -162,8 +162,8 @@ class ReduceMixin:
         """Mean; float16 is summed and divided in float32 (a float16 sum of 65,520 ones
         is already inf) and rounded once."""
         x = self if self.dtype.is_float else self.float()
-        if x.dtype == dtypes.float16:
-            return x.float().mean(axis, keepdim).half()
+        if x.dtype.opmath != x.dtype:
+            return x.float().mean(axis, keepdim).cast(x.dtype)
         count = prod(s for i, s in enumerate(self.shape) if i in _axes(axis, self.ndim))
         total = x.sum(axis, keepdim)
         return total / count if count else total * float("nan")
@@ -195,8 +195,8 @@ class ReduceMixin:
         if dtype is not None:
             return self.cast(dtype).prod(axis, keepdim)
         axes = _axes(axis, self.ndim)
-        if self.dtype == dtypes.float16:  # multiplied in float32, rounded once
-            return self.float().prod(axis, keepdim).half()
+        if self.dtype.opmath != self.dtype:  # multiplied in float32, rounded once
+            return self.float().prod(axis, keepdim).cast(self.dtype)
         x = self if self.dtype.is_float else self.cast(dtypes.int64)
         rest = [i for i in range(self.ndim) if i not in axes]
         n = prod(self.shape[a] for a in axes)

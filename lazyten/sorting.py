@@ -75,7 +75,7 @@ def _lowest(x):
     """The smallest value of x's dtype (a fill that never wins a max)."""
     if x.dtype.is_float:
         return float("-inf")
-    return -(1 << (8 * x.dtype.itemsize - 1)) if x.dtype != dtypes.uint8 else 0
+    return dtypes.min(x.dtype)  # 0 for every unsigned type
 
 
 class SortingMixin:
@@ -176,8 +176,8 @@ class SortingMixin:
         large nor very negative values overflow or vanish; integers compute in float32."""
         dim = _dim(dim, axis, self.ndim, "logcumsumexp")
         x = self if self.dtype.is_float else self.float()
-        if x.dtype == dtypes.float16:  # as PyTorch: half computes in float32
-            return x.float().logcumsumexp(dim).half()
+        if x.dtype.opmath != x.dtype:  # as PyTorch: half (and bfloat16) computes in float32
+            return x.float().logcumsumexp(dim).cast(x.dtype)
         if x.ndim == 0 or x.shape[dim] == 0:
             return x._same()
         tensor_type, n = type(self), x.shape[dim]
@@ -240,7 +240,7 @@ class SortingMixin:
             raise ValueError(f"multinomial: cannot draw {samples} samples without replacement "
                              f"from {n} categories")
         w = self.detach().reshape(-1, n)
-        w = w.float() if w.dtype == dtypes.float16 else w
+        w = w.float() if w.dtype.opmath != w.dtype else w
         positive = w > 0
         bad = ((w < 0) | w.isnan() | w.isinf()).cast(dtypes.uint8).max(axis=1) > 0
         bad = bad | (w.sum(axis=1) == 0)

@@ -16,7 +16,8 @@ from lazyten import function as F
 from lazyten.lazy import LazyBuffer
 from lazyten.attention import AttentionMixin
 from lazyten.compat import CompatMixin
-from lazyten.creation import CreationMixin, _scalar_dtype, default_device, to_numpy_dtype
+from lazyten.creation import (CreationMixin, _scalar_dtype, bf16_bits, bf16_values,
+                              default_device, storage_numpy_dtype, to_numpy_dtype)
 from lazyten.einsum import EinsumMixin
 from lazyten.elementwise import ElementwiseMixin
 from lazyten.inplace import InPlaceMixin
@@ -63,7 +64,7 @@ class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMix
             dtype = dtype or _scalar_dtype(data)
             lazy = LazyBuffer.const_like(data, (), dtype, device)
         else:
-            lazy = _from_numpy(_to_array(data, dtype), device)
+            lazy = _from_numpy(_to_array(data, dtype), device, dtype)
         if lazy.device != device and not isinstance(data, (LazyBuffer, Tensor)):
             lazy = lazy.copy_to_device(device)
         if requires_grad and not lazy.dtype.is_float:
@@ -123,15 +124,15 @@ class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMix
         return self
 
     def numpy(self) -> np.ndarray:
-        """Realize and copy to a numpy array."""
+        """Realize and copy to a numpy array (bfloat16 comes back as float32, exact)."""
         if self.numel() == 0:  # no data, but its index checks still run
             realize([self.lazydata])
             return np.zeros(self.shape, dtype=to_numpy_dtype(self.dtype))
         lazy = self.lazydata.contiguous()
         realize([lazy])
-        out = np.empty(self.shape, dtype=to_numpy_dtype(self.dtype))
+        out = np.empty(self.shape, dtype=storage_numpy_dtype(self.dtype))
         lazy.buffer().copyout(memoryview(out.reshape(-1).view(np.uint8)))
-        return out
+        return bf16_values(out) if self.dtype == dtypes.bfloat16 else out
 
     def item(self):
         if self.numel() != 1:
@@ -310,11 +311,24 @@ class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMix
         dtype = as_dtype(dtype)
         return self._same() if dtype == self.dtype else self.apply(F.Cast, dtype=dtype)
 
+    def bitcast(self, dtype) -> Tensor:
+        """The same bits read as `dtype`, of the same itemsize (PyTorch's `view(dtype)`).
+        Not differentiable: the result never requires grad."""
+        dtype = as_dtype(dtype)
+        if dtype.itemsize != self.dtype.itemsize or dtypes.bool in (dtype, self.dtype):
+            raise TypeError(f"bitcast needs two non-bool dtypes of one itemsize, got "
+                            f"{self.dtype.name} ({self.dtype.itemsize} bytes) to {dtype.name} "
+                            f"({dtype.itemsize} bytes)")
+        return Tensor(self.lazydata.bitcast(dtype), device=self.device)
+
     def float(self) -> Tensor:
         return self.cast(dtypes.float32)
 
     def half(self) -> Tensor:
         return self.cast(dtypes.float16)
+
+    def bfloat16(self) -> Tensor:
+        return self.cast(dtypes.bfloat16)
 
     def double(self) -> Tensor:
         return self.cast(dtypes.float64)
@@ -361,10 +375,14 @@ class _ToDevice(F.Function):
 
 
 def _to_array(data, dtype: DType | None) -> np.ndarray:
+    """`data` as a numpy array holding the bytes of a buffer of `dtype` (or of the dtype
+    numpy's type names); numbers for bfloat16 are rounded to it on the host."""
     if isinstance(data, np.ndarray) and dtype is None and data.dtype.name not in \
             {d.name for d in dtypes.all()}:
         raise TypeError(f"unsupported numpy dtype {data.dtype}; supported: "
                         f"{', '.join(d.name for d in dtypes.all())}")
+    if dtype == dtypes.bfloat16:
+        return bf16_bits(np.asarray(data))
     if dtype is not None:
         return np.asarray(data, dtype=to_numpy_dtype(dtype))
     arr = np.asarray(data)
@@ -378,8 +396,9 @@ def _to_array(data, dtype: DType | None) -> np.ndarray:
     return arr
 
 
-def _from_numpy(arr: np.ndarray, device: str) -> LazyBuffer:
-    dtype = dtypes.from_name(arr.dtype.name)
+def _from_numpy(arr: np.ndarray, device: str, dtype: DType | None = None) -> LazyBuffer:
+    """A realized buffer holding `arr`'s bytes (a bfloat16 buffer takes uint16 patterns)."""
+    dtype = dtype or dtypes.from_name(arr.dtype.name)
     buf = Buffer(get_runtime(device), arr.size, dtype)
     if arr.size:
         buf.copyin(memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8)))

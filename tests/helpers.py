@@ -26,13 +26,29 @@ def fast(n: int = 12):
 
 NP = {dtypes.bool: np.bool_, dtypes.int8: np.int8, dtypes.uint8: np.uint8,
       dtypes.int16: np.int16, dtypes.int32: np.int32, dtypes.int64: np.int64,
-      dtypes.float16: np.float16, dtypes.float32: np.float32, dtypes.float64: np.float64}
+      dtypes.float16: np.float16, dtypes.float32: np.float32, dtypes.float64: np.float64,
+      dtypes.uint16: np.uint16, dtypes.uint32: np.uint32, dtypes.uint64: np.uint64,
+      dtypes.bfloat16: np.float32}  # numpy has no bfloat16: its values as float32
 FLOATS = [dtypes.float16, dtypes.float32, dtypes.float64]
 INTS = [dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.int32, dtypes.int64]
 ALL = [dtypes.bool] + INTS + FLOATS
 
 # (rtol, atol) per result dtype, for plain arithmetic; transcendentals get loosened
 TOL = {dtypes.float16: (2e-3, 2e-3), dtypes.float32: (1e-5, 1e-6), dtypes.float64: (1e-10, 1e-12)}
+
+
+def rne_bf16(x) -> np.ndarray:
+    """Reference rounding to bfloat16, written apart from lazyten's: each value (as float64)
+    rounded to 8 significant bits, ties to even (np.round), on the grid of its binade; the
+    subnormal grid 2**-133 below 2**-126; inf past the largest bfloat16. NaN stays NaN.
+    Returns float32 (which holds every bfloat16 exactly)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        x = np.asarray(x, np.float64)
+        _, e = np.frexp(x)  # x = m * 2**e, 0.5 <= |m| < 1
+        e = np.maximum(e, -125)  # 2**-126 = 0.5 * 2**-125: below it the grid stays 2**-133
+        r = np.ldexp(np.round(np.ldexp(x, 8 - e)), e - 8)
+        r = np.where(np.isfinite(x) & (np.abs(r) >= 2.0 ** 128), np.copysign(np.inf, x), r)
+    return r.astype(np.float32)
 
 
 # ---- shapes ----

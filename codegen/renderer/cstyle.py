@@ -9,9 +9,12 @@ Conventions every dialect shares:
 - FDIV is C's `/`, which must be IEEE division: a runtime whose compiler relaxes it by
   default passes the option that makes it exact (OpenCL: -cl-fp32-correctly-rounded-divide-sqrt).
 - bool is one byte in memory (`unsigned char`), `bool` in registers.
-- half is storage only: loaded to float, computed in float and rounded back to half after
-  every op (float holds enough bits for this to equal native half arithmetic), so no device
-  needs fp16 arithmetic support.
+- half and bfloat16 are storage only: loaded to float, computed in float and rounded back
+  after every op (float holds enough bits for this to equal native 16-bit arithmetic), so
+  no device needs fp16 or bf16 arithmetic support. bfloat16 is rounded by the helpers in
+  `_BF16` (integer instructions, ties to even); a dialect only spells the float <-> uint
+  bit casts (`float_bits`, `bits_float`).
+- Unsigned types are C's unsigned types: `/`, `%`, `>>` and `<` on them are unsigned.
 - SPECIAL names its work-item index: gidx<d> global, lidx<d> local, grp<d> group, in dim d.
   Where a dim is launched wider than its SPECIAL's size, extra work-items return at once.
 - Group reduce: in a kernel with a local index, each work-item's accumulator holds a partial
@@ -23,12 +26,35 @@ import math
 import struct
 from typing import Callable
 
-from codegen.dtypes import DType, dtypes
+from codegen.dtypes import DType, dtypes, round_bf16
 from codegen.helpers import prod
 from codegen.linearizer import KernelOptions, LinearKernel
 from codegen.ops import BinaryOps, TernaryOps, UnaryOps
 from codegen.renderer import Renderer
 from codegen.uops import UOp, UOps
+
+
+# bfloat16 <-> float, written once for every dialect: {F} and {U} are the dialect's
+# float -> bits and bits -> float casts. A value goes to bfloat16 rounded to nearest, ties
+# to even; NaN stays NaN (quiet, sign kept); past the largest bfloat16 it is inf.
+# round_bf_d rounds a double to float toward zero, setting the last bit where inexact
+# (round to odd), so the one rounding to bfloat16 after it is the only one that counts.
+_BF16 = [
+    "float bf2f(unsigned short b) {{ return {U}(((unsigned int)b) << 16); }}",
+    "unsigned short f2bf(float f) {{ unsigned int u = {F}(f); if (f != f) return "
+    "(unsigned short)((u >> 16) | 0x40u); return (unsigned short)((u + 0x7FFFu + "
+    "((u >> 16) & 1u)) >> 16); }}",
+    "float round_bf(float f) {{ return bf2f(f2bf(f)); }}",
+]
+_BF16_DOUBLE = [
+    "float round_bf_d(double d) {{ float f = (float)d; double back = (double)f; "
+    "unsigned int u = {F}(f); if (back != d) {{ if (fabs(back) > fabs(d)) u -= 1u; "
+    "u |= 1u; }} return round_bf({U}(u)); }}",
+]
+# C promotes these to int before multiplying: 65535 * 65535 would overflow int (undefined)
+_NARROW_UNSIGNED = (dtypes.uint8, dtypes.uint16)
+_UNSIGNED = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
+_EXACT_OPS = {BinaryOps.MAX, UnaryOps.NEG, TernaryOps.WHERE, BinaryOps.MOD}  # no rounding
 
 
 def _max(a: str, b: str, dtype: DType) -> str:
@@ -46,12 +72,19 @@ class CStyleRenderer(Renderer):
     buffer_prefix = ""                   # address space of buffer arguments
     smem_prefix = ""                     # address space of the group-reduce scratch array
     barrier = ""                         # wait for the work-group, local memory visible
-    int64_suffix = "LL"
+    float_bits = ""                      # float -> unsigned int, the same bits
+    bits_float = ""                      # unsigned int -> float, the same bits
+    double_bits = ""                     # double -> 64-bit integer, the same bits
+    bits_double = ""                     # 64-bit integer -> double, the same bits
+    suffixes: dict[DType, str] = {dtypes.uint32: "u", dtypes.int64: "LL", dtypes.uint64: "ULL"}
     types: dict[DType, str] = {
         dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char",
-        dtypes.int16: "short", dtypes.int32: "int", dtypes.int64: "long long",
-        dtypes.float16: "float", dtypes.float32: "float", dtypes.float64: "double"}
-    mem_types: dict[DType, str] = {dtypes.bool: "unsigned char", dtypes.float16: "unsigned short"}
+        dtypes.int16: "short", dtypes.uint16: "unsigned short", dtypes.int32: "int",
+        dtypes.uint32: "unsigned int", dtypes.int64: "long long",
+        dtypes.uint64: "unsigned long long", dtypes.float16: "float", dtypes.bfloat16: "float",
+        dtypes.float32: "float", dtypes.float64: "double"}
+    mem_types: dict[DType, str] = {dtypes.bool: "unsigned char", dtypes.float16: "unsigned short",
+                                   dtypes.bfloat16: "unsigned short"}
     specials: dict[str, Callable[[int], str]] = {}   # "gidx"/"lidx"/"grp" -> index expression
     code_for_op: dict = {
         UnaryOps.EXP2: lambda x, dt: f"exp2({x})",
@@ -63,7 +96,8 @@ class CStyleRenderer(Renderer):
         UnaryOps.RECIP: lambda x, dt: f"(1.0f/{x})",
         UnaryOps.NEG: lambda x, dt: f"(!{x})" if dt == dtypes.bool else f"(-{x})",
         BinaryOps.ADD: lambda a, b, dt: f"({a}+{b})",
-        BinaryOps.MUL: lambda a, b, dt: f"({a}*{b})",
+        BinaryOps.MUL: lambda a, b, dt: f"((unsigned int){a}*{b})" if dt in _NARROW_UNSIGNED
+        else f"({a}*{b})",
         BinaryOps.FDIV: lambda a, b, dt: f"({a}/{b})",
         BinaryOps.IDIV: lambda a, b, dt: f"({a}/{b})",
         BinaryOps.MOD: lambda a, b, dt: f"fmod({a}, {b})" if dt.is_float else f"({a}%{b})",
@@ -83,6 +117,13 @@ class CStyleRenderer(Renderer):
         """Lines before the kernel: pragmas, includes, helper functions."""
         return []
 
+    def bf16_helpers(self, kernel: LinearKernel) -> list[str]:
+        """The bfloat16 helpers the kernel needs, in this dialect's spelling."""
+        if not uses(kernel, dtypes.bfloat16):
+            return []
+        lines = _BF16 + (_BF16_DOUBLE if needs_double_bf16(kernel) else [])
+        return [line.format(F=self.float_bits, U=self.bits_float) for line in lines]
+
     def load_half(self, buf: str, idx: str) -> str:
         raise NotImplementedError
 
@@ -91,6 +132,37 @@ class CStyleRenderer(Renderer):
 
     def round_half(self, x: str, src: DType) -> str:
         """A float (or double) value rounded to the nearest half, as a float."""
+        raise NotImplementedError
+
+    def to_bits(self, x: str, dtype: DType) -> str:
+        """The bits of a value as the unsigned integer type of its size."""
+        unsigned = self.types[_UNSIGNED[dtype.itemsize]]
+        if dtype == dtypes.bfloat16:
+            return f"(({unsigned})({self.float_bits}({x}) >> 16))"
+        if dtype == dtypes.float16:
+            return self.half_bits(x)
+        if dtype == dtypes.float32:
+            return f"{self.float_bits}({x})"
+        if dtype == dtypes.float64:
+            return f"(({unsigned}){self.double_bits}({x}))"
+        return f"(({unsigned})({x}))"
+
+    def from_bits(self, bits: str, dtype: DType) -> str:
+        """An unsigned integer's bits read as `dtype` (of the same size)."""
+        if dtype == dtypes.bfloat16:
+            return f"bf2f({bits})"
+        if dtype == dtypes.float16:
+            return self.bits_half(bits)
+        if dtype == dtypes.float32:
+            return f"{self.bits_float}({bits})"
+        if dtype == dtypes.float64:
+            return f"{self.bits_double}({bits})"
+        return f"(({self.types[dtype]})({bits}))"
+
+    def half_bits(self, x: str) -> str:
+        raise NotImplementedError
+
+    def bits_half(self, bits: str) -> str:
         raise NotImplementedError
 
     def inf(self, dtype: DType) -> str:
@@ -114,11 +186,13 @@ class CStyleRenderer(Renderer):
         if dtype == dtypes.bool:
             return "1" if value else "0"
         if dtype.is_int:
-            value, suffix = int(value), self.int64_suffix if dtype == dtypes.int64 else ""
-            if value == dtypes.min(dtype) and dtype.itemsize >= 4:  # -2^31 is not a literal
-                return f"({self.types[dtype]})({value + 1}{suffix}-1)"
+            value, suffix = dtypes.wrap(value, dtype), self.suffixes.get(dtype, "")
+            if value == dtypes.min(dtype) and value < 0 and dtype.itemsize >= 4:
+                return f"({self.types[dtype]})({value + 1}{suffix}-1)"  # -2^31 is no literal
             return f"({value}{suffix})" if value < 0 else f"{value}{suffix}"
         value = float(value)
+        if dtype == dtypes.bfloat16:
+            value = round_bf16(value)
         if math.isnan(value):
             return self.nan(dtype)
         if math.isinf(value):
@@ -133,8 +207,17 @@ class CStyleRenderer(Renderer):
         return f"({text})" if value < 0 or text.startswith("-") else text
 
     def cast(self, x: str, src: DType, dst: DType) -> str:
+        if src == dtypes.bfloat16:  # a float in registers
+            src = dtypes.float32
         if dst == dtypes.bool:
             return f"({x}!=0)"
+        if dst == dtypes.bfloat16:
+            if src == dtypes.float64 or (src.is_int and src.itemsize >= 4):
+                return f"round_bf_d((double)({x}))"
+            return f"round_bf((float)({x}))"
+        if src.is_float and dst == dtypes.uint64:  # [2**63, 2**64) unsigned, negatives wrap
+            return (f"({x} >= {self.const(2.0 ** 63, src)} ? ({self.types[dst]})({x}) : "
+                    f"({self.types[dst]})({self.types[dtypes.int64]})({x}))")
         if dst == dtypes.float16:
             if src == dtypes.float64:
                 return self.round_half(x, src)
@@ -207,6 +290,7 @@ class CStyleRenderer(Renderer):
             elif u.uop is UOps.LOAD:
                 buf, idx = r[u.vin[0]], r[u.vin[1]]
                 expr = (self.load_half(buf, idx) if u.dtype == dtypes.float16 else
+                        f"bf2f({buf}[{idx}])" if u.dtype == dtypes.bfloat16 else
                         f"({buf}[{idx}]!=0)" if u.dtype == dtypes.bool else f"{buf}[{idx}]")
                 if len(u.vin) == 3:  # gated: never touch memory where not valid
                     expr = f"({r[u.vin[2]]} ? {expr} : {self.const(0, u.dtype)})"
@@ -215,6 +299,8 @@ class CStyleRenderer(Renderer):
                 buf, idx, val = r[u.vin[0]], r[u.vin[1]], u.vin[2]
                 if val.dtype == dtypes.float16:
                     line = self.store_half(buf, idx, r[val]) + ";"
+                elif val.dtype == dtypes.bfloat16:
+                    line = f"{buf}[{idx}] = f2bf({r[val]});"
                 else:
                     line = f"{buf}[{idx}] = ({self.mem_type(val.dtype)})({r[val]});"
                 emit(f"if ({lidx[0]} == 0) {line}" if lidx else line)
@@ -223,13 +309,16 @@ class CStyleRenderer(Renderer):
                 if u.arg is BinaryOps.SHL:
                     expr = self.shift_left(r[u.vin[0]], r[u.vin[1]], src)
                 else:
-                    expr = self.code_for_op[u.arg](*[r[v] for v in u.vin],
-                                                   dtypes.float32 if src == dtypes.float16 else src)
+                    expr = self.code_for_op[u.arg](*[r[v] for v in u.vin], src.opmath)
                 if u.dtype == dtypes.float16:
                     expr = self.round_half(expr, dtypes.float32)
+                elif u.dtype == dtypes.bfloat16 and u.arg not in _EXACT_OPS:
+                    expr = f"round_bf({expr})"
                 value(u, expr)
             elif u.uop is UOps.CAST:
                 value(u, self.cast(r[u.vin[0]], u.vin[0].dtype, u.dtype))
+            elif u.uop is UOps.BITCAST:
+                value(u, self.from_bits(self.to_bits(r[u.vin[0]], u.vin[0].dtype), u.dtype))
             else:
                 raise NotImplementedError(f"C renderer has no rule for {u.uop}")
         head = f"{self.kernel_prefix}void {kernel.name}({', '.join(args)}) {{"
@@ -253,3 +342,10 @@ class CStyleRenderer(Renderer):
 def uses(kernel: LinearKernel, dtype: DType) -> bool:
     """Whether any value or buffer of the kernel has this dtype (to pick helpers, pragmas)."""
     return dtype in kernel.buf_dtypes or any(u.dtype == dtype for u in kernel.uops)
+
+
+def needs_double_bf16(kernel: LinearKernel) -> bool:
+    """Whether a cast to bfloat16 goes through double (from float64 or a 32/64-bit int)."""
+    return any(u.uop is UOps.CAST and u.dtype == dtypes.bfloat16 and
+               (u.vin[0].dtype == dtypes.float64 or
+                (u.vin[0].dtype.is_int and u.vin[0].dtype.itemsize >= 4)) for u in kernel.uops)

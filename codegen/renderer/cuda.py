@@ -32,7 +32,8 @@ class CUDARenderer(CStyleRenderer):
     kernel_prefix = 'extern "C" __global__ '
     smem_prefix = "__shared__ "
     barrier = "__syncthreads();"
-    int64_suffix = "LL"
+    float_bits, bits_float = "__float_as_uint", "__uint_as_float"
+    double_bits, bits_double = "__double_as_longlong", "__longlong_as_double"
     specials = {"gidx": lambda d: f"(blockIdx.{'xyz'[d]}*(long long)blockDim.{'xyz'[d]}"
                                   f"+threadIdx.{'xyz'[d]})",
                 "lidx": lambda d: f"threadIdx.{'xyz'[d]}", "grp": lambda d: f"blockIdx.{'xyz'[d]}"}
@@ -44,7 +45,8 @@ class CUDARenderer(CStyleRenderer):
                    else f"({a}%{b})"}
 
     def prelude(self, kernel: LinearKernel) -> list[str]:
-        return _HALF if uses(kernel, dtypes.float16) else []
+        helpers = [f"__device__ {line}" for line in self.bf16_helpers(kernel)]
+        return (_HALF if uses(kernel, dtypes.float16) else []) + helpers
 
     def inf(self, dtype: DType) -> str:  # NVRTC has no math.h, so no INFINITY / NAN
         return ("__longlong_as_double(0x7ff0000000000000LL)" if dtype == dtypes.float64
@@ -59,6 +61,12 @@ class CUDARenderer(CStyleRenderer):
 
     def store_half(self, buf: str, idx: str, value: str) -> str:
         return f"{buf}[{idx}] = f2h({value})"
+
+    def half_bits(self, x: str) -> str:  # exact: x holds a half value
+        return f"f2h({x})"
+
+    def bits_half(self, bits: str) -> str:
+        return f"h2f({bits})"
 
     def round_half(self, x: str, src: DType) -> str:
         return f"h2f({'d2h' if src == dtypes.float64 else 'f2h'}({x}))"

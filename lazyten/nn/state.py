@@ -7,7 +7,9 @@ own `state_dict()` (nn/module.py), so the names agree. Files follow the safetens
 spec (https://github.com/huggingface/safetensors): an 8-byte little-endian header length,
 a JSON header {name: {dtype, shape, data_offsets}} (plus an optional "__metadata__" map
 of strings), then the tensors' bytes, little-endian, packed with no holes. Only numpy and
-the standard library are used, and the files read back in other tools.
+the standard library are used, and the files read back in other tools. Every format dtype
+lazyten has is read and written (BOOL, U8-U64, I8-I64, F16, BF16, F32, F64); bfloat16
+travels as its raw bits, so a file round-trips bit for bit (NaN payloads included).
 """
 from __future__ import annotations
 import json
@@ -21,9 +23,9 @@ from codegen.dtypes import DType, dtypes
 from codegen.helpers import prod
 from codegen.ops import LoadOps
 from lazyten.lazy import LazyBuffer
-from lazyten.creation import default_device
+from lazyten.creation import default_device, storage_numpy_dtype
 from lazyten.nn.module import Module, load_tensors, owns_buffer
-from lazyten.tensor import Tensor, to_numpy_dtype
+from lazyten.tensor import Tensor
 from runtimes import Buffer, canonical, get_runtime
 
 __all__ = ["get_parameters", "get_state_dict", "load_state_dict", "safe_save", "safe_load",
@@ -31,7 +33,8 @@ __all__ = ["get_parameters", "get_state_dict", "load_state_dict", "safe_save", "
 
 SAFETENSORS_DTYPES: dict[DType, str] = {
     dtypes.bool: "BOOL", dtypes.int8: "I8", dtypes.uint8: "U8", dtypes.int16: "I16",
-    dtypes.int32: "I32", dtypes.int64: "I64", dtypes.float16: "F16",
+    dtypes.uint16: "U16", dtypes.int32: "I32", dtypes.uint32: "U32", dtypes.int64: "I64",
+    dtypes.uint64: "U64", dtypes.float16: "F16", dtypes.bfloat16: "BF16",
     dtypes.float32: "F32", dtypes.float64: "F64",
 }
 _FROM_CODE = {code: dtype for dtype, code in SAFETENSORS_DTYPES.items()}
@@ -115,8 +118,9 @@ def safe_save(state_dict: dict[str, Tensor], path: str | os.PathLike,
                              f"'__metadata__', got {name!r}")
         if t.dtype not in SAFETENSORS_DTYPES:
             raise TypeError(f"{name!r}: dtype {t.dtype.name} has no safetensors code")
-        arrays[name] = t.numpy().astype(
-            to_numpy_dtype(t.dtype).newbyteorder("<"), copy=False)
+        raw = t.bitcast(dtypes.uint16) if t.dtype == dtypes.bfloat16 else t  # its bits
+        arrays[name] = raw.numpy().astype(
+            storage_numpy_dtype(t.dtype).newbyteorder("<"), copy=False)
     # largest items first keeps every tensor aligned to its itemsize with no gaps
     # between tensors (the spec forbids holes in the data section)
     order = sorted(arrays, key=lambda n: (-arrays[n].dtype.itemsize, n))
@@ -252,8 +256,8 @@ def safe_load(path: str | os.PathLike, device: str | None = None) -> dict[str, T
     for name, dtype, shape, begin, end in _entries(header, len(data), path):
         buffer = Buffer(runtime, prod(shape), dtype)
         if end > begin:
-            little = data[begin:end].view(to_numpy_dtype(dtype).newbyteorder("<"))
-            native = little.astype(to_numpy_dtype(dtype), copy=False)
+            little = data[begin:end].view(storage_numpy_dtype(dtype).newbyteorder("<"))
+            native = little.astype(storage_numpy_dtype(dtype), copy=False)
             buffer.copyin(memoryview(native.view(np.uint8)))
         out[name] = Tensor._wrap(LazyBuffer.from_buffer(buffer, shape))
     return out

@@ -5,12 +5,16 @@ import pytest
 
 from codegen.dtypes import dtypes
 from lazyten import Tensor
+from lazyten.creation import to_numpy_dtype
+from tests.helpers import rne_bf16
 
-NP = {d: np.dtype(d.fmt) for d in dtypes.all()}
+NP = {d: to_numpy_dtype(d) for d in dtypes.all()}
 
 
 def values(dtype, n=37):
     x = np.random.default_rng(0).standard_normal(n) * 50
+    if dtype == dtypes.bfloat16:  # its values, as float32
+        return rne_bf16(x)
     return (x > 0) if dtype == dtypes.bool else x.astype(NP[dtype])
 
 
@@ -18,8 +22,10 @@ def values(dtype, n=37):
 @pytest.mark.parametrize("dtype", dtypes.all(), ids=str)
 def test_roundtrip_every_dtype(device, dtype):
     x = values(dtype)
-    np.testing.assert_array_equal(Tensor(x, device=device).numpy(), x)
-    moved = Tensor(x).to(device)  # CPU -> device -> CPU
+    got = Tensor(x, device=device, dtype=dtype)
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got.numpy(), x)
+    moved = Tensor(x, dtype=dtype).to(device)  # CPU -> device -> CPU
     assert moved.device == device
     np.testing.assert_array_equal(moved.to("CPU").numpy(), x)
 

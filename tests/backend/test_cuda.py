@@ -190,13 +190,15 @@ def _every_primitive_ast():
     from lazyten.schedule import create_schedule
 
     def lb(dtype, shape=(61,)):
-        return Tensor(np.zeros(shape, np.dtype(dtype.fmt)), device="CPU").lazydata
-    outs = [lb(d).e(op) for d in (dtypes.float16, dtypes.float32, dtypes.float64)
+        return Tensor(np.zeros(shape), dtype=dtype, device="CPU").lazydata
+    outs = [lb(d).e(op) for d in (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
             for op in (UnaryOps.EXP2, UnaryOps.EXP, UnaryOps.LOG2, UnaryOps.SIN, UnaryOps.COS,
                        UnaryOps.SQRT, UnaryOps.RECIP)]
     for d in dtypes.all():
         outs += [lb(d).e(UnaryOps.NEG), lb(dtypes.bool).e(TernaryOps.WHERE, lb(d), lb(d))]
         outs += [lb(d).cast(other) for other in dtypes.all() if other != d]
+        outs += [lb(d).bitcast(other) for other in dtypes.all()
+                 if other.itemsize == d.itemsize and dtypes.bool not in (d, other)]
         outs += [lb(d, (7, 300)).r(op, (1,)) for op in ReduceOps]  # group reduces
         outs.append(lb(d, (9000, 3)).r(ReduceOps.MAX, (0,)))
         shifts = {BinaryOps.SHL, BinaryOps.SHR}

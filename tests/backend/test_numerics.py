@@ -13,10 +13,12 @@ from codegen.linearizer import Linearizer
 from codegen.renderer.llvmir import LLVMRenderer
 from codegen.uops import UOps
 from lazyten import Tensor
+from lazyten.creation import to_numpy_dtype
 from lazyten.schedule import create_schedule
 from runtimes import get_runtime
+from tests.helpers import rne_bf16
 
-NP = {d: np.dtype(d.fmt) for d in dtypes.all()}
+NP = {d: to_numpy_dtype(d) for d in dtypes.all()}  # bfloat16: float32 arrays of its values
 FLOATS = [np.float16, np.float32, np.float64]
 EXTENDED = np.finfo(np.longdouble).nmant > 52  # a reference wider than float64 exists
 
@@ -241,12 +243,17 @@ def _values(src: np.dtype, dst: np.dtype) -> np.ndarray:
 PAIRS = [(s, d) for s in dtypes.all() for d in dtypes.all() if s != d]
 
 
+def _astype(x: np.ndarray, dst) -> np.ndarray:
+    return rne_bf16(x.astype(np.float64)) if dst == dtypes.bfloat16 else x.astype(NP[dst])
+
+
 @pytest.mark.parametrize("src,dst", PAIRS, ids=lambda d: d.name)
 def test_vector_casts(device, src, dst):
     """max over axis 0 keeps the dtype and runs on 16-lane vectors on the CPU; the cast
     after it is a vector cast (float -> int8/16/32 and uint8 failed to compile there)."""
     x = _values(NP[src], NP[dst])
-    out = Tensor(x, device=device).max(axis=0).cast(dst)
+    x = rne_bf16(x) if src == dtypes.bfloat16 else x
+    out = Tensor(x, device=device, dtype=src).max(axis=0).cast(dst)
     if device == "CPU":
         (item,) = [i for i in create_schedule([out.lazydata]) if i.ast is not None]
         kernel = Linearizer(item.ast, LLVMRenderer.kernel_options).linearize()
@@ -257,10 +264,10 @@ def test_vector_casts(device, src, dst):
             per_lane and any(u.uop is UOps.EXTRACT for u in kernel.uops), \
             f"{src.name} -> {dst.name}: the cast did not run on vector lanes"
     got = out.numpy()
-    want = x.max(0).astype(NP[dst])
+    want = _astype(x.max(0), dst)
     assert got.dtype == want.dtype and np.array_equal(got, want), \
         f"{src.name} -> {dst.name}: {got[:6]} != {want[:6]}"
-    got = Tensor(x, device=device).cast(dst).max(axis=0).numpy()  # the cast inside the reduce
-    want = x.astype(NP[dst]).max(0)
+    got = Tensor(x, device=device, dtype=src).cast(dst).max(axis=0).numpy()  # cast in the reduce
+    want = _astype(x, dst).max(0)
     assert got.dtype == want.dtype and np.array_equal(got, want), \
         f"{src.name} -> {dst.name} before max: {got[:6]} != {want[:6]}"

@@ -5,13 +5,15 @@ place), sometimes read through a view that is not contiguous (`x4 = b3.flip(0)`:
 flipped, sliced with an offset, strided forwards or backwards, or expanded), so kernels
 see every kind of ShapeTracker. Values are literals when few, else a seeded numpy
 generator expression: both are printed in a reproducer and evaluated here from the text.
+A bfloat16 input is float32 text passed with `dtype=dtypes.bfloat16` (lazyten rounds it
+on the host); the reference holds those values rounded by tests/helpers.rne_bf16.
 """
 from __future__ import annotations
 import math
 
 import numpy as np
 
-from .model import Input, Interp, Ref, Step, Var, int_range, is_float
+from .model import Input, Interp, Ref, Step, Var, int_range, is_float, np_dtype, to_dtype
 
 LITERAL_MAX = 12  # inputs with at most this many elements are printed as literals
 VIEW_CHANCE = 35  # percent of inputs read through a non-contiguous view
@@ -46,7 +48,8 @@ def _int_values(g, dtype, lo, hi, seed: int, shape) -> tuple[str, int, int]:
     if lo is None:
         lo, hi = g.pick([(-5, 5), (0, 9), (-100, 100), (dmin, dmax)])
     lo, hi = max(int(lo), dmin), min(int(hi), dmax)
-    return f"{rng}.integers({lo}, {hi}, {shape}, endpoint=True)", lo, hi
+    wide = ", dtype=np.uint64" if hi >= 2 ** 63 else ""  # past int64, numpy's default
+    return f"{rng}.integers({lo}, {hi}, {shape}, endpoint=True{wide})", lo, hi
 
 
 def literal(arr: np.ndarray) -> str:
@@ -102,15 +105,18 @@ def make_input(g, shape, dtype: str, lo=None, hi=None, layout=None) -> Var:
         src, lo, hi, grid = _float_values(g, lo, hi, seed, base_shape)
     else:
         src, lo, hi = _int_values(g, dtype, lo, hi, seed, base_shape)
-    src = f"{src}.astype(np.{dtype})" if dtype != "bool" else src
+    src = f"{src}.astype(np.{np_dtype(dtype).name})" if dtype != "bool" else src
     array = eval(src, {"np": np})
-    assert array.shape == tuple(base_shape) and array.dtype == np.dtype(dtype), (src, shape)
+    assert array.shape == tuple(base_shape) and array.dtype == np_dtype(dtype), (src, shape)
+    if dtype == "bfloat16":
+        array = to_dtype(array, dtype)  # the values the tensor holds
     if array.size <= LITERAL_MAX:
         src = literal(array)
     name = g.name("b" if view else "x")
     requires_grad = g.grad and is_float(dtype)
     g.prog.inputs[name] = Input(name, src, array, requires_grad)
     grad_kw = ", requires_grad=True" if requires_grad else ""
+    grad_kw += ", dtype=dtypes.bfloat16" if dtype == "bfloat16" else ""
     leaves = frozenset([name]) if requires_grad else frozenset()
     leaf = Var(name, tuple(base_shape), dtype, lo, hi, grid=grid, buffer=True, leaves=leaves)
 

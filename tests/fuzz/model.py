@@ -8,7 +8,8 @@ are compared within an error bound that the reference computes element by elemen
 
 A `Ref` is the reference's value of one tensor: the numpy array (in the tensor's dtype, or
 float64 in finite-difference mode) and an array bounding the absolute error of any
-faithful implementation (None when exact).
+faithful implementation (None when exact). numpy has no bfloat16: a bfloat16 value is a
+float32 array of exact bfloat16 values (`to_dtype` rounds with tests/helpers.rne_bf16).
 """
 from __future__ import annotations
 from dataclasses import dataclass, field, replace
@@ -16,16 +17,35 @@ from typing import Callable
 
 import numpy as np
 
-FLOATS = ("float16", "float32", "float64")
-INTS = ("int8", "uint8", "int16", "int32", "int64")
+from tests.helpers import rne_bf16
+
+FLOATS = ("float16", "bfloat16", "float32", "float64")
+INTS = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
 DTYPES = ("bool",) + INTS + FLOATS
-MANTISSA = {"float16": 11, "float32": 24, "float64": 53}  # significand bits, implicit one included
+# significand bits, implicit one included
+MANTISSA = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
 UNIT = {d: 2.0 ** -MANTISSA[d] for d in FLOATS}  # unit roundoff: half an ulp of 1
-TINY = {d: float(np.finfo(d).tiny) for d in FLOATS}  # smallest normal: FTZ devices flush below
-# float16 sums are expected to accumulate in float32 (as PyTorch does); others in their own type
-ACCUMULATE = {"float16": "float32", "float32": "float32", "float64": "float64"}
+# smallest normal: FTZ devices flush below (bfloat16 has float32's exponent range)
+TINY = {d: float(np.finfo("float32" if d == "bfloat16" else d).tiny) for d in FLOATS}
+# 16-bit float sums are expected to accumulate in float32 (as PyTorch does); others in their own
+ACCUMULATE = {"float16": "float32", "bfloat16": "float32", "float32": "float32",
+              "float64": "float64"}
 # largest magnitude a float value may reach in a program: far from overflow, so products stay finite
-LIMIT = {"float16": 2.0e3, "float32": 1.0e6, "float64": 1.0e6}
+LIMIT = {"float16": 2.0e3, "bfloat16": 1.0e6, "float32": 1.0e6, "float64": 1.0e6}
+
+
+class NoPromotion(TypeError):
+    """lazyten (like PyTorch) refuses to promote these dtypes: the generator skips the op."""
+
+
+def np_dtype(dtype: str) -> np.dtype:
+    """The numpy dtype of a reference value (bfloat16: float32 holding its values)."""
+    return np.dtype("float32" if dtype == "bfloat16" else dtype)
+
+
+def to_dtype(z, dtype: str) -> np.ndarray:
+    """numpy's astype, rounding to bfloat16 for "bfloat16"."""
+    return rne_bf16(z) if dtype == "bfloat16" else np.asarray(z).astype(dtype)
 
 
 def is_float(dtype: str) -> bool:
@@ -49,10 +69,12 @@ def promote(a: str, b: str) -> str:
         return a
     if is_float(a) or is_float(b):
         if is_float(a) and is_float(b):
-            return max(a, b, key=FLOATS.index)
+            return "float32" if {a, b} == {"float16", "bfloat16"} else max(a, b, key=FLOATS.index)
         return a if is_float(a) else b
     if a == "bool" or b == "bool":
         return b if a == "bool" else a
+    if "uint64" in (a, b) and not (a.startswith("u") and b.startswith("u")):
+        raise NoPromotion(f"{a} with {b}")  # numpy would give float64; lazyten raises
     return np.promote_types(a, b).name
 
 
@@ -152,7 +174,7 @@ class Interp:
         if self.fd:
             return Ref(z.astype(np.float64))
         with np.errstate(over="ignore", invalid="ignore"):
-            val = z.astype(dtype)
+            val = to_dtype(z, dtype)
         if exact:
             return Ref(val)
         base = np.zeros(z.shape) if err is None else np.broadcast_to(err, z.shape)
@@ -160,11 +182,11 @@ class Interp:
 
     def cast(self, ref: Ref, dtype: str) -> Ref:
         """A value converted to dtype as lazyten's promotion does (rounding, exact)."""
-        if ref.val.dtype == np.dtype(dtype) or (self.fd and is_float(dtype) and
-                                                ref.val.dtype == np.float64):
-            return ref
+        if (ref.val.dtype == np_dtype(dtype) and dtype != "bfloat16") or \
+                (self.fd and is_float(dtype) and ref.val.dtype == np.float64):
+            return ref  # (a float32 array may hold a float32 or a bfloat16: round to the latter)
         if is_float(dtype) and not is_float(ref.val.dtype.name):  # one rounding, not two
-            return Ref(ref.val.astype(np.float64 if self.fd else dtype))
+            return Ref(ref.val.astype(np.float64) if self.fd else to_dtype(ref.val, dtype))
         if is_float(dtype):
             new = self.out(ref.f64(), dtype, exact=True)
             return Ref(new.val, None if ref.err is None else ref.err + self.rho(dtype, ref.f64()))

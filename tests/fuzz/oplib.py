@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from .model import LIMIT, Interp, Ref, Var, int_range, is_float, representable
+from .model import LIMIT, Interp, Ref, Var, int_range, is_float, representable, to_dtype
 
 SCALARS_FLOAT = (0.5, 2.0, -1.0, 1.5, 0.25, -2.5, 3.0, 0.1)
 SCALARS_INT = (1, 2, -1, 3, 0, 5)
@@ -101,15 +101,18 @@ def operand_grid(v: Var, dtype: str) -> int | None:
 
 # ---- reference glue ----
 def arg(interp: Interp, ref: Ref, dtype: str) -> np.ndarray:
-    """The values of ref converted to dtype, as float64 (floats) or int64 (integers)."""
+    """The values of ref converted to dtype, as float64 (floats) or int64 (integers; uint64
+    stays uint64, whose values past 2**63 int64 cannot hold)."""
     cast = interp.cast(ref, dtype)
     if is_float(dtype):
         return cast.val.astype(np.float64)
-    return cast.val if dtype == "bool" else cast.val.astype(np.int64)
+    return cast.val if dtype in ("bool", "uint64") else cast.val.astype(np.int64)
 
 
 def const(value, dtype: str) -> Ref:
-    return Ref(np.array(value).astype(dtype))
+    if dtype.startswith("u") and isinstance(value, (int, np.integer)) and value < 0:
+        value = value % 2 ** (8 * np.dtype(dtype).itemsize)  # wraps, as lazyten's constants do
+    return Ref(to_dtype(np.array(value), dtype))
 
 
 def operand_ref(interp: Interp, item, dtype: str) -> Ref:

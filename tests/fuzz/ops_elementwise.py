@@ -177,7 +177,7 @@ def draw_floordiv(g):
     dtype = _result_dtype(x, y)
     ylo, yhi, yexact, _, _ = _facts(x, y, dtype)
     if not yexact or not away_from_zero((ylo, yhi), True, 1 if ints else 0.25) or \
-            is_int(dtype) != ints or dtype == "float16":
+            is_int(dtype) != ints or dtype in ("float16", "bfloat16"):
         return None
     if op == "//":
         lo, hi = iv_div((x.lo, x.hi), (ylo, yhi))
@@ -250,8 +250,8 @@ def _int_pow_err(c: int, dtype: str):
 
 
 def _unit(dtype: str) -> float:
-    """The unit roundoff math functions work in: float16 is computed in float32."""
-    return UNIT["float32" if dtype in ("float16", "float32") else dtype]
+    """The unit roundoff math functions work in: 16-bit floats are computed in float32."""
+    return UNIT["float32" if dtype in ("float16", "bfloat16", "float32") else dtype]
 
 
 def _pow_err(c, dtype: str):
@@ -391,7 +391,7 @@ def draw_simple_unary(g):
     name = g.pick(["neg", "abs", "relu", "square", "sign", "floor", "ceil", "round", "trunc"])
     rounding = name in ("floor", "ceil", "round", "trunc", "sign")  # jumps: exact inputs only
     x = g.var(lambda v: (v.dtype != "bool" or name in ("abs", "sign")) and
-              not (name == "neg" and v.dtype == "uint8") and (not rounding or v.exact)
+              not (name == "neg" and v.dtype.startswith("u")) and (not rounding or v.exact)
               and not math.isnan(v.lo))  # the mean of nothing: no bounds to round
     if x is None:
         return None

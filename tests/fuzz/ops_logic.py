@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from .model import Interp, Ref, Step, int_range, is_float, is_int, promote, scalar_dtype
+from .model import Interp, Ref, Step, int_range, is_float, is_int, promote, scalar_dtype, to_dtype
 from .oplib import broadcastable, bshape, fits, min_grid, operand_ref, partner, scalar_grid, show
 from .ops_elementwise import _facts, _other, _result_dtype, _step
 
@@ -38,7 +38,8 @@ def draw_logic(g):
                      True)
     if op == "~":
         lo, hi = (0, 1) if x.dtype == "bool" else \
-            ((255 - x.hi, 255 - x.lo) if x.dtype == "uint8" else (-x.hi - 1, -x.lo - 1))
+            ((int_range(x.dtype)[1] - x.hi, int_range(x.dtype)[1] - x.lo)
+             if x.dtype.startswith("u") else (-x.hi - 1, -x.lo - 1))
         fn = np.logical_not if x.dtype == "bool" else np.invert
         return _step(g, "elementwise", f"~{x.name}", fn, [x], x.dtype, lo, hi, True)
     y = _other(g, x, lambda v: not is_float(v.dtype),
@@ -70,7 +71,7 @@ def draw_shift(g):
         ylo = yhi = y
     else:
         y = partner(g, x, lambda v: is_int(v.dtype) and v.lo >= -2 and v.hi <= bits + 2,
-                    x.dtype, 0 if x.dtype == "uint8" else -2, min(bits + 2, 20))
+                    x.dtype, 0 if x.dtype.startswith("u") else -2, min(bits + 2, 20))
         ylo, yhi = y.lo, y.hi
     dtype = _result_dtype(x, y)
     if not is_int(dtype):
@@ -111,7 +112,7 @@ def draw_masked_fill(g):
     if mask is None:
         return None
     value = g.pick([0, 1, 2.5, -3]) if x.dtype != "bool" else g.pick([True, False])
-    fill = np.array(value).astype(x.dtype).item()
+    fill = to_dtype(np.array(value), x.dtype).item()
     lo, hi = min(x.lo, fill), max(x.hi, fill)
     grid = min_grid(x.grid, scalar_grid(float(fill))) if is_float(x.dtype) else 0
     var = g.new(x.shape, x.dtype, lo, hi, [x, mask], grid=grid)
@@ -119,7 +120,7 @@ def draw_masked_fill(g):
     def ref(interp: Interp, xname=x.name, mname=mask.name) -> Ref:
         cond = interp.env[mname].val
         xr = interp.env[xname]
-        val = np.where(cond, np.asarray(fill).astype(xr.val.dtype), xr.val)
+        val = np.where(cond, np.asarray(fill, xr.val.dtype), xr.val)
         if var.exact or interp.fd:
             return Ref(val)
         return Ref(val, np.where(cond, 0.0, xr.e()))
@@ -191,7 +192,7 @@ def cast_ok(v, dtype: str) -> bool:
 
 
 ALIASES = {"float32": "float", "float16": "half", "float64": "double", "int32": "int",
-           "int64": "long", "bool": "bool"}
+           "int64": "long", "bool": "bool", "bfloat16": "bfloat16"}
 
 
 def draw_cast(g):
@@ -199,7 +200,7 @@ def draw_cast(g):
     if x is None:
         return None
     dtype = g.pick(["bool", "int8", "uint8", "int16", "int32", "int64", "float16", "float32",
-                    "float64"])
+                    "float64", "uint16", "uint32", "uint64", "bfloat16"])
     if not cast_ok(x, dtype) or dtype == x.dtype:
         return None
     src = f"{x.name}.{ALIASES[dtype]}()" if dtype in ALIASES and g.chance(40) else \
@@ -220,6 +221,62 @@ def draw_cast(g):
     return g.add(Step("cast", src, ref, var))
 
 
+_SAME_SIZE = [("int16", "uint16", "float16", "bfloat16"), ("int32", "uint32", "float32"),
+              ("int64", "uint64", "float64")]
+
+
+def _bits(val: np.ndarray, dtype: str) -> np.ndarray:
+    """The stored bits of reference values of dtype, as unsigned integers."""
+    if dtype == "bfloat16":
+        return (np.array(val, np.float32, order="C").view(np.uint32) >> 16).astype(np.uint16)
+    arr = np.array(val, dtype, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
+    return arr.view(f"u{arr.dtype.itemsize}")
+
+
+_LARGEST = {"float16": 0x7BFF, "bfloat16": 0x7F7F, "float32": 0x7F7FFFFF,
+            "float64": 0x7FEFFFFFFFFFFFFF}  # the bits of the largest finite value
+
+
+def _float_of(bits: int, dtype: str) -> float:
+    size = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}[dtype]
+    return float(_from_bits(np.array([bits], f"u{size}"), dtype)[0])
+
+
+def _from_bits(bits: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "bfloat16":
+        return (bits.astype(np.uint32) << 16).view(np.float32)
+    return bits.view(dtype)
+
+
+def draw_bitcast(g):
+    """x.bitcast(d): the same bits read as another dtype of the same itemsize. Fuzzer floats
+    are finite, so no NaN payload is at stake; floats whose interval holds 0 are not
+    drawn, since the bits show the sign of a zero, which the reference does not track.
+    Integers become floats only where every value in their interval is the pattern of a
+    finite non-negative float below the fuzzer's LIMIT (subnormals too), whose interval is
+    then known (the order of such patterns is the floats')."""
+    group = {d: kinds for kinds in _SAME_SIZE for d in kinds}
+    x = g.var(lambda v: v.dtype in group and v.exact and
+              (not is_float(v.dtype) or v.lo > 0 or v.hi < 0))
+    if x is None:
+        return None
+    dtype = g.pick([d for d in group[x.dtype] if d != x.dtype])
+    if is_float(dtype) and (is_float(x.dtype) or not 0 <= x.lo <= x.hi <= _LARGEST[dtype]):
+        return None
+    if is_float(dtype):
+        lo, hi = _float_of(int(x.lo), dtype), _float_of(int(x.hi), dtype)
+        if not fits(dtype, lo, hi):  # huge floats would overflow later ops' intervals
+            return None
+    else:
+        lo, hi = int_range(dtype)
+    var = g.new(x.shape, dtype, lo, hi, [x], grid=None if is_float(dtype) else 0)
+
+    def ref(interp: Interp, name=x.name, src=x.dtype) -> Ref:
+        bits = _bits(interp.env[name].val, src)
+        return Ref(_from_bits(bits, dtype))
+    return g.add(Step("cast", f"{x.name}.bitcast(dtypes.{dtype})", ref, var))
+
+
 OPS = [
     ("compare", "compare", draw_compare, True),
     ("logic", "compare", draw_logic, False),
@@ -228,4 +285,5 @@ OPS = [
     ("masked_fill", "where", draw_masked_fill, True),
     ("where", "where", draw_where, True),
     ("cast", "cast", draw_cast, False),
+    ("bitcast", "cast", draw_bitcast, False),
 ]

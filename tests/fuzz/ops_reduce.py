@@ -117,7 +117,7 @@ def draw_reduce(g):
                         1.01 * n * unit * upper
         z = np.asarray(z).reshape(shape)
         if not is_float(dtype):
-            return Ref(z.astype(dtype))
+            return Ref(z.astype(dtype))  # (integers: never bfloat16)
         if op in ("max", "min"):  # values of x: nothing to round
             out = interp.out(z, dtype, exact=True)
             if var.exact or src_ref.err is None:

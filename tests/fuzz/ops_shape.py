@@ -86,7 +86,7 @@ def draw_movement(g):
         value = 0
         if x.dtype != "bool" and g.chance(30):
             value = g.pick([1.5, -2.0, 0.5]) if x.dtype.startswith("float") else g.pick([1, -3, 7])
-            if not x.dtype.startswith("float") and (x.dtype == "uint8" and value < 0):
+            if not x.dtype.startswith("float") and (x.dtype.startswith("u") and value < 0):
                 value = 1
         new = tuple(s + b + a for s, (b, a) in zip(shape, pairs))
         flat = g.chance(30)

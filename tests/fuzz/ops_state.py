@@ -11,7 +11,7 @@ import numpy as np
 
 from .model import Interp, Ref, Step, is_float, promote, scalar_dtype
 from .ops_logic import cast_ok
-from .oplib import (broadcastable, bshape, grid_exact, min_grid, mv, np_pad, operand_grid,
+from .oplib import (broadcastable, bshape, const, grid_exact, min_grid, mv, np_pad, operand_grid,
                     scalar_for, scalar_grid, show)
 
 
@@ -99,7 +99,7 @@ def draw_assign(g):
     def ref(interp: Interp) -> Ref:
         t = mv(interp.env[name], fn)
         other = interp.cast(interp.env[yname], dtype) if isinstance(yname, str) else \
-            Ref(np.array(yname).astype(dtype))
+            const(yname, dtype)
         if not is_float(dtype):
             return Ref((t.val.astype(np.int64) + other.val.astype(np.int64)).astype(dtype))
         z = t.val.astype(np.float64) + other.val.astype(np.float64)
@@ -143,7 +143,7 @@ def draw_setitem(g):
     if g.chance(40):
         value = scalar_for(g, dtype)
         if not is_float(dtype) and isinstance(value, float) or \
-                dtype == "uint8" and value < 0:
+                dtype.startswith("u") and value < 0:
             return None
         vlo = vhi = float(value)
         vgrid = scalar_grid(value) if is_float(dtype) else 0

@@ -18,7 +18,7 @@ from codegen.dtypes import dtypes
 from lazyten import Tensor
 
 from .gen import reference
-from .model import TINY, Program, is_float
+from .model import TINY, Program, is_float, np_dtype
 
 SLACK = 2.0  # lazyten's and the reference's errors are each within the bound
 TIMEOUT = 30  # seconds one program may take (compiling included) before it counts as a hang
@@ -107,7 +107,8 @@ def render(prog: Program, device: str = "CPU", checks: list[str] | None = None) 
 
 def signature(text: str) -> str:
     """A line with names, numbers and array literals blanked: `x3 = x1 / 5` -> `_ = _ / #`."""
-    text = re.sub(r"Tensor\(\(?np\..*?, device=DEV(, requires_grad=True)?\)", "input", text)
+    text = re.sub(r"Tensor\(\(?np\..*?, device=DEV(, requires_grad=True)?(, dtype=dtypes\.\w+)?\)",
+                  "input", text)
     text = re.sub(r"\b[xb]\d+\b", "_", text)
     return re.sub(r"-?\d+(\.\d+)?(e-?\d+)?", "#", text)
 
@@ -190,7 +191,8 @@ def check_forward(prog: Program, device: str) -> Failure | None:
     problems, checks, culprit = [], [], None
     for name in prog.read_order:
         got, var, ref = ns["__values__"][name], prog.outputs[name], interp.env[name]
-        problem, tol = _compare(name, got, var, ref)
+        dtype = getattr(ns.get(name), "dtype", None)
+        problem, tol = _compare(name, got, var, ref, getattr(dtype, "name", None))
         if problem:
             problems.append(problem)
             checks += _expected(name, ref, tol)
@@ -217,13 +219,15 @@ def _aliases(prog: Program, ns: dict) -> list[list[str]]:
     return [g for g in groups.values() if len(g) > 1 and rebound & set(g)]
 
 
-def _compare(name: str, got: np.ndarray, var, ref) -> tuple[str | None, float | None]:
-    """(a description of the difference or None, the absolute tolerance used)."""
+def _compare(name: str, got: np.ndarray, var, ref, dtype: str | None = None
+             ) -> tuple[str | None, float | None]:
+    """(a description of the difference or None, the absolute tolerance used). `dtype` is
+    the tensor's (numpy shows bfloat16 as float32)."""
     assert ref.val.shape == var.shape, f"fuzzer bug: reference {name} has shape {ref.val.shape}, " \
         f"the generator expected {var.shape}"
-    if got.shape != var.shape or got.dtype != np.dtype(var.dtype):
+    if got.shape != var.shape or got.dtype != np_dtype(var.dtype) or dtype not in (None, var.dtype):
         return (f"{name}: expected shape {var.shape} dtype {var.dtype}, got shape {got.shape} "
-                f"dtype {got.dtype}"), None
+                f"dtype {dtype or got.dtype}"), None
     if not is_float(var.dtype):
         bad = got != ref.val
         if bad.any():

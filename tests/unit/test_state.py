@@ -108,10 +108,11 @@ def awkward_values(dtype, shape, seed=0):
 
 def test_round_trip_is_bit_identical(tmp_path):
     shapes = {"f16": (3, 5), "f32": (2, 3, 4), "f64": (7,), "i8": (9,), "u8": (2, 2),
-              "i16": (3,), "i32": (1, 5), "i64": (4,), "bool": (3, 3)}
+              "i16": (3,), "i32": (1, 5), "i64": (4,), "bool": (3, 3), "u16": (6,),
+              "u32": (2, 3), "u64": (5,)}
     kinds = dict(zip(shapes, [dtypes.float16, dtypes.float32, dtypes.float64, dtypes.int8,
                               dtypes.uint8, dtypes.int16, dtypes.int32, dtypes.int64,
-                              dtypes.bool]))
+                              dtypes.bool, dtypes.uint16, dtypes.uint32, dtypes.uint64]))
     arrays = {k: awkward_values(kinds[k], s, i) for i, (k, s) in enumerate(shapes.items())}
     arrays["scalar"] = np.array(2.5, np.float32)
     arrays["empty"] = np.zeros((0, 4), np.float32)
@@ -201,11 +202,56 @@ def test_corrupt_files_raise_clear_errors(tmp_path, corrupt, match):
 
 
 def test_unknown_dtype_code_is_named(tmp_path):
-    text = json.dumps({"w": {"dtype": "BF16", "shape": [1], "data_offsets": [0, 2]}}).encode()
-    path = tmp_path / "bf16.safetensors"
+    text = json.dumps({"w": {"dtype": "F8_E4M3", "shape": [2], "data_offsets": [0, 2]}}).encode()
+    path = tmp_path / "f8.safetensors"
     path.write_bytes(struct.pack("<Q", len(text)) + text + b"\0\0")
-    with pytest.raises(ValueError, match="BF16.*known dtypes: BOOL"):
+    with pytest.raises(ValueError, match="F8_E4M3.*known dtypes: BOOL"):
         safe_load(path)
+
+
+def _torch_bf16_file(path, name: str, values: np.ndarray) -> np.ndarray:
+    """A BF16 safetensors file as torch writes one, built from bit patterns: each float32
+    value's upper 16 bits (the values are chosen exact in bfloat16), little-endian. The
+    bits are returned."""
+    bits = (values.astype(np.float32).view(np.uint32) >> 16).astype("<u2")
+    assert ((bits.astype(np.uint32) << 16).view(np.float32) == values)[~np.isnan(values)].all()
+    text = json.dumps({name: {"dtype": "BF16", "shape": list(values.shape),
+                              "data_offsets": [0, bits.nbytes]}}, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)  # the header is compact JSON padded to 8 bytes
+    path.write_bytes(struct.pack("<Q", len(text)) + text + bits.tobytes())
+    return bits
+
+
+def test_bf16_file_as_torch_writes_it_loads_and_round_trips(tmp_path):
+    # exact bfloat16 values: 1 + k/128 scaled, the extremes, zeros, infinities, NaNs
+    # (a quiet one and a signalling payload 0x7F81, which must survive untouched)
+    values = np.array([1.0, -1.0078125, 3.140625, 0.0, -0.0, np.inf, -np.inf,
+                       3.3895313892515355e38, 1.1754943508222875e-38, 9.183549615799121e-41,
+                       2.0 ** -133, -65536.0], np.float32)
+    nans = np.array([0x7FC00000, 0x7F810000, 0xFFC10000], np.uint32).view(np.float32)
+    values = np.concatenate([values, nans]).reshape(3, 5)
+    path = tmp_path / "torch_bf16.safetensors"
+    bits = _torch_bf16_file(path, "w", values)
+    t = safe_load(path)["w"]
+    assert t.dtype == dtypes.bfloat16 and t.shape == (3, 5)
+    got = t.numpy()
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, values)  # NaN where NaN, every other value exact
+    assert t.bitcast(dtypes.uint16).numpy().tobytes() == bits.tobytes()
+    out = tmp_path / "again.safetensors"
+    safe_save({"w": t}, out)
+    assert out.read_bytes() == path.read_bytes(), "a BF16 file must round-trip bit for bit"
+
+
+def test_bf16_values_save_as_their_rounded_bits(tmp_path):
+    x = Tensor(np.array([0.1, 1 / 3, -2.7, 1e30]), dtype=dtypes.bfloat16)
+    safe_save({"x": x}, tmp_path / "x.safetensors")
+    data = (tmp_path / "x.safetensors").read_bytes()
+    (length,) = struct.unpack("<Q", data[:8])
+    stored = np.frombuffer(data[8 + length:], "<u2")
+    want = (x.numpy().view(np.uint32) >> 16).astype(np.uint16)  # exact float32 of each value
+    np.testing.assert_array_equal(stored, want)
+    assert json.loads(data[8:8 + length])["x"]["dtype"] == "BF16"
 
 
 def test_model_round_trip_through_a_file(tmp_path):
