@@ -196,8 +196,10 @@ def as_dtype(value) -> DType:
     if isinstance(value, DType):
         return value
     name = getattr(value, "name", None) if not isinstance(value, str) else value
-    if name is None and isinstance(value, type):
-        name = {bool: "bool", int: "int64", float: "float32"}.get(value)
+    if name is None and isinstance(value, type):  # Python's types, or numpy's (np.float64)
+        numpy_type = value.__module__ == "numpy"
+        name = {bool: "bool", int: "int64", float: "float32"}.get(
+            value, value.__name__.rstrip("_") if numpy_type else None)
     if name is None:
         raise TypeError(f"unknown dtype {value!r}")
     return dtypes.from_name(name)

@@ -51,6 +51,8 @@ class ElementwiseMixin:
                 raise ValueError(f"tensors on different devices: {self.device} and {other.device}")
             dtype = promote(self.dtype, other.dtype)
         else:
+            if not isinstance(other, (bool, int, float)) and hasattr(other, "item"):
+                other = other.item()  # a numpy scalar acts as a Python number, as in PyTorch
             dtype = scalar_result(self.dtype, other)
         x, y = self, self._to_tensor(other, dtype)
         if reverse:

@@ -386,7 +386,7 @@ def _to_array(data, dtype: DType | None) -> np.ndarray:
     if dtype is not None:
         return np.asarray(data, dtype=to_numpy_dtype(dtype))
     arr = np.asarray(data)
-    if not isinstance(data, np.ndarray):  # Python lists follow PyTorch's defaults
+    if not isinstance(data, (np.ndarray, np.generic)):  # Python lists: PyTorch's defaults
         if arr.dtype.kind == "f":
             arr = arr.astype(np.float32)
         elif arr.dtype.kind in "iu":

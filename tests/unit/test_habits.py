@@ -247,3 +247,27 @@ def test_wrong_spellings_name_the_right_one(case):
         call()
     assert needle in str(info.value), f"{needle!r} not in {str(info.value)!r}"
     assert not isinstance(info.value, AttributeError)
+
+
+@pytest.mark.parametrize("scalar", [np.float32(2.5), np.float64(-1.5), np.int64(3), np.int8(-2),
+                                    np.bool_(True)])
+def test_numpy_scalars_act_as_python_numbers(scalar):
+    """As in PyTorch: a numpy scalar in an op is a Python number (its kind, not its dtype,
+    decides the result's dtype), on either side."""
+    arr = np.array([1.0, -2.0, 4.0], np.float32)
+    x = Tensor(arr)
+    expected = arr * scalar.item()  # a Python number keeps float32
+    for got in (x * scalar, scalar * x):
+        assert got.dtype == dtypes.float32
+        np.testing.assert_allclose(got.numpy(), expected.astype(np.float32), rtol=1e-6)
+    ints = Tensor(np.array([1, 2], np.int32))
+    if isinstance(scalar.item(), (bool, int)):
+        assert (ints + scalar).dtype == dtypes.int32
+
+
+def test_numpy_types_and_scalars_name_dtypes():
+    x = Tensor([1.0, 2.0])
+    assert x.to(np.float64).dtype == dtypes.float64
+    assert x.cast(np.bool_).dtype == dtypes.bool and x.cast(np.uint16).dtype == dtypes.uint16
+    assert Tensor(np.float16(1.5)).dtype == dtypes.float16  # a numpy scalar keeps its dtype
+    assert Tensor(np.int8(3)).dtype == dtypes.int8
