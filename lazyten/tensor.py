@@ -11,10 +11,11 @@ import numpy as np
 
 from codegen.dtypes import DType, as_dtype, dtypes
 from codegen.helpers import prod
-from codegen.ops import BinaryOps, LoadOps
+from codegen.ops import LoadOps
 from lazyten import function as F
 from lazyten.lazy import LazyBuffer
 from lazyten.attention import AttentionMixin
+from lazyten.autograd import propagate
 from lazyten.compat import CompatMixin
 from lazyten.creation import (CreationMixin, _scalar_dtype, bf16_bits, bf16_values,
                               default_device, storage_numpy_dtype, to_numpy_dtype)
@@ -266,11 +267,11 @@ class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMix
             out.append(parent)
         return tuple(out)
 
-    def backward(self, gradient: Tensor | None = None) -> Tensor:
-        """Accumulate d(self)/d(leaf) into each leaf's `.grad` (lazily)."""
+    def _seed(self, gradient: Tensor | None, caller: str) -> LazyBuffer:
+        """The gradient backward()/gradient() start from, checked against this tensor."""
         if gradient is None:
             if self.numel() != 1:
-                raise ValueError(f"backward() on a tensor of shape {self.shape} needs an "
+                raise ValueError(f"{caller}() on a tensor of shape {self.shape} needs an "
                                  "explicit gradient (only one-element tensors imply 1)")
             gradient = Tensor.ones(self.shape, dtype=self.dtype, device=self.device)
         if gradient.shape != self.shape:
@@ -279,32 +280,33 @@ class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMix
             raise TypeError(f"gradient is {gradient.dtype} on {gradient.device} but the tensor "
                             f"is {self.dtype} on {self.device}")
         if self._ctx is None and not self.requires_grad:
-            raise RuntimeError("backward() on a tensor that does not require grad")
-        grads = {id(self): gradient.lazydata}
-        for node in reversed(self._toposort()):
-            g = grads.pop(id(node), None)
-            if g is None:
-                continue
-            if node._ctx is None:
-                if getattr(node, "_freed", False):
-                    raise RuntimeError("backward through a graph a second time: its saved "
-                                       "values were freed by the first backward()")
-                if node.requires_grad:
-                    new = Tensor(g, device=node.device)
-                    node.grad = new if node.grad is None else node.grad + new
-                continue
-            in_grads = node._ctx.backward(g)
-            if not isinstance(in_grads, tuple):
-                in_grads = (in_grads,)
-            for parent, pg in zip(node._inputs(), in_grads):
-                if pg is None or not parent.requires_grad:
-                    continue
-                assert pg.shape == parent.shape, f"grad shape {pg.shape} != {parent.shape}"
-                prev = grads.get(id(parent))
-                grads[id(parent)] = pg if prev is None else prev.e(BinaryOps.ADD, pg)
-            node._ctx, node._parents = None, ()  # free the graph, as PyTorch does
-            node._freed = True
+            raise RuntimeError(f"{caller}() on a tensor that does not require grad")
+        return gradient.lazydata
+
+    def backward(self, gradient: Tensor | None = None) -> Tensor:
+        """Accumulate d(self)/d(leaf) into each leaf's `.grad` (lazily)."""
+        for node, g in propagate(self, self._seed(gradient, "backward"), free=True):
+            if node._ctx is None and node.requires_grad:
+                new = Tensor(g, device=node.device)
+                node.grad = new if node.grad is None else node.grad + new
         return self
+
+    def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
+        """[d(self)/d(t) for t in targets] (torch.autograd.grad): `.grad` is left alone and
+        the graph is kept, so gradient() or backward() can follow."""
+        for t in targets:
+            if not isinstance(t, Tensor) or not t.requires_grad:
+                raise RuntimeError(f"gradient(): target {_describe(t)} does not require grad; "
+                                   "create it with requires_grad=True so the graph records it")
+        found = {id(t): None for t in targets}
+        for node, g in propagate(self, self._seed(gradient, "gradient"), free=False):
+            if id(node) in found:
+                found[id(node)] = g
+        for i, t in enumerate(targets):
+            if found[id(t)] is None:
+                raise RuntimeError(f"gradient(): target {i} ({_describe(t)}) was not used to "
+                                   "compute this tensor")
+        return [Tensor(found[id(t)], device=t.device) for t in targets]
 
     # ---- dtype ----
     def cast(self, dtype) -> Tensor:
@@ -372,6 +374,10 @@ class _ToDevice(F.Function):
 
     def backward(self, grad):
         return grad.copy_to_device(self.device)
+
+
+def _describe(t: Any) -> str:
+    return f"tensor of shape {t.shape}, {t.dtype.name}" if isinstance(t, Tensor) else repr(t)
 
 
 def _to_array(data, dtype: DType | None) -> np.ndarray:
