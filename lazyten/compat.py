@@ -285,6 +285,7 @@ class CompatMixin:
         if dtype is not None:
             return self.cast(dtype).cumprod(dim)
         if self.ndim == 0:
+            _norm_axis(dim, 0, "dim")  # a 0-d tensor takes dim 0 or -1, as in PyTorch
             return self._same() if self.dtype.is_float else self.cast(dtypes.int64)
         if self.dtype == dtypes.float16:  # multiplied in float32, rounded once
             return self.float().cumprod(dim).half()

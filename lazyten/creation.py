@@ -12,6 +12,7 @@ import numpy as np
 
 from codegen.dtypes import DType, as_dtype, dtypes
 from codegen.helpers import argfix, getenv, prod
+from lazyten.errors import DTypeError
 from lazyten.lazy import LazyBuffer
 from runtimes import canonical
 
@@ -248,6 +249,8 @@ class CreationMixin:
             if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
                 raise TypeError(f"linspace: {name} must be a number, got {value!r}")
         dtype = as_dtype(dtype or dtypes.default_float)
+        if dtype == dtypes.bool:
+            raise DTypeError("linspace does not support dtype bool (as PyTorch)")
         if dtype.is_float:
             math_type = to_numpy_dtype(dtype).type
         else:  # PyTorch converts start and end to the dtype first, then steps in double

@@ -104,10 +104,7 @@ class EinsumMixin:
             for lb in labels:
                 counts[lb] = counts.get(lb, 0) + 1
         if arrow:
-            out_parsed, out_ell = _parse_term(rhs, subscripts)
-            if not out_ell and nell:
-                raise ValueError(f"einsum {subscripts!r}: output {rhs!r} needs '...' as the "
-                                 f"inputs have broadcast dims")
+            out_parsed, _ = _parse_term(rhs, subscripts)  # no '...': those dims are summed
             out = _expand_ellipsis(out_parsed, len(out_parsed) - 1 + nell, nell)
             for lb in out:
                 if out.count(lb) > 1:

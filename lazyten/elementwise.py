@@ -281,7 +281,14 @@ class ElementwiseMixin:
         if min_ is None and max_ is None:
             raise ValueError("clip needs min_ or max_ (clamp: min= or max=)")
         out = self if min_ is None else self.maximum(min_)
-        return out if max_ is None else out.minimum(max_)
+        out = out if max_ is None else out.minimum(max_)
+        if not self.requires_grad or any(isinstance(b, type(self)) for b in (min_, max_)):
+            return out  # tensor bounds: ties share the gradient, as PyTorch's
+        # number bounds: PyTorch passes the gradient only strictly inside (min_, max_)
+        inside = (self > min_) if min_ is not None else None
+        if max_ is not None:
+            inside = (self < max_) if inside is None else inside & (self < max_)
+        return inside.where(self, out.detach())
 
     clamp = clip
 

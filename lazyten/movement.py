@@ -16,6 +16,7 @@ from lazyten.aliases import POSITIONAL, joined, keywords
 from lazyten.elementwise import broadcast_shape
 from lazyten.index_check import as_index, check_index
 from lazyten.inplace import _is_mask
+from lazyten.errors import ShapeError
 from lazyten.padding import pad_modes
 
 
@@ -113,14 +114,19 @@ class MovementMixin:
             pairs = [(0, 0) if p is None else tuple(p) for p in padding]
         if len(pairs) != self.ndim:
             raise ValueError(f"padding {padding} does not match shape {self.shape}")
-        crop = tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pairs, self.shape))
+        grow = tuple((max(b, 0), max(a, 0)) for b, a in pairs)
+        if mode != "constant" and value != 0:
+            raise ValueError(f"padding mode {mode!r} takes no value, got {value}")
+        x = self
+        if mode in ("reflect", "replicate"):  # as PyTorch: pad the whole input, then crop
+            x = pad_modes(x, list(grow), mode)
+        crop = tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pairs, x.shape))
         if any(b > e for b, e in crop):
             raise ValueError(f"padding {padding} crops more than shape {self.shape} has")
-        x = self.shrink(crop)
-        grow = tuple((max(b, 0), max(a, 0)) for b, a in pairs)
-        if mode != "constant":
-            if value != 0:
-                raise ValueError(f"padding mode {mode!r} takes no value, got {value}")
+        x = x.shrink(crop)
+        if mode in ("reflect", "replicate"):
+            return x
+        if mode != "constant":  # circular (and unknown modes): crop first, as PyTorch
             return pad_modes(x, list(grow), mode)
         if all(g == (0, 0) for g in grow):
             return x
@@ -133,6 +139,8 @@ class MovementMixin:
     @keywords(axis=POSITIONAL, dims=POSITIONAL)
     def flip(self, *axis):
         axis = tuple(_norm_axis(a, self.ndim) for a in argfix(*axis))
+        if len(set(axis)) != len(axis):
+            raise ShapeError(f"flip: dims {argfix(*axis)} repeat a dim of shape {self.shape}")
         return self.apply(F.Flip, axis=axis) if axis else self
 
     # ---- derived views ----
@@ -295,10 +303,10 @@ class MovementMixin:
         return x.shrink(arg).reshape(x.shape[:dim] + (count,) + x.shape[dim + 2:])
 
     def __getitem__(self, index):
-        """numpy indexing: ints, slices (any step), None, one Ellipsis, and integer tensors
-        (or lists) broadcast together; with a tensor present, ints index like tensors too.
+        """PyTorch indexing: ints, slices (any step), None, one Ellipsis, and integer tensors
+        (or lists) broadcast together. As PyTorch (unlike numpy), an int is always a basic
+        index: it drops its dim first, so index tensors separated only by ints stay in place.
         A boolean mask indexes with its nonzero() indices (which realizes it)."""
-        tensor_type = type(self)
         index = index if isinstance(index, tuple) else (index,)
         if any(_is_mask(i) for i in index):  # boolean masks: their nonzero() indices
             index = self._expand_masks(index)
@@ -314,7 +322,6 @@ class MovementMixin:
             items[at:at + 1] = fill
         else:
             items += fill
-        has_tensor = any(isinstance(i, tensor_type) for i in items)
         x, dim, advanced = self, 0, []
         for item in items:
             if item is None:
@@ -328,12 +335,9 @@ class MovementMixin:
                 if not -n <= item < n:
                     raise IndexError(f"index {item} is out of bounds for dim {dim} with size {n} "
                                      f"(tensor of shape {self.shape})")
-                if has_tensor:  # numpy: an int beside an index tensor is an index tensor
-                    advanced.append((dim, tensor_type(item % n, device=self.device)))
-                    dim += 1
-                else:
-                    x = x._slice_axis(dim, item % n, item % n + 1, 1)
-                    x = x.reshape(x.shape[:dim] + x.shape[dim + 1:])
+                # PyTorch: an int is a basic index, applied first (numpy: an advanced one)
+                x = x._slice_axis(dim, item % n, item % n + 1, 1)
+                x = x.reshape(x.shape[:dim] + x.shape[dim + 1:])
             else:
                 advanced.append((dim, item))
                 dim += 1
@@ -362,7 +366,7 @@ class MovementMixin:
         return as_index(item)
 
     def _advanced_index(self, advanced):
-        """numpy's integer-array indexing, as one-hot masks reduced by a sum (no gather op)."""
+        """Integer-array indexing, as one-hot masks reduced by a sum (no gather op)."""
         tensor_type = type(self)
         dims = [d for d, _ in advanced]
         try:
@@ -371,7 +375,7 @@ class MovementMixin:
             raise IndexError(f"index tensors of shapes {[t.shape for _, t in advanced]} cannot "
                              f"be broadcast together") from None
         rest = [d for d in range(self.ndim) if d not in dims]
-        # numpy: adjacent advanced dims keep their place, separated ones go first
+        # adjacent index tensors keep their place, separated ones go first (numpy, PyTorch)
         adjacent = dims == list(range(dims[0], dims[0] + len(dims)))
         x = self.permute(rest[:dims[0]] + dims + rest[dims[0]:] if adjacent else dims + rest)
         lead = dims[0] if adjacent else 0

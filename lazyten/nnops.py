@@ -1,4 +1,4 @@
-"""Neural-network Tensor methods: matmul, convolutions, pooling, normalisation, losses.
+"""Neural-network Tensor methods: matmul, convolutions, normalisation (pooling.py pools).
 
 Convolution and pooling windows are views (expand + reshape + shrink), never an im2col
 copy: the conv kernel multiplies a windowed view of the input by the weight and reduces.
@@ -144,45 +144,6 @@ class NNMixin:
         return _dilate(self, stride).conv2d(_transposed_weight(weight, groups), bias,
                                             groups=groups, dilation=dilation, padding=full)
 
-    # ---- pooling ----
-    def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0,
-                   ceil_mode: bool = False):
-        """Max over 2-d windows; padding reads as -inf (the dtype's minimum)."""
-        k = make_pair(kernel_size)
-        stride = make_pair(stride if stride is not None else k)
-        pads = _pool_padding(self, k, stride, make_pair(dilation), self._padding(padding, 2),
-                             ceil_mode)
-        x = self.pad([(0, 0)] * (self.ndim - 2) + pads, value=dtypes.min(self.dtype)) \
-            if any(p != (0, 0) for p in pads) else self
-        return x._pool(k, stride, dilation).max(axis=(-2, -1))
-
-    def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0,
-                   ceil_mode: bool = False, count_include_pad: bool = True,
-                   divisor_override: int | None = None):
-        """Mean over 2-d windows, PyTorch's divisor: the window's size within the padded
-        input (without the padding if not count_include_pad), or divisor_override."""
-        k = make_pair(kernel_size)
-        stride, dilation = make_pair(stride if stride is not None else k), make_pair(dilation)
-        given = self._padding(padding, 2)
-        pads = _pool_padding(self, k, stride, dilation, given, ceil_mode)
-        lead = [(0, 0)] * (self.ndim - 2)
-        x = self.pad(lead + pads) if any(p != (0, 0) for p in pads) else self
-        windows = x._pool(k, stride, dilation)
-        if divisor_override is not None:
-            return windows.sum(axis=(-2, -1)) / divisor_override
-        if pads == given and (count_include_pad or all(p == (0, 0) for p in given)):
-            return windows.mean(axis=(-2, -1))
-        # the divisor counts the window's cells inside the padded input (or the input)
-        ones = type(self).ones(*self.shape[-2:], dtype=dtypes.float32, device=self.device)
-        if count_include_pad:
-            ones = ones.pad(given, value=1.0)
-            extra = [(0, a - ga) for (_, a), (_, ga) in zip(pads, given)]
-        else:
-            extra = pads
-        count = ones.pad(extra)._pool(k, stride, dilation).sum(axis=(-2, -1))
-        return windows.sum(axis=(-2, -1)) / count.cast(windows.dtype if windows.dtype.is_float
-                                                       else dtypes.float32)
-
     # ---- normalisation and regularisation ----
     def layernorm(self, axis=-1, eps: float = 1e-5):
         y = self - self.mean(axis, keepdim=True)
@@ -212,28 +173,6 @@ class NNMixin:
         ar = type(self).arange(num_classes, device=self.device)
         onehot = check_index(self.unsqueeze(-1) == ar, self, num_classes, "one_hot")
         return onehot.cast(dtypes.int64)
-
-
-def _pool_padding(x, kernel: tuple, stride: tuple, dilation: tuple, padding: list,
-                  ceil_mode: bool) -> list[tuple[int, int]]:
-    """Per-dim (before, after) padding of a pool; ceil_mode pads the end so the last,
-    partial window counts, but only if it starts inside the input or its left padding."""
-    if x.ndim < 2:
-        raise ValueError(f"pooling needs at least 2 dims, got shape {x.shape}")
-    for (b, a), k, d in zip(padding, kernel, dilation):
-        if max(b, a) > (d * (k - 1) + 1) // 2:
-            raise ValueError(f"pool padding {padding} must be at most half of kernel {kernel} "
-                             f"(dilation {dilation})")
-    if not ceil_mode:
-        return padding
-    out = []
-    for n, k, s, d, (b, a) in zip(x.shape[-2:], kernel, stride, dilation, padding):
-        span = n + b + a - d * (k - 1) - 1
-        count = -(-span // s) + 1
-        if (count - 1) * s >= n + b:
-            count -= 1
-        out.append((b, a + max(0, (count - 1) * s - span)))
-    return out
 
 
 def _windows(src, kernel: tuple[int, ...], stride: tuple, dilation: tuple):

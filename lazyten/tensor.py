@@ -29,6 +29,7 @@ from lazyten.movement import MovementMixin
 from lazyten.losses import LossMixin
 from lazyten.nnops import NNMixin
 from lazyten.padding import PaddingMixin
+from lazyten.pooling import PoolingMixin
 from lazyten.realize import Capture, realize
 from lazyten.rearrange import RearrangeMixin
 from lazyten.reduce import ReduceMixin
@@ -46,8 +47,8 @@ class _TensorType(type):
 
 
 class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMixin, ReduceMixin,
-             NNMixin, SortingMixin, RearrangeMixin, EinsumMixin, PaddingMixin, LossMixin,
-             StatsMixin, ResizeMixin, AttentionMixin, InPlaceMixin, InteropMixin, CompatMixin,
+             NNMixin, PoolingMixin, SortingMixin, RearrangeMixin, EinsumMixin, PaddingMixin,
+             LossMixin, StatsMixin, ResizeMixin, AttentionMixin, InPlaceMixin, InteropMixin, CompatMixin,
              metaclass=_TensorType):
     """A lazily evaluated n-dimensional array with autograd."""
     _version = 0  # bumped by each in-place update that changes the graph (inplace.py)

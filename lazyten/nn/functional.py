@@ -116,10 +116,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
 
 # ---- pooling ----
 def max_pool2d(input: Tensor, kernel_size=(2, 2), stride=None, padding=0, dilation=1,
-               ceil_mode: bool = False, return_indices: bool = False) -> Tensor:
-    if return_indices:
-        raise NotImplementedError("max_pool2d(return_indices=True) is not supported")
-    return input.max_pool2d(kernel_size, stride, dilation, padding, ceil_mode=ceil_mode)
+               ceil_mode: bool = False, return_indices: bool = False):
+    return input.max_pool2d(kernel_size, stride, dilation, padding, ceil_mode=ceil_mode,
+                            return_indices=return_indices)
 
 
 def avg_pool2d(input: Tensor, kernel_size=(2, 2), stride=None, padding=0,

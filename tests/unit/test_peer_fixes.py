@@ -68,3 +68,119 @@ def test_gradient_rejects_unused_targets_and_targets_without_requires_grad():
     with pytest.raises(RuntimeError, match="requires_grad=True"):
         out.gradient(Tensor([1., 2.]))
     np.testing.assert_allclose(out.gradient(x)[0].numpy(), [2., 4.])  # graph still intact
+
+
+# ---- edge cases as PyTorch ----
+def test_clip_with_number_bounds_passes_gradient_strictly_inside():
+    """PyTorch's clamp backward: 1 where min < x < max, 0 at and beyond the bounds."""
+    values = np.array([-3., -2.5, 0., 1.5, 2.])
+    for kwargs, expected in [({"min": -2.5, "max": 1.5}, [0, 0, 1, 0, 0]),
+                             ({"min": -2.5}, [0, 0, 1, 1, 1]), ({"max": 1.5}, [1, 1, 1, 0, 0]),
+                             ({"min": 1.0, "max": -1.0}, [0, 0, 0, 0, 0])]:
+        x = Tensor(values, requires_grad=True)
+        out = x.clip(**kwargs)
+        lo, hi = kwargs.get("min", -np.inf), kwargs.get("max", np.inf)
+        np.testing.assert_array_equal(out.numpy(), np.minimum(np.maximum(values, lo), hi))
+        out.sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), expected)
+
+
+def test_clip_with_tensor_bounds_shares_the_gradient_at_ties():
+    x = Tensor(np.array([-3., -2.5, 0., 1.5, 2.]), requires_grad=True)
+    lo = Tensor(np.full(5, -2.5), requires_grad=True)
+    hi = Tensor(np.full(5, 1.5), requires_grad=True)
+    x.clip(lo, hi).sum().backward()  # PyTorch 2.14's values for this case
+    np.testing.assert_array_equal(x.grad.numpy(), [0, .5, 1, .5, 0])
+    np.testing.assert_array_equal(lo.grad.numpy(), [1, .5, 0, 0, 0])
+    np.testing.assert_array_equal(hi.grad.numpy(), [0, 0, 0, .5, 1])
+
+
+def test_var_and_std_with_correction_at_least_n_divide_by_zero():
+    x = Tensor(np.array([[1., 2.], [3., 3.]]))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for c in (2, 5):
+            expected = ((x.numpy() - x.numpy().mean(1, keepdims=True)) ** 2).sum(1) / 0.0
+            np.testing.assert_array_equal(x.var(axis=1, correction=c).numpy(), expected)
+            np.testing.assert_array_equal(x.std(axis=1, correction=c).numpy(), np.sqrt(expected))
+
+
+@pytest.mark.parametrize("op", ["cumsum", "cumprod"])
+def test_scans_of_a_0d_tensor_check_the_dim(op):
+    x = Tensor(2.0)
+    for dim in (0, -1):
+        assert getattr(x, op)(dim).item() == 2.0
+    for dim in (1, -2):
+        with pytest.raises(IndexError, match=f"{dim} is out of range"):
+            getattr(x, op)(dim)
+
+
+def test_flip_with_a_repeated_dim_and_linspace_bool_raise():
+    with pytest.raises(RuntimeError, match=r"repeat a dim of shape \(3, 4\)"):
+        Tensor.ones(3, 4).flip((0, 0))
+    with pytest.raises(ValueError):  # also a ValueError, as before
+        Tensor.ones(3, 4).flip((1, -1))
+    with pytest.raises(RuntimeError, match="bool"):
+        Tensor.linspace(5, 10, 3, dtype="bool")
+
+
+def _pad_reference(a, before, after, mode):
+    """PyTorch's rule for mixed signs: reflect/replicate pad the whole input then crop;
+    circular crops first (numpy's pad modes 'reflect', 'edge', 'wrap')."""
+    np_mode = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode]
+    grow, crop = (max(before, 0), max(after, 0)), (max(-before, 0), max(-after, 0))
+    if mode == "circular":
+        a = a[crop[0]:len(a) - crop[1]]
+        return np.pad(a, grow, mode=np_mode)
+    a = np.pad(a, grow, mode=np_mode)
+    return a[crop[0]:len(a) - crop[1]]
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("before,after", [(-1, 3), (3, -1), (-2, 3), (-1, 2), (2, -2)])
+def test_pad_modes_with_mixed_signs(mode, before, after):
+    a = np.arange(5.)
+    got = Tensor(a).reshape(1, 5).pad((before, after), mode=mode).numpy()[0]
+    np.testing.assert_array_equal(got, _pad_reference(a, before, after, mode))
+
+
+def test_pad_reflect_mixed_signs_on_4d_as_pytorch():
+    """tinygrad's case: (3, 3, 3, 3) with (-1, 2, 2, -1) is (3, 3, 4, 4) in PyTorch (the
+    cropped dim alone would be too small to reflect by 2)."""
+    a = np.arange(81.).reshape(3, 3, 3, 3)
+    got = Tensor(a).pad((-1, 2, 2, -1), mode="reflect").numpy()
+    expected = np.pad(a, [(0, 0), (0, 0), (2, 0), (0, 2)], mode="reflect")[:, :, :-1, 1:]
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_pool_over_three_dims_with_a_3d_kernel():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2, 1, 4, 6, 4))
+    windows = a.reshape(2, 1, 2, 2, 3, 2, 2, 2)
+    np.testing.assert_allclose(Tensor(a).avg_pool2d(kernel_size=(2, 2, 2)).numpy(),
+                               windows.mean(axis=(3, 5, 7)), rtol=1e-12)
+    np.testing.assert_array_equal(Tensor(a).max_pool2d(kernel_size=(2, 2, 2)).numpy(),
+                                  windows.max(axis=(3, 5, 7)))
+    with pytest.raises(ValueError, match="needs at least 3 dims"):
+        Tensor.ones(4, 4).avg_pool2d(kernel_size=(2, 2, 2))
+
+
+def test_indexing_ints_are_basic_indices_as_pytorch():
+    """PyTorch applies ints first, so they never separate index tensors: expected values
+    are numpy's with the ints applied first (a[ints][rest])."""
+    a = np.arange(2 * 5 * 6 * 5 * 3 * 4, dtype=np.float32).reshape(2, 5, 6, 5, 3, 4)
+    d = np.random.default_rng(1).integers(0, 5, (2, 1, 1, 5, 1, 1))
+    got = Tensor(a)[1, :, 3:11:2, Tensor(d), 0:2]
+    assert got.shape == (5, 2, 2, 1, 1, 5, 1, 1, 2, 4)  # torch's shape for tinygrad's case
+    np.testing.assert_array_equal(got.numpy(), a[1][:, 3:11:2, d, 0:2])
+    b = np.arange(2 * 3 * 4 * 5 * 6, dtype=np.float32).reshape(2, 3, 4, 5, 6)
+    i, j = np.array([0, 1]), np.array([[1], [3]])
+    for index, torch_shape in [((slice(None), i, 1, i), (2, 2, 6)),  # PyTorch 2.14's shapes
+                               ((1, slice(None), i, 0, j), (3, 2, 2)),
+                               ((i, None, i), (2, 1, 4, 5, 6)), ((i, 1, i), (2, 5, 6))]:
+        t_index = tuple(Tensor(k) if isinstance(k, np.ndarray) else k for k in index)
+        got = Tensor(b)[t_index]
+        assert got.shape == torch_shape
+        ints = [k for k, v in enumerate(index) if isinstance(v, int)]
+        first = tuple(v if k in ints else slice(None) for k, v in enumerate(index))
+        rest = tuple(v for k, v in enumerate(index) if k not in ints)
+        np.testing.assert_array_equal(got.numpy(), b[first][rest])
