@@ -10,6 +10,7 @@ import math
 
 from codegen.dtypes import dtypes
 from lazyten.elementwise import broadcast_shape
+from lazyten.errors import ArgumentError, ShapeError
 
 
 class AttentionMixin:
@@ -20,20 +21,20 @@ class AttentionMixin:
         """query (..., L, E), key (..., S, E), value (..., S, Ev) -> (..., L, Ev)."""
         query = self
         if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
-            raise ValueError(f"attention needs (..., L, E) tensors, got query {query.shape}, "
+            raise ShapeError(f"attention needs (..., L, E) tensors, got query {query.shape}, "
                              f"key {key.shape}, value {value.shape}")
         (lq, eq), (s, ek), (sv, _) = query.shape[-2:], key.shape[-2:], value.shape[-2:]
         if eq != ek or s != sv:
-            raise ValueError(f"attention shapes do not fit: query {query.shape}, key "
+            raise ShapeError(f"attention shapes do not fit: query {query.shape}, key "
                              f"{key.shape}, value {value.shape} (need E of query == E of key, "
                              f"S of key == S of value)")
         try:
             broadcast_shape(query.shape[:-2], key.shape[:-2], value.shape[:-2])
         except ValueError:
-            raise ValueError(f"attention batch dims do not broadcast: query {query.shape}, "
+            raise ShapeError(f"attention batch dims do not broadcast: query {query.shape}, "
                              f"key {key.shape}, value {value.shape}") from None
         if is_causal and attn_mask is not None:
-            raise ValueError("attention takes attn_mask or is_causal=True, not both")
+            raise ArgumentError("attention takes attn_mask or is_causal=True, not both")
         scale = 1 / math.sqrt(eq) if scale is None else scale
         scores = (query @ key.transpose(-2, -1)) * scale
         if is_causal:
@@ -42,7 +43,7 @@ class AttentionMixin:
             try:
                 broadcast_shape(attn_mask.shape, scores.shape)
             except ValueError:
-                raise ValueError(f"attn_mask of shape {attn_mask.shape} does not broadcast to "
+                raise ShapeError(f"attn_mask of shape {attn_mask.shape} does not broadcast to "
                                  f"the scores {scores.shape}") from None
             if attn_mask.dtype == dtypes.bool:
                 scores = attn_mask.where(scores, float("-inf"))

@@ -17,8 +17,8 @@ class DTypeError(TypeError, RuntimeError):
 
 
 class ArgumentError(ValueError, RuntimeError):
-    """An option value the op does not know, such as meshgrid(indexing='bad') (PyTorch:
-    RuntimeError)."""
+    """An argument value the op does not accept, such as meshgrid(indexing='bad') or an
+    integer tensor to a negative integer power (PyTorch: RuntimeError)."""
 
 
 class UnknownModeError(ValueError, NotImplementedError):

@@ -7,6 +7,7 @@ is 1 for (N, C, d1, ...) inputs and 0 for a (C,) input. Mixed into Tensor.
 """
 from __future__ import annotations
 from codegen.dtypes import dtypes
+from lazyten.errors import ShapeError
 from lazyten.index_check import check_index
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -29,7 +30,7 @@ def _class_last(x, target, op: str):
         raise ValueError(f"{op} needs an input with a class dim, got shape {x.shape}")
     expected = x.shape[:cdim] + x.shape[cdim + 1:]
     if target.shape != expected:
-        raise ValueError(f"{op}: target shape {target.shape} does not fit input {x.shape} "
+        raise ShapeError(f"{op}: target shape {target.shape} does not fit input {x.shape} "
                          f"(expected {expected})")
     if target.dtype.is_float or target.dtype == dtypes.bool:
         raise TypeError(f"{op}: class-index targets must be integers, got {target.dtype.name}")
@@ -42,7 +43,7 @@ def _nll_terms(logp, target, weight, ignore_index: int, op: str):
     """-w[t] * logp[t] per target (0 where ignored) and w[t] (0 where ignored)."""
     classes = logp.shape[-1]
     if weight is not None and weight.shape != (classes,):
-        raise ValueError(f"{op}: weight of shape {weight.shape} does not fit {classes} classes")
+        raise ShapeError(f"{op}: weight of shape {weight.shape} does not fit {classes} classes")
     keep = target != ignore_index
     safe = keep.where(target, 0)
     onehot = safe.unsqueeze(-1) == type(logp).arange(classes, device=logp.device)
@@ -98,7 +99,7 @@ class LossMixin:
                                         reduction: str = "mean"):
         """Cross entropy of logits (..., C) against integer class labels (...,)."""
         if target.shape != self.shape[:-1]:
-            raise ValueError(f"labels of shape {target.shape} do not match logits {self.shape}")
+            raise ShapeError(f"labels of shape {target.shape} do not match logits {self.shape}")
         logp = self.log_softmax(-1)
         onehot = (target.unsqueeze(-1) == type(self).arange(self.shape[-1], device=self.device))
         onehot = check_index(onehot, target, self.shape[-1], "cross entropy class label")

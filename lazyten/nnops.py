@@ -15,6 +15,7 @@ from codegen.dtypes import promote
 from codegen.helpers import make_pair
 from lazyten import function as F
 from lazyten.elementwise import broadcast_shape
+from lazyten.errors import ShapeError
 from lazyten.index_check import check_index
 
 
@@ -26,13 +27,13 @@ class NNMixin:
         """PyTorch's matmul: 1-d, 2-d and batched, with broadcasting of batch dims."""
         x, w = self, other
         if x.ndim == 0 or w.ndim == 0:
-            raise ValueError(f"matmul needs at least 1-d tensors, got {x.shape} and {w.shape}")
+            raise ShapeError(f"matmul needs at least 1-d tensors, got {x.shape} and {w.shape}")
         if x.shape[-1] != w.shape[-2 if w.ndim > 1 else 0]:
-            raise ValueError(f"matmul shape mismatch: {x.shape} @ {w.shape}")
+            raise ShapeError(f"matmul shape mismatch: {x.shape} @ {w.shape}")
         try:
             broadcast_shape(x.shape[:-2], w.shape[:-2])
         except ValueError:
-            raise ValueError(f"matmul batch dims do not broadcast: {x.shape} @ {w.shape}") from None
+            raise ShapeError(f"matmul batch dims do not broadcast: {x.shape} @ {w.shape}") from None
         if x.dtype != w.dtype:
             dt = promote(x.dtype, w.dtype)
             x, w = x.cast(dt), w.cast(dt)
@@ -102,12 +103,12 @@ class NNMixin:
         bs, cin = self.shape[:2] if self.ndim >= 2 else (None, None)
         cout, cin_g = weight.shape[:2]
         if self.ndim != nd + 2:
-            raise ValueError(f"conv input {self.shape} needs {nd + 2} dims for weight {weight.shape}")
+            raise ShapeError(f"conv input {self.shape} needs {nd + 2} dims for weight {weight.shape}")
         if cin != cin_g * groups or cout % groups:
-            raise ValueError(f"conv channels: input {self.shape}, weight {weight.shape}, "
+            raise ShapeError(f"conv channels: input {self.shape}, weight {weight.shape}, "
                              f"groups={groups}")
         if bias is not None and bias.shape != (cout,):
-            raise ValueError(f"conv bias shape {bias.shape} != ({cout},)")
+            raise ShapeError(f"conv bias shape {bias.shape} != ({cout},)")
         conv = _Conv.Spec(groups, make_pair(stride, nd), make_pair(dilation, nd),
                           self._padding(padding, nd))
         if self.dtype.is_float and weight.dtype == self.dtype:
@@ -132,7 +133,7 @@ class NNMixin:
         output_padding = make_pair(output_padding, nd)
         pads = self._padding(padding, nd)
         if self.ndim != nd + 2 or self.shape[1] != weight.shape[0]:
-            raise ValueError(f"conv_transpose input {self.shape} does not fit weight {weight.shape}")
+            raise ShapeError(f"conv_transpose input {self.shape} does not fit weight {weight.shape}")
         out = [(i - 1) * s - pb - pa + d * (k - 1) + op + 1 for i, k, s, d, (pb, pa), op in
                zip(self.shape[2:], kernel, stride, dilation, pads, output_padding)]
         if any(o <= 0 for o in out):
@@ -182,7 +183,7 @@ def _windows(src, kernel: tuple[int, ...], stride: tuple, dilation: tuple):
     lead, spatial = tuple(src.shape[:-nd]), tuple(src.shape[-nd:])
     out = [(i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(spatial, kernel, stride, dilation)]
     if any(o <= 0 for o in out):
-        raise ValueError(f"window {kernel} (dilation {dilation}) is larger than input {spatial}")
+        raise ShapeError(f"window {kernel} (dilation {dilation}) is larger than input {spatial}")
     x = src
     if all(k <= s for k, s in zip(kernel, stride)) and all(d == 1 for d in dilation):
         # non-overlapping windows: crop/pad to out*stride, split, keep the first k

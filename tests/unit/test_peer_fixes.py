@@ -184,3 +184,42 @@ def test_indexing_ints_are_basic_indices_as_pytorch():
         first = tuple(v if k in ints else slice(None) for k, v in enumerate(index))
         rest = tuple(v for k, v in enumerate(index) if k not in ints)
         np.testing.assert_array_equal(got.numpy(), b[first][rest])
+
+
+# ---- exception classes: PyTorch's RuntimeError, and still lazyten's ValueError/TypeError ----
+def _f(*shape):
+    return Tensor.ones(*shape)
+
+
+@pytest.mark.parametrize("old,call,match", [
+    (ValueError, lambda: _f(2, 4).matmul(_f(1, 3)), r"\(2, 4\) @ \(1, 3\)"),
+    (ValueError, lambda: _f(4).dot(_f(1, 2)), r"\(4,\) @ \(1, 2\)"),
+    (ValueError, lambda: Tensor(1.0).matmul(_f(3, 3)), r"\(\) and \(3, 3\)"),
+    (ValueError, lambda: Tensor.einsum("ij,jk", _f(2, 3), _f(4, 4)), "'j' has sizes 3 and 4"),
+    (ValueError, lambda: _f(1, 3, 5, 5).conv2d(_f(2, 4, 3, 3)), r"input \(1, 3, 5, 5\)"),
+    (ValueError, lambda: _f(2, 3, 4).gather(0, Tensor([0])), r"index shape \(1,\)"),
+    (ValueError, lambda: Tensor.stack([_f(2), _f(3)]), "equal shapes"),
+    (ValueError, lambda: _f(3, 4, 5, 6).permute(0, 2), r"\(3, 4, 5, 6\)"),
+    (ValueError, lambda: _f(2, 3).roll((1, 2)), "need dims"),
+    (ValueError, lambda: Tensor.meshgrid(_f(2), _f(3), indexing="bad"), "'bad'"),
+    (ValueError, lambda: _f(32, 10).cross_entropy(Tensor.zeros(32, 1, dtype="int64")),
+     r"\(32, 1\)"),
+    (ValueError, lambda: _f(2, 3) + _f(4, 3), r"\(2, 3\) and \(4, 3\)"),
+    (ValueError, lambda: _f(2, 3).reshape(4, 2), r"\(2, 3\)"),
+    (ValueError, lambda: _f(2).div(_f(2), rounding_mode="typo"), "'typo'"),
+    (ValueError, lambda: Tensor([1, 2]) ** -2, "negative integer powers"),
+    (TypeError, lambda: Tensor([1., 2.]).bitwise_and(Tensor([1., 2.])), "float32"),
+    (TypeError, lambda: ~Tensor([1., 2.]), "float32"),
+    (ValueError, lambda: _f(1, 2, 4).scaled_dot_product_attention(
+        _f(1, 2, 4), _f(1, 2, 4), attn_mask=Tensor.ones(2, 2, dtype="bool"), is_causal=True),
+     "not both")])
+def test_shape_and_dtype_mistakes_are_also_runtime_errors(old, call, match):
+    with pytest.raises(RuntimeError, match=match) as info:
+        call()
+    assert isinstance(info.value, old), "existing `except ValueError/TypeError` must still work"
+
+
+def test_unknown_pad_mode_is_not_implemented_and_a_value_error():
+    with pytest.raises(NotImplementedError, match="'typo'") as info:
+        _f(3, 3, 3).pad((3, 0), mode="typo")
+    assert isinstance(info.value, ValueError)
