@@ -17,12 +17,17 @@ class AttentionMixin:
     """scaled_dot_product_attention."""
 
     def scaled_dot_product_attention(self, key, value, attn_mask=None, dropout_p: float = 0.0,
-                                     is_causal: bool = False, scale: float | None = None):
-        """query (..., L, E), key (..., S, E), value (..., S, Ev) -> (..., L, Ev)."""
+                                     is_causal: bool = False, scale: float | None = None,
+                                     enable_gqa: bool = False):
+        """query (..., L, E), key (..., S, E), value (..., S, Ev) -> (..., L, Ev).
+        enable_gqa: key and value with fewer heads (dim -3) than the query are repeated to
+        its count, each head kept for query_heads // key_heads query heads, as PyTorch."""
         query = self
         if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
             raise ShapeError(f"attention needs (..., L, E) tensors, got query {query.shape}, "
                              f"key {key.shape}, value {value.shape}")
+        if enable_gqa:
+            key, value = _repeat_heads(query, key), _repeat_heads(query, value)
         (lq, eq), (s, ek), (sv, _) = query.shape[-2:], key.shape[-2:], value.shape[-2:]
         if eq != ek or s != sv:
             raise ShapeError(f"attention shapes do not fit: query {query.shape}, key "
@@ -53,3 +58,17 @@ class AttentionMixin:
         if dropout_p > 0:
             weights = weights.dropout(dropout_p, training=True)
         return weights @ value
+
+
+def _repeat_heads(query, kv):
+    """kv with its heads (dim -3) repeated to the query's count (grouped-query attention)."""
+    if query.ndim < 3 or kv.ndim < 3:
+        raise ShapeError(f"enable_gqa needs (..., heads, L, E) tensors, got query {query.shape} "
+                         f"and {kv.shape}")
+    heads, kv_heads = query.shape[-3], kv.shape[-3]
+    if heads == kv_heads:
+        return kv
+    if kv_heads == 0 or heads % kv_heads:
+        raise ShapeError(f"enable_gqa: query heads {heads} (shape {query.shape}) must be a "
+                         f"multiple of key/value heads {kv_heads} (shape {kv.shape})")
+    return kv.repeat_interleave(heads // kv_heads, dim=-3)

@@ -96,16 +96,23 @@ class LossMixin:
         return _weighted(loss, w_t, reduction)
 
     def sparse_categorical_crossentropy(self, target, label_smoothing: float = 0.0,
-                                        reduction: str = "mean"):
-        """Cross entropy of logits (..., C) against integer class labels (...,)."""
+                                        reduction: str = "mean", ignore_index: int = -100):
+        """Cross entropy of logits (..., C) against integer class labels (...,). Labels equal
+        to `ignore_index` add nothing and the mean divides by the others' count (all ignored:
+        NaN), as PyTorch's CrossEntropyLoss."""
         if target.shape != self.shape[:-1]:
             raise ShapeError(f"labels of shape {target.shape} do not match logits {self.shape}")
         logp = self.log_softmax(-1)
+        keep = target != ignore_index
+        target = keep.where(target, 0)
         onehot = (target.unsqueeze(-1) == type(self).arange(self.shape[-1], device=self.device))
         onehot = check_index(onehot, target, self.shape[-1], "cross entropy class label")
         loss = -(onehot.where(logp, 0)).sum(-1)
         if label_smoothing:  # only then: a -inf logit makes the mean -inf, and 0 * inf is NaN
             loss = (1 - label_smoothing) * loss - label_smoothing * logp.mean(-1)
+        loss = keep.where(loss, 0)
+        if reduction == "mean":
+            return loss.sum() / keep.sum().cast(loss.dtype)
         return _reduce_loss(loss, reduction)
 
     def binary_crossentropy(self, target, reduction: str = "mean"):
@@ -113,9 +120,14 @@ class LossMixin:
                  (1 - target) * (1 - self).clip(1e-12, None).log())
         return _reduce_loss(loss, reduction)
 
-    def binary_crossentropy_logits(self, target, reduction: str = "mean"):
-        # max(x, 0) - x*t + log(1 + exp(-|x|)), stable for large |x|
-        loss = self.maximum(0) - self * target + (1 + (-self.abs()).exp()).log()
+    def binary_crossentropy_logits(self, target, reduction: str = "mean", pos_weight=None):
+        """BCE of logits; `pos_weight` scales the positive term (broadcast over the class
+        dim, as PyTorch's BCEWithLogitsLoss)."""
+        if pos_weight is None:  # max(x, 0) - x*t + log(1 + exp(-|x|)), stable for large |x|
+            loss = self.maximum(0) - self * target + (1 + (-self.abs()).exp()).log()
+        else:  # (1 - t) x + (1 + (pw - 1) t) softplus(-x), softplus(-x) = log1p(e^-|x|) + max(-x, 0)
+            softplus_neg = (1 + (-self.abs()).exp()).log() + (-self).maximum(0)
+            loss = (1 - target) * self + (1 + (pos_weight - 1) * target) * softplus_neg
         return _reduce_loss(loss, reduction)
 
     def mse(self, target, reduction: str = "mean"):

@@ -223,3 +223,92 @@ def test_unknown_pad_mode_is_not_implemented_and_a_value_error():
     with pytest.raises(NotImplementedError, match="'typo'") as info:
         _f(3, 3, 3).pad((3, 0), mode="typo")
     assert isinstance(info.value, ValueError)
+
+
+# ---- keywords: return_indices, pos_weight, ignore_index, enable_gqa ----
+def _max_pool_reference(a, k, stride, pad):
+    """Values and PyTorch's indices (flat into H*W, first maximum) by looping in numpy."""
+    n, c, h, w = a.shape
+    p = np.pad(a, [(0, 0), (0, 0), (pad, pad), (pad, pad)], constant_values=-np.inf)
+    oh, ow = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+    vals, idx = np.empty((n, c, oh, ow)), np.empty((n, c, oh, ow), np.int64)
+    for i, j in np.ndindex(oh, ow):
+        win = p[:, :, i * stride:i * stride + k, j * stride:j * stride + k].reshape(n, c, -1)
+        best = win.argmax(-1)
+        vals[:, :, i, j] = win.max(-1)
+        r, s = best // k + i * stride - pad, best % k + j * stride - pad
+        idx[:, :, i, j] = r * w + s
+    return vals, idx
+
+
+@pytest.mark.parametrize("k,stride,pad", [(2, 2, 0), (2, 2, 1), (3, 1, 1), (3, 2, 0)])
+def test_max_pool2d_return_indices(k, stride, pad):
+    rng = np.random.default_rng(k * 10 + pad)
+    a = rng.integers(-3, 4, (2, 3, 5, 6)).astype(np.float32)  # ties: the first one wins
+    vals, idx = Tensor(a).max_pool2d(kernel_size=k, stride=stride, padding=pad,
+                                     return_indices=True)
+    ref_vals, ref_idx = _max_pool_reference(a, k, stride, pad)
+    np.testing.assert_array_equal(vals.numpy(), ref_vals)
+    assert idx.dtype.name == "int64"
+    np.testing.assert_array_equal(idx.numpy(), ref_idx)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 2**16))
+def test_binary_crossentropy_logits_pos_weight(seed):
+    rng = np.random.default_rng(seed)
+    x, t = rng.standard_normal((4, 3)) * 3, rng.uniform(0, 1, (4, 3))
+    pw = rng.uniform(0.1, 3, (3,))
+    sig = 1 / (1 + np.exp(-x))
+    ref = -(pw * t * np.log(sig) + (1 - t) * np.log(1 - sig))
+    got = Tensor(x).binary_crossentropy_logits(Tensor(t), reduction="none",
+                                               pos_weight=Tensor(pw)).numpy()
+    np.testing.assert_allclose(got, ref, rtol=1e-9)
+    np.testing.assert_allclose(Tensor(x).binary_crossentropy_logits(Tensor(t)).numpy(),
+                               (-(t * np.log(sig) + (1 - t) * np.log(1 - sig))).mean(), rtol=1e-9)
+
+
+@pytest.mark.parametrize("ignore_index", [-100, 0, 3])
+@pytest.mark.parametrize("smoothing", [0.0, 0.3])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_sparse_categorical_crossentropy_ignore_index(ignore_index, smoothing, reduction):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((12, 10))
+    labels = np.array([0, 1, 2, 3] * 3)
+    logp = x - x.max(-1, keepdims=True)
+    logp = logp - np.log(np.exp(logp).sum(-1, keepdims=True))
+    keep = labels != ignore_index
+    per = -(1 - smoothing) * logp[np.arange(12), labels] - smoothing * logp.mean(-1)
+    per = np.where(keep, per, 0)
+    ref = {"mean": per.sum() / keep.sum(), "sum": per.sum(), "none": per}[reduction]
+    got = Tensor(x).sparse_categorical_crossentropy(Tensor(labels), label_smoothing=smoothing,
+                                                    reduction=reduction, ignore_index=ignore_index)
+    np.testing.assert_allclose(got.numpy(), ref, rtol=1e-9)
+
+
+def test_sparse_categorical_crossentropy_all_ignored_is_nan():
+    x = Tensor(np.zeros((2, 3)))
+    assert np.isnan(x.sparse_categorical_crossentropy(Tensor([1, 1]), ignore_index=1).item())
+
+
+def test_attention_enable_gqa_repeats_key_value_heads():
+    rng = np.random.default_rng(6)
+    q, k, v = rng.standard_normal((2, 4, 3, 5)), rng.standard_normal((2, 2, 3, 5)), \
+        rng.standard_normal((2, 2, 3, 5))
+    kr, vr = np.repeat(k, 2, axis=1), np.repeat(v, 2, axis=1)  # head h reads kv head h // 2
+    scores = q @ kr.swapaxes(-1, -2) / np.sqrt(5)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    ref = weights / weights.sum(-1, keepdims=True) @ vr
+    got = Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), enable_gqa=True)
+    np.testing.assert_allclose(got.numpy(), ref, rtol=1e-9)
+    with pytest.raises(RuntimeError, match="multiple of key/value heads 8"):
+        Tensor.ones(1, 31, 2, 4).scaled_dot_product_attention(
+            Tensor.ones(1, 8, 2, 4), Tensor.ones(1, 8, 2, 4), enable_gqa=True)
+
+
+def test_nn_max_pool_return_indices():
+    from lazyten import nn
+    a = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    vals, idx = nn.MaxPool2d(2, return_indices=True)(Tensor(a))
+    np.testing.assert_array_equal(vals.numpy(), [[[[5, 7], [13, 15]]]])
+    np.testing.assert_array_equal(idx.numpy(), [[[[5, 7], [13, 15]]]])  # values are indices
