@@ -280,7 +280,7 @@ class ElementwiseMixin:
     def clip(self, min_=None, max_=None):
         """Clamp into [min_, max_] (PyTorch's `clamp(min=, max=)` spelling works too)."""
         if min_ is None and max_ is None:
-            raise ValueError("clip needs min_ or max_ (clamp: min= or max=)")
+            raise ArgumentError("clip needs min_ or max_ (clamp: min= or max=)")
         out = self if min_ is None else self.maximum(min_)
         out = out if max_ is None else out.minimum(max_)
         if not self.requires_grad or any(isinstance(b, type(self)) for b in (min_, max_)):

@@ -207,6 +207,7 @@ def _f(*shape):
     (ValueError, lambda: _f(2, 3) + _f(4, 3), r"\(2, 3\) and \(4, 3\)"),
     (ValueError, lambda: _f(2, 3).reshape(4, 2), r"\(2, 3\)"),
     (ValueError, lambda: _f(2).div(_f(2), rounding_mode="typo"), "'typo'"),
+    (ValueError, lambda: _f(2).clip(None, None), "min_ or max_"),
     (ValueError, lambda: Tensor([1, 2]) ** -2, "negative integer powers"),
     (TypeError, lambda: Tensor([1., 2.]).bitwise_and(Tensor([1., 2.])), "float32"),
     (TypeError, lambda: ~Tensor([1., 2.]), "float32"),
