@@ -25,7 +25,8 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     for sizes in zip(*padded):
         big = {s for s in sizes if s != 1}
         if len(big) > 1:
-            raise ShapeError(f"shapes {' and '.join(map(str, shapes))} cannot be broadcast together")
+            raise ShapeError(f"shapes {' and '.join(map(str, shapes))} cannot be broadcast "
+                             "together")
         out.append(big.pop() if big else (0 if 0 in sizes else 1))
     return tuple(out)
 

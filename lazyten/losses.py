@@ -125,7 +125,7 @@ class LossMixin:
         dim, as PyTorch's BCEWithLogitsLoss)."""
         if pos_weight is None:  # max(x, 0) - x*t + log(1 + exp(-|x|)), stable for large |x|
             loss = self.maximum(0) - self * target + (1 + (-self.abs()).exp()).log()
-        else:  # (1 - t) x + (1 + (pw - 1) t) softplus(-x), softplus(-x) = log1p(e^-|x|) + max(-x, 0)
+        else:  # (1 - t) x + (1 + (pw - 1) t) softplus(-x)
             softplus_neg = (1 + (-self.abs()).exp()).log() + (-self).maximum(0)
             loss = (1 - target) * self + (1 + (pos_weight - 1) * target) * softplus_neg
         return _reduce_loss(loss, reduction)

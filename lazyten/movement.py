@@ -410,7 +410,8 @@ class MovementMixin:
             raise ShapeError(f"gather: index shape {index.shape} must have {self.ndim} dims")
         for d, (a, b) in enumerate(zip(index.shape, self.shape)):
             if d != dim and a > b:
-                raise ShapeError(f"gather: index shape {index.shape} exceeds {self.shape} at dim {d}")
+                raise ShapeError(f"gather: index shape {index.shape} exceeds {self.shape} at "
+                                 f"dim {d}")
         if index.dtype.is_float:
             raise DTypeError(f"gather index must be an integer tensor, got {index.dtype}")
         index, n = as_index(index), self.shape[dim]

@@ -103,7 +103,8 @@ class NNMixin:
         bs, cin = self.shape[:2] if self.ndim >= 2 else (None, None)
         cout, cin_g = weight.shape[:2]
         if self.ndim != nd + 2:
-            raise ShapeError(f"conv input {self.shape} needs {nd + 2} dims for weight {weight.shape}")
+            raise ShapeError(f"conv input {self.shape} needs {nd + 2} dims for weight "
+                             f"{weight.shape}")
         if cin != cin_g * groups or cout % groups:
             raise ShapeError(f"conv channels: input {self.shape}, weight {weight.shape}, "
                              f"groups={groups}")
@@ -133,7 +134,8 @@ class NNMixin:
         output_padding = make_pair(output_padding, nd)
         pads = self._padding(padding, nd)
         if self.ndim != nd + 2 or self.shape[1] != weight.shape[0]:
-            raise ShapeError(f"conv_transpose input {self.shape} does not fit weight {weight.shape}")
+            raise ShapeError(f"conv_transpose input {self.shape} does not fit weight "
+                             f"{weight.shape}")
         out = [(i - 1) * s - pb - pa + d * (k - 1) + op + 1 for i, k, s, d, (pb, pa), op in
                zip(self.shape[2:], kernel, stride, dilation, pads, output_padding)]
         if any(o <= 0 for o in out):

@@ -24,7 +24,8 @@ class PoolingMixin:
         plane (H*W), as PyTorch (the first one on ties)."""
         nd = _rank(kernel_size)
         k = make_pair(kernel_size, nd)
-        stride, dilation = make_pair(stride if stride is not None else k, nd), make_pair(dilation, nd)
+        stride = make_pair(stride if stride is not None else k, nd)
+        dilation = make_pair(dilation, nd)
         pads = _pool_padding(self, k, stride, dilation, self._padding(padding, nd), ceil_mode)
         lead, axes = [(0, 0)] * (self.ndim - nd), tuple(range(-nd, 0))
         x = self.pad(lead + pads, value=dtypes.min(self.dtype)) \
@@ -49,7 +50,8 @@ class PoolingMixin:
         count_include_pad), or divisor_override."""
         nd = _rank(kernel_size)
         k = make_pair(kernel_size, nd)
-        stride, dilation = make_pair(stride if stride is not None else k, nd), make_pair(dilation, nd)
+        stride = make_pair(stride if stride is not None else k, nd)
+        dilation = make_pair(dilation, nd)
         given = self._padding(padding, nd)
         pads = _pool_padding(self, k, stride, dilation, given, ceil_mode)
         lead, axes = [(0, 0)] * (self.ndim - nd), tuple(range(-nd, 0))

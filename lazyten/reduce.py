@@ -176,7 +176,8 @@ class ReduceMixin:
         x = self if self.dtype.is_float else self.float()
         count = prod(s for i, s in enumerate(self.shape) if i in _axes(axis, self.ndim))
         squares = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
-        return squares / max(count - correction, 0)  # PyTorch: x/0 (inf, nan for 0) when N <= correction
+        # N <= correction: divide by 0 as PyTorch (inf, or NaN where the squares are 0)
+        return squares / max(count - correction, 0)
 
     @keywords(dim="axis")
     def std(self, axis=None, keepdim: bool = False, correction: int = 1, *, unbiased=None):

@@ -48,8 +48,8 @@ class _TensorType(type):
 
 class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMixin, ReduceMixin,
              NNMixin, PoolingMixin, SortingMixin, RearrangeMixin, EinsumMixin, PaddingMixin,
-             LossMixin, StatsMixin, ResizeMixin, AttentionMixin, InPlaceMixin, InteropMixin, CompatMixin,
-             metaclass=_TensorType):
+             LossMixin, StatsMixin, ResizeMixin, AttentionMixin, InPlaceMixin, InteropMixin,
+             CompatMixin, metaclass=_TensorType):
     """A lazily evaluated n-dimensional array with autograd."""
     _version = 0  # bumped by each in-place update that changes the graph (inplace.py)
     _previous: Tensor | None = None  # the value and graph before that update
