@@ -12,6 +12,29 @@ from codegen.ops import BinaryOps
 from lazyten.lazy import LazyBuffer
 
 
+def seed(root: Any, gradient: Any, caller: str) -> LazyBuffer:
+    """The gradient backward()/gradient() start from (ones for a one-element root),
+    checked against the root."""
+    if gradient is None:
+        if root.numel() != 1:
+            raise ValueError(f"{caller}() on a tensor of shape {root.shape} needs an "
+                             "explicit gradient (only one-element tensors imply 1)")
+        gradient = type(root).ones(root.shape, dtype=root.dtype, device=root.device)
+    if gradient.shape != root.shape:
+        raise ValueError(f"gradient shape {gradient.shape} != tensor shape {root.shape}")
+    if gradient.dtype != root.dtype or gradient.device != root.device:
+        raise TypeError(f"gradient is {gradient.dtype} on {gradient.device} but the tensor "
+                        f"is {root.dtype} on {root.device}")
+    if root._ctx is None and not root.requires_grad:
+        raise RuntimeError(f"{caller}() on a tensor that does not require grad")
+    return gradient.lazydata
+
+
+def describe(t: Any) -> str:
+    """A tensor's shape and dtype (anything else's repr), for error messages."""
+    return f"tensor of shape {t.shape}, {t.dtype.name}" if hasattr(t, "lazydata") else repr(t)
+
+
 def propagate(root: Any, gradient: LazyBuffer, free: bool) -> Iterator[tuple[Any, LazyBuffer]]:
     """Yield (node, d(root)/d(node)) for every node of root's graph that needs a gradient,
     each after all its consumers; with `free`, drop each node's graph once it is used."""

@@ -15,7 +15,7 @@ from codegen.ops import LoadOps
 from lazyten import function as F
 from lazyten.lazy import LazyBuffer
 from lazyten.attention import AttentionMixin
-from lazyten.autograd import propagate
+from lazyten.autograd import describe, propagate, seed
 from lazyten.compat import CompatMixin
 from lazyten.creation import (CreationMixin, _scalar_dtype, bf16_bits, bf16_values,
                               default_device, storage_numpy_dtype, to_numpy_dtype)
@@ -268,25 +268,9 @@ class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMix
             out.append(parent)
         return tuple(out)
 
-    def _seed(self, gradient: Tensor | None, caller: str) -> LazyBuffer:
-        """The gradient backward()/gradient() start from, checked against this tensor."""
-        if gradient is None:
-            if self.numel() != 1:
-                raise ValueError(f"{caller}() on a tensor of shape {self.shape} needs an "
-                                 "explicit gradient (only one-element tensors imply 1)")
-            gradient = Tensor.ones(self.shape, dtype=self.dtype, device=self.device)
-        if gradient.shape != self.shape:
-            raise ValueError(f"gradient shape {gradient.shape} != tensor shape {self.shape}")
-        if gradient.dtype != self.dtype or gradient.device != self.device:
-            raise TypeError(f"gradient is {gradient.dtype} on {gradient.device} but the tensor "
-                            f"is {self.dtype} on {self.device}")
-        if self._ctx is None and not self.requires_grad:
-            raise RuntimeError(f"{caller}() on a tensor that does not require grad")
-        return gradient.lazydata
-
     def backward(self, gradient: Tensor | None = None) -> Tensor:
         """Accumulate d(self)/d(leaf) into each leaf's `.grad` (lazily)."""
-        for node, g in propagate(self, self._seed(gradient, "backward"), free=True):
+        for node, g in propagate(self, seed(self, gradient, "backward"), free=True):
             if node._ctx is None and node.requires_grad:
                 new = Tensor(g, device=node.device)
                 node.grad = new if node.grad is None else node.grad + new
@@ -297,15 +281,15 @@ class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMix
         the graph is kept, so gradient() or backward() can follow."""
         for t in targets:
             if not isinstance(t, Tensor) or not t.requires_grad:
-                raise RuntimeError(f"gradient(): target {_describe(t)} does not require grad; "
+                raise RuntimeError(f"gradient(): target {describe(t)} does not require grad; "
                                    "create it with requires_grad=True so the graph records it")
         found = {id(t): None for t in targets}
-        for node, g in propagate(self, self._seed(gradient, "gradient"), free=False):
+        for node, g in propagate(self, seed(self, gradient, "gradient"), free=False):
             if id(node) in found:
                 found[id(node)] = g
         for i, t in enumerate(targets):
             if found[id(t)] is None:
-                raise RuntimeError(f"gradient(): target {i} ({_describe(t)}) was not used to "
+                raise RuntimeError(f"gradient(): target {i} ({describe(t)}) was not used to "
                                    "compute this tensor")
         return [Tensor(found[id(t)], device=t.device) for t in targets]
 
@@ -375,10 +359,6 @@ class _ToDevice(F.Function):
 
     def backward(self, grad):
         return grad.copy_to_device(self.device)
-
-
-def _describe(t: Any) -> str:
-    return f"tensor of shape {t.shape}, {t.dtype.name}" if isinstance(t, Tensor) else repr(t)
 
 
 def _to_array(data, dtype: DType | None) -> np.ndarray:
