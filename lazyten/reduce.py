@@ -176,8 +176,13 @@ class ReduceMixin:
         x = self if self.dtype.is_float else self.float()
         count = prod(s for i, s in enumerate(self.shape) if i in _axes(axis, self.ndim))
         squares = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
-        # N <= correction: divide by 0 as PyTorch (inf, or NaN where the squares are 0)
-        return squares / max(count - correction, 0)
+        dof = count - correction
+        if dof >= 0:
+            return squares / dof
+        # N < correction, as PyTorch: the value divides by 0 (inf, or NaN where the squares
+        # are 0) while the gradient is the formula's, 2 (x - mean) / (N - correction)
+        exact = squares / dof
+        return exact + (squares / 0 - exact).detach()
 
     @keywords(dim="axis")
     def std(self, axis=None, keepdim: bool = False, correction: int = 1, *, unbiased=None):

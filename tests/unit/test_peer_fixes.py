@@ -104,6 +104,18 @@ def test_var_and_std_with_correction_at_least_n_divide_by_zero():
             np.testing.assert_array_equal(x.std(axis=1, correction=c).numpy(), np.sqrt(expected))
 
 
+def test_var_gradient_with_correction_above_n_is_pytorchs_formula():
+    """PyTorch's var backward is 2 (x - mean) / (N - correction) even when that is negative;
+    std's is 0 there (the std is inf)."""
+    a = np.array([[1., 2., 4.]])
+    x = Tensor(a, requires_grad=True)
+    x.var(axis=1, correction=5).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * (a - a.mean()) / (3 - 5), rtol=1e-12)
+    x = Tensor(a, requires_grad=True)
+    x.std(axis=1, correction=5).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.zeros_like(a))
+
+
 @pytest.mark.parametrize("op", ["cumsum", "cumprod"])
 def test_scans_of_a_0d_tensor_check_the_dim(op):
     x = Tensor(2.0)
