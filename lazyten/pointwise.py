@@ -13,6 +13,7 @@ import math
 
 from codegen.dtypes import dtypes
 from lazyten import function as F
+from lazyten.errors import DTypeError
 from lazyten.mathfn import _odd
 
 SQRT3 = math.sqrt(3.0)
@@ -139,6 +140,6 @@ class PointwiseMixin:
         """Integer division rounding toward zero (tinygrad; torch.div(rounding_mode="trunc"))."""
         x, y = self._broadcasted(other, reverse)
         if x.dtype.is_float or x.dtype == dtypes.bool:
-            raise TypeError(f"idiv needs integer tensors, got {x.dtype.name}; use "
+            raise DTypeError(f"idiv needs integer tensors, got {x.dtype.name}; use "
                             f"div(rounding_mode='trunc') for floats")
         return x.div(y, rounding_mode="trunc")

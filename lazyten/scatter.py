@@ -13,6 +13,7 @@ import numpy as np
 
 from codegen.dtypes import dtypes
 from lazyten.elementwise import broadcast_shape
+from lazyten.errors import ArgumentError, DTypeError, ShapeError
 from lazyten.index_check import as_index, check_index
 from lazyten.movement import _norm_axis
 from lazyten.nnops import _windows
@@ -38,29 +39,33 @@ class ScatterMixin:
         is arange(m) shaped to broadcast against them."""
         tensor_type = type(self)
         dim = _norm_axis(dim, self.ndim, "dim")
-        if not isinstance(index, tensor_type) or index.dtype.is_float or index.dtype == dtypes.bool:
+        if not isinstance(index, tensor_type) or index.dtype.is_float or \
+                index.dtype == dtypes.bool:
             got = index.dtype.name if isinstance(index, tensor_type) else type(index).__name__
-            raise TypeError(f"{op}: index must be an integer tensor, got {got}")
+            raise DTypeError(f"{op}: index must be an integer tensor, got {got}")
         if not isinstance(src, tensor_type):
             src = tensor_type.full(index.shape, src, dtype=self.dtype, device=self.device)
         elif src.dtype != self.dtype:
-            raise TypeError(f"{op}: src dtype {src.dtype.name} must match self's {self.dtype.name}")
+            raise DTypeError(f"{op}: src dtype {src.dtype.name} must match self's "
+                             f"{self.dtype.name}")
         if index.ndim != self.ndim or src.ndim != self.ndim:
-            raise ValueError(f"{op}: self {self.shape}, index {index.shape} and src "
+            raise ShapeError(f"{op}: self {self.shape}, index {index.shape} and src "
                              f"{src.shape} must have the same number of dims")
         for d, (i, s, x) in enumerate(zip(index.shape, src.shape, self.shape)):
             if i > s or (d != dim and i > x):
-                raise ValueError(f"{op}: index shape {index.shape} exceeds src {src.shape} "
+                raise ShapeError(f"{op}: index shape {index.shape} exceeds src {src.shape} "
                                  f"or self {self.shape} at dim {d}")
         n, m, nd = self.shape[dim], index.shape[dim], self.ndim
         at = (1,) * (dim + 1) + (n,) + (1,) * (nd - dim - 1)
-        hits = as_index(index).unsqueeze(dim + 1) == tensor_type.arange(n, device=self.device).reshape(at)
+        positions = tensor_type.arange(n, device=self.device).reshape(at)
+        hits = as_index(index).unsqueeze(dim + 1) == positions
         hits = check_index(hits, index, n, f"{op} along dim {dim}")
         values = src.shrink([(0, i) for i in index.shape]).unsqueeze(dim + 1)
         values = values.expand(values.shape[:dim + 1] + (n,) + values.shape[dim + 2:])
         pad = [(0, x - i) for x, i in zip(self.shape, index.shape)]
         pad = pad[:dim] + [(0, 0), (0, 0)] + pad[dim + 1:]
-        order = tensor_type.arange(m, device=self.device).reshape((1,) * dim + (m,) + (1,) * (nd - dim))
+        order = tensor_type.arange(m, device=self.device)
+        order = order.reshape((1,) * dim + (m,) + (1,) * (nd - dim))
         return dim, hits.pad(pad), values.pad(pad), order
 
     def scatter(self, dim: int, index, src=None, reduce: str | None = None, value=None):
@@ -73,7 +78,8 @@ class ScatterMixin:
             raise TypeError("scatter: give src (a tensor or number) or value=")
         if reduce is not None:
             if reduce not in OLD_REDUCES:
-                raise ValueError(f"scatter: reduce must be 'add' or 'multiply', got {reduce!r}")
+                raise ArgumentError(f"scatter: reduce must be 'add' or 'multiply', "
+                                    f"got {reduce!r}")
             return self.scatter_reduce(dim, index, src, OLD_REDUCES[reduce])
         x = self.cast(dtypes.int32) if self.dtype == dtypes.bool else self
         if isinstance(src, type(self)) and self.dtype == dtypes.bool and src.dtype == dtypes.bool:
@@ -90,9 +96,10 @@ class ScatterMixin:
         amin) the src values written to it, and its own value with include_self; positions
         nothing is written to keep self. Integer means round down, as PyTorch."""
         if reduce not in REDUCES:
-            raise ValueError(f"scatter_reduce: reduce must be one of {REDUCES}, got {reduce!r}")
+            raise ArgumentError(f"scatter_reduce: reduce must be one of {REDUCES}, "
+                                f"got {reduce!r}")
         if self.dtype == dtypes.bool:
-            raise TypeError("scatter_reduce: bool tensors are not supported")
+            raise DTypeError("scatter_reduce: bool tensors are not supported")
         dim, hits, values, _ = self._scatter_writes("scatter_reduce", dim, index, src)
         if include_self:
             mine = type(self).full(self.unsqueeze(dim).shape, True, device=self.device)
@@ -117,7 +124,7 @@ class ScatterMixin:
         Realizes the mask (its count decides the shape), as boolean indexing does."""
         if not isinstance(mask, type(self)) or mask.dtype != dtypes.bool:
             got = mask.dtype.name if isinstance(mask, type(self)) else type(mask).__name__
-            raise TypeError(f"masked_select needs a bool mask tensor, got {got}")
+            raise DTypeError(f"masked_select needs a bool mask tensor, got {got}")
         shape = broadcast_shape(self.shape, mask.shape)
         return self._broadcast_to(shape).reshape(-1)[mask._broadcast_to(shape).reshape(-1)]
 
@@ -127,7 +134,7 @@ class ScatterMixin:
         dim = _norm_axis(dimension, self.ndim, "dimension")
         n = self.shape[dim] if self.ndim else 1
         if step <= 0 or size < 0 or size > n:
-            raise ValueError(f"unfold: need 0 <= size <= {n} (dimension {dim}) and step > 0, "
+            raise ShapeError(f"unfold: need 0 <= size <= {n} (dimension {dim}) and step > 0, "
                              f"got size {size}, step {step}")
         x = (self if self.ndim else self.reshape(1)).movedim(dim, -1)
         count = (n - size) // step + 1
@@ -146,7 +153,7 @@ class ScatterMixin:
         kernel, dilation, padding = pair(kernel_size), pair(dilation), pair(padding)
         stride = kernel if stride is None else pair(stride)
         if self.ndim < 3 or indices.shape != self.shape:
-            raise ValueError(f"max_unpool2d: input {self.shape} and indices {indices.shape} "
+            raise ShapeError(f"max_unpool2d: input {self.shape} and indices {indices.shape} "
                              f"must be one (N, C, H, W) or (C, H, W) shape")
         if output_size is None:
             output_size = [(i - 1) * s - 2 * p + d * (k - 1) + 1 for i, s, p, d, k in

@@ -201,10 +201,12 @@ def scatter_case(draw, unique: bool = False):
     else:
         index = rng.integers(0, shape[dim], ishape)
     sshape = tuple(i + draw(st.integers(0, 1)) for i in ishape)
-    return shape, dim, np.ascontiguousarray(index), rng.integers(-5, 6, shape), rng.integers(-5, 6, sshape)
+    values = rng.integers(-5, 6, shape), rng.integers(-5, 6, sshape)
+    return shape, dim, np.ascontiguousarray(index), *values
 
 
-@given(case=scatter_case(unique=True), dtype=st.sampled_from([dtypes.float32, dtypes.int32, dtypes.bool]))
+@given(case=scatter_case(unique=True),
+       dtype=st.sampled_from([dtypes.float32, dtypes.int32, dtypes.bool]))
 @fast(10)
 def test_scatter_matches_loop(case, dtype):
     shape, dim, index, x, src = case
@@ -216,7 +218,8 @@ def test_scatter_matches_loop(case, dtype):
 
 
 def test_scatter_with_repeated_indices_keeps_the_last_write():
-    x, index, src = np.zeros((3, 2)), np.array([[0, 2], [0, 2], [1, 2]]), np.arange(6.0).reshape(3, 2)
+    x, src = np.zeros((3, 2)), np.arange(6.0).reshape(3, 2)
+    index = np.array([[0, 2], [0, 2], [1, 2]])
     assert_tensor(Tensor(x).scatter(0, Tensor(index), Tensor(src)), _scatter_ref(x, 0, index, src))
 
 
@@ -227,13 +230,15 @@ def test_scatter_with_repeated_indices_keeps_the_last_write():
 def test_scatter_reduce_matches_loop(reduce, case, include_self, dtype):
     shape, dim, index, x, src = case
     x, src = x.astype(NP[dtype]), src.astype(NP[dtype])
-    got = Tensor(x).scatter_reduce(dim, Tensor(index), Tensor(src), reduce, include_self=include_self)
+    got = Tensor(x).scatter_reduce(dim, Tensor(index), Tensor(src), reduce,
+                                   include_self=include_self)
     want = _scatter_ref(x, dim, index, src, reduce, include_self)
     assert_tensor(got, want, dtype=dtype, rtol=1e-6, atol=1e-6)
 
 
 def test_scatter_old_reduce_names():
-    x, index, src = np.ones((3, 4)), np.array([[0, 1, 2, 0], [0, 1, 2, 2]]), np.arange(8.0).reshape(2, 4)
+    x, src = np.ones((3, 4)), np.arange(8.0).reshape(2, 4)
+    index = np.array([[0, 1, 2, 0], [0, 1, 2, 2]])
     assert_tensor(Tensor(x).scatter(0, Tensor(index), Tensor(src), reduce="add"),
                   _scatter_ref(x, 0, index, src, "sum"))
     assert_tensor(Tensor(x).scatter(0, Tensor(index), Tensor(src), reduce="multiply"),
@@ -265,13 +270,13 @@ def test_scatter_bad_input():
         x.scatter_reduce(1, Tensor([[0, -1]]), src, "sum").numpy()
     with pytest.raises(TypeError, match="integer"):
         x.scatter(0, Tensor([[0.0]]), src)
-    with pytest.raises(ValueError, match="same number of dims"):
+    with pytest.raises(RuntimeError, match="same number of dims"):
         x.scatter(0, Tensor([0, 1]), src)
-    with pytest.raises(ValueError, match="exceeds"):
+    with pytest.raises(RuntimeError, match="exceeds"):
         x.scatter(0, Tensor([[0, 1, 2, 0, 1]]), src)
-    with pytest.raises(ValueError, match="reduce"):
+    with pytest.raises(RuntimeError, match="reduce"):
         x.scatter_reduce(0, Tensor([[0]]), src, "max")
-    with pytest.raises(TypeError, match="dtype"):
+    with pytest.raises(RuntimeError, match="dtype"):
         x.half().scatter_reduce(0, Tensor([[0]]), src, "sum")
     with pytest.raises(IndexError):
         x.scatter(2, Tensor([[0]]), src)
@@ -312,7 +317,7 @@ def test_unfold_matches_sliding_windows(data, shape):
 def test_unfold_bad_input_and_0d():
     assert_tensor(Tensor(2.0).unfold(0, 1, 1), np.array([2.0], np.float32))
     for size, step in ((9, 3), (2, 0), (1, -1)):
-        with pytest.raises(ValueError, match="unfold"):
+        with pytest.raises(RuntimeError, match="unfold"):
             Tensor.zeros(8).unfold(0, size, step)
     with pytest.raises(IndexError):
         Tensor.zeros(8).unfold(1, 2, 1)
