@@ -94,6 +94,25 @@ class Atan2(F.Function):
         return gy, gx
 
 
+class CopySign(F.Function):
+    """z = |x| with y's sign bit: dz/dx = +-1 (the sign x's needs to become z's; 0 at x = 0,
+    as PyTorch's result / x), dz/dy = 0."""
+
+    def forward(self, x, y, tensor=None):
+        self.x, self.y, self.tensor = x, y, tensor
+        magnitude = tensor._wrap(x).abs()
+        self.ret = signbit(tensor._wrap(y)).where(-magnitude, magnitude).lazydata
+        return self.ret
+
+    def backward(self, grad):
+        wrap = self.tensor._wrap
+        x, g = wrap(self.x), wrap(grad)
+        flip = signbit(x) != signbit(wrap(self.ret))
+        gx = (x == 0).where(0.0, flip.where(-g, g)).lazydata if self.needs_input_grad[0] else None
+        gy = wrap(self.y).zeros_like().lazydata if self.needs_input_grad[1] else None
+        return gx, gy
+
+
 class PointwiseMixin:
     """Inverse trigonometric functions and a few PyTorch/tinygrad elementwise extras."""
 
@@ -121,11 +140,10 @@ class PointwiseMixin:
 
     def copysign(self, other):
         """|self| with the sign bit of `other` (-0.0 and nan signs too); a float result.
-        The gradient is result / self (0 at self = 0) for self, none for other."""
+        The gradient is result / self (0 at self = 0) for self, 0 for other."""
         x, y = self._broadcasted(other)
         x, y = x._float(), y._float()
-        magnitude = x.abs()
-        return signbit(y.cast(x.dtype)).where(-magnitude, magnitude)
+        return x.apply(CopySign, y.cast(x.dtype), tensor=type(self))
 
     def logsigmoid(self):
         """log(sigmoid(x)) = -(max(-x, 0) + log1p(e^-|x|)): no overflow, and relative
