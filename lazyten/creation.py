@@ -197,7 +197,30 @@ class CreationMixin:
 
     @classmethod
     def kaiming_uniform(cls, *shape, a: float = 0.01, **kwargs) -> Tensor:
-        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(argfix(*shape)[1:]))
+        shape = _check_shape(argfix(*shape))
+        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
+        return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+    @classmethod
+    def kaiming_normal(cls, *shape, a: float = 0.01, **kwargs) -> Tensor:
+        """He normal: std sqrt(2 / (1 + a^2)) / sqrt(fan_in), fan_in = prod(shape[1:])."""
+        shape = _check_shape(argfix(*shape))
+        std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
+        return cls.normal(*shape, mean=0.0, std=std, **kwargs)
+
+    @classmethod
+    def scaled_uniform(cls, *shape, **kwargs) -> Tensor:
+        """Uniform on [-1, 1) scaled by 1 / sqrt(numel) (tinygrad's)."""
+        shape = _check_shape(argfix(*shape))
+        scale = prod(shape) ** -0.5 if prod(shape) else 1.0
+        return cls.uniform(*shape, low=-scale, high=scale, **kwargs)
+
+    @classmethod
+    def glorot_uniform(cls, *shape, **kwargs) -> Tensor:
+        """Xavier uniform: bound sqrt(6 / (shape[0] + prod(shape[1:])))."""
+        shape = _check_shape(argfix(*shape))
+        fans = shape[0] + prod(shape[1:]) if shape else 1
+        bound = math.sqrt(6 / fans) if fans else 1.0
         return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
 
     def _like(self, maker, *args, **kwargs) -> Tensor:

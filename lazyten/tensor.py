@@ -29,11 +29,13 @@ from lazyten.movement import MovementMixin
 from lazyten.losses import LossMixin
 from lazyten.nnops import NNMixin
 from lazyten.padding import PaddingMixin
+from lazyten.pointwise import PointwiseMixin
 from lazyten.pooling import PoolingMixin
 from lazyten.realize import Capture, realize
 from lazyten.rearrange import RearrangeMixin
 from lazyten.reduce import ReduceMixin
 from lazyten.resize import ResizeMixin
+from lazyten.scatter import ScatterMixin
 from lazyten.sorting import SortingMixin
 from lazyten.stats import StatsMixin
 from lazyten.switches import _NO_GRAD, _TRAINING, no_grad, switch, training_mode  # noqa: F401
@@ -49,7 +51,7 @@ class _TensorType(type):
 class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMixin, ReduceMixin,
              NNMixin, PoolingMixin, SortingMixin, RearrangeMixin, EinsumMixin, PaddingMixin,
              LossMixin, StatsMixin, ResizeMixin, AttentionMixin, InPlaceMixin, InteropMixin,
-             CompatMixin, metaclass=_TensorType):
+             CompatMixin, PointwiseMixin, ScatterMixin, metaclass=_TensorType):
     """A lazily evaluated n-dimensional array with autograd."""
     _version = 0  # bumped by each in-place update that changes the graph (inplace.py)
     _previous: Tensor | None = None  # the value and graph before that update

@@ -11,6 +11,7 @@ every generated program has one right answer. A failing program is shrunk by min
 For local triage set a class's weight to 0 here, or FUZZ_OFF=assign,index (a comma list).
 """
 from __future__ import annotations
+import math
 
 from hypothesis import strategies as st
 
@@ -82,8 +83,10 @@ class Gen:
 
     # ---- the pool ----
     def var(self, pred=lambda v: True) -> Var | None:
-        """A pool var satisfying pred: often the newest one (so ops chain and fuse), else any."""
-        found = [v for v in self.pool.values() if pred(v)]
+        """A pool var satisfying pred: often the newest one (so ops chain and fuse), else any.
+        A var without bounds (the mean over an empty axis is nan) is never an operand: the
+        draws reason about intervals."""
+        found = [v for v in self.pool.values() if not math.isnan(v.lo) and pred(v)]
         if not found:
             return None
         return found[-1] if self.chance(CHAIN) else self.pick(found)

@@ -1,11 +1,14 @@
 """PyTorch's view spellings (lazyten/compat.py): diagonal, diag, narrow, unbind, movedim,
-swapaxes, t and mT. Each is a movement of the value, so the reference applies the numpy
-equivalent to the value and to its error bound (as ops_shape.py does)."""
+swapaxes, t and mT, and Tensor.unfold (lazyten/scatter.py). Each is a movement of the value,
+so the reference applies the numpy equivalent to the value and to its error bound (as
+ops_shape.py does). scatter writes the values of one tensor into another by index."""
 from __future__ import annotations
 
 import numpy as np
 
-from .ops_shape import _movement
+from .model import Interp, Ref, Step
+from .oplib import small
+from .ops_shape import OUT_OF_RANGE, _index_tensor, _movement
 
 
 def _diag_ref(a: np.ndarray, k: int) -> np.ndarray:
@@ -67,6 +70,62 @@ def draw_compat_view(g):
     return None
 
 
+def draw_unfold(g):
+    """x.unfold(dim, size, step): windows as a new last dim (a view)."""
+    x = g.var(lambda v: v.ndim >= 1)
+    if x is None:
+        return None
+    dim = g.int(0, x.ndim - 1)
+    size, step = g.int(0, x.shape[dim]), g.int(1, 4)
+
+    def windows(a):
+        w = np.lib.stride_tricks.sliding_window_view(a, size, axis=dim)
+        return np.take(w, np.arange(0, w.shape[dim], step), axis=dim).copy()
+    shape = windows(np.zeros(x.shape, np.int8)).shape
+    shown = dim - x.ndim if g.chance(25) else dim
+    return _movement(g, x, f"{x.name}.unfold({shown}, {size}, {step})", windows, shape)
+
+
+def draw_scatter(g):
+    """x.scatter(dim, idx, src): src's values written into x; a repeated index keeps the
+    write latest along dim (lazyten's documented choice)."""
+    x = g.var(lambda v: 1 <= v.ndim and v.numel > 0 and v.dtype != "bool")
+    if x is None:
+        return None
+    dim = g.int(0, x.ndim - 1)
+    shape = tuple(g.int(1, 3) if d == dim else g.int(1, s) for d, s in enumerate(x.shape))
+    if not small(shape):
+        return None
+    src = g.operand(lambda v, s=shape: v.shape == s and v.dtype == x.dtype, shape, x.dtype)
+    n = x.shape[dim]
+    bad = not g.grad and g.chance(OUT_OF_RANGE)
+    idx = _index_tensor(g, shape, n, False, bad)
+    grids = [t.grid if t.dtype.startswith("float") else 0 for t in (x, src)]
+    var = g.new(x.shape, x.dtype, min(x.lo, src.lo), max(x.hi, src.hi), [x, src, idx],
+                grid=None if None in grids else min(grids))
+    if bad:
+        g.prog.bad_index.add(var.name)
+
+    def write(a, b, i):
+        out = a.copy()
+        for pos in np.ndindex(*i.shape):  # row-major: the latest write along dim wins
+            target = list(pos)
+            target[dim] = min(max(int(i[pos]), 0), n - 1)
+            out[tuple(target)] = b[pos]
+        return out
+
+    def ref(interp: Interp, names=(x.name, src.name, idx.name)) -> Ref:
+        a, b = interp.env[names[0]], interp.cast(interp.env[names[1]], x.dtype)
+        i = interp.env[names[2]].val.astype(np.int64)
+        val = write(a.val, b.val, i)
+        if a.err is None and b.err is None:
+            return Ref(val)
+        return Ref(val, write(a.e(), b.e(), i))
+    return g.add(Step("index", f"{x.name}.scatter({dim}, {idx.name}, {src.name})", ref, var))
+
+
 OPS = [
     ("compat_view", "movement", draw_compat_view, True),
+    ("unfold", "movement", draw_unfold, True),
+    ("scatter", "index", draw_scatter, True),
 ]

@@ -21,7 +21,8 @@ ULP = {"exp": 4, "exp2": 2, "log": 4, "log2": 4, "sin": 4, "cos": 4, "sigmoid": 
        "reciprocal": 1, "pow": 4,
        # lazyten/mathfn.py, docs/numerics.md: measured maxima rounded up
        "expm1": 4, "log1p": 4, "sinh": 4, "cosh": 2, "asinh": 4, "acosh": 4, "atanh": 4,
-       "erf": 3, "erfc": 5, "logaddexp": 4}
+       "erf": 3, "erfc": 5, "logaddexp": 4,
+       "asin": 3, "acos": 3, "atan": 3}  # lazyten/pointwise.py
 
 
 def _float(dtype: str) -> str:
@@ -356,11 +357,20 @@ def _special_table(dtype: str):
                 lambda a, e, z: 1.13 * e[0] + u("erf") * np.abs(z)),
         "erfc": (lambda v: v.hi <= 9, lambda lo, hi: (math.erfc(hi), math.erfc(lo)), _ERFC,
                  lambda a, e, z: 1.13 * e[0] + u("erfc") * np.abs(z)),
+        "asin": (lambda v: v.bound <= 0.75, lambda lo, hi: (math.asin(lo), math.asin(hi)),
+                 np.arcsin, lambda a, e, z: e[0] / np.sqrt(np.maximum(1 - (a[0] + e[0]) ** 2, tiny))
+                 + u("asin") * np.abs(z)),
+        "acos": (lambda v: v.bound <= 0.75, lambda lo, hi: (math.acos(hi), math.acos(lo)),
+                 np.arccos, lambda a, e, z: e[0] / np.sqrt(np.maximum(1 - (a[0] + e[0]) ** 2, tiny))
+                 + u("acos") * np.abs(z)),
+        "atan": (lambda v: v.bound <= 1e30, lambda lo, hi: (math.atan(lo), math.atan(hi)),
+                 np.arctan, lambda a, e, z: e[0] + u("atan") * np.abs(z)),
     }
 
 
 def draw_special(g):
-    """expm1, log1p, sinh, cosh, asinh, acosh, atanh, erf, erfc (lazyten/mathfn.py)."""
+    """expm1, log1p, sinh, cosh, asinh, acosh, atanh, erf, erfc (lazyten/mathfn.py); asin,
+    acos, atan (lazyten/pointwise.py)."""
     name = g.pick(list(_special_table("float32")))
     domain = _special_table("float32")[name][0]
     x = g.var(lambda v: v.dtype != "bool" and domain(v))

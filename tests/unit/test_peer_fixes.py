@@ -325,3 +325,11 @@ def test_nn_max_pool_return_indices():
     vals, idx = nn.MaxPool2d(2, return_indices=True)(Tensor(a))
     np.testing.assert_array_equal(vals.numpy(), [[[[5, 7], [13, 15]]]])
     np.testing.assert_array_equal(idx.numpy(), [[[[5, 7], [13, 15]]]])  # values are indices
+
+
+def test_max_pool_indices_round_trip_through_max_unpool2d():
+    a = np.random.default_rng(0).standard_normal((1, 2, 4, 4))
+    vals, idx = Tensor(a).max_pool2d(kernel_size=2, return_indices=True)
+    block_max = a.reshape(1, 2, 2, 2, 2, 2).max(axis=(3, 5)).repeat(2, 2).repeat(2, 3)
+    np.testing.assert_array_equal(vals.max_unpool2d(idx, kernel_size=2).numpy(),
+                                  np.where(a == block_max, a, 0))
