@@ -15,6 +15,7 @@ from codegen.ops import BinaryOps
 from lazyten import function as F
 from lazyten.aliases import keywords
 from lazyten.elementwise import broadcast_shape
+from lazyten.errors import ShapeError
 from lazyten.movement import _as_int, _norm_axis
 
 if TYPE_CHECKING:  # same package; only for the annotations
@@ -133,7 +134,7 @@ class CompatMixin:
     def t(self) -> Tensor:
         """The transpose of a matrix; 0-d and 1-d tensors are returned as they are."""
         if self.ndim > 2:
-            raise ValueError(f"t() expects a tensor with at most 2 dims, got shape {self.shape}; "
+            raise ShapeError(f"t() expects a tensor with at most 2 dims, got shape {self.shape}; "
                              f"use transpose(dim0, dim1) or mT")
         return self.transpose(0, 1) if self.ndim == 2 else self._same()
 
@@ -141,7 +142,7 @@ class CompatMixin:
     def mT(self) -> Tensor:
         """The last two dims swapped (a batch of matrices transposed)."""
         if self.ndim < 2:
-            raise ValueError(f"mT needs at least 2 dims, got shape {self.shape}")
+            raise ShapeError(f"mT needs at least 2 dims, got shape {self.shape}")
         return self.transpose(-2, -1)
 
     @keywords(axis0="dim0", axis1="dim1")
@@ -158,12 +159,12 @@ class CompatMixin:
         src = (source,) if hasattr(source, "__index__") else tuple(source)
         dst = (destination,) if hasattr(destination, "__index__") else tuple(destination)
         if len(src) != len(dst):
-            raise ValueError(f"movedim: source {source} and destination {destination} name "
+            raise ShapeError(f"movedim: source {source} and destination {destination} name "
                              f"different numbers of dims")
         src = tuple(_norm_axis(d, self.ndim, "movedim source dim") for d in src)
         dst = tuple(_norm_axis(d, self.ndim, "movedim destination dim") for d in dst)
         if len(set(src)) != len(src) or len(set(dst)) != len(dst):
-            raise ValueError(f"movedim: repeated dim in source {source} or destination "
+            raise ShapeError(f"movedim: repeated dim in source {source} or destination "
                              f"{destination}")
         order = [d for d in range(self.ndim) if d not in src]
         for to, frm in sorted(zip(dst, src)):
@@ -202,7 +203,7 @@ class CompatMixin:
     def mm(self, mat2: Tensor) -> Tensor:
         """(n, m) @ (m, p), 2-d only (no broadcasting, as PyTorch's mm)."""
         if self.ndim != 2 or mat2.ndim != 2 or self.shape[1] != mat2.shape[0]:
-            raise ValueError(f"mm needs (n, m) and (m, p) matrices, got shapes {self.shape} "
+            raise ShapeError(f"mm needs (n, m) and (m, p) matrices, got shapes {self.shape} "
                              f"and {mat2.shape}")
         return self.matmul(mat2)
 
@@ -210,14 +211,14 @@ class CompatMixin:
         """(b, n, m) @ (b, m, p), 3-d only, equal batch sizes (no broadcasting)."""
         if self.ndim != 3 or mat2.ndim != 3 or self.shape[0] != mat2.shape[0] or \
                 self.shape[2] != mat2.shape[1]:
-            raise ValueError(f"bmm needs (b, n, m) and (b, m, p) tensors, got shapes "
+            raise ShapeError(f"bmm needs (b, n, m) and (b, m, p) tensors, got shapes "
                              f"{self.shape} and {mat2.shape}")
         return self.matmul(mat2)
 
     def mv(self, vec: Tensor) -> Tensor:
         """(n, m) @ (m,) -> (n,)."""
         if self.ndim != 2 or vec.ndim != 1 or self.shape[1] != vec.shape[0]:
-            raise ValueError(f"mv needs an (n, m) matrix and an (m,) vector, got shapes "
+            raise ShapeError(f"mv needs an (n, m) matrix and an (m,) vector, got shapes "
                              f"{self.shape} and {vec.shape}")
         return self.matmul(vec)
 
@@ -233,7 +234,7 @@ class CompatMixin:
     def outer(self, vec2: Tensor) -> Tensor:
         """(n,) x (m,) -> (n, m): self[i] * vec2[j]."""
         if self.ndim != 1 or vec2.ndim != 1:
-            raise ValueError(f"outer needs two 1-d tensors, got shapes {self.shape} and "
+            raise ShapeError(f"outer needs two 1-d tensors, got shapes {self.shape} and "
                              f"{vec2.shape}")
         return self.reshape(-1, 1) * vec2.reshape(1, -1)
 
@@ -242,10 +243,10 @@ class CompatMixin:
         """The diagonal of dims (dim1, dim2), shifted by `offset` (above the main one when
         positive), as the last dim of a view: a shrink, a pad and a reshape."""
         if self.ndim < 2:
-            raise ValueError(f"diagonal needs at least 2 dims, got shape {self.shape}")
+            raise ShapeError(f"diagonal needs at least 2 dims, got shape {self.shape}")
         d1, d2 = _norm_axis(dim1, self.ndim, "dim1"), _norm_axis(dim2, self.ndim, "dim2")
         if d1 == d2:
-            raise ValueError(f"diagonal: dim1 and dim2 are both {d1} (shape {self.shape})")
+            raise ShapeError(f"diagonal: dim1 and dim2 are both {d1} (shape {self.shape})")
         offset = _as_int(offset, "offset")
         x = self.permute([d for d in range(self.ndim) if d not in (d1, d2)] + [d1, d2])
         n, m = x.shape[-2:]
@@ -263,7 +264,7 @@ class CompatMixin:
         if self.ndim == 2:
             return self.diagonal(diagonal)
         if self.ndim != 1:
-            raise ValueError(f"diag needs a 1-d or 2-d tensor, got shape {self.shape}")
+            raise ShapeError(f"diag needs a 1-d or 2-d tensor, got shape {self.shape}")
         n, k = self.shape[0], abs(_as_int(diagonal, "diagonal"))
         # the inverse of diagonal(): n values each followed by n zeros, cut to n * n
         square = self.reshape(n, 1).pad(((0, 0), (0, n))).reshape(n * (n + 1))
@@ -273,7 +274,7 @@ class CompatMixin:
     def trace(self) -> Tensor:
         """The sum of a matrix's main diagonal."""
         if self.ndim != 2:
-            raise ValueError(f"trace needs a 2-d tensor, got shape {self.shape}")
+            raise ShapeError(f"trace needs a 2-d tensor, got shape {self.shape}")
         return self.diagonal().sum()
 
     # ---- scans, remainders, counts ----
@@ -285,6 +286,7 @@ class CompatMixin:
         if dtype is not None:
             return self.cast(dtype).cumprod(dim)
         if self.ndim == 0:
+            _norm_axis(dim, 0, "dim")  # a 0-d tensor takes dim 0 or -1, as in PyTorch
             return self._same() if self.dtype.is_float else self.cast(dtypes.int64)
         if self.dtype == dtypes.float16:  # multiplied in float32, rounded once
             return self.float().cumprod(dim).half()
@@ -362,7 +364,7 @@ def _scaled_sum(base, product, beta: float, alpha: float, name: str):
     except ValueError:
         shape = None
     if shape != product.shape:
-        raise ValueError(f"{name}: input of shape {base.shape} does not broadcast to the "
+        raise ShapeError(f"{name}: input of shape {base.shape} does not broadcast to the "
                          f"product's shape {product.shape}")
     product = product if alpha == 1 else product * alpha
     if beta == 0:  # as PyTorch: the input is not read, so its nan and inf do not propagate

@@ -12,6 +12,7 @@ import numpy as np
 
 from codegen.dtypes import DType, as_dtype, dtypes
 from codegen.helpers import argfix, getenv, prod
+from lazyten.errors import ArgumentError, DTypeError, ShapeError
 from lazyten.lazy import LazyBuffer
 from runtimes import canonical
 
@@ -271,6 +272,8 @@ class CreationMixin:
             if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
                 raise TypeError(f"linspace: {name} must be a number, got {value!r}")
         dtype = as_dtype(dtype or dtypes.default_float)
+        if dtype == dtypes.bool:
+            raise DTypeError("linspace does not support dtype bool (as PyTorch)")
         if dtype.is_float:
             math_type = to_numpy_dtype(dtype).type
         else:  # PyTorch converts start and end to the dtype first, then steps in double
@@ -292,14 +295,14 @@ class CreationMixin:
         `Tensor.meshgrid(a, b)`, `Tensor.meshgrid([a, b])` and `a.meshgrid(b)` agree."""
         tensors = argfix(self, *tensors)
         if indexing not in ("ij", "xy"):
-            raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+            raise ArgumentError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
         if not tensors:
             raise ValueError("meshgrid needs at least one tensor")
         for t in tensors:
             if not isinstance(t, CreationMixin):
                 raise TypeError(f"meshgrid takes tensors, got {type(t).__name__}")
             if t.ndim > 1:
-                raise ValueError(f"meshgrid: tensors must be 0-d or 1-d, got shapes "
+                raise ShapeError(f"meshgrid: tensors must be 0-d or 1-d, got shapes "
                                  f"{[u.shape for u in tensors]}")
         if len({(t.dtype, t.device) for t in tensors}) != 1:
             raise TypeError(f"meshgrid: tensors must share a dtype and device, got "

@@ -7,6 +7,7 @@ label summed as soon as no later operand and not the output needs it. Mixed into
 """
 from __future__ import annotations
 from codegen.dtypes import dtypes, promote
+from lazyten.errors import ArgumentError, ShapeError
 
 _LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
@@ -17,14 +18,14 @@ def _parse_term(term: str, subscripts: str) -> tuple[list[str], bool]:
     while i < len(term):
         if term.startswith("...", i):
             if "..." in labels:
-                raise ValueError(f"einsum {subscripts!r}: more than one '...' in term {term!r}")
+                raise ArgumentError(f"einsum {subscripts!r}: more than one '...' in term {term!r}")
             labels.append("...")
             i += 3
         elif term[i] in _LETTERS:
             labels.append(term[i])
             i += 1
         else:
-            raise ValueError(f"einsum {subscripts!r}: invalid subscript {term[i]!r} in term "
+            raise ArgumentError(f"einsum {subscripts!r}: invalid subscript {term[i]!r} in term "
                              f"{term!r} (letters a-z, A-Z and '...' only)")
     return labels, "..." in labels
 
@@ -71,17 +72,17 @@ class EinsumMixin:
                             f"{[type(t).__name__ for t in operands]}")
         spec = subscripts.replace(" ", "")
         if spec.count("->") > 1:
-            raise ValueError(f"einsum {subscripts!r}: more than one '->'")
+            raise ArgumentError(f"einsum {subscripts!r}: more than one '->'")
         lhs, arrow, rhs = spec.partition("->")
         terms = lhs.split(",")
         if len(terms) != len(operands):
-            raise ValueError(f"einsum {subscripts!r} has {len(terms)} operand terms but "
+            raise ArgumentError(f"einsum {subscripts!r} has {len(terms)} operand terms but "
                              f"{len(operands)} operands were given")
         parsed = [_parse_term(t, subscripts) for t in terms]
         for (labels, ell), t, term in zip(parsed, operands, terms):
             named = len(labels) - ell
             if (t.ndim != named) if not ell else (t.ndim < named):
-                raise ValueError(f"einsum {subscripts!r}: term {term!r} names {named} dims "
+                raise ShapeError(f"einsum {subscripts!r}: term {term!r} names {named} dims "
                                  f"{'or more ' if ell else ''}but operand has shape {t.shape}")
         nell = max([t.ndim - (len(lb) - 1) for (lb, ell), t in zip(parsed, operands) if ell],
                    default=0)
@@ -91,12 +92,12 @@ class EinsumMixin:
             for lb in dict.fromkeys(labels):
                 dims = {s for l2, s in zip(labels, t.shape) if l2 == lb}
                 if len(dims) > 1:
-                    raise ValueError(f"einsum {subscripts!r}: label {lb!r} repeats in term "
+                    raise ShapeError(f"einsum {subscripts!r}: label {lb!r} repeats in term "
                                      f"{term!r} with different sizes (shape {t.shape})")
                 s, known = dims.pop(), sizes.get(lb, 1)
                 if s != known and 1 not in (s, known):
                     what = f"label {lb!r}" if isinstance(lb, str) else "'...' dims"
-                    raise ValueError(f"einsum {subscripts!r}: {what} has sizes {known} and {s} "
+                    raise ShapeError(f"einsum {subscripts!r}: {what} has sizes {known} and {s} "
                                      f"(operand shapes {[o.shape for o in operands]})")
                 sizes[lb] = s if known == 1 else known
         counts: dict = {}
@@ -104,16 +105,13 @@ class EinsumMixin:
             for lb in labels:
                 counts[lb] = counts.get(lb, 0) + 1
         if arrow:
-            out_parsed, out_ell = _parse_term(rhs, subscripts)
-            if not out_ell and nell:
-                raise ValueError(f"einsum {subscripts!r}: output {rhs!r} needs '...' as the "
-                                 f"inputs have broadcast dims")
+            out_parsed, _ = _parse_term(rhs, subscripts)  # no '...': those dims are summed
             out = _expand_ellipsis(out_parsed, len(out_parsed) - 1 + nell, nell)
             for lb in out:
                 if out.count(lb) > 1:
-                    raise ValueError(f"einsum {subscripts!r}: output label {lb!r} repeats")
+                    raise ArgumentError(f"einsum {subscripts!r}: output label {lb!r} repeats")
                 if lb not in counts:
-                    raise ValueError(f"einsum {subscripts!r}: output label {lb!r} is not in "
+                    raise ArgumentError(f"einsum {subscripts!r}: output label {lb!r} is not in "
                                      f"any input term")
         else:
             out = list(range(nell)) + sorted(lb for lb in counts

@@ -11,6 +11,7 @@ from codegen.dtypes import dtypes, promote, scalar_result
 from codegen.ops import BinaryOps
 from lazyten import function as F
 from lazyten.aliases import keywords
+from lazyten.errors import ArgumentError, DTypeError, ShapeError
 from lazyten.lazy import LazyBuffer
 from lazyten.power import Pow, float_pow
 
@@ -24,7 +25,8 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     for sizes in zip(*padded):
         big = {s for s in sizes if s != 1}
         if len(big) > 1:
-            raise ValueError(f"shapes {' and '.join(map(str, shapes))} cannot be broadcast together")
+            raise ShapeError(f"shapes {' and '.join(map(str, shapes))} cannot be broadcast "
+                             "together")
         out.append(big.pop() if big else (0 if 0 in sizes else 1))
     return tuple(out)
 
@@ -83,7 +85,7 @@ class ElementwiseMixin:
     def sub(self, other, reverse: bool = False):
         x, y = self._broadcasted(other, reverse)
         if x.dtype == dtypes.bool:
-            raise TypeError("subtraction of bool tensors is not supported (as in PyTorch): "
+            raise DTypeError("subtraction of bool tensors is not supported (as in PyTorch): "
                             "use ~ or logical_not() to invert a mask, ^ for 'differs'")
         return x.apply(F.Sub, y)
 
@@ -102,7 +104,7 @@ class ElementwiseMixin:
         if rounding_mode == "floor":
             return x.floordiv(y)
         if rounding_mode is not None:
-            raise ValueError(f"rounding_mode must be None, 'trunc' or 'floor', "
+            raise ArgumentError(f"rounding_mode must be None, 'trunc' or 'floor', "
                              f"got {rounding_mode!r}")
         if not x.dtype.is_float:
             x, y = x.cast(dtypes.default_float), y.cast(dtypes.default_float)
@@ -163,7 +165,7 @@ class ElementwiseMixin:
         if not reverse and is_number and float(exponent).is_integer() and abs(exponent) <= 64:
             x = self.cast(scalar_result(self.dtype, exponent))
             if x.dtype.is_int and exponent < 0:
-                raise ValueError(f"integers to negative integer powers are not allowed "
+                raise ArgumentError(f"integers to negative integer powers are not allowed "
                                  f"(tensor of {x.dtype.name} ** {exponent})")
             return x.apply(Pow, power=int(exponent), tensor=type(self))
         x, y = self._broadcasted(exponent, reverse)
@@ -220,7 +222,7 @@ class ElementwiseMixin:
     def _logic(self, other, op, reverse=False):
         x, y = self._broadcasted(other, reverse)
         if x.dtype.is_float:
-            raise TypeError(f"{op.name.lower()} needs bool or integer tensors, got {x.dtype}")
+            raise DTypeError(f"{op.name.lower()} needs bool or integer tensors, got {x.dtype}")
         return x.apply(F.BinaryNoGrad, y, op=op)
 
     def __and__(self, o): return self._logic(o, BinaryOps.AND)
@@ -232,7 +234,7 @@ class ElementwiseMixin:
 
     def __invert__(self):
         if self.dtype.is_float:
-            raise TypeError(f"~ needs a bool or integer tensor, got {self.dtype}")
+            raise DTypeError(f"~ needs a bool or integer tensor, got {self.dtype}")
         return self ^ (True if self.dtype == dtypes.bool else -1)
 
     def logical_not(self):
@@ -279,9 +281,16 @@ class ElementwiseMixin:
     def clip(self, min_=None, max_=None):
         """Clamp into [min_, max_] (PyTorch's `clamp(min=, max=)` spelling works too)."""
         if min_ is None and max_ is None:
-            raise ValueError("clip needs min_ or max_ (clamp: min= or max=)")
+            raise ArgumentError("clip needs min_ or max_ (clamp: min= or max=)")
         out = self if min_ is None else self.maximum(min_)
-        return out if max_ is None else out.minimum(max_)
+        out = out if max_ is None else out.minimum(max_)
+        if not self.requires_grad or any(isinstance(b, type(self)) for b in (min_, max_)):
+            return out  # tensor bounds: ties share the gradient, as PyTorch's
+        # number bounds: PyTorch passes the gradient only strictly inside (min_, max_)
+        inside = (self > min_) if min_ is not None else None
+        if max_ is not None:
+            inside = (self < max_) if inside is None else inside & (self < max_)
+        return inside.where(self, out.detach())
 
     clamp = clip
 
@@ -291,7 +300,7 @@ class ElementwiseMixin:
 
     def neg(self):
         if self.dtype == dtypes.bool:
-            raise TypeError("negation of a bool tensor: use logical_not() or ~")
+            raise DTypeError("negation of a bool tensor: use logical_not() or ~")
         return self.apply(F.Neg)
 
     def _opmath(self, fn):

@@ -7,6 +7,7 @@ is 1 for (N, C, d1, ...) inputs and 0 for a (C,) input. Mixed into Tensor.
 """
 from __future__ import annotations
 from codegen.dtypes import dtypes
+from lazyten.errors import ShapeError
 from lazyten.index_check import check_index
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -29,7 +30,7 @@ def _class_last(x, target, op: str):
         raise ValueError(f"{op} needs an input with a class dim, got shape {x.shape}")
     expected = x.shape[:cdim] + x.shape[cdim + 1:]
     if target.shape != expected:
-        raise ValueError(f"{op}: target shape {target.shape} does not fit input {x.shape} "
+        raise ShapeError(f"{op}: target shape {target.shape} does not fit input {x.shape} "
                          f"(expected {expected})")
     if target.dtype.is_float or target.dtype == dtypes.bool:
         raise TypeError(f"{op}: class-index targets must be integers, got {target.dtype.name}")
@@ -42,7 +43,7 @@ def _nll_terms(logp, target, weight, ignore_index: int, op: str):
     """-w[t] * logp[t] per target (0 where ignored) and w[t] (0 where ignored)."""
     classes = logp.shape[-1]
     if weight is not None and weight.shape != (classes,):
-        raise ValueError(f"{op}: weight of shape {weight.shape} does not fit {classes} classes")
+        raise ShapeError(f"{op}: weight of shape {weight.shape} does not fit {classes} classes")
     keep = target != ignore_index
     safe = keep.where(target, 0)
     onehot = safe.unsqueeze(-1) == type(logp).arange(classes, device=logp.device)
@@ -95,16 +96,23 @@ class LossMixin:
         return _weighted(loss, w_t, reduction)
 
     def sparse_categorical_crossentropy(self, target, label_smoothing: float = 0.0,
-                                        reduction: str = "mean"):
-        """Cross entropy of logits (..., C) against integer class labels (...,)."""
+                                        reduction: str = "mean", ignore_index: int = -100):
+        """Cross entropy of logits (..., C) against integer class labels (...,). Labels equal
+        to `ignore_index` add nothing and the mean divides by the others' count (all ignored:
+        NaN), as PyTorch's CrossEntropyLoss."""
         if target.shape != self.shape[:-1]:
-            raise ValueError(f"labels of shape {target.shape} do not match logits {self.shape}")
+            raise ShapeError(f"labels of shape {target.shape} do not match logits {self.shape}")
         logp = self.log_softmax(-1)
+        keep = target != ignore_index
+        target = keep.where(target, 0)
         onehot = (target.unsqueeze(-1) == type(self).arange(self.shape[-1], device=self.device))
         onehot = check_index(onehot, target, self.shape[-1], "cross entropy class label")
         loss = -(onehot.where(logp, 0)).sum(-1)
         if label_smoothing:  # only then: a -inf logit makes the mean -inf, and 0 * inf is NaN
             loss = (1 - label_smoothing) * loss - label_smoothing * logp.mean(-1)
+        loss = keep.where(loss, 0)
+        if reduction == "mean":
+            return loss.sum() / keep.sum().cast(loss.dtype)
         return _reduce_loss(loss, reduction)
 
     def binary_crossentropy(self, target, reduction: str = "mean"):
@@ -112,9 +120,14 @@ class LossMixin:
                  (1 - target) * (1 - self).clip(1e-12, None).log())
         return _reduce_loss(loss, reduction)
 
-    def binary_crossentropy_logits(self, target, reduction: str = "mean"):
-        # max(x, 0) - x*t + log(1 + exp(-|x|)), stable for large |x|
-        loss = self.maximum(0) - self * target + (1 + (-self.abs()).exp()).log()
+    def binary_crossentropy_logits(self, target, reduction: str = "mean", pos_weight=None):
+        """BCE of logits; `pos_weight` scales the positive term (broadcast over the class
+        dim, as PyTorch's BCEWithLogitsLoss)."""
+        if pos_weight is None:  # max(x, 0) - x*t + log(1 + exp(-|x|)), stable for large |x|
+            loss = self.maximum(0) - self * target + (1 + (-self.abs()).exp()).log()
+        else:  # (1 - t) x + (1 + (pw - 1) t) softplus(-x)
+            softplus_neg = (1 + (-self.abs()).exp()).log() + (-self).maximum(0)
+            loss = (1 - target) * self + (1 + (pos_weight - 1) * target) * softplus_neg
         return _reduce_loss(loss, reduction)
 
     def mse(self, target, reduction: str = "mean"):

@@ -16,7 +16,8 @@ from lazyten.aliases import POSITIONAL, joined, keywords
 from lazyten.elementwise import broadcast_shape
 from lazyten.index_check import as_index, check_index
 from lazyten.inplace import _is_mask
-from lazyten.padding import pad_modes
+from lazyten.errors import DTypeError, ShapeError
+from lazyten.padding import check_mode, pad_modes
 
 
 def _as_int(value, what: str) -> int:
@@ -45,16 +46,16 @@ class MovementMixin:
         if shape == self.shape:
             return self._same()
         if shape.count(-1) > 1:
-            raise ValueError(f"reshape {self.shape} -> {shape}: only one -1 allowed")
+            raise ShapeError(f"reshape {self.shape} -> {shape}: only one -1 allowed")
         if -1 in shape:
             known = prod(s for s in shape if s != -1)
             if known == 0 or self.numel() % known:
-                raise ValueError(f"cannot reshape tensor of shape {self.shape} into {shape}")
+                raise ShapeError(f"cannot reshape tensor of shape {self.shape} into {shape}")
             shape = tuple(self.numel() // known if s == -1 else s for s in shape)
         if any(not isinstance(s, int) or s < 0 for s in shape):
-            raise ValueError(f"invalid shape {shape}")
+            raise ShapeError(f"invalid shape {shape}")
         if prod(shape) != self.numel():
-            raise ValueError(f"cannot reshape tensor of shape {self.shape} "
+            raise ShapeError(f"cannot reshape tensor of shape {self.shape} "
                              f"({self.numel()} elements) into {shape}")
         return self._same() if shape == self.shape else self.apply(F.Reshape, shape=tuple(shape))
 
@@ -66,10 +67,10 @@ class MovementMixin:
     def permute(self, *order):
         order = argfix(*order)
         if len(order) != self.ndim:
-            raise ValueError(f"permute {order} does not match {self.ndim} dims of {self.shape}")
+            raise ShapeError(f"permute {order} does not match {self.ndim} dims of {self.shape}")
         order = tuple(_norm_axis(o, self.ndim, "permute dim") for o in order)
         if sorted(order) != list(range(self.ndim)):
-            raise ValueError(f"permute {order} is not a permutation of {self.ndim} dims")
+            raise ShapeError(f"permute {order} is not a permutation of {self.ndim} dims")
         return self.apply(F.Permute, order=order)
 
     @keywords(shape=POSITIONAL, size=POSITIONAL)
@@ -78,12 +79,12 @@ class MovementMixin:
         if not all(type(s) is int for s in shape):
             shape = tuple(_as_int(s, "expand size") for s in shape)
         if len(shape) < self.ndim:
-            raise ValueError(f"cannot expand {self.shape} to fewer dims {shape}")
+            raise ShapeError(f"cannot expand {self.shape} to fewer dims {shape}")
         base = (1,) * (len(shape) - self.ndim) + self.shape
         new = tuple(b if s == -1 else s for s, b in zip(shape, base))
         for b, s in zip(base, new):
             if b != s and b != 1:
-                raise ValueError(f"cannot expand {self.shape} to {shape}: only size-1 dims grow")
+                raise ShapeError(f"cannot expand {self.shape} to {shape}: only size-1 dims grow")
         x = self.reshape(base)
         return x if new == x.shape else x.apply(F.Expand, shape=new)
 
@@ -105,7 +106,7 @@ class MovementMixin:
         'constant', 'reflect', 'replicate' or 'circular' (padding.py)."""
         if padding and all(isinstance(p, int) for p in padding):
             if len(padding) % 2 or len(padding) // 2 > self.ndim:
-                raise ValueError(f"flat padding {padding} does not fit shape {self.shape}")
+                raise ShapeError(f"flat padding {padding} does not fit shape {self.shape}")
             pairs = [(0, 0)] * self.ndim
             for i in range(len(padding) // 2):
                 pairs[self.ndim - 1 - i] = (padding[2 * i], padding[2 * i + 1])
@@ -113,14 +114,20 @@ class MovementMixin:
             pairs = [(0, 0) if p is None else tuple(p) for p in padding]
         if len(pairs) != self.ndim:
             raise ValueError(f"padding {padding} does not match shape {self.shape}")
-        crop = tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pairs, self.shape))
+        grow = tuple((max(b, 0), max(a, 0)) for b, a in pairs)
+        check_mode(mode)
+        if mode != "constant" and value != 0:
+            raise ValueError(f"padding mode {mode!r} takes no value, got {value}")
+        x = self
+        if mode in ("reflect", "replicate"):  # as PyTorch: pad the whole input, then crop
+            x = pad_modes(x, list(grow), mode)
+        crop = tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pairs, x.shape))
         if any(b > e for b, e in crop):
             raise ValueError(f"padding {padding} crops more than shape {self.shape} has")
-        x = self.shrink(crop)
-        grow = tuple((max(b, 0), max(a, 0)) for b, a in pairs)
-        if mode != "constant":
-            if value != 0:
-                raise ValueError(f"padding mode {mode!r} takes no value, got {value}")
+        x = x.shrink(crop)
+        if mode in ("reflect", "replicate"):
+            return x
+        if mode != "constant":  # circular (and unknown modes): crop first, as PyTorch
             return pad_modes(x, list(grow), mode)
         if all(g == (0, 0) for g in grow):
             return x
@@ -133,6 +140,8 @@ class MovementMixin:
     @keywords(axis=POSITIONAL, dims=POSITIONAL)
     def flip(self, *axis):
         axis = tuple(_norm_axis(a, self.ndim) for a in argfix(*axis))
+        if len(set(axis)) != len(axis):
+            raise ShapeError(f"flip: dims {argfix(*axis)} repeat a dim of shape {self.shape}")
         return self.apply(F.Flip, axis=axis) if axis else self
 
     # ---- derived views ----
@@ -178,7 +187,7 @@ class MovementMixin:
     def repeat(self, *repeats):
         repeats = argfix(*repeats)
         if len(repeats) < self.ndim:
-            raise ValueError(f"repeat {repeats} has fewer dims than shape {self.shape}")
+            raise ShapeError(f"repeat {repeats} has fewer dims than shape {self.shape}")
         base = self.reshape((1,) * (len(repeats) - self.ndim) + self.shape)
         inter = [d for s in base.shape for d in (1, s)]
         expanded = [d for r, s in zip(repeats, base.shape) for d in (r, s)]
@@ -194,7 +203,7 @@ class MovementMixin:
                 raise ValueError(f"split size must be positive, got {sizes}")
             sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
         if sum(sizes) != n:
-            raise ValueError(f"split sizes {sizes} do not sum to dim {dim} of {self.shape}")
+            raise ShapeError(f"split sizes {sizes} do not sum to dim {dim} of {self.shape}")
         out, start = [], 0
         for s in sizes:
             arg = [(0, d) for d in self.shape]
@@ -218,14 +227,14 @@ class MovementMixin:
         if isinstance(self, (list, tuple)) and isinstance(tensors[-1], int):
             *tensors, dim = tensors  # Tensor.cat([a, b], 1), as torch.cat((a, b), 1)
         if any(t.ndim == 0 for t in tensors):
-            raise ValueError(f"cat needs tensors with at least one dim, got shapes "
+            raise ShapeError(f"cat needs tensors with at least one dim, got shapes "
                              f"{[t.shape for t in tensors]} (use stack)")
         first = tensors[0]
         dim = _norm_axis(dim, first.ndim, "dim")
         for t in tensors:
             if t.ndim != first.ndim or any(a != b for i, (a, b) in
                                            enumerate(zip(t.shape, first.shape)) if i != dim):
-                raise ValueError(f"cat: shapes {[t.shape for t in tensors]} differ outside "
+                raise ShapeError(f"cat: shapes {[t.shape for t in tensors]} differ outside "
                                  f"dim {dim}")
         total, start, out = sum(t.shape[dim] for t in tensors), 0, None
         # the dtype of all of them, each cast once (bfloat16 + int32 + float32 is float32:
@@ -249,12 +258,12 @@ class MovementMixin:
         dim = _norm_axis(dim, first.ndim + 1, "dim")
         shapes = {t.shape for t in tensors}
         if len(shapes) != 1:
-            raise ValueError(f"stack needs equal shapes, got {sorted(shapes)}")
+            raise ShapeError(f"stack needs equal shapes, got {sorted(shapes)}")
         return first.unsqueeze(dim).cat(*[t.unsqueeze(dim) for t in tensors[1:]], dim=dim)
 
     def _tri(self, diagonal: int, upper: bool):
         if self.ndim < 2:
-            raise ValueError(f"tril/triu need at least 2 dims, got shape {self.shape}")
+            raise ShapeError(f"tril/triu need at least 2 dims, got shape {self.shape}")
         n, m = self.shape[-2:]
         tensor_type = type(self)
         rows = tensor_type.arange(n, device=self.device).reshape(n, 1)
@@ -295,10 +304,10 @@ class MovementMixin:
         return x.shrink(arg).reshape(x.shape[:dim] + (count,) + x.shape[dim + 2:])
 
     def __getitem__(self, index):
-        """numpy indexing: ints, slices (any step), None, one Ellipsis, and integer tensors
-        (or lists) broadcast together; with a tensor present, ints index like tensors too.
+        """PyTorch indexing: ints, slices (any step), None, one Ellipsis, and integer tensors
+        (or lists) broadcast together. As PyTorch (unlike numpy), an int is always a basic
+        index: it drops its dim first, so index tensors separated only by ints stay in place.
         A boolean mask indexes with its nonzero() indices (which realizes it)."""
-        tensor_type = type(self)
         index = index if isinstance(index, tuple) else (index,)
         if any(_is_mask(i) for i in index):  # boolean masks: their nonzero() indices
             index = self._expand_masks(index)
@@ -314,7 +323,6 @@ class MovementMixin:
             items[at:at + 1] = fill
         else:
             items += fill
-        has_tensor = any(isinstance(i, tensor_type) for i in items)
         x, dim, advanced = self, 0, []
         for item in items:
             if item is None:
@@ -328,12 +336,9 @@ class MovementMixin:
                 if not -n <= item < n:
                     raise IndexError(f"index {item} is out of bounds for dim {dim} with size {n} "
                                      f"(tensor of shape {self.shape})")
-                if has_tensor:  # numpy: an int beside an index tensor is an index tensor
-                    advanced.append((dim, tensor_type(item % n, device=self.device)))
-                    dim += 1
-                else:
-                    x = x._slice_axis(dim, item % n, item % n + 1, 1)
-                    x = x.reshape(x.shape[:dim] + x.shape[dim + 1:])
+                # PyTorch: an int is a basic index, applied first (numpy: an advanced one)
+                x = x._slice_axis(dim, item % n, item % n + 1, 1)
+                x = x.reshape(x.shape[:dim] + x.shape[dim + 1:])
             else:
                 advanced.append((dim, item))
                 dim += 1
@@ -362,7 +367,7 @@ class MovementMixin:
         return as_index(item)
 
     def _advanced_index(self, advanced):
-        """numpy's integer-array indexing, as one-hot masks reduced by a sum (no gather op)."""
+        """Integer-array indexing, as one-hot masks reduced by a sum (no gather op)."""
         tensor_type = type(self)
         dims = [d for d, _ in advanced]
         try:
@@ -371,7 +376,7 @@ class MovementMixin:
             raise IndexError(f"index tensors of shapes {[t.shape for _, t in advanced]} cannot "
                              f"be broadcast together") from None
         rest = [d for d in range(self.ndim) if d not in dims]
-        # numpy: adjacent advanced dims keep their place, separated ones go first
+        # adjacent index tensors keep their place, separated ones go first (numpy, PyTorch)
         adjacent = dims == list(range(dims[0], dims[0] + len(dims)))
         x = self.permute(rest[:dims[0]] + dims + rest[dims[0]:] if adjacent else dims + rest)
         lead = dims[0] if adjacent else 0
@@ -402,12 +407,13 @@ class MovementMixin:
         """out[i][j] = self[i][index[i][j]] along `dim` (PyTorch's gather)."""
         dim = _norm_axis(dim, self.ndim, "dim")
         if index.ndim != self.ndim:
-            raise ValueError(f"gather: index shape {index.shape} must have {self.ndim} dims")
+            raise ShapeError(f"gather: index shape {index.shape} must have {self.ndim} dims")
         for d, (a, b) in enumerate(zip(index.shape, self.shape)):
             if d != dim and a > b:
-                raise ValueError(f"gather: index shape {index.shape} exceeds {self.shape} at dim {d}")
+                raise ShapeError(f"gather: index shape {index.shape} exceeds {self.shape} at "
+                                 f"dim {d}")
         if index.dtype.is_float:
-            raise TypeError(f"gather index must be an integer tensor, got {index.dtype}")
+            raise DTypeError(f"gather index must be an integer tensor, got {index.dtype}")
         index, n = as_index(index), self.shape[dim]
         arg = [(0, s) for s in index.shape]
         arg[dim] = (0, n)

@@ -1,4 +1,4 @@
-"""Neural-network Tensor methods: matmul, convolutions, pooling, normalisation, losses.
+"""Neural-network Tensor methods: matmul, convolutions, normalisation (pooling.py pools).
 
 Convolution and pooling windows are views (expand + reshape + shrink), never an im2col
 copy: the conv kernel multiplies a windowed view of the input by the weight and reduces.
@@ -15,6 +15,7 @@ from codegen.dtypes import promote
 from codegen.helpers import make_pair
 from lazyten import function as F
 from lazyten.elementwise import broadcast_shape
+from lazyten.errors import ShapeError
 from lazyten.index_check import check_index
 
 
@@ -26,13 +27,13 @@ class NNMixin:
         """PyTorch's matmul: 1-d, 2-d and batched, with broadcasting of batch dims."""
         x, w = self, other
         if x.ndim == 0 or w.ndim == 0:
-            raise ValueError(f"matmul needs at least 1-d tensors, got {x.shape} and {w.shape}")
+            raise ShapeError(f"matmul needs at least 1-d tensors, got {x.shape} and {w.shape}")
         if x.shape[-1] != w.shape[-2 if w.ndim > 1 else 0]:
-            raise ValueError(f"matmul shape mismatch: {x.shape} @ {w.shape}")
+            raise ShapeError(f"matmul shape mismatch: {x.shape} @ {w.shape}")
         try:
             broadcast_shape(x.shape[:-2], w.shape[:-2])
         except ValueError:
-            raise ValueError(f"matmul batch dims do not broadcast: {x.shape} @ {w.shape}") from None
+            raise ShapeError(f"matmul batch dims do not broadcast: {x.shape} @ {w.shape}") from None
         if x.dtype != w.dtype:
             dt = promote(x.dtype, w.dtype)
             x, w = x.cast(dt), w.cast(dt)
@@ -102,12 +103,13 @@ class NNMixin:
         bs, cin = self.shape[:2] if self.ndim >= 2 else (None, None)
         cout, cin_g = weight.shape[:2]
         if self.ndim != nd + 2:
-            raise ValueError(f"conv input {self.shape} needs {nd + 2} dims for weight {weight.shape}")
+            raise ShapeError(f"conv input {self.shape} needs {nd + 2} dims for weight "
+                             f"{weight.shape}")
         if cin != cin_g * groups or cout % groups:
-            raise ValueError(f"conv channels: input {self.shape}, weight {weight.shape}, "
+            raise ShapeError(f"conv channels: input {self.shape}, weight {weight.shape}, "
                              f"groups={groups}")
         if bias is not None and bias.shape != (cout,):
-            raise ValueError(f"conv bias shape {bias.shape} != ({cout},)")
+            raise ShapeError(f"conv bias shape {bias.shape} != ({cout},)")
         conv = _Conv.Spec(groups, make_pair(stride, nd), make_pair(dilation, nd),
                           self._padding(padding, nd))
         if self.dtype.is_float and weight.dtype == self.dtype:
@@ -132,7 +134,8 @@ class NNMixin:
         output_padding = make_pair(output_padding, nd)
         pads = self._padding(padding, nd)
         if self.ndim != nd + 2 or self.shape[1] != weight.shape[0]:
-            raise ValueError(f"conv_transpose input {self.shape} does not fit weight {weight.shape}")
+            raise ShapeError(f"conv_transpose input {self.shape} does not fit weight "
+                             f"{weight.shape}")
         out = [(i - 1) * s - pb - pa + d * (k - 1) + op + 1 for i, k, s, d, (pb, pa), op in
                zip(self.shape[2:], kernel, stride, dilation, pads, output_padding)]
         if any(o <= 0 for o in out):
@@ -143,45 +146,6 @@ class NNMixin:
                 for k, d, (pb, pa), op in zip(kernel, dilation, pads, output_padding)]
         return _dilate(self, stride).conv2d(_transposed_weight(weight, groups), bias,
                                             groups=groups, dilation=dilation, padding=full)
-
-    # ---- pooling ----
-    def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0,
-                   ceil_mode: bool = False):
-        """Max over 2-d windows; padding reads as -inf (the dtype's minimum)."""
-        k = make_pair(kernel_size)
-        stride = make_pair(stride if stride is not None else k)
-        pads = _pool_padding(self, k, stride, make_pair(dilation), self._padding(padding, 2),
-                             ceil_mode)
-        x = self.pad([(0, 0)] * (self.ndim - 2) + pads, value=dtypes.min(self.dtype)) \
-            if any(p != (0, 0) for p in pads) else self
-        return x._pool(k, stride, dilation).max(axis=(-2, -1))
-
-    def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0,
-                   ceil_mode: bool = False, count_include_pad: bool = True,
-                   divisor_override: int | None = None):
-        """Mean over 2-d windows, PyTorch's divisor: the window's size within the padded
-        input (without the padding if not count_include_pad), or divisor_override."""
-        k = make_pair(kernel_size)
-        stride, dilation = make_pair(stride if stride is not None else k), make_pair(dilation)
-        given = self._padding(padding, 2)
-        pads = _pool_padding(self, k, stride, dilation, given, ceil_mode)
-        lead = [(0, 0)] * (self.ndim - 2)
-        x = self.pad(lead + pads) if any(p != (0, 0) for p in pads) else self
-        windows = x._pool(k, stride, dilation)
-        if divisor_override is not None:
-            return windows.sum(axis=(-2, -1)) / divisor_override
-        if pads == given and (count_include_pad or all(p == (0, 0) for p in given)):
-            return windows.mean(axis=(-2, -1))
-        # the divisor counts the window's cells inside the padded input (or the input)
-        ones = type(self).ones(*self.shape[-2:], dtype=dtypes.float32, device=self.device)
-        if count_include_pad:
-            ones = ones.pad(given, value=1.0)
-            extra = [(0, a - ga) for (_, a), (_, ga) in zip(pads, given)]
-        else:
-            extra = pads
-        count = ones.pad(extra)._pool(k, stride, dilation).sum(axis=(-2, -1))
-        return windows.sum(axis=(-2, -1)) / count.cast(windows.dtype if windows.dtype.is_float
-                                                       else dtypes.float32)
 
     # ---- normalisation and regularisation ----
     def layernorm(self, axis=-1, eps: float = 1e-5):
@@ -214,28 +178,6 @@ class NNMixin:
         return onehot.cast(dtypes.int64)
 
 
-def _pool_padding(x, kernel: tuple, stride: tuple, dilation: tuple, padding: list,
-                  ceil_mode: bool) -> list[tuple[int, int]]:
-    """Per-dim (before, after) padding of a pool; ceil_mode pads the end so the last,
-    partial window counts, but only if it starts inside the input or its left padding."""
-    if x.ndim < 2:
-        raise ValueError(f"pooling needs at least 2 dims, got shape {x.shape}")
-    for (b, a), k, d in zip(padding, kernel, dilation):
-        if max(b, a) > (d * (k - 1) + 1) // 2:
-            raise ValueError(f"pool padding {padding} must be at most half of kernel {kernel} "
-                             f"(dilation {dilation})")
-    if not ceil_mode:
-        return padding
-    out = []
-    for n, k, s, d, (b, a) in zip(x.shape[-2:], kernel, stride, dilation, padding):
-        span = n + b + a - d * (k - 1) - 1
-        count = -(-span // s) + 1
-        if (count - 1) * s >= n + b:
-            count -= 1
-        out.append((b, a + max(0, (count - 1) * s - span)))
-    return out
-
-
 def _windows(src, kernel: tuple[int, ...], stride: tuple, dilation: tuple):
     """The window chain on a Tensor or a ShapeTracker (both have the movement methods):
     (..., *spatial) -> (..., *out, *kernel)."""
@@ -243,7 +185,7 @@ def _windows(src, kernel: tuple[int, ...], stride: tuple, dilation: tuple):
     lead, spatial = tuple(src.shape[:-nd]), tuple(src.shape[-nd:])
     out = [(i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(spatial, kernel, stride, dilation)]
     if any(o <= 0 for o in out):
-        raise ValueError(f"window {kernel} (dilation {dilation}) is larger than input {spatial}")
+        raise ShapeError(f"window {kernel} (dilation {dilation}) is larger than input {spatial}")
     x = src
     if all(k <= s for k, s in zip(kernel, stride)) and all(d == 1 for d in dilation):
         # non-overlapping windows: crop/pad to out*stride, split, keep the first k

@@ -5,26 +5,32 @@ an expanded edge (replicate) or the opposite end (circular) on either side of it
 `pad_modes` serves Tensor.pad(mode=...); PaddingMixin adds tinygrad's pad2d. Mixed into Tensor.
 """
 from __future__ import annotations
+from lazyten.errors import ShapeError, UnknownModeError
 
 MODES = ("constant", "reflect", "replicate", "circular")
 
 
+def check_mode(mode: str) -> None:
+    """An unknown mode is a NotImplementedError (PyTorch's) that is also a ValueError."""
+    if mode not in MODES:
+        raise UnknownModeError(f"padding mode must be one of {MODES}, got {mode!r}")
+
+
 def pad_modes(x, pairs: list[tuple[int, int]], mode: str):
     """x padded by non-negative (before, after) per axis with a non-constant `mode`."""
-    if mode not in MODES:
-        raise ValueError(f"padding mode must be one of {MODES}, got {mode!r}")
+    check_mode(mode)
     for axis, (before, after) in enumerate(pairs):
         if before == after == 0:
             continue
         n = x.shape[axis]
         if mode == "reflect" and (before >= n or after >= n):
-            raise ValueError(f"reflect padding ({before}, {after}) of dim {axis} must be less "
+            raise ShapeError(f"reflect padding ({before}, {after}) of dim {axis} must be less "
                              f"than its size {n} (shape {x.shape})")
         if mode == "circular" and (before > n or after > n):
-            raise ValueError(f"circular padding ({before}, {after}) of dim {axis} must not "
+            raise ShapeError(f"circular padding ({before}, {after}) of dim {axis} must not "
                              f"exceed its size {n} (shape {x.shape})")
         if mode == "replicate" and n == 0:
-            raise ValueError(f"replicate padding of dim {axis} needs a non-empty dim "
+            raise ShapeError(f"replicate padding of dim {axis} needs a non-empty dim "
                              f"(shape {x.shape})")
         pieces = [p for p in (_side(x, axis, before, mode, True), x,
                               _side(x, axis, after, mode, False)) if p is not None]

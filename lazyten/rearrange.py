@@ -12,6 +12,7 @@ import operator
 import numpy as np
 
 from codegen.helpers import argfix
+from lazyten.errors import ArgumentError, ShapeError
 
 
 def _int(value, what: str) -> int:
@@ -37,11 +38,11 @@ class RearrangeMixin:
         shifts_t = tuple(_int(s, "roll: shift") for s in shifts_t)
         if dims is None:
             if len(shifts_t) != 1:
-                raise ValueError(f"roll: shifts {shifts} need dims (got dims=None)")
+                raise ArgumentError(f"roll: shifts {shifts} need dims (got dims=None)")
             return self.flatten().roll(shifts_t, 0).reshape(self.shape)
         dims_t = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
         if len(dims_t) != len(shifts_t):
-            raise ValueError(f"roll: {len(shifts_t)} shifts for {len(dims_t)} dims "
+            raise ShapeError(f"roll: {len(shifts_t)} shifts for {len(dims_t)} dims "
                              f"(shifts={shifts}, dims={dims})")
         if self.ndim == 0:
             for d in dims_t:

@@ -176,7 +176,13 @@ class ReduceMixin:
         x = self if self.dtype.is_float else self.float()
         count = prod(s for i, s in enumerate(self.shape) if i in _axes(axis, self.ndim))
         squares = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
-        return squares / max(count - correction, 0) if count - correction > 0 else squares * float("nan")
+        dof = count - correction
+        if dof >= 0:
+            return squares / dof
+        # N < correction, as PyTorch: the value divides by 0 (inf, or NaN where the squares
+        # are 0) while the gradient is the formula's, 2 (x - mean) / (N - correction)
+        exact = squares / dof
+        return exact + (squares / 0 - exact).detach()
 
     @keywords(dim="axis")
     def std(self, axis=None, keepdim: bool = False, correction: int = 1, *, unbiased=None):
@@ -275,9 +281,10 @@ class ReduceMixin:
     @keywords(dim="axis")
     def cumsum(self, axis: int = 0):
         """Running sum: a lower-triangular mask over an expanded view, reduced once."""
-        axis = _axes(axis, self.ndim)[0] if self.ndim else 0
+        axes = _axes(axis, self.ndim)  # checked even for a 0-d tensor (axis 0 or -1), as PyTorch
         if self.ndim == 0:
             return self._same()
+        axis = axes[0]
         n = self.shape[axis]
         x = self if self.dtype.is_float else self.cast(dtypes.int64)
         moved = x.transpose(axis, -1) if axis != self.ndim - 1 else x

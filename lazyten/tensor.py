@@ -11,10 +11,11 @@ import numpy as np
 
 from codegen.dtypes import DType, as_dtype, dtypes
 from codegen.helpers import prod
-from codegen.ops import BinaryOps, LoadOps
+from codegen.ops import LoadOps
 from lazyten import function as F
 from lazyten.lazy import LazyBuffer
 from lazyten.attention import AttentionMixin
+from lazyten.autograd import describe, propagate, seed
 from lazyten.compat import CompatMixin
 from lazyten.creation import (CreationMixin, _scalar_dtype, bf16_bits, bf16_values,
                               default_device, storage_numpy_dtype, to_numpy_dtype)
@@ -29,6 +30,7 @@ from lazyten.losses import LossMixin
 from lazyten.nnops import NNMixin
 from lazyten.padding import PaddingMixin
 from lazyten.pointwise import PointwiseMixin
+from lazyten.pooling import PoolingMixin
 from lazyten.realize import Capture, realize
 from lazyten.rearrange import RearrangeMixin
 from lazyten.reduce import ReduceMixin
@@ -47,10 +49,9 @@ class _TensorType(type):
 
 
 class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMixin, ReduceMixin,
-             NNMixin, SortingMixin, RearrangeMixin, EinsumMixin, PaddingMixin, LossMixin,
-             StatsMixin, ResizeMixin, AttentionMixin, InPlaceMixin, InteropMixin, CompatMixin,
-             PointwiseMixin, ScatterMixin,
-             metaclass=_TensorType):
+             NNMixin, PoolingMixin, SortingMixin, RearrangeMixin, EinsumMixin, PaddingMixin,
+             LossMixin, StatsMixin, ResizeMixin, AttentionMixin, InPlaceMixin, InteropMixin,
+             CompatMixin, PointwiseMixin, ScatterMixin, metaclass=_TensorType):
     """A lazily evaluated n-dimensional array with autograd."""
     _version = 0  # bumped by each in-place update that changes the graph (inplace.py)
     _previous: Tensor | None = None  # the value and graph before that update
@@ -271,43 +272,28 @@ class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMix
 
     def backward(self, gradient: Tensor | None = None) -> Tensor:
         """Accumulate d(self)/d(leaf) into each leaf's `.grad` (lazily)."""
-        if gradient is None:
-            if self.numel() != 1:
-                raise ValueError(f"backward() on a tensor of shape {self.shape} needs an "
-                                 "explicit gradient (only one-element tensors imply 1)")
-            gradient = Tensor.ones(self.shape, dtype=self.dtype, device=self.device)
-        if gradient.shape != self.shape:
-            raise ValueError(f"gradient shape {gradient.shape} != tensor shape {self.shape}")
-        if gradient.dtype != self.dtype or gradient.device != self.device:
-            raise TypeError(f"gradient is {gradient.dtype} on {gradient.device} but the tensor "
-                            f"is {self.dtype} on {self.device}")
-        if self._ctx is None and not self.requires_grad:
-            raise RuntimeError("backward() on a tensor that does not require grad")
-        grads = {id(self): gradient.lazydata}
-        for node in reversed(self._toposort()):
-            g = grads.pop(id(node), None)
-            if g is None:
-                continue
-            if node._ctx is None:
-                if getattr(node, "_freed", False):
-                    raise RuntimeError("backward through a graph a second time: its saved "
-                                       "values were freed by the first backward()")
-                if node.requires_grad:
-                    new = Tensor(g, device=node.device)
-                    node.grad = new if node.grad is None else node.grad + new
-                continue
-            in_grads = node._ctx.backward(g)
-            if not isinstance(in_grads, tuple):
-                in_grads = (in_grads,)
-            for parent, pg in zip(node._inputs(), in_grads):
-                if pg is None or not parent.requires_grad:
-                    continue
-                assert pg.shape == parent.shape, f"grad shape {pg.shape} != {parent.shape}"
-                prev = grads.get(id(parent))
-                grads[id(parent)] = pg if prev is None else prev.e(BinaryOps.ADD, pg)
-            node._ctx, node._parents = None, ()  # free the graph, as PyTorch does
-            node._freed = True
+        for node, g in propagate(self, seed(self, gradient, "backward"), free=True):
+            if node._ctx is None and node.requires_grad:
+                new = Tensor(g, device=node.device)
+                node.grad = new if node.grad is None else node.grad + new
         return self
+
+    def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
+        """[d(self)/d(t) for t in targets] (torch.autograd.grad): `.grad` is left alone and
+        the graph is kept, so gradient() or backward() can follow."""
+        for t in targets:
+            if not isinstance(t, Tensor) or not t.requires_grad:
+                raise RuntimeError(f"gradient(): target {describe(t)} does not require grad; "
+                                   "create it with requires_grad=True so the graph records it")
+        found = {id(t): None for t in targets}
+        for node, g in propagate(self, seed(self, gradient, "gradient"), free=False):
+            if id(node) in found:
+                found[id(node)] = g
+        for i, t in enumerate(targets):
+            if found[id(t)] is None:
+                raise RuntimeError(f"gradient(): target {i} ({describe(t)}) was not used to "
+                                   "compute this tensor")
+        return [Tensor(found[id(t)], device=t.device) for t in targets]
 
     # ---- dtype ----
     def cast(self, dtype) -> Tensor:

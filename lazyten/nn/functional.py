@@ -116,10 +116,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
 
 # ---- pooling ----
 def max_pool2d(input: Tensor, kernel_size=(2, 2), stride=None, padding=0, dilation=1,
-               ceil_mode: bool = False, return_indices: bool = False) -> Tensor:
-    if return_indices:
-        raise NotImplementedError("max_pool2d(return_indices=True) is not supported")
-    return input.max_pool2d(kernel_size, stride, dilation, padding, ceil_mode=ceil_mode)
+               ceil_mode: bool = False, return_indices: bool = False):
+    return input.max_pool2d(kernel_size, stride, dilation, padding, ceil_mode=ceil_mode,
+                            return_indices=return_indices)
 
 
 def avg_pool2d(input: Tensor, kernel_size=(2, 2), stride=None, padding=0,
@@ -166,11 +165,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
                                      pos_weight: Tensor | None = None) -> Tensor:
     """BCE of logits; pos_weight scales the positive term (broadcast over the class dim)."""
     reduction = _reduction(size_average, reduce, reduction)
-    if weight is None and pos_weight is None:
-        return input.binary_crossentropy_logits(target, reduction)
-    if pos_weight is None:
-        loss = input.binary_crossentropy_logits(target, "none")
-    else:  # (1 - t) x + (1 + (pw - 1) t) softplus(-x), softplus(-x) = log1p(e^-|x|) + max(-x, 0)
-        softplus_neg = (1 + (-input.abs()).exp()).log() + (-input).maximum(0)
-        loss = (1 - target) * input + (1 + (pos_weight - 1) * target) * softplus_neg
-    return _reduce_loss(loss * weight if weight is not None else loss, reduction)
+    if weight is None:
+        return input.binary_crossentropy_logits(target, reduction, pos_weight=pos_weight)
+    loss = input.binary_crossentropy_logits(target, "none", pos_weight=pos_weight)
+    return _reduce_loss(loss * weight, reduction)

@@ -20,12 +20,6 @@ def _check_reduction(reduction: str) -> str:
     return reduction
 
 
-def _unsupported(owner: str, **flags: bool) -> None:
-    for name, on in flags.items():
-        if on:
-            raise NotImplementedError(f"{owner}({name}=True) is not supported")
-
-
 class ReLU(Module):
     """max(x, 0). `inplace` is accepted for PyTorch code and changes nothing."""
 
@@ -120,14 +114,14 @@ class MaxPool2d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1,
                  return_indices: bool = False, ceil_mode: bool = False):
         super().__init__()
-        _unsupported("MaxPool2d", return_indices=return_indices)
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-        self.dilation, self.ceil_mode = dilation, ceil_mode
+        self.dilation, self.ceil_mode, self.return_indices = dilation, ceil_mode, return_indices
         _check_window(self.kernel_size, self.padding, "MaxPool2d")
 
     def forward(self, x: Tensor) -> Tensor:
         return x.max_pool2d(self.kernel_size, stride=self.stride, dilation=self.dilation,
-                            padding=self.padding, ceil_mode=self.ceil_mode)
+                            padding=self.padding, ceil_mode=self.ceil_mode,
+                            return_indices=self.return_indices)
 
     def extra_repr(self) -> str:
         stride = self.kernel_size if self.stride is None else self.stride

@@ -2,8 +2,8 @@
 
 Movement never changes a value, only where it is read from: the reference applies the
 same numpy movement to the value and to its error bound. Index expressions are rendered
-once as text and evaluated on both sides (numpy's basic and advanced indexing are the
-semantics lazyten follows).
+once as text and evaluated on both sides: numpy's basic and advanced indexing, except
+that with index tensors present the ints are applied first (PyTorch's rule, lazyten's).
 """
 from __future__ import annotations
 
@@ -263,7 +263,7 @@ def draw_index(g):
     dims = sorted(g.subset(range(x.ndim), min_size=0))[:k] or [g.int(0, x.ndim - 1)]
     idx_shape = tuple(g.int(1, 3) for _ in range(g.int(0, 2)))
     bad = not g.grad and g.chance(OUT_OF_RANGE)  # then nothing else may make the result empty
-    items, used = [], []
+    items, used, ints = [], [], []
     last = max(dims)
     for d in range(last + 1):
         if d in dims:
@@ -276,12 +276,19 @@ def draw_index(g):
             items.append(t.name)
             used.append(t)
         else:
-            items.append(_slice_item(g, x.shape[d])[0] if g.chance(50) and not bad else ":")
+            item, keeps = _slice_item(g, x.shape[d]) if g.chance(50) and not bad else (":", 1)
+            items.append(item)
+            if not keeps:
+                ints.append(len(items) - 1)
     index = ", ".join(items)
+    # PyTorch's rule in numpy: the ints index first (basic), then the rest on what is left
+    first = ", ".join(it if i in ints else ":" for i, it in enumerate(items))
+    rest = ", ".join(it for i, it in enumerate(items) if i not in ints)
+    torch_rule = f"a[{first}][{rest}]" if ints else f"a[{index}]"
     env = {"a": np.empty(x.shape)}
     env.update({t.name: np.zeros(t.shape, np.int64) for t in used})
     try:
-        shape = eval(f"a[{index}]", env).shape
+        shape = eval(torch_rule, env).shape
     except IndexError:
         return None
     if not small(shape):
@@ -298,11 +305,11 @@ def draw_index(g):
             scope[t.name] = np.clip(scope[t.name], -n_of[t.name], n_of[t.name] - 1)
         src_ref = interp.env[name]
         scope["a"] = src_ref.val
-        val = eval(f"a[{index}]", scope)
+        val = eval(torch_rule, scope)
         err = None
         if src_ref.err is not None:
             scope["a"] = src_ref.err
-            err = eval(f"a[{index}]", scope)
+            err = eval(torch_rule, scope)
         return Ref(np.array(val), err)
     return g.add(Step("index", f"{x.name}[{index}]", ref, var))
 

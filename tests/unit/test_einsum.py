@@ -116,11 +116,23 @@ def test_einsum_gradients(subscripts, shapes):
     ("ij->ii", [(2, 2)], "output label 'i' repeats"),
     ("i->i->i", [(2,)], "more than one '->'"),
     ("...i", [()], "names 1 dims or more"),
-    ("......i", [(2,)], "more than one '...'"),
-    ("...i->i", [(2, 2)], "needs '...'")])
+    ("......i", [(2,)], "more than one '...'")])
 def test_einsum_bad_subscripts(subscripts, shapes, match):
     with pytest.raises(ValueError, match=match):
         Tensor.einsum(subscripts, *[Tensor(np.zeros(s, np.float32)) for s in shapes])
+
+
+@pytest.mark.parametrize("subscripts,named,shapes", [
+    ("ij...,ij...->ij", "ijk,ijk->ij", [(2, 3, 4), (2, 3, 4)]),
+    ("...i->i", "abi->i", [(2, 3, 4)]), ("i...,i...->i", "ik,ik->i", [(2, 3), (2, 1)])])
+def test_einsum_sums_ellipsis_dims_the_output_omits(subscripts, named, shapes):
+    """PyTorch sums the '...' dims an explicit output leaves out (numpy raises instead):
+    the same as naming those dims and leaving them out."""
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal(s) for s in shapes]
+    expected = np.einsum(named, *np.broadcast_arrays(*arrays) if len(arrays) > 1 else arrays)
+    got = Tensor.einsum(subscripts, *[Tensor(a) for a in arrays]).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
 
 
 def test_einsum_operands_must_be_tensors():

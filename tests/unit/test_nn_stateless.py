@@ -112,8 +112,6 @@ def test_bad_settings_fail_at_construction():
         nn.MSELoss("avg")
     with pytest.raises(ValueError, match="label_smoothing must be in"):
         nn.CrossEntropyLoss(label_smoothing=1.5)
-    with pytest.raises(NotImplementedError, match=r"MaxPool2d\(return_indices=True\)"):
-        nn.MaxPool2d(2, return_indices=True)
     with pytest.raises(ValueError, match="padding 2 must be between 0 and half"):
         nn.MaxPool2d(3, padding=2)
     with pytest.raises(TypeError):

@@ -1,0 +1,63 @@
+"""Reverse-mode traversal shared by `Tensor.backward` and `Tensor.gradient`.
+
+`propagate` walks the graph below a root from the output back to the leaves and yields
+each node with its finished gradient (a LazyBuffer). `backward` stores the leaves' ones in
+`.grad` and frees the graph as it goes; `gradient` picks out its targets' ones and keeps
+the graph, so it can be called again.
+"""
+from __future__ import annotations
+from typing import Any, Iterator
+
+from codegen.ops import BinaryOps
+from lazyten.lazy import LazyBuffer
+
+
+def seed(root: Any, gradient: Any, caller: str) -> LazyBuffer:
+    """The gradient backward()/gradient() start from (ones for a one-element root),
+    checked against the root."""
+    if gradient is None:
+        if root.numel() != 1:
+            raise ValueError(f"{caller}() on a tensor of shape {root.shape} needs an "
+                             "explicit gradient (only one-element tensors imply 1)")
+        gradient = type(root).ones(root.shape, dtype=root.dtype, device=root.device)
+    if gradient.shape != root.shape:
+        raise ValueError(f"gradient shape {gradient.shape} != tensor shape {root.shape}")
+    if gradient.dtype != root.dtype or gradient.device != root.device:
+        raise TypeError(f"gradient is {gradient.dtype} on {gradient.device} but the tensor "
+                        f"is {root.dtype} on {root.device}")
+    if root._ctx is None and not root.requires_grad:
+        raise RuntimeError(f"{caller}() on a tensor that does not require grad")
+    return gradient.lazydata
+
+
+def describe(t: Any) -> str:
+    """A tensor's shape and dtype (anything else's repr), for error messages."""
+    return f"tensor of shape {t.shape}, {t.dtype.name}" if hasattr(t, "lazydata") else repr(t)
+
+
+def propagate(root: Any, gradient: LazyBuffer, free: bool) -> Iterator[tuple[Any, LazyBuffer]]:
+    """Yield (node, d(root)/d(node)) for every node of root's graph that needs a gradient,
+    each after all its consumers; with `free`, drop each node's graph once it is used."""
+    grads = {id(root): gradient}
+    for node in reversed(root._toposort()):
+        g = grads.pop(id(node), None)
+        if g is None:
+            continue
+        if node._ctx is None and getattr(node, "_freed", False):
+            raise RuntimeError("backward through a graph a second time: its saved "
+                               "values were freed by the first backward()")
+        yield node, g
+        if node._ctx is None:
+            continue
+        in_grads = node._ctx.backward(g)
+        if not isinstance(in_grads, tuple):
+            in_grads = (in_grads,)
+        for parent, pg in zip(node._inputs(), in_grads):
+            if pg is None or not parent.requires_grad:
+                continue
+            assert pg.shape == parent.shape, f"grad shape {pg.shape} != {parent.shape}"
+            prev = grads.get(id(parent))
+            grads[id(parent)] = pg if prev is None else prev.e(BinaryOps.ADD, pg)
+        if free:
+            node._ctx, node._parents = None, ()  # free the graph, as PyTorch does
+            node._freed = True
