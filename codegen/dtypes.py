@@ -180,6 +180,21 @@ def round_bf16(value: float) -> float:
     return out if abs(out) < 2.0 ** 128 else math.copysign(math.inf, value)
 
 
+def round_float(value: float, dtype: DType) -> float:
+    """A Python float rounded to a float dtype (to nearest, even on ties); a value that
+    rounds past the dtype's largest finite number is an infinity, as in C."""
+    value = float(value)
+    if dtype == dtypes.bfloat16:
+        return round_bf16(value)
+    if dtype not in (dtypes.float16, dtypes.float32):
+        return value
+    fmt = "<e" if dtype == dtypes.float16 else "<f"
+    try:  # struct rounds as C's cast does, and refuses only what rounds to infinity
+        return struct.unpack(fmt, struct.pack(fmt, value))[0]
+    except OverflowError:
+        return math.copysign(math.inf, value)
+
+
 def scalar_result(t: DType, scalar) -> DType:
     """The dtype of `tensor op python_scalar`: the tensor's, unless the scalar's kind is higher."""
     if isinstance(scalar, bool):

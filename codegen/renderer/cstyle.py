@@ -23,10 +23,9 @@ Conventions every dialect shares:
 """
 from __future__ import annotations
 import math
-import struct
 from typing import Callable
 
-from codegen.dtypes import DType, dtypes, round_bf16
+from codegen.dtypes import DType, dtypes, round_float
 from codegen.helpers import prod
 from codegen.linearizer import KernelOptions, LinearKernel
 from codegen.ops import BinaryOps, TernaryOps, UnaryOps
@@ -190,17 +189,15 @@ class CStyleRenderer(Renderer):
             if value == dtypes.min(dtype) and value < 0 and dtype.itemsize >= 4:
                 return f"({self.types[dtype]})({value + 1}{suffix}-1)"  # -2^31 is no literal
             return f"({value}{suffix})" if value < 0 else f"{value}{suffix}"
-        value = float(value)
-        if dtype == dtypes.bfloat16:
-            value = round_bf16(value)
+        value = round_float(value, dtype)  # too big for the dtype is inf, as in C
         if math.isnan(value):
             return self.nan(dtype)
         if math.isinf(value):
             return self.inf(dtype) if value > 0 else f"(-{self.inf(dtype)})"
         if dtype == dtypes.float64:
             text = repr(value)
-        else:  # half values are exact in float
-            text = f"{struct.unpack('<f', struct.pack('<f', value))[0]:.9g}"
+        else:  # rounded to the dtype above; half and bfloat16 values are exact in float
+            text = f"{value:.9g}"
         if "." not in text and "e" not in text:
             text += ".0"
         text += "" if dtype == dtypes.float64 else "f"

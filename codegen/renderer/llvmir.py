@@ -11,10 +11,9 @@ instructions (`_round_bf16`), which vectorise and need no libcall or CPU feature
 """
 from __future__ import annotations
 import hashlib
-import math
 import struct
 
-from codegen.dtypes import DType, dtypes, round_bf16
+from codegen.dtypes import DType, dtypes, round_float
 from codegen.linearizer import KernelOptions, LinearKernel
 from codegen.ops import BinaryOps, TernaryOps, UnaryOps
 from codegen.renderer import ProgramSpec, Renderer, llvm_math
@@ -56,15 +55,7 @@ def llvm_const(value, dtype: DType) -> str:
         return "true" if value else "false"
     if dtype.is_int:
         return str(dtypes.wrap(value, dtype))
-    value = float(value)
-    if dtype == dtypes.bfloat16:
-        value = round_bf16(value)
-    if dtype in (dtypes.float16, dtypes.float32):  # round to the dtype; too big is inf
-        fmt = "<e" if dtype == dtypes.float16 else "<f"
-        try:
-            value = struct.unpack(fmt, struct.pack(fmt, value))[0]
-        except OverflowError:
-            value = math.copysign(math.inf, value)
+    value = round_float(value, dtype)  # too big for the dtype is inf
     if dtype == dtypes.float16:
         return "0xH%04X" % struct.unpack("<H", struct.pack("<e", value))[0]
     # LLVM writes float literals as the double they widen to

@@ -271,3 +271,18 @@ def test_vector_casts(device, src, dst):
     want = _astype(x, dst).max(0)
     assert got.dtype == want.dtype and np.array_equal(got, want), \
         f"{src.name} -> {dst.name} before max: {got[:6]} != {want[:6]}"
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_constants_beyond_the_dtype_round_to_infinity(device, dtype):
+    """A Python number too big for the dtype is an infinity in the kernel, as C's cast
+    makes it (the C-style renderers raised OverflowError on 1e300 in float32); one that
+    rounds to the largest finite value stays finite."""
+    x = Tensor([1.0, -2.0], device=device).cast(dtype)
+    got = (x * 1e300).float().numpy()
+    np.testing.assert_array_equal(got, [np.inf, -np.inf])
+    np.testing.assert_array_equal((x - 1e300).float().numpy(), [-np.inf, -np.inf])
+    if dtype == "float32":  # just above FLT_MAX, still nearer to it than to 2**128
+        big = float(np.finfo(np.float32).max) * (1 + 2.0 ** -30)
+        np.testing.assert_array_equal((x * big).numpy(),
+                                      np.float32([np.finfo(np.float32).max, -np.inf]))
