@@ -85,7 +85,8 @@ def run_child(cmd: list[str], timeout: float, env: dict) -> tuple[int | None, st
     return code, out, err, time.monotonic() - start
 
 
-def run_worker(side: str, names: list[str], args, deadline: float, timeout: float) -> tuple[list[dict], str | None]:
+def run_worker(side: str, names: list[str], args, deadline: float,
+               timeout: float) -> tuple[list[dict], str | None]:
     """Run a bench.worker child; (its records, a failure message or None)."""
     with tempfile.TemporaryDirectory(prefix="lazyten-bench-") as tmp:
         out_path = os.path.join(tmp, "records.jsonl")
@@ -251,7 +252,8 @@ def main(argv=None) -> int:
             log(f"  {report.fmt_time(e['result']['median_s'])} (median of {e['result']['runs']}; "
                 f"child took {time.monotonic() - t0:.0f} s)")
         else:
-            log(f"  {e['status']}: {(e.get('reason') or '').strip().splitlines()[0] if e.get('reason') else ''}")
+            reason = (e.get("reason") or "").strip().splitlines()
+            log(f"  {e['status']}: {reason[0] if reason else ''}")
     measure_startup(measured, args, results)
     meta["loadavg_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
     meta["wall_s"] = time.monotonic() - start

@@ -123,7 +123,7 @@ def table(rows: list[tuple[Workload, dict]]) -> str:
 def details(rows: list[tuple[Workload, dict]]) -> str:
     """Target verdicts, then notes: n/a reasons, errors, failed checks, single runs."""
     out = ["", "targets (speed ratio = baseline time / lazyten time):"]
-    for w, d in rows:
+    for _, d in rows:
         for t in d["targets"]:
             if t["kind"] == "seconds":
                 val = ("> " if t["bound"] else "") + fmt_time(t["value"])

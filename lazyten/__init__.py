@@ -1,8 +1,6 @@
 """lazyten: a small deep-learning compiler. Lazy tensors, fused kernels, LLVM/OpenCL/CUDA."""
 from codegen.dtypes import dtypes
+from lazyten.jit import jit
 from lazyten.tensor import Tensor, no_grad
 
-__all__ = ["Tensor", "dtypes", "no_grad"]
-from lazyten.jit import jit  # noqa: E402
-
-__all__.append("jit")
+__all__ = ["Tensor", "dtypes", "jit", "no_grad"]

@@ -95,11 +95,11 @@ def write_idx(path: str | os.PathLike, arr: np.ndarray, compresslevel: int = 9) 
     """Write ``arr`` as an IDX file, gzip-compressed when ``path`` ends in ``.gz``."""
     path = Path(path)
     arr = np.asarray(arr)
-    for code, dt in _IDX_DTYPES.items():
-        if dt.kind == arr.dtype.kind and dt.itemsize == arr.dtype.itemsize:
-            break
-    else:
+    encodings = [(code, dt) for code, dt in _IDX_DTYPES.items()
+                 if dt.kind == arr.dtype.kind and dt.itemsize == arr.dtype.itemsize]
+    if not encodings:
         raise ValueError(f"{path}: dtype {arr.dtype} has no IDX encoding")
+    code, dt = encodings[0]
     header = bytes([0, 0, code, arr.ndim]) + np.asarray(arr.shape, dtype=">u4").tobytes()
     payload = header + np.ascontiguousarray(arr, dtype=dt).tobytes()
     if path.name.endswith(".gz"):

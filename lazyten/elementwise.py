@@ -5,6 +5,7 @@ Functions in function.py. Mixed into Tensor.
 """
 from __future__ import annotations
 import functools
+import operator
 import math
 
 from codegen.dtypes import dtypes, promote, scalar_result
@@ -240,9 +241,10 @@ class ElementwiseMixin:
     def logical_not(self):
         return self.cast(dtypes.bool) ^ True
 
-    def logical_and(self, o): return self.cast(dtypes.bool) & self._to_tensor(o, dtypes.bool).cast(dtypes.bool)
-    def logical_or(self, o): return self.cast(dtypes.bool) | self._to_tensor(o, dtypes.bool).cast(dtypes.bool)
-    def logical_xor(self, o): return self.cast(dtypes.bool) ^ self._to_tensor(o, dtypes.bool).cast(dtypes.bool)
+    def _bools(self, o): return self.cast(dtypes.bool), self._to_tensor(o, dtypes.bool).cast(dtypes.bool)
+    def logical_and(self, o): return operator.and_(*self._bools(o))
+    def logical_or(self, o): return operator.or_(*self._bools(o))
+    def logical_xor(self, o): return operator.xor(*self._bools(o))
 
     def eq(self, o): return self == o
     def ne(self, o): return self != o
@@ -374,7 +376,8 @@ class ElementwiseMixin:
     def relu6(self): return self.relu().minimum(6)
     def leakyrelu(self, neg_slope: float = 0.01): return self.relu() - (-neg_slope * self).relu()
     def elu(self, alpha: float = 1.0): return (self > 0).where(self, alpha * (self.exp() - 1))
-    def celu(self, alpha: float = 1.0): return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
+    def celu(self, alpha: float = 1.0):
+        return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
     def softplus(self, beta: float = 1.0):
         # log(1 + exp(bx))/b computed stably: max(bx, 0) + log(1 + exp(-|bx|)); maximum
         # (not relu) splits the gradient at the kink, so d/dx at 0 is 0.5 as it should be

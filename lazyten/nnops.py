@@ -310,7 +310,7 @@ class _Conv(F.Function):
         g = tensor(grad.materialize(), device=grad.device)
         groups, stride, dilation, padding = self.spec
         nd, kernel = w.ndim - 2, w.shape[2:]
-        bs, cin, cout = x.shape[0], x.shape[1], w.shape[0]
+        bs, cout = x.shape[0], w.shape[0]
         out_sp = g.shape[2:]
         grad_x = grad_w = None
         if self.needs_input_grad[0]:

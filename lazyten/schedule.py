@@ -78,7 +78,7 @@ class _Graph:
                 self.realize.add(base)
             if base.op is LoadOps.COPY and base.srcs[0].base.realized is None:
                 self.realize.add(base.srcs[0].base)
-            for consumer, view in self.consumers[base]:
+            for _, view in self.consumers[base]:
                 if _has_mask(view.st) and base.op not in (LoadOps.CONST,) and \
                         not self._zero_preserving(base):
                     self.realize.add(base)

@@ -8,7 +8,6 @@ launch sizes; returns seconds when asked to wait. Imports codegen only.
 """
 from __future__ import annotations
 import hashlib
-import os
 import pathlib
 import itertools
 from collections import OrderedDict, defaultdict

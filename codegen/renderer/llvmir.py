@@ -464,7 +464,8 @@ def piece_loop(buffers: int) -> str:
     (one atomic add and one call per piece) and -O3 code generation took 7 ms per loop."""
     ptrs = [f"ptr %data{i}" for i in range(buffers)]
     return PLAIN + "\n".join([
-        f"define void @pieces_{buffers}({', '.join(['ptr %kernel'] + ptrs + ['ptr %next', 'i64 %n', 'i64 %chunks'])}) {{",
+        f"define void @pieces_{buffers}("
+        f"{', '.join(['ptr %kernel'] + ptrs + ['ptr %next', 'i64 %n', 'i64 %chunks'])}) {{",
         "entry:", "  br label %take",
         "take:",
         "  %k = atomicrmw add ptr %next, i64 1 monotonic",

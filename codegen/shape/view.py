@@ -54,14 +54,14 @@ def _merge_dims(dims: list[tuple[int, int, tuple[int, int]]]) -> tuple[int, int,
     sizes = [s for s, _, _ in dims]
     inner = [math.prod(sizes[k + 1:]) for k in range(len(dims))]
     stride = 0
-    for (s, st, (a, b)), p in reversed(list(zip(dims, inner))):
+    for (_, st, (a, b)), p in reversed(list(zip(dims, inner))):
         if b - a > 1:  # the innermost dim with >1 valid element fixes the merged stride
             if st % p:
                 return None
             stride = st // p
             break
     delta = 0
-    for (s, st, (a, b)), p in zip(dims, inner):
+    for (_, st, (a, b)), p in zip(dims, inner):
         if b - a > 1:
             if st != stride * p:
                 return None

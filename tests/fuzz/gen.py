@@ -153,7 +153,7 @@ def programs(draw, grad: bool = False, max_ops: int = MAX_OPS) -> Program:
         g.input()
     # each op class gets its weight, shared among its ops
     by_kind: dict[str, list] = {}
-    for name, kind, fn in table:
+    for _, kind, fn in table:
         by_kind.setdefault(kind, []).append(fn)
     kinds = [k for k in weights if k in by_kind for _ in range(weights[k])]
     if not kinds:

@@ -68,11 +68,11 @@ def draw_shift(g):
     bits = 8 * np.dtype(x.dtype).itemsize
     if g.chance(50):
         y = g.int(0, bits + 2)
-        ylo = yhi = y
+        yhi = y
     else:
         y = partner(g, x, lambda v: is_int(v.dtype) and v.lo >= -2 and v.hi <= bits + 2,
                     x.dtype, 0 if x.dtype.startswith("u") else -2, min(bits + 2, 20))
-        ylo, yhi = y.lo, y.hi
+        yhi = y.hi
     dtype = _result_dtype(x, y)
     if not is_int(dtype):
         return None

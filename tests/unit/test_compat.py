@@ -378,7 +378,7 @@ def test_other_spellings_name_lazytens():
     with pytest.raises(AttributeError, match=r"in-place view .*close names: unsqueeze"):
         x.unsqueeze_(0)
     with pytest.raises(AttributeError, match=r"'ravel'; lazyten spells it flatten\(\)"):
-        Tensor.ravel  # on the class too
+        _ = Tensor.ravel  # on the class too
     assert not hasattr(x, "astype") and getattr(x, "cuda", None) is None
     with pytest.raises(AttributeError) as error:  # other typos: Python's own suggestion,
         x.unsqeeze(0)  # which needs the name and the object on the error

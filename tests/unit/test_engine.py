@@ -128,7 +128,7 @@ def test_disk_cache_second_process_compiles_nothing(tmp_path):
 
 
 def test_memory_cache_reuses_compiled_kernels():
-    from lazyten.realize import Capture, Stats as S
+    from lazyten.realize import Stats as S
     a = Tensor(rnd(5, 7))
     (a * 3 + 2).realize()
     lowered = S.lowered

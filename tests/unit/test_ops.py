@@ -2,6 +2,7 @@
 comparisons, reductions, movement and indexing, over hypothesis-drawn shapes, values,
 dtypes and memory layouts (contiguous, permuted, flipped, sliced, strided)."""
 import math
+import operator
 import warnings
 
 import numpy as np
@@ -442,9 +443,10 @@ def test_scalar_forms_and_reversed(op, dtype):
     arr = np.array([[1, 2, 3], [4, 5, 7]]).astype(NP[dtype])
     t = Tensor(arr)
     scalar = 3 if dtype.is_int else 1.5
-    forward = eval(f"t {op} scalar")
-    reverse = eval(f"scalar {op} t")
-    ref_f, ref_r = eval(f"arr {op} NP[dtype](scalar)"), eval(f"NP[dtype](scalar) {op} arr")
+    fn = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+          "//": operator.floordiv, "%": operator.mod, "**": operator.pow}[op]
+    forward, reverse = fn(t, scalar), fn(scalar, t)
+    ref_f, ref_r = fn(arr, NP[dtype](scalar)), fn(NP[dtype](scalar), arr)
     if op == "/" and dtype.is_int:
         ref_f, ref_r = ref_f.astype(np.float32), ref_r.astype(np.float32)
     assert_tensor(forward, np.asarray(ref_f), rtol=1e-6)

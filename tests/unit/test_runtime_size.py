@@ -4,7 +4,8 @@ import pathlib
 import pytest
 
 RUNTIMES = pathlib.Path(__file__).resolve().parents[2] / "runtimes"
-MODULES = sorted(p for p in RUNTIMES.glob("*.py") if p.name not in ("__init__.py", "base.py", "disk_cache.py"))
+MODULES = sorted(p for p in RUNTIMES.glob("*.py")
+                 if p.name not in ("__init__.py", "base.py", "disk_cache.py"))
 
 
 def test_runtimes_are_found():

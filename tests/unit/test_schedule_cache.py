@@ -97,7 +97,8 @@ def test_repeated_eager_code_matches_numpy(ops, seed):
             elif op == "relu":
                 t, ref = t.relu(), np.maximum(ref, 0)
             elif op == "sum0":
-                t, ref = t.sum(axis=0, keepdim=True).expand(6, 6), np.broadcast_to(ref.sum(0, keepdims=True), (6, 6))
+                t = t.sum(axis=0, keepdim=True).expand(6, 6)
+                ref = np.broadcast_to(ref.sum(0, keepdims=True), (6, 6))
             elif op == "sum1":
                 t, ref = t.sum(axis=1, keepdim=True) * t, ref.sum(1, keepdims=True) * ref
             elif op == "T":

@@ -67,7 +67,7 @@ def draw_reshape(data, shape):
 
 def apply_random_op(data, tracker, arr):
     """Apply one random movement op to the tracker and its numpy shadow."""
-    shape, n = arr.shape, arr.size
+    shape = arr.shape
     op = data.draw(st.sampled_from(["reshape", "permute", "expand", "pad", "shrink", "stride"]))
     if op == "reshape":
         new = draw_reshape(data, shape)
@@ -109,7 +109,8 @@ def evaluate(tracker):
     grid = np.indices(shape, dtype=np.int64)
     env = {f"idx{i}": grid[i] for i in range(len(shape))}
     idx, valid = tracker.expr_idxs()
-    full = lambda x: np.broadcast_to(np.asarray(x, dtype=np.int64), shape)
+    def full(x):
+        return np.broadcast_to(np.asarray(x, dtype=np.int64), shape)
     return full(idx.render(NP_OPS, env)), full(valid.render(NP_OPS, env)) != 0
 
 

@@ -222,8 +222,10 @@ def test_conv_gradients_are_convolutions():
 
 
 @settings(max_examples=40, deadline=None)
-@given(size=st.tuples(st.integers(1, 9), st.integers(1, 9)), k=st.tuples(st.integers(1, 3), st.integers(1, 3)),
-       stride=st.tuples(st.integers(1, 4), st.integers(1, 4)), dil=st.tuples(st.integers(1, 2), st.integers(1, 2)))
+@given(size=st.tuples(st.integers(1, 9), st.integers(1, 9)),
+       k=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+       stride=st.tuples(st.integers(1, 4), st.integers(1, 4)),
+       dil=st.tuples(st.integers(1, 2), st.integers(1, 2)))
 def test_memoized_windows_match_the_autograd_path(size, k, stride, dil):
     """Without autograd the window chain runs once on the ShapeTracker (memoized); it must
     give the same windows as the Tensor chain autograd uses, and as numpy."""
