@@ -9,18 +9,50 @@ import hashlib
 import math
 import os
 import pathlib
-from typing import Iterable, TypeVar
+from contextvars import ContextVar
+from typing import Any, Iterable, TypeVar
 
 T = TypeVar("T")
 
 
-@functools.lru_cache(maxsize=None)
+# settings set by `with Context(...)`: per thread and per asyncio task, like the switches
+_OVERRIDES: ContextVar[dict[str, Any]] = ContextVar("lazyten_settings", default={})
+
+
 def getenv(key: str, default=0):
-    """Read an environment variable, converted to the type of `default`."""
+    """A setting: a `Context` override, else the environment variable, converted to the
+    type of `default`."""
+    overrides = _OVERRIDES.get()
+    if overrides and key in overrides:
+        return type(default)(overrides[key])
+    return _environ(key, default)
+
+
+@functools.lru_cache(maxsize=None)
+def _environ(key: str, default):
     value = os.environ.get(key)
     if value is None:
         return default
     return type(default)(value)
+
+
+getenv.cache_clear = _environ.cache_clear  # type: ignore[attr-defined]  # tests re-read
+
+
+class Context:
+    """`with Context(DEBUG=4):` sets settings for the block, in this thread (or asyncio
+    task) only, over the environment; blocks nest. Settings read at each use (DEBUG,
+    FUZZ_*, COMPILE_*) follow it; ones already baked into a compiled kernel do not."""
+
+    def __init__(self, **settings: Any):
+        self.settings = settings
+
+    def __enter__(self) -> Context:
+        self._token = _OVERRIDES.set({**_OVERRIDES.get(), **self.settings})
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _OVERRIDES.reset(self._token)
 
 
 @functools.lru_cache(maxsize=None)
@@ -33,7 +65,7 @@ def codegen_version() -> str:
 
 
 def debug_level() -> int:
-    """The DEBUG level, re-read so tests can change it with `getenv.cache_clear()`."""
+    """The DEBUG level, read at each use (so `with Context(DEBUG=2):` scopes it)."""
     return getenv("DEBUG", 0)
 
 

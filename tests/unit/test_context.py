@@ -1,0 +1,62 @@
+"""`with Context(DEBUG=N):` scopes a setting to a block, in one thread, over the environment."""
+import contextlib
+import io
+import threading
+
+import numpy as np
+
+from codegen.helpers import getenv
+from lazyten import Context, Tensor
+
+
+def _kernel_lines(fn) -> list[str]:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        fn()
+    return [line for line in err.getvalue().splitlines() if line.startswith("***")]
+
+
+def test_debug_is_scoped_to_the_block(monkeypatch):
+    monkeypatch.delenv("DEBUG", raising=False)
+    getenv.cache_clear()
+    size = 11 + np.random.default_rng().integers(1000)  # a kernel no other test launched
+
+    def run(n):
+        return lambda: (Tensor(np.ones(n, np.float32)) * 5).realize()
+    with Context(DEBUG=2):
+        inside = _kernel_lines(run(size))
+    outside = _kernel_lines(run(size + 1))
+    assert len(inside) == 1 and f"E_{size}" in inside[0], f"DEBUG=2 printed {inside}"
+    assert outside == [], f"outside the block nothing is printed, got {outside}"
+
+
+def test_contexts_nest_and_override_the_environment(monkeypatch):
+    monkeypatch.setenv("COMPILE_WORKER_JOBS", "7")
+    getenv.cache_clear()
+    try:
+        assert getenv("COMPILE_WORKER_JOBS", 2000) == 7
+        with Context(COMPILE_WORKER_JOBS=3, DEBUG=1):
+            assert getenv("COMPILE_WORKER_JOBS", 2000) == 3 and getenv("DEBUG", 0) == 1
+            with Context(DEBUG=4):
+                assert getenv("DEBUG", 0) == 4 and getenv("COMPILE_WORKER_JOBS", 2000) == 3
+            assert getenv("DEBUG", 0) == 1
+        assert getenv("COMPILE_WORKER_JOBS", 2000) == 7
+    finally:
+        getenv.cache_clear()
+
+
+def test_a_context_belongs_to_its_thread():
+    seen = []
+    started, release = threading.Event(), threading.Event()
+
+    def other():
+        started.wait()
+        seen.append(getenv("DEBUG", 0))
+        release.set()
+    thread = threading.Thread(target=other)
+    thread.start()
+    with Context(DEBUG=3):
+        started.set()
+        release.wait(10)
+    thread.join()
+    assert seen == [getenv("DEBUG", 0)] and seen[0] != 3
