@@ -10,13 +10,15 @@ import math
 import os
 import pathlib
 from contextvars import ContextVar
-from typing import Any, Iterable, TypeVar
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping, TypeVar
 
 T = TypeVar("T")
 
 
 # settings set by `with Context(...)`: per thread and per asyncio task, like the switches
-_OVERRIDES: ContextVar[dict[str, Any]] = ContextVar("lazyten_settings", default={})
+_OVERRIDES: ContextVar[Mapping[str, Any]] = ContextVar("lazyten_settings",
+                                                      default=MappingProxyType({}))
 
 
 def getenv(key: str, default=0):
