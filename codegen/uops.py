@@ -41,9 +41,22 @@ class UOp:
     arg: Any = None
     loops: frozenset = field(default_factory=frozenset)
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # operands by kind; format_uops numbers them
         dt = self.dtype.name if self.dtype is not None else ""
-        return f"{self.uop.name:<13} {dt:<8} {[id(v) % 10000 for v in self.vin]} {self.arg}"
+        return f"{self.uop.name:<13} {dt:<8} {[v.uop.name for v in self.vin]} {self.arg}"
+
+
+def format_uops(uops: list[UOp]) -> str:
+    """The linear IR as DEBUG=5 prints it: one numbered line per uop, operands given by the
+    numbers of the uops that compute them."""
+    number = {id(u): i for i, u in enumerate(uops)}
+    lines = []
+    for i, u in enumerate(uops):
+        dt = (u.dtype.name + (f"x{u.dtype.count}" if u.dtype.count > 1 else "")) \
+            if u.dtype is not None else ""
+        operands = ", ".join(str(number.get(id(v), "?")) for v in u.vin)
+        lines.append(f"{i:4d} {u.uop.name:<13} {dt:<10} [{operands}] {u.arg}")
+    return "\n".join(lines)
 
 
 # an ACC_READ is never shared: a read after the reduce loops must not reuse the one inside

@@ -15,6 +15,7 @@ from codegen.helpers import debug_level, getenv, prod
 from codegen.linearizer import Linearizer
 from codegen.ops import LoadOps
 from codegen.renderer import ProgramSpec
+from codegen.uops import format_uops
 from lazyten.index_check import raise_if_bad, verify
 from lazyten.lazy import LazyBuffer
 from lazyten.schedule import ScheduleItem, copy_ast, create_schedule
@@ -117,8 +118,7 @@ def _lower(ast, runtime) -> ProgramSpec:
     if debug_level() >= 3:
         log(f"--- AST of {spec.name} ---\n{ast}")
     if debug_level() >= 5:
-        log(f"--- linear IR of {spec.name} ---\n" + "\n".join(
-            f"{i:4d} {u}" for i, u in enumerate(kernel.uops)))
+        log(f"--- linear IR of {spec.name} ---\n{format_uops(kernel.uops)}")
     if debug_level() >= 4:
         log(f"--- source of {spec.name} ---\n{spec.src}")
     return spec

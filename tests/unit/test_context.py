@@ -60,3 +60,19 @@ def test_a_context_belongs_to_its_thread():
         release.wait(10)
     thread.join()
     assert seen == [getenv("DEBUG", 0)] and seen[0] != 3
+
+
+def test_debug5_numbers_uops_and_operands_name_earlier_lines():
+    size = 3 + np.random.default_rng().integers(1000)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), Context(DEBUG=5):
+        (Tensor(np.ones((size, 5), np.float32)).sum(1) * 2).realize()
+    text = err.getvalue()
+    ir = text.split("--- linear IR of")[1].split("\n---")[0].splitlines()[1:]
+    assert ir, f"no linear IR printed:\n{text[:2000]}"
+    for i, line in enumerate(ir):
+        number, _, rest = line.strip().partition(" ")
+        assert int(number) == i, line
+        operands = rest[rest.index("[") + 1:rest.index("]")]
+        for ref in filter(None, (o.strip() for o in operands.split(","))):
+            assert 0 <= int(ref) < i, f"uop {i} reads {ref}, not an earlier uop: {line}"
