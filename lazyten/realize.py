@@ -93,6 +93,8 @@ def prepare(kernels: list[tuple]) -> None:
         saved = runtime.compiler.load_program(disk_key) if debug_level() < 5 else None
         if saved is not None:
             spec, binary = saved
+            if debug_level() >= 3:  # as if lowered here: the dumps do not depend on the cache
+                log(f"--- AST of {spec.name} (from the program cache) ---\n{ast}")
             if debug_level() >= 4:
                 log(f"--- source of {spec.name} (from the program cache) ---\n{spec.src}")
             _PROGRAMS[key] = (spec, runtime.program(spec, binary))

@@ -76,3 +76,21 @@ def test_debug5_numbers_uops_and_operands_name_earlier_lines():
         operands = rest[rest.index("[") + 1:rest.index("]")]
         for ref in filter(None, (o.strip() for o in operands.split(","))):
             assert 0 <= int(ref) < i, f"uop {i} reads {ref}, not an earlier uop: {line}"
+
+
+def test_debug3_prints_the_ast_also_for_a_kernel_from_the_disk_cache(tmp_path):
+    """A second process finds the kernel in the disk cache and skips lowering; DEBUG=3
+    must still show its AST."""
+    import os
+    import subprocess
+    import sys
+    program = ("import numpy as np\nfrom lazyten import Tensor\n"
+               "(Tensor(np.ones((3, 5), np.float32)).sum(1) * 2).realize()\n")
+    env = dict(os.environ, CACHEDIR=str(tmp_path), DEBUG="3")
+    runs = [subprocess.run([sys.executable, "-c", program], env=env, capture_output=True,
+                           text=True, timeout=300) for _ in range(2)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-2000:]
+    assert "--- AST of" in runs[0].stderr
+    assert "--- AST of" in runs[1].stderr and "from the program cache" in runs[1].stderr, \
+        f"the cached run printed no AST:\n{runs[1].stderr[-2000:]}"
