@@ -4,6 +4,8 @@ print what DEBUG asks for (to stderr).
 """
 from __future__ import annotations
 import atexit
+import hashlib
+import os
 from collections import OrderedDict
 from functools import partial
 import sys
@@ -90,7 +92,8 @@ def prepare(kernels: list[tuple]) -> None:
         runtime = get_runtime(device)
         # the disk cache by AST skips lowering; DEBUG=5 wants the linear IR, so it lowers
         disk_key = f"{runtime.renderer.kernel_options!r}\n{ast.key()!r}"
-        saved = runtime.compiler.load_program(disk_key) if debug_level() < 5 else None
+        lowers = debug_level() >= 5 or getenv("DEBUG_DIR", "")  # they want the uops too
+        saved = runtime.compiler.load_program(disk_key) if not lowers else None
         if saved is not None:
             spec, binary = saved
             if debug_level() >= 3:  # as if lowered here: the dumps do not depend on the cache
@@ -123,7 +126,28 @@ def _lower(ast, runtime) -> ProgramSpec:
         log(f"--- linear IR of {spec.name} ---\n{format_uops(kernel.uops)}")
     if debug_level() >= 4:
         log(f"--- source of {spec.name} ---\n{spec.src}")
+    if getenv("DEBUG_DIR", ""):
+        _write_stages(getenv("DEBUG_DIR", ""), spec.name, ast,
+                      {"ast": str(ast), "uops": format_uops(kernel.uops), "src": spec.src})
     return spec
+
+
+_DUMP_FAILED: list[str] = []
+
+
+def _write_stages(directory: str, name: str, ast, stages: dict[str, str]) -> None:
+    """DEBUG_DIR: each stage of a kernel in its own file, `<name>-<ast digest>.<stage>`, so
+    the files of two runs pair up by name and diff (`diff -r run1 run2`)."""
+    digest = hashlib.sha256(repr(ast.key()).encode()).hexdigest()[:10]
+    try:
+        os.makedirs(directory, exist_ok=True)
+        for stage, text in stages.items():
+            with open(os.path.join(directory, f"{name}-{digest}.{stage}"), "w") as f:
+                f.write(text if text.endswith("\n") else text + "\n")
+    except OSError as e:
+        if not _DUMP_FAILED:  # say it once; the run goes on without the files
+            _DUMP_FAILED.append(directory)
+            log(f"DEBUG_DIR: cannot write kernel stages to {directory}: {e}")
 
 
 def run_schedule(schedule: list[ScheduleItem]) -> None:

@@ -1,4 +1,5 @@
-"""`with Context(DEBUG=N):` scopes a setting to a block, in one thread, over the environment."""
+"""Debugging aids: `with Context(DEBUG=N):` scopes a setting to a block and thread, the
+DEBUG=3/5 dumps, and DEBUG_DIR's files."""
 import contextlib
 import io
 import threading
@@ -94,3 +95,26 @@ def test_debug3_prints_the_ast_also_for_a_kernel_from_the_disk_cache(tmp_path):
     assert "--- AST of" in runs[0].stderr
     assert "--- AST of" in runs[1].stderr and "from the program cache" in runs[1].stderr, \
         f"the cached run printed no AST:\n{runs[1].stderr[-2000:]}"
+
+
+def test_debug_dir_writes_each_stage_named_so_two_runs_diff(tmp_path):
+    import os
+    import subprocess
+    import sys
+    program = ("import numpy as np\nfrom lazyten import Tensor\n"
+               "(Tensor(np.ones((3, 5), np.float32)).sum(1) * 2).realize()\n"
+               "(Tensor(np.ones((4, 5), np.float32)) + 1).realize()\n")
+    for run in ("a", "b"):  # b finds everything in a's disk cache, and still writes the files
+        env = dict(os.environ, CACHEDIR=str(tmp_path / "cache"), DEBUG_DIR=str(tmp_path / run))
+        done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+    files = sorted(os.listdir(tmp_path / "a"))
+    assert files == sorted(os.listdir(tmp_path / "b")), "the two runs name their files alike"
+    kernels = {f.rsplit(".", 1)[0] for f in files}
+    assert len(kernels) == 2 and {f.rsplit(".", 1)[1] for f in files} == {"ast", "uops", "src"}
+    for name in files:
+        a, b = (tmp_path / "a" / name).read_text(), (tmp_path / "b" / name).read_text()
+        assert a == b and a.strip(), f"{name} differs between identical runs or is empty"
+    reduce = next(k for k in kernels if k.startswith("r_"))
+    assert "SUM" in (tmp_path / "a" / f"{reduce}.ast").read_text()
