@@ -55,17 +55,18 @@ class ClangAllocator(Allocator):
 
 
 class ClangCompiler(Compiler):
-    """C -> shared-object bytes; the key names the compiler's version and the flags."""
-    threaded = True  # the work happens in a subprocess
+    """C -> shared-object bytes; the key names the compiler's version and the flags. Made
+    with no arguments in a compile worker process (runtimes/compile_pool.py)."""
+    threaded = True  # compiles on the pool's threads, and with more cores in its workers
 
-    def __init__(self, cc: str, tmp: str):
+    def __init__(self, cc: str | None = None, tmp: str | None = None):
         super().__init__()
-        self.cc, self.tmp = cc, tmp
+        self.cc, self.tmp = cc or find_compiler(), tmp  # tmp None: the system's temp dir
         try:
-            version = subprocess.run([cc, "--version"], capture_output=True, text=True,
+            version = subprocess.run([self.cc, "--version"], capture_output=True, text=True,
                                      check=True, timeout=30).stdout.splitlines()[0]
         except (OSError, subprocess.SubprocessError, IndexError) as e:
-            raise RuntimeError(f"CLANG: the C compiler {cc} does not run: {e}") from e
+            raise RuntimeError(f"CLANG: the C compiler {self.cc} does not run: {e}") from e
         self.key = f"clang-{version}-{os.uname().machine}-{' '.join(FLAGS)}"
 
     def compile(self, src: str) -> bytes:
