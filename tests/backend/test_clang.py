@@ -91,3 +91,17 @@ def test_a_binary_loads_twice(clang):
     spec, program = get_program(create_schedule([(x + 5).lazydata])[-1].ast, "CLANG")
     again = clang.program(spec, program.binary)  # as from the disk cache: bytes -> dlopen
     assert again.fn is not program.fn
+
+
+def test_a_gpu_dialect_without_work_item_names_says_so():
+    from codegen.linearizer import KernelOptions, Linearizer
+    from codegen.renderer.clang import ClangRenderer
+
+    class NoSpecials(ClangRenderer):
+        kernel_options = KernelOptions(gpu=True, local_size=1)
+    x = Tensor(np.arange(8, dtype=np.float32), device="CPU")
+    ast = create_schedule([(x + 1).lazydata])[-1].ast
+    kernel = Linearizer(ast, NoSpecials.kernel_options).linearize()
+    with pytest.raises(NotImplementedError, match="gidx.*KernelOptions\\(gpu=False\\)"):
+        NoSpecials().render(kernel)
+    assert "for (" in ClangRenderer().render(Linearizer(ast, KernelOptions()).linearize())
