@@ -1,4 +1,10 @@
-"""LinearKernel -> C-style kernel source. OpenCL C and CUDA C are small dialects of this.
+"""LinearKernel -> C-style kernel source. OpenCL C, CUDA C and plain C are small dialects.
+
+Two kinds of target. GPU dialects (`KernelOptions(gpu=True)`, OpenCL, CUDA) get SPECIAL
+work-item indices and must spell them in `specials`. Loop dialects (`gpu=False`, CLANG)
+get the global dims as LOOPs: the outer one runs over two int64 DEFINE_VAR arguments after
+the buffers, [core_start, core_end), the others over their full size, so the runtime calls
+the kernel with (buffers..., 0, n), or splits [0, n) into pieces run on several threads.
 
 Each uop becomes one C statement (a named value), so a dialect only supplies spellings:
 types, the kernel and buffer prefixes, work-item indices, the barrier, and op-table
@@ -65,7 +71,7 @@ def _max(a: str, b: str, dtype: DType) -> str:
 
 
 class CStyleRenderer(Renderer):
-    """Renders GPU kernels as C; dialects override the class attributes below."""
+    """Renders kernels as C; dialects override the class attributes below."""
     kernel_options = KernelOptions(gpu=True, local_size=256)
     kernel_prefix = ""                   # before `void name(...)`
     buffer_prefix = ""                   # address space of buffer arguments
@@ -252,6 +258,10 @@ class CStyleRenderer(Renderer):
             elif u.uop is UOps.SPECIAL:
                 name, size = u.arg
                 kind, dim = name.rstrip("0123456789"), int(name[len(name.rstrip("0123456789")):])
+                if kind not in self.specials:
+                    raise NotImplementedError(
+                        f"{type(self).__name__} has no spelling for work-item index {kind}; "
+                        "a target without work-items uses KernelOptions(gpu=False) (loops)")
                 r[u] = name
                 emit(f"{self.types[u.dtype]} {name} = ({self.types[u.dtype]})"
                      f"{self.specials[kind](dim)};")

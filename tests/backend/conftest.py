@@ -1,15 +1,16 @@
 """Runtime conformance suite: every test taking `device` runs once per device.
 
-CPU always; OPENCL and CUDA when their runtime loads (otherwise they show as skipped, with
-the reason). `DEVICE=NAME pytest tests/backend` checks just that device and fails if it
-cannot load. The NULL device computes nothing, so only tests marked `null_ok` run on it.
+CPU always; every other runtime in the registry (runtimes.RUNTIMES) when it loads, otherwise
+it shows as skipped, with the reason. `DEVICE=NAME pytest tests/backend` checks just that
+device and fails if it cannot load. The NULL device computes nothing: it runs only when
+chosen, and then only tests marked `null_ok`.
 """
 import pytest
 
 from codegen.helpers import getenv
-from runtimes import canonical, get_runtime
+from runtimes import RUNTIMES, canonical, get_runtime
 
-OPTIONAL = ("OPENCL", "CUDA")
+OPTIONAL = [name for name in RUNTIMES if name not in ("CPU", "NULL")]  # NULL: only by DEVICE=
 
 
 def _device_params() -> list:

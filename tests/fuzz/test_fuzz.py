@@ -21,8 +21,8 @@ from fuzz.minimize import minimize
 from fuzz.run import check_forward, check_gradients
 
 # programs per test in CI: sized so the fuzzer adds about a minute to the suite on 2 cores
-FORWARD_EXAMPLES = {"CPU": 600, "OPENCL": 60}
-GRADIENT_EXAMPLES = {"CPU": 300, "OPENCL": 20}
+FORWARD_EXAMPLES = {"CPU": 600, "OPENCL": 60, "CLANG": 60}
+GRADIENT_EXAMPLES = {"CPU": 300, "OPENCL": 20, "CLANG": 20}
 CHUNK = 20  # programs per hypothesis run in the timed mode (one seed each)
 SHOWN = 6  # distinct failures printed in full
 MINIMIZE_SECONDS = (5, 20)  # shrinking each distinct failure, and all of them, per test
@@ -30,11 +30,12 @@ MINIMIZE_SECONDS = (5, 20)  # shrinking each distinct failure, and all of them, 
 
 def _devices() -> list:
     params = ["CPU"]
-    try:
-        get_runtime("OPENCL")
-        params.append("OPENCL")
-    except Exception as e:  # a missing package or driver: report, don't fail
-        params.append(pytest.param("OPENCL", marks=pytest.mark.skip(reason=f"OPENCL: {e}")))
+    for name in ("OPENCL", "CLANG"):
+        try:
+            get_runtime(name)
+            params.append(name)
+        except Exception as e:  # a missing package, driver or compiler: report, don't fail
+            params.append(pytest.param(name, marks=pytest.mark.skip(reason=f"{name}: {e}")))
     return params
 
 

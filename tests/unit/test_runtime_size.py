@@ -9,7 +9,7 @@ MODULES = sorted(p for p in RUNTIMES.glob("*.py")
 
 
 def test_runtimes_are_found():
-    assert {"cpu_llvm.py", "opencl.py", "cuda.py", "null.py"} <= {p.name for p in MODULES}
+    assert {"cpu_llvm.py", "opencl.py", "cuda.py", "null.py", "clang.py"} <= {p.name for p in MODULES}
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
