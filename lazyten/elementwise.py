@@ -345,7 +345,8 @@ class ElementwiseMixin:
         exact = {dtypes.float16: 2.0 ** 10, dtypes.bfloat16: 2.0 ** 7,
                  dtypes.float32: 2.0 ** 23}.get(self.dtype, 2.0 ** 52)
         keep = (self.abs() >= exact) | self.isnan()
-        return keep.where(self, rounded).detach()
+        # a rounded value has its input's sign, also when it is zero (trunc(-0.4) is -0.0)
+        return keep.where(self, rounded.detach().copysign(self.detach())).detach()
 
     def floor(self):
         if not self.dtype.is_float:

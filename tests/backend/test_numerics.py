@@ -292,3 +292,20 @@ def test_constants_beyond_the_dtype_round_to_infinity(device, dtype):
         big = float(np.finfo(np.float32).max) * (1 + 2.0 ** -30)
         np.testing.assert_array_equal((x * big).numpy(),
                                       np.float32([np.finfo(np.float32).max, -np.inf]))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_rounding_keeps_the_sign_of_zero(device, dtype):
+    """trunc/floor/ceil/round give numpy's values and signs: trunc(-0.4), ceil(-0.4),
+    round(-0.4) and every rounding of -0.0 are -0.0 (they were +0.0)."""
+    vals = np.array([-0.0, 0.0, -0.4, 0.4, -0.5, 0.5, -1.5, 2.5, -2.6, 3.7, -1e30,
+                     np.inf, -np.inf, np.nan], np.float32)
+    x = Tensor(vals, device=device).cast(dtype)
+    exact_in = x.float().numpy().astype(np.float64)  # the inputs as the dtype holds them
+    for name, ref_fn in [("trunc", np.trunc), ("floor", np.floor), ("ceil", np.ceil),
+                         ("round", np.round)]:
+        got = getattr(x, name)().float().numpy().astype(np.float64)
+        ref = ref_fn(exact_in)
+        np.testing.assert_array_equal(got, ref, err_msg=f"{name} on {dtype}")
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(ref),
+                                      err_msg=f"sign of {name} on {dtype}: {got} vs {ref}")
