@@ -178,7 +178,9 @@ class Tanh(Function):
         t = u.e(BinaryOps.CMPNE, u.const(1)).e(TernaryOps.WHERE, t, y)
         magnitude = t.e(UnaryOps.NEG).e(BinaryOps.FDIV, t.e(BinaryOps.ADD, t.const(2)))
         negative = x.e(BinaryOps.CMPLT, x.const(0))
-        self.ret = negative.e(TernaryOps.WHERE, magnitude.e(UnaryOps.NEG), magnitude)
+        signed = negative.e(TernaryOps.WHERE, magnitude.e(UnaryOps.NEG), magnitude)
+        # tanh(+-0) is x itself: the sign test above cannot see -0.0
+        self.ret = x.e(BinaryOps.CMPNE, x.const(0)).e(TernaryOps.WHERE, signed, x)
         return self.ret
 
     def backward(self, grad):  # 1 - tanh(x)^2

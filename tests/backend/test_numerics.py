@@ -194,6 +194,16 @@ def test_tanh_keeps_relative_precision_near_zero(device):
         assert ulps(got, want).max() <= bound(device, "tanh", ft)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_odd_functions_keep_the_sign_of_zero(device, dtype):
+    """tanh(-0.0) is -0.0, as in numpy and PyTorch (it was +0.0); so are sin, sinh, atan..."""
+    x = Tensor(np.array([-0.0, 0.0]), device=device).cast(dtype)
+    for name in ("tanh", "sin", "sinh", "asinh", "atanh", "atan", "erf", "expm1", "log1p"):
+        got = getattr(x, name)().float().numpy()
+        assert got.tolist() == [0.0, 0.0] and np.signbit(got).tolist() == [True, False], \
+            f"{name}(-0.0, 0.0) on {dtype} gave {got.tolist()} (signs {np.signbit(got)})"
+
+
 def test_exp_near_overflow(device):
     """exp2(x * log2(e)) rounds the product: up to 62 ulps near x = 88 in float32."""
     x = np.linspace(80, 88.72, 10_001).astype(np.float32)
