@@ -18,12 +18,11 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
 
 from codegen.helpers import getenv
 from codegen.renderer import ProgramSpec
 from codegen.renderer.clang import ClangRenderer
-from runtimes.base import Allocator, Compiler, Program, Runtime
+from runtimes.base import Compiler, HostAllocator, Program, Runtime
 
 FLAGS = ["-O2", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno",
          "-fvisibility=hidden", "-std=c99", "-w"]
@@ -37,21 +36,6 @@ def find_compiler() -> str:
         if path:
             return path
     raise RuntimeError("CLANG needs a C compiler: none of $CC, cc, clang, gcc is on PATH")
-
-
-class ClangAllocator(Allocator):
-    """Host memory: (numpy bytes, address), 64-byte aligned."""
-
-    def _alloc(self, nbytes: int):
-        raw = np.empty(nbytes + 64, dtype=np.uint8)
-        block = raw[(-raw.ctypes.data) % 64:][:nbytes]
-        return (block, block.ctypes.data)
-
-    def copyin(self, dest, src: memoryview) -> None:
-        dest[0][:src.nbytes] = np.frombuffer(src, dtype=np.uint8)
-
-    def copyout(self, dest: memoryview, src) -> None:
-        np.frombuffer(dest, dtype=np.uint8)[:] = src[0][:dest.nbytes]
 
 
 class ClangCompiler(Compiler):
@@ -119,7 +103,7 @@ class ClangRuntime(Runtime):
 
     def __init__(self, name: str, cc: str):
         self.tmp = tempfile.mkdtemp(prefix="lazyten-clang-")
-        super().__init__(name, ClangAllocator(), ClangCompiler(cc, self.tmp),
+        super().__init__(name, HostAllocator(), ClangCompiler(cc, self.tmp),
                          functools.partial(ClangProgram, runtime=self), ClangRenderer())
         atexit.register(shutil.rmtree, self.tmp, ignore_errors=True)
         self._pool: tuple[int, ThreadPoolExecutor] | None = None

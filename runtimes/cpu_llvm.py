@@ -12,12 +12,11 @@ import os
 import time
 
 import llvmlite.binding as llvm
-import numpy as np
 
 from codegen.helpers import getenv
 from codegen.renderer.llvmir import PLAIN, LLVMRenderer
 from codegen.renderer import ProgramSpec
-from runtimes.base import Allocator, Compiler, Program, Runtime
+from runtimes.base import Compiler, HostAllocator, Program, Runtime
 from runtimes.cpu_host import Host, target_machine
 
 
@@ -25,22 +24,6 @@ _TARGET_MACHINE, _PLAIN_MACHINE = target_machine(), target_machine(0)  # the com
 _CPUS = os.cpu_count() or 1
 _CHUNKS_PER_THREAD = 16  # the outer loop is cut into this many pieces per thread
 _MIN_WORK_PER_THREAD = 1 << 16  # below this many loop iterations per thread, stay serial
-
-
-class CPUAllocator(Allocator):
-    """Host memory: (numpy bytes, address), 64-byte aligned for vector loads (a ctypes
-    array type per size cost 10 us an allocation)."""
-
-    def _alloc(self, nbytes: int):
-        raw = np.empty(nbytes + 64, dtype=np.uint8)
-        block = raw[(-raw.ctypes.data) % 64:][:nbytes]
-        return (block, block.ctypes.data)
-
-    def copyin(self, dest, src: memoryview) -> None:
-        dest[0][:src.nbytes] = np.frombuffer(src, dtype=np.uint8)
-
-    def copyout(self, dest: memoryview, src) -> None:
-        np.frombuffer(dest, dtype=np.uint8)[:] = src[0][:dest.nbytes]
 
 
 class LLVMCompiler(Compiler):
@@ -100,4 +83,4 @@ def make_runtime(name: str = "CPU") -> Runtime:
     """The CPU device."""
     compiler = LLVMCompiler()
     program = functools.partial(CPUProgram, host=Host(compiler))  # one engine, one pool
-    return Runtime(name, CPUAllocator(), compiler, program, LLVMRenderer())
+    return Runtime(name, HostAllocator(), compiler, program, LLVMRenderer())

@@ -7,9 +7,9 @@ across threads. half lives in memory as its 16 bits and is converted by the help
 """
 from __future__ import annotations
 
-from codegen.dtypes import DType, dtypes
+from codegen.dtypes import dtypes
 from codegen.linearizer import KernelOptions, LinearKernel
-from codegen.renderer.cstyle import CStyleRenderer, uses
+from codegen.renderer.cstyle import CStyleRenderer, HalfFunctions, uses
 
 _HEADER = ["#include <math.h>", "#include <stdbool.h>",
            "static inline unsigned int as_uint(float f) { union { float f; unsigned int u; } x; "
@@ -40,7 +40,7 @@ _HALF = [
 ]
 
 
-class ClangRenderer(CStyleRenderer):
+class ClangRenderer(HalfFunctions, CStyleRenderer):
     """Plain C functions over host pointers; only the kernel itself is exported."""
     kernel_options = KernelOptions()  # loops with the core_start/core_end thread split
     kernel_prefix = '__attribute__((visibility("default"))) '
@@ -50,18 +50,3 @@ class ClangRenderer(CStyleRenderer):
     def prelude(self, kernel: LinearKernel) -> list[str]:
         half = _HALF if uses(kernel, dtypes.float16) else []
         return _HEADER + half + [f"static {line}" for line in self.bf16_helpers(kernel)]
-
-    def load_half(self, buf: str, idx: str) -> str:
-        return f"h2f({buf}[{idx}])"
-
-    def store_half(self, buf: str, idx: str, value: str) -> str:
-        return f"{buf}[{idx}] = f2h({value})"
-
-    def half_bits(self, x: str) -> str:  # exact: x holds a half value
-        return f"f2h({x})"
-
-    def bits_half(self, bits: str) -> str:
-        return f"h2f({bits})"
-
-    def round_half(self, x: str, src: DType) -> str:
-        return f"h2f({'d2h' if src == dtypes.float64 else 'f2h'}({x}))"

@@ -70,6 +70,26 @@ def _max(a: str, b: str, dtype: DType) -> str:
     return f"({a}>{b} ? {a} : {b})"
 
 
+class HalfFunctions:
+    """half through functions the dialect's prelude defines: h2f (16 bits -> float) and
+    f2h / d2h (float / double -> 16 bits, to nearest even). For CUDA and CLANG."""
+
+    def load_half(self, buf: str, idx: str) -> str:
+        return f"h2f({buf}[{idx}])"
+
+    def store_half(self, buf: str, idx: str, value: str) -> str:
+        return f"{buf}[{idx}] = f2h({value})"
+
+    def half_bits(self, x: str) -> str:  # exact: x holds a half value
+        return f"f2h({x})"
+
+    def bits_half(self, bits: str) -> str:
+        return f"h2f({bits})"
+
+    def round_half(self, x: str, src: DType) -> str:
+        return f"h2f({'d2h' if src == dtypes.float64 else 'f2h'}({x}))"
+
+
 class CStyleRenderer(Renderer):
     """Renders kernels as C; dialects override the class attributes below."""
     kernel_options = KernelOptions(gpu=True, local_size=256)

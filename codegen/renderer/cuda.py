@@ -8,7 +8,7 @@ from __future__ import annotations
 from codegen.dtypes import DType, dtypes
 from codegen.linearizer import LinearKernel
 from codegen.ops import BinaryOps, UnaryOps
-from codegen.renderer.cstyle import CStyleRenderer, uses
+from codegen.renderer.cstyle import CStyleRenderer, HalfFunctions, uses
 
 _HALF = [
     "__device__ float h2f(unsigned short h) { float f; "
@@ -27,7 +27,7 @@ def _math(name: str):
     return render
 
 
-class CUDARenderer(CStyleRenderer):
+class CUDARenderer(HalfFunctions, CStyleRenderer):
     """`extern "C" __global__` functions indexed by blockIdx * blockDim + threadIdx."""
     kernel_prefix = 'extern "C" __global__ '
     smem_prefix = "__shared__ "
@@ -55,18 +55,3 @@ class CUDARenderer(CStyleRenderer):
     def nan(self, dtype: DType) -> str:
         return ("__longlong_as_double(0x7ff8000000000000LL)" if dtype == dtypes.float64
                 else "__int_as_float(0x7fc00000)")
-
-    def load_half(self, buf: str, idx: str) -> str:
-        return f"h2f({buf}[{idx}])"
-
-    def store_half(self, buf: str, idx: str, value: str) -> str:
-        return f"{buf}[{idx}] = f2h({value})"
-
-    def half_bits(self, x: str) -> str:  # exact: x holds a half value
-        return f"f2h({x})"
-
-    def bits_half(self, bits: str) -> str:
-        return f"h2f({bits})"
-
-    def round_half(self, x: str, src: DType) -> str:
-        return f"h2f({'d2h' if src == dtypes.float64 else 'f2h'}({x}))"
