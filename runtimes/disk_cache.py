@@ -4,13 +4,11 @@ Whatever is read back from disk is untrusted input. Nothing is unpickled or exec
 from it: an entry is a plain, versioned file, and it is checked before its payload is
 handed to any loader.
 
-An entry file: the line `LAZYTEN-CACHE 1`, a line with the header's length in bytes, the
-header (JSON: kind, the SHA-256 of the key it was written for, the SHA-256 and size of
-the payload, and the entry's metadata as plain JSON values), then the payload (raw bytes:
-an object file, a driver binary). `get` returns (metadata, payload) only when all of that
-matches the key asked for; any other file (truncated, flipped bits, an entry stored under
-another key, a directory, a symlink, a file of another user or writable by others) is
-ignored, removed where possible, rebuilt by the caller, and reported once under DEBUG>=1.
+An entry is a plain file of verified data (its format: runtimes/cache_entry.py). `get`
+returns (metadata, payload) only when the file is an entry for the key asked for; any
+other file (truncated, flipped bits, an entry stored under another key, a directory, a
+symlink, a file of another user or writable by others) is ignored, removed where
+possible, rebuilt by the caller, and reported once under DEBUG>=1.
 
 Trust: the cache directory must belong to this user and be writable by nobody else; it
 is created 0700, entries 0600. A directory that fails that check is not used (one
@@ -20,8 +18,6 @@ rename), so processes can share one cache. The cache is bounded (`CACHE_MAX_MB`)
 it grows past the bound, the least recently used entries are removed.
 """
 from __future__ import annotations
-import hashlib
-import json
 import os
 import pathlib
 import shutil
@@ -29,18 +25,11 @@ import stat
 import sys
 import tempfile
 import threading
-from typing import Any
 
 from codegen.helpers import debug_level, getenv
+from runtimes.cache_entry import MAGIC, MAX_ENTRY, decode, encode, sha256
 
-MAGIC = b"LAZYTEN-CACHE 1\n"
-MAX_HEADER = 1 << 20      # bytes: a header is a few hundred bytes of JSON plus a source
-MAX_ENTRY = 256 << 20     # bytes: no kernel binary comes near this
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
+__all__ = ["MAGIC", "DiskCache"]
 
 class DiskCache:
     """Entries under `root/<kind>/<2 hex>/<digest>`; see the module docstring."""
@@ -78,7 +67,7 @@ class DiskCache:
             self._reject(path, f"cannot read it ({e.strerror})")
             return None
         try:
-            meta, payload = _parse(data, kind, key)
+            meta, payload = decode(data, kind, key)
         except ValueError as e:
             self._reject(path, str(e))
             return None
@@ -97,10 +86,7 @@ class DiskCache:
         """Store an entry atomically; a failure turns the disk cache off (one warning)."""
         if not self._ready():
             return
-        header = json.dumps({"kind": kind, "key": _sha256(key.encode()),
-                             "payload": _sha256(payload), "size": len(payload),
-                             "meta": meta}).encode()
-        data = MAGIC + b"%d\n" % len(header) + header + payload
+        data = encode(kind, key, meta, payload)
         path = self._path(kind, key)
         try:
             _makedirs(path.parent)
@@ -153,7 +139,7 @@ class DiskCache:
         return None
 
     def _path(self, kind: str, key: str) -> pathlib.Path:
-        digest = _sha256(f"{kind}\n{key}".encode())
+        digest = sha256(f"{kind}\n{key}".encode())
         return self.root / kind / digest[:2] / digest
 
     # ---- size bound ----
@@ -213,31 +199,6 @@ class DiskCache:
         if line not in self.said:
             self.said.add(line)
             print(line, file=sys.stderr)
-
-
-def _parse(data: bytes, kind: str, key: str) -> tuple[dict, bytes]:
-    """(metadata, payload) of an entry file, or ValueError saying what is wrong."""
-    if len(data) > MAX_ENTRY:
-        raise ValueError("it is larger than any entry lazyten writes")
-    if not data.startswith(MAGIC):
-        raise ValueError("it is not a lazyten cache entry of this version")
-    rest = data[len(MAGIC):]
-    line, sep, rest = rest.partition(b"\n")
-    if not sep or not line.isdigit() or int(line) > MAX_HEADER or int(line) > len(rest):
-        raise ValueError("its header length is missing or wrong")
-    try:
-        header: Any = json.loads(rest[:int(line)])
-    except (ValueError, RecursionError):
-        raise ValueError("its header is not valid JSON") from None
-    payload = rest[int(line):]
-    if not isinstance(header, dict) or header.get("kind") != kind or \
-            not isinstance(header.get("meta"), dict):
-        raise ValueError("its header is not a header of this kind of entry")
-    if header.get("key") != _sha256(key.encode()):
-        raise ValueError("it was written for another key")
-    if header.get("size") != len(payload) or header.get("payload") != _sha256(payload):
-        raise ValueError("its payload does not match its digest (truncated or damaged)")
-    return header["meta"], payload
 
 
 def _makedirs(path: pathlib.Path) -> None:
