@@ -1,11 +1,11 @@
-"""Kernel AST -> linear IR (a `LinearKernel`).
+"""An optimised Kernel -> linear IR (a `LinearKernel`).
 
-The AST is one STORE of elementwise ops over LOAD/CONST leaves with at most one REDUCE.
-Every leaf carries a ShapeTracker over the kernel's full shape (before the reduce) or
-its output shape (after it, reduced axes of size 1). The linearizer puts reduced axes
-last, merges axes that every view walks contiguously, then emits loops (CPU) or
-work-item indices (GPU), index math from the ShapeTrackers, the ALU ops, one accumulator
-for the reduce, and the store.
+The Kernel (codegen/kernel.py) holds the loop shape the passes chose: global axes, then
+reduce axes, then upcast axes (the last may be vector lanes). The linearizer emits loops
+(CPU) or work-item indices (GPU) for the global axes, the index math of every leaf from
+its ShapeTracker, the ALU ops once per upcast copy (CSE shares what copies have in
+common), one accumulator per copy for the reduce, and the stores. `linearize(ast,
+target)` is the whole lowering: Kernel, passes, emission.
 """
 from __future__ import annotations
 import itertools
@@ -13,26 +13,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codegen.dtypes import DType, dtypes
-from codegen.helpers import getenv, prod
+from codegen.helpers import prod
+from codegen.kernel import Kernel, Opt, leaves
+from codegen.lanes import along_lanes, lane_window
 from codegen.ops import (BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps,
                          TernaryOps, UnaryOps)
-from codegen.shape.shapetracker import ShapeTracker
+from codegen.opt import optimize
+from codegen.opt.gpu import hardware_dims
 from codegen.shape.symbolic import (AndNode, DivNode, LtNode, ModNode, MulNode, Node,
                                     NumNode, SumNode, Variable)
-from codegen.tiling import TilingMixin
-from codegen.gpu_layout import GPULayoutMixin
+from codegen.target import Target
 from codegen.uops import UOp, UOpGraph, UOps
-
-
-@dataclass
-class KernelOptions:
-    """What the target supports: CPU loops with a thread split, or GPU work-items."""
-    gpu: bool = False
-    max_global: tuple[int, ...] = (2**31 - 1, 65535, 65535)
-    local_size: int = 1  # work-group size the GPU renderer asks for (1 = none)
-    tile: int = 0        # CPU register tiling: most accumulators a reduce may unroll (0 = off)
-    pack: int = 0        # CPU: pack a matmul's strided operand into panels this wide (0 = off)
-    split_reduce: int = 0  # CPU: cut a long reduce with few outputs into at most this many chunks
 
 
 @dataclass
@@ -47,151 +38,128 @@ class LinearKernel:
     mem_bytes: int
     ast: LazyOp
     var_names: list[str] = field(default_factory=list)  # scalar args after the buffers
+    opts: list[Opt] = field(default_factory=list)       # the decisions the passes applied
 
 
-def _leaves(ast: LazyOp) -> list[LazyOp]:
-    return [n for n in ast.walk() if n.op in (BufferOps.LOAD, BufferOps.CONST, BufferOps.STORE)]
+def linearize(ast: LazyOp, target: Target) -> LinearKernel:
+    """Lower one kernel AST for a target: optimise, then emit."""
+    return Linearizer(optimize(Kernel(ast), target), target).linearize()
 
 
-class Linearizer(TilingMixin, GPULayoutMixin):
-    """Builds a LinearKernel from one kernel AST."""
+class Linearizer:
+    """Emits the uops of one optimised Kernel."""
 
-    def __init__(self, ast: LazyOp, opts: KernelOptions | None = None):
-        self.ast, self.opts = ast, opts or KernelOptions()
-        reduces = [n for n in ast.walk() if isinstance(n.op, ReduceOps)]
-        assert len(reduces) <= 1, "a kernel holds at most one reduce"
-        self.reduceop = reduces[0] if reduces else None
-        pre = set(map(id, _leaves(self.reduceop))) if self.reduceop else set()
-        self.sts: dict[int, ShapeTracker] = {id(n): n.arg.st for n in _leaves(ast)}
-        self.pre = pre  # ids of leaves under the reduce (they live in the full shape)
-        self.mem = {id(n) for n in _leaves(ast) if n.op is BufferOps.LOAD}
-        self.out_shape = ast.arg.st.shape
-        first_pre = next((n for n in _leaves(ast) if id(n) in pre), None)
-        self.full_shape = first_pre.arg.st.shape if first_pre else self.out_shape
-        self.upcasts: list[int] = []  # sizes of the trailing axes unrolled into registers
+    def __init__(self, k: Kernel, target: Target):
+        self.k, self.target, self.ast, self.sts = k, target, k.ast, k.sts
+        self.lanes, self.reduce_lanes = k.lanes, k.reduce_lanes
         self.combo: tuple[int, ...] = ()  # the upcast copy being emitted
-        self.lanes = 0  # > 1: the last upcast axis is emitted as vectors of this many lanes
-        self.reduce_lanes = False  # the lane axis is a reduce axis, summed across after the loops
-        self._reorder_and_merge()
-        self.name_shape = (self.full_shape[:self.n_global], self.full_shape[self.n_global:])
-        if self.opts.tile and not getenv("NOOPT", 0):
-            if self.reduceop is not None:
-                self._tile(self._tile_budget())
-            else:
-                self._gather_lanes()
 
-    # ---- shape optimisation ----
-    @property
-    def n_reduce(self) -> int:
-        """Reduce axes that are loops (reduce lanes are an upcast axis)."""
-        loops = len(self.full_shape) - len(self.upcasts)
-        return sum(f != o for f, o in zip(self.full_shape[:loops], self.out_shape[:loops]))
-
-    @property
-    def n_global(self) -> int:
-        """Axes that are loops (CPU) or work-items (GPU): all but reduce and upcast axes."""
-        return len(self.full_shape) - self.n_reduce - len(self.upcasts)
-
-    @property
-    def reduce_shape(self) -> tuple[int, ...]:
-        return self.full_shape[self.n_global:self.n_global + self.n_reduce]
-
-    def _apply(self, fn_full, fn_out, merged: int | None = None) -> bool:
-        """Apply a movement to every tracker; keep it only if no tracker grows a view and,
-        for a merge, the merged axis reads every multi-view tracker affinely: merging the
-        rows of an upsampled view (y // 2, x // 2) would turn its index into a div/mod
-        tangle that no vector lane can follow."""
-        new = {}
-        for key, st in self.sts.items():
-            moved = fn_full(st) if key in self.pre else fn_out(st)
-            if len(moved.views) > len(st.views):
-                return False
-            if merged is not None and len(moved.views) > 1 and \
-                    moved.real_strides(ignore_valid=True)[merged] is None:
-                return False
-            new[key] = moved
-        self.sts = new
-        return True
-
-    def _reorder_and_merge(self) -> None:
-        full, out = self.full_shape, self.out_shape
-        order = ([i for i in range(len(full)) if full[i] == out[i]] +
-                 [i for i in range(len(full)) if full[i] != out[i]])
-        self._apply(lambda st: st.permute(tuple(order)), lambda st: st.permute(tuple(order)))
-        full, out = tuple(full[i] for i in order), tuple(out[i] for i in order)
-        # drop size-1 axes, then merge neighbours of the same kind walked contiguously
-        keep = [i for i in range(len(full)) if full[i] != 1]
-        sq_full, sq_out = tuple(full[i] for i in keep), tuple(out[i] for i in keep)
-        if self._apply(lambda st: st.reshape(sq_full), lambda st: st.reshape(sq_out)):
-            full, out = sq_full, sq_out
-        i = len(full) - 2
-        while i >= 0:
-            same_kind = (full[i] == out[i]) == (full[i + 1] == out[i + 1])
-            if same_kind:
-                m_full = full[:i] + (full[i] * full[i + 1],) + full[i + 2:]
-                m_out = out[:i] + (out[i] * out[i + 1],) + out[i + 2:]
-                if self._apply(lambda st: st.reshape(m_full), lambda st: st.reshape(m_out), i):
-                    full, out = m_full, m_out
-            i -= 1
-        self.full_shape, self.out_shape = full, out
-
-    # ---- code generation ----
     def linearize(self) -> LinearKernel:
-        g = self.g = UOpGraph()
+        k, g = self.k, UOpGraph()
+        self.g = g
         # CPU indexes are 64-bit (free on x86-64, no sign extensions); GPUs prefer 32 bits
-        small = self.opts.gpu and self._max_index() < 2**31 - 1
+        small = self.target.gpu and self._max_index() < 2**31 - 1
         self.idx_dtype = dtypes.int32 if small else dtypes.int64
-        bufs = sorted({n.arg.idx: n.arg.dtype for n in _leaves(self.ast)
+        bufs = sorted({n.arg.idx: n.arg.dtype for n in leaves(self.ast)
                        if isinstance(n.arg, MemBuffer)}.items())
         self.buf_dtypes = [dt for _, dt in bufs]
         self.bufs = {i: g.add(UOps.DEFINE_GLOBAL, None, (), (f"data{i}", dt)) for i, dt in bufs}
-        n_global = self.n_global
-        gsizes = list(self.full_shape[:n_global])
+        gsizes = list(k.global_shape)
         self.global_loops: list[UOp] = []
         self.vars: dict[str, UOp] = {}
-        var_names: list[str] = []
+        self.var_names: list[str] = []
         self.group: tuple[UOp, int] | None = None  # (local index, size) of a group reduce
-        launch = (gsizes or [1], [1] * max(1, n_global))
-        if self.opts.gpu:
-            launch = self._gpu_indices(gsizes)
-        else:
-            for i, s in enumerate(gsizes):
-                if i == 0:  # the outer loop is split across threads by the runtime
-                    var_names = ["core_start", "core_end"]
-                    start = g.add(UOps.DEFINE_VAR, self.idx_dtype, (), "core_start")
-                    end = g.add(UOps.DEFINE_VAR, self.idx_dtype, (), "core_end")
-                else:
-                    start, end = self.const(0), self.const(s)
-                loop = g.add(UOps.LOOP, self.idx_dtype, (start, end), f"gidx{i}")
-                self.global_loops.append(loop)
-                self.vars[f"gidx{i}"] = loop
+        launch = self._gpu_indices(gsizes) if self.target.gpu else self._loops(gsizes)
         self.gidx = [Variable(f"gidx{i}", 0, s - 1) for i, s in enumerate(gsizes)]
         # one copy of the kernel body per upcast combination; CSE shares what they have in common
-        copies = self.upcasts[:-1] if self.lanes else self.upcasts
+        copies = k.upcasts[:-1] if self.lanes else k.upcasts
         combos = list(itertools.product(*(range(u) for u in copies)))
         self.lane = Variable("lane", 0, self.lanes - 1) if self.lanes else None
-        self.reduced = self._reduce(self.reduceop, combos) if self.reduceop else {}
+        self.ridx: list[Node] = []
+        self.reduced = self._reduce(k.reduceop, combos) if k.reduceop else {}
         for self.combo in combos:
             self.cache: dict[int, UOp] = {}
             self._store(self.emit(self.ast.src[0]))
         for loop in reversed(self.global_loops):
             g.end_loop(loop)
-        shape_str = "_".join(map(str, self.name_shape[0] or (1,)))
-        red_str = "_".join(map(str, self.name_shape[1]))
-        name = f"r_{shape_str}_{red_str}" if self.reduceop else f"E_{shape_str}"
         flops, mem = self._estimate()
-        return LinearKernel(name, g.uops, self.buf_dtypes, launch[0], launch[1],
-                            flops, mem, self.ast, var_names)
+        return LinearKernel(self._name(), g.uops, self.buf_dtypes, launch[0], launch[1],
+                            flops, mem, self.ast, self.var_names, list(k.applied))
+
+    def _name(self) -> str:
+        """r_<global>_<reduce> or E_<global>: the loop shape before tiling."""
+        glob, red = self.k.name_shape
+        shape_str = "_".join(map(str, glob or (1,)))
+        return f"r_{shape_str}_{'_'.join(map(str, red))}" if self.k.reduceop else f"E_{shape_str}"
+
+    def _loops(self, gsizes: list[int]) -> tuple[list[int], list[int]]:
+        """CPU: a loop per global axis; the runtime splits the outer one across threads,
+        so its bounds are the arguments core_start and core_end."""
+        g = self.g
+        for i, s in enumerate(gsizes):
+            if i == 0:
+                self.var_names = ["core_start", "core_end"]
+                start = g.add(UOps.DEFINE_VAR, self.idx_dtype, (), "core_start")
+                end = g.add(UOps.DEFINE_VAR, self.idx_dtype, (), "core_end")
+            else:
+                start, end = self.const(0), self.const(s)
+            loop = g.add(UOps.LOOP, self.idx_dtype, (start, end), f"gidx{i}")
+            self.global_loops.append(loop)
+            self.vars[f"gidx{i}"] = loop
+        return gsizes or [1], [1] * max(1, len(gsizes))
+
+    def _gpu_indices(self, gsizes: list[int]) -> tuple[list[int], list[int]]:
+        """GPU: bind the global axes to work-item indices as the gpu_layout pass decided;
+        return (work-groups, work-group size) per hardware dim."""
+        g, k = self.g, self.k
+        names = [f"gidx{i}" for i in range(len(gsizes))]
+        if k.group:
+            self._split(g.add(UOps.SPECIAL, self.idx_dtype, (), ("grp0", prod(gsizes))),
+                        gsizes, names)
+            self.group = (g.add(UOps.SPECIAL, self.idx_dtype, (), ("lidx0", k.group)), k.group)
+            return [prod(gsizes)], [k.group]
+        if not gsizes:
+            return [1], [1]
+        groups, local = [], []
+        for d, dim_axes in enumerate(hardware_dims(len(gsizes), k.flat)):
+            size = prod(gsizes[a] for a in dim_axes)
+            local.append(k.local.get(d, 1))
+            groups.append(-(-size // local[-1]))
+            special = g.add(UOps.SPECIAL, self.idx_dtype, (), (f"gidx{d}", size))
+            self._split(special, [gsizes[a] for a in dim_axes], [names[a] for a in dim_axes])
+        return groups, local
+
+    def _split(self, index: UOp, sizes: list[int], names: list[str]) -> None:
+        """Bind axes (outer to inner) merged into one index: axis = index // inner % size."""
+        inner = 1
+        for j in reversed(range(len(names))):
+            q = index if inner == 1 else self.alu(BinaryOps.IDIV, self.idx_dtype, index,
+                                                  self.const(inner))
+            self.vars[names[j]] = q if j == 0 else self.alu(BinaryOps.MOD, self.idx_dtype, q,
+                                                            self.const(sizes[j]))
+            inner *= sizes[j]
+
+    def _group_loop(self, rsizes: tuple[int, ...]) -> UOp:
+        """Work-item l of a group reduce walks reduce elements l, l+L, l+2L, ... < R."""
+        assert self.group is not None
+        lidx, size = self.group
+        count = self.alu(BinaryOps.IDIV, self.idx_dtype, self.alu(
+            BinaryOps.ADD, self.idx_dtype, self.const(prod(rsizes) + size - 1),
+            self.alu(UnaryOps.NEG, self.idx_dtype, lidx)), self.const(size))
+        loop = self.g.add(UOps.LOOP, self.idx_dtype, (self.const(0), count), "ridx")
+        flat = self.alu(BinaryOps.ADD, self.idx_dtype,
+                        self.alu(BinaryOps.MUL, self.idx_dtype, loop, self.const(size)), lidx)
+        self._split(flat, list(rsizes), [f"ridx{j}" for j in range(len(rsizes))])
+        return loop
 
     def _idxs(self, pre: bool) -> list[Node]:
-        ridx = getattr(self, "ridx", [])
-        n_red = self.n_reduce
+        ridx, n_red = self.ridx, self.k.n_reduce
         lane = [NumNode(0) if self.reduce_lanes and not pre else self.lane] if self.lanes else []
         return (self.gidx + (ridx if pre else [NumNode(0)] * n_red) +
                 [NumNode(c) for c in self.combo] + lane)
 
     def _max_index(self) -> int:
-        return max([prod(self.full_shape)] + [st.size for st in self.sts.values()])
+        return max([prod(self.k.full_shape)] + [st.size for st in self.sts.values()])
 
     def const(self, value: Any, dtype: DType | None = None) -> UOp:
         return self.g.add(UOps.CONST, dtype or self.idx_dtype, (), value)
@@ -224,7 +192,7 @@ class Linearizer(TilingMixin, GPULayoutMixin):
         if self.lane is None or self.reduce_lanes:
             self.g.add(UOps.STORE, None, (buf, self.render_index(idx), value))
             return
-        at0 = self._along_lanes(idx)
+        at0 = along_lanes(idx, self.lane, self.lanes)
         if at0 is not None:
             self.g.add(UOps.STORE, None, (buf, self.render_index(at0), self.widen(value, self.lanes)))
             return
@@ -262,11 +230,11 @@ class Linearizer(TilingMixin, GPULayoutMixin):
     def _leaf(self, node: LazyOp) -> UOp:
         """A scalar where the value is the same in every lane, one vector load where memory
         is contiguous along the lanes, else a vector gathered lane by lane."""
-        idx, valid = self.sts[id(node)].expr_idxs(self._idxs(id(node) in self.pre))
+        idx, valid = self.sts[id(node)].expr_idxs(self._idxs(id(node) in self.k.pre))
         lane = self.lane
         if lane is None or (lane not in idx.vars() and lane not in valid.vars()):
             return self._load(node.arg, idx, valid)
-        window = self._lane_window(idx) if isinstance(node.arg, MemBuffer) else None
+        window = lane_window(idx, lane, self.lanes) if isinstance(node.arg, MemBuffer) else None
         if window is not None and lane in valid.vars():
             if window[1] == list(range(self.lanes)) and node.arg.dtype != dtypes.bool:
                 return self._masked_load(node.arg, window[0], valid)
@@ -311,7 +279,7 @@ class Linearizer(TilingMixin, GPULayoutMixin):
             init = bool(init)
         elif acc_dtype.is_float:
             init = float(init)
-        rsizes = self.reduce_shape
+        rsizes = self.k.reduce_shape
         self.ridx = [Variable(f"ridx{j}", 0, s - 1) for j, s in enumerate(rsizes)]
         if self.group is not None:
             loops = [self._group_loop(rsizes)]
@@ -324,7 +292,7 @@ class Linearizer(TilingMixin, GPULayoutMixin):
         op = BinaryOps.ADD if node.op is ReduceOps.SUM else BinaryOps.MAX
         # an untiled reduce may be reassociated: split into vector lanes and partial sums.
         # A tiled one already has independent accumulators; its vectors run across the tile
-        reassoc = not self.upcasts
+        reassoc = not self.k.upcasts
         accs = []
         for self.combo in combos:
             self.cache = {}
@@ -345,6 +313,14 @@ class Linearizer(TilingMixin, GPULayoutMixin):
             finals = [self._across_lanes(op, acc) for acc in finals]
         return {c: self.cast(acc, src_dtype) for c, acc in zip(combos, finals)}
 
+    def _across_lanes(self, op: BinaryOps, acc: UOp) -> UOp:
+        """Reduce lanes end in one value: combine the lanes pairwise."""
+        parts = [self.extract(acc, k) for k in range(acc.dtype.count)]
+        while len(parts) > 1:
+            pairs = [self.alu(op, parts[0].dtype, a, b) for a, b in zip(parts[::2], parts[1::2])]
+            parts = pairs + parts[len(pairs) * 2:]
+        return parts[0]
+
     def _dtype_of(self, node: LazyOp) -> DType:
         if node.op in BufferOps:
             return node.arg.dtype
@@ -356,8 +332,9 @@ class Linearizer(TilingMixin, GPULayoutMixin):
 
     def _estimate(self) -> tuple[int, int]:
         """FLOPs (ALU ops times the iterations they run) and bytes of every buffer touched."""
-        full, out = prod(self.full_shape), prod(self.out_shape)
-        pre_ops = set(map(id, self.reduceop.walk())) if self.reduceop else set()
+        k = self.k
+        full, out = prod(k.full_shape), prod(k.out_shape)
+        pre_ops = set(map(id, k.reduceop.walk())) if k.reduceop else set()
         flops = 0
         for n in self.ast.walk():
             if isinstance(n.op, (UnaryOps, BinaryOps, TernaryOps, ReduceOps)) and \
@@ -365,7 +342,7 @@ class Linearizer(TilingMixin, GPULayoutMixin):
                 flops += full if id(n) in pre_ops else out
         mem = 0
         seen = set()
-        for n in _leaves(self.ast):
+        for n in leaves(self.ast):
             if isinstance(n.arg, MemBuffer) and n.arg.idx not in seen:
                 seen.add(n.arg.idx)
                 mem += min(self.sts[id(n)].size, full) * n.arg.dtype.itemsize

@@ -17,10 +17,6 @@ from codegen.shape.shapetracker import ShapeTracker
 from runtimes import Buffer, get_runtime
 
 
-_SPLIT_MIN_REDUCE = 1 << 13  # elements reduced per output before a reduce is split...
-_SPLIT_MAX_OUTPUTS = 1 << 12  # ...when it has fewer outputs than this
-
-
 class LazyBuffer:
     """A lazily computed array: (device, shape via `st`, dtype) plus how to compute it."""
     # flags realized with this base that raise if its indices were out of range
@@ -128,40 +124,8 @@ class LazyBuffer:
             out = LazyBuffer.const_like(identity, new_shape, self.dtype, self.device)
             out.base.checks = self.pending_checks()  # an empty input's bad index still raises
             return out
-        axis = tuple(sorted(axis))
-        split = self._split_reduce(op, axis, new_shape)
-        if split is not None:
-            return split
         return LazyBuffer(self.device, ShapeTracker.from_shape(new_shape), self.dtype, op,
-                          (self,), axis)
-
-    def _split_reduce(self, op: ReduceOps, axis: tuple[int, ...],
-                      new_shape: tuple[int, ...]) -> LazyBuffer | None:
-        """A long reduce into few outputs, in two stages, where the device asks for it.
-
-        One kernel per output row would leave the CPU's threads (which split the outer
-        loop) with almost nothing to share: a conv's weight gradient reduces 147K
-        elements into 150 outputs. So the largest reduced axis is cut into `d` chunks;
-        stage 1 reduces each chunk (d times the outputs), stage 2 reduces the d partials."""
-        outputs = prod(new_shape)
-        if outputs >= _SPLIT_MAX_OUTPUTS or prod(self.shape) < outputs * _SPLIT_MIN_REDUCE:
-            return None
-        chunks = get_runtime(self.device).renderer.kernel_options.split_reduce
-        if not chunks:
-            return None
-        a = max(axis, key=lambda i: (self.shape[i], -i))
-        d = max((c for c in range(2, chunks + 1) if self.shape[a] % c == 0), default=0)
-        if d == 0:
-            return None
-        parts = self.shape[:a] + (d, self.shape[a] // d) + self.shape[a + 1:]
-        inner = tuple(i + (i > a) for i in axis if i != a) + (a + 1,)
-        partial = LazyBuffer(self.device, ShapeTracker.from_shape(
-            tuple(1 if i in inner else s for i, s in enumerate(parts))), self.dtype, op,
-            (self.reshape(parts),), tuple(sorted(inner)))
-        total = LazyBuffer(self.device, ShapeTracker.from_shape(
-            tuple(1 if i in inner or i == a else s for i, s in enumerate(parts))), self.dtype,
-            op, (partial,), (a,))
-        return total.reshape(new_shape)
+                          (self,), tuple(sorted(axis)))
 
     def contiguous(self) -> LazyBuffer:
         """A base with its own memory in row-major order (a copy only if needed)."""

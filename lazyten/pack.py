@@ -6,7 +6,7 @@ floats per k, but consecutive k are a whole row apart: every step of the reduce 
 a new page, hardware prefetchers do not follow, and rows a power of two apart fight for
 the same cache sets. BLAS libraries pack B first; so does this pass.
 
-Rule (for devices whose renderer asks for it with `KernelOptions.pack`, the CPU): in a
+Rule (for devices whose target asks for it with `Target.pack`, the CPU): in a
 kernel with a reduce, a load that reads one buffer through a single unmasked view that
 depends on exactly two axes, the axis `l` the output is contiguous in (the tile's vector
 lanes) and one reduce axis `r`, and is re-read along another output axis (a matmul's B
@@ -46,7 +46,7 @@ def pack_schedule(items: list) -> list:
 def _pack_width(item) -> int:
     if item.ast is None or all(prod(b.shape) * b.dtype.itemsize < _MIN_BYTES for b in item.inputs):
         return 0
-    width = get_runtime(item.out.device).renderer.kernel_options.pack
+    width = get_runtime(item.out.device).renderer.target.pack
     if not width or not any(isinstance(n.op, ReduceOps) for n in item.ast.walk()):
         return 0
     return width

@@ -14,7 +14,9 @@ import weakref
 from typing import Any, NamedTuple
 
 from codegen.helpers import debug_level, getenv, prod
-from codegen.linearizer import Linearizer
+from codegen.kernel import Kernel, format_opts
+from codegen.linearizer import linearize
+from codegen.opt import optimize
 from codegen.ops import LoadOps
 from codegen.renderer import ProgramSpec
 from codegen.uops import format_uops
@@ -91,13 +93,15 @@ def prepare(kernels: list[tuple]) -> None:
         seen.add(key)
         runtime = get_runtime(device)
         # the disk cache by AST skips lowering; DEBUG=5 wants the linear IR, so it lowers
-        disk_key = f"{runtime.renderer.kernel_options!r}\n{ast.key()!r}"
+        disk_key = f"{runtime.renderer.target!r}\n{ast.key()!r}"
         lowers = debug_level() >= 5 or getenv("DEBUG_DIR", "")  # they want the uops too
         saved = runtime.compiler.load_program(disk_key) if not lowers else None
         if saved is not None:
             spec, binary = saved
             if debug_level() >= 3:  # as if lowered here: the dumps do not depend on the cache
+                opts = optimize(Kernel(ast), runtime.renderer.target).applied  # no emission
                 log(f"--- AST of {spec.name} (from the program cache) ---\n{ast}")
+                log(f"--- decisions of {spec.name} ---\n{format_opts(opts)}")
             if debug_level() >= 4:
                 log(f"--- source of {spec.name} (from the program cache) ---\n{spec.src}")
             _PROGRAMS[key] = (spec, runtime.program(spec, binary))
@@ -117,18 +121,20 @@ def prepare(kernels: list[tuple]) -> None:
 
 def _lower(ast, runtime) -> ProgramSpec:
     """AST -> linear IR -> source, with the DEBUG 3-5 dumps."""
-    kernel = Linearizer(ast, runtime.renderer.kernel_options).linearize()
+    kernel = linearize(ast, runtime.renderer.target)
     spec = runtime.renderer.program(kernel)
     Stats.lowered += 1
     if debug_level() >= 3:
         log(f"--- AST of {spec.name} ---\n{ast}")
+        log(f"--- decisions of {spec.name} ---\n{format_opts(kernel.opts)}")
     if debug_level() >= 5:
         log(f"--- linear IR of {spec.name} ---\n{format_uops(kernel.uops)}")
     if debug_level() >= 4:
         log(f"--- source of {spec.name} ---\n{spec.src}")
     if getenv("DEBUG_DIR", ""):
         _write_stages(getenv("DEBUG_DIR", ""), spec.name, ast,
-                      {"ast": str(ast), "uops": format_uops(kernel.uops), "src": spec.src})
+                      {"ast": str(ast), "opts": format_opts(kernel.opts),
+                       "uops": format_uops(kernel.uops), "src": spec.src})
     return spec
 
 

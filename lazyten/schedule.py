@@ -19,6 +19,7 @@ from codegen.ops import (BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer, Red
 from codegen.shape.shapetracker import ShapeTracker
 from lazyten.lazy import LazyBuffer
 from lazyten.pack import pack_schedule
+from lazyten.split import split_reduces
 
 
 @dataclass
@@ -315,6 +316,7 @@ def _rebind(template: list[tuple], nodes: list[LazyBuffer]) -> list[ScheduleItem
 
 
 def _schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
+    split_reduces(outs)  # a schedule pass: rewrites long reduces before fusion is decided
     graph = _Graph(outs)
     items = []
     for base in graph.order:  # sources before consumers

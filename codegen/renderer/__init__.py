@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from codegen.dtypes import DType
-from codegen.linearizer import KernelOptions, LinearKernel
+from codegen.linearizer import LinearKernel
+from codegen.target import Target
 
 
 @dataclass
@@ -29,8 +30,9 @@ class ProgramSpec:
 
 
 class Renderer:
-    """Base class: a renderer names the kernel options it wants and renders a kernel."""
-    kernel_options = KernelOptions()
+    """Base class: a renderer names its target (what the passes may assume) and renders
+    a kernel."""
+    target = Target("loops")
 
     def render(self, kernel: LinearKernel) -> str:
         raise NotImplementedError

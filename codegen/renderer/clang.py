@@ -8,7 +8,8 @@ across threads. half lives in memory as its 16 bits and is converted by the help
 from __future__ import annotations
 
 from codegen.dtypes import dtypes
-from codegen.linearizer import KernelOptions, LinearKernel
+from codegen.linearizer import LinearKernel
+from codegen.target import Target
 from codegen.renderer.cstyle import CStyleRenderer, HalfFunctions, uses
 
 _HEADER = ["#include <math.h>", "#include <stdbool.h>",
@@ -42,7 +43,7 @@ _HALF = [
 
 class ClangRenderer(HalfFunctions, CStyleRenderer):
     """Plain C functions over host pointers; only the kernel itself is exported."""
-    kernel_options = KernelOptions()  # loops with the core_start/core_end thread split
+    target = Target("CLANG")  # loops with the core_start/core_end thread split
     kernel_prefix = '__attribute__((visibility("default"))) '
     float_bits, bits_float = "as_uint", "as_float"
     double_bits, bits_double = "as_ulong", "as_double"

@@ -1,6 +1,6 @@
 """LinearKernel -> C-style kernel source. OpenCL C, CUDA C and plain C are small dialects.
 
-Two kinds of target. GPU dialects (`KernelOptions(gpu=True)`, OpenCL, CUDA) get SPECIAL
+Two kinds of target. GPU dialects (`Target(gpu=True)`, OpenCL, CUDA) get SPECIAL
 work-item indices and must spell them in `specials`. Loop dialects (`gpu=False`, CLANG)
 get the global dims as LOOPs: the outer one runs over two int64 DEFINE_VAR arguments after
 the buffers, [core_start, core_end), the others over their full size, so the runtime calls
@@ -33,7 +33,8 @@ from typing import Callable
 
 from codegen.dtypes import DType, dtypes, round_float
 from codegen.helpers import prod
-from codegen.linearizer import KernelOptions, LinearKernel
+from codegen.linearizer import LinearKernel
+from codegen.target import gpu
 from codegen.ops import BinaryOps, TernaryOps, UnaryOps
 from codegen.renderer import Renderer
 from codegen.uops import UOp, UOps
@@ -92,7 +93,7 @@ class HalfFunctions:
 
 class CStyleRenderer(Renderer):
     """Renders kernels as C; dialects override the class attributes below."""
-    kernel_options = KernelOptions(gpu=True, local_size=256)
+    target = gpu("GPU", local_size=256)
     kernel_prefix = ""                   # before `void name(...)`
     buffer_prefix = ""                   # address space of buffer arguments
     smem_prefix = ""                     # address space of the group-reduce scratch array
@@ -281,7 +282,7 @@ class CStyleRenderer(Renderer):
                 if kind not in self.specials:
                     raise NotImplementedError(
                         f"{type(self).__name__} has no spelling for work-item index {kind}; "
-                        "a target without work-items uses KernelOptions(gpu=False) (loops)")
+                        "a target without work-items uses Target(gpu=False) (loops)")
                 r[u] = name
                 emit(f"{self.types[u.dtype]} {name} = ({self.types[u.dtype]})"
                      f"{self.specials[kind](dim)};")

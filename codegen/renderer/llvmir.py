@@ -12,7 +12,8 @@ from __future__ import annotations
 import hashlib
 
 from codegen.dtypes import DType, dtypes
-from codegen.linearizer import KernelOptions, LinearKernel
+from codegen.linearizer import LinearKernel
+from codegen.target import Target, host_cpu
 from codegen.ops import BinaryOps, TernaryOps, UnaryOps
 from codegen.renderer import ProgramSpec, Renderer, llvm_math
 from codegen.renderer.llvm_casts import (F64_TO_F16, bf16_bits, from_bf16, render_bitcast,
@@ -92,8 +93,11 @@ _IR_MATH = {UnaryOps.EXP2: llvm_math.exp2, UnaryOps.EXP: llvm_math.exp,
 
 
 class LLVMRenderer(Renderer):
-    """Renders CPU kernels as LLVM IR (opaque pointers, LLVM 15+)."""
-    kernel_options = KernelOptions(gpu=False, tile=256, pack=64, split_reduce=32)
+    """Renders CPU kernels as LLVM IR (opaque pointers, LLVM 15+), for a CPU target
+    (default: this machine's, `host_cpu()`)."""
+
+    def __init__(self, target: Target | None = None):
+        self.target = target or host_cpu()
 
     def program(self, kernel: LinearKernel) -> ProgramSpec:
         """The function is named after its body, so kernels that differ only in their
@@ -211,7 +215,8 @@ class LLVMRenderer(Renderer):
         lines = [f"define void @{kernel.name}({', '.join(args)}) #0 {{", "entry:"]
         lines += prologue + body + ["  ret void", "}"]
         lines += sorted(used)
-        lines.append('attributes #0 = { nounwind "no-trapping-math"="true" "prefer-vector-width"="512" }')
+        lines.append('attributes #0 = { nounwind "no-trapping-math"="true" '
+                     f'"prefer-vector-width"="{self.target.vector_bits}" }}')
         if no_unroll:
             lines += ['!0 = !{!"llvm.loop.unroll.disable"}'] + no_unroll
         return "\n".join(lines) + "\n"

@@ -8,7 +8,8 @@ the shared helpers of cstyle.py (as_uint / as_float); a cast to it from float64 
 from __future__ import annotations
 
 from codegen.dtypes import DType, dtypes
-from codegen.linearizer import KernelOptions, LinearKernel
+from codegen.linearizer import LinearKernel
+from codegen.target import gpu
 from codegen.renderer.cstyle import CStyleRenderer, needs_double_bf16, uses
 
 _ROUND_HALF = ("float {name}({type} x) {{ ushort h; vstore_half(x, 0, (half*)&h); "
@@ -38,7 +39,7 @@ class OpenCLRenderer(CStyleRenderer):
                 "grp": lambda d: f"get_group_id({d})"}
 
     def __init__(self, local_size: int = 256):
-        self.kernel_options = KernelOptions(gpu=True, local_size=local_size)
+        self.target = gpu("OPENCL", local_size=local_size)
 
     def prelude(self, kernel: LinearKernel) -> list[str]:
         lines = []

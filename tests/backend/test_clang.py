@@ -94,14 +94,15 @@ def test_a_binary_loads_twice(clang):
 
 
 def test_a_gpu_dialect_without_work_item_names_says_so():
-    from codegen.linearizer import KernelOptions, Linearizer
+    from codegen.linearizer import linearize
+    from codegen.target import Target, gpu
     from codegen.renderer.clang import ClangRenderer
 
     class NoSpecials(ClangRenderer):
-        kernel_options = KernelOptions(gpu=True, local_size=1)
+        target = gpu("NOSPECIALS", local_size=1)
     x = Tensor(np.arange(8, dtype=np.float32), device="CPU")
     ast = create_schedule([(x + 1).lazydata])[-1].ast
-    kernel = Linearizer(ast, NoSpecials.kernel_options).linearize()
-    with pytest.raises(NotImplementedError, match="gidx.*KernelOptions\\(gpu=False\\)"):
+    kernel = linearize(ast, NoSpecials.target)
+    with pytest.raises(NotImplementedError, match="gidx.*Target\\(gpu=False\\)"):
         NoSpecials().render(kernel)
-    assert "for (" in ClangRenderer().render(Linearizer(ast, KernelOptions()).linearize())
+    assert "for (" in ClangRenderer().render(linearize(ast, Target("loops")))

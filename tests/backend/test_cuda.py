@@ -211,12 +211,12 @@ def _every_primitive_ast():
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 def test_every_primitive_renders_valid_cuda(tmp_path):
-    from codegen.linearizer import Linearizer
+    from codegen.linearizer import linearize
     from codegen.renderer.cuda import CUDARenderer
     renderer, seen, lines = CUDARenderer(), set(), []
     asts = _every_primitive_ast()
     for i, ast in enumerate(asts):
-        kernel = Linearizer(ast, renderer.kernel_options).linearize()
+        kernel = linearize(ast, renderer.target)
         for line in renderer.render(kernel).splitlines():
             if line.startswith("__device__"):  # shared helpers: once per file
                 if line in seen:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from codegen.dtypes import dtypes
-from codegen.linearizer import Linearizer
+from codegen.linearizer import linearize
 from codegen.renderer.llvmir import LLVMRenderer
 from codegen.uops import UOps
 from lazyten import Tensor
@@ -272,7 +272,7 @@ def test_vector_casts(device, src, dst):
     out = Tensor(x, device=device, dtype=src).max(axis=0).cast(dst)
     if device == "CPU":
         (item,) = [i for i in create_schedule([out.lazydata]) if i.ast is not None]
-        kernel = Linearizer(item.ast, LLVMRenderer.kernel_options).linearize()
+        kernel = linearize(item.ast, LLVMRenderer().target)
         # float64 -> float16 is a scalar helper call per lane (no libcall for a vector)
         per_lane = (src, dst) == (dtypes.float64, dtypes.float16)
         assert any(u.uop is UOps.CAST and u.vin[0].dtype.count > 1 and

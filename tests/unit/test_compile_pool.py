@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 
-from codegen.linearizer import Linearizer
+from codegen.linearizer import linearize
 from lazyten import Tensor
 from lazyten.schedule import create_schedule
 from runtimes import CompileError, get_runtime
@@ -85,16 +85,16 @@ def test_kernels_that_differ_only_in_length_share_a_function():
     renderer = get_runtime("CPU").renderer
     sizes = [13, 840, 10080]
     outs = [Tensor(np.arange(n, dtype=np.float32)) * 1.5 - 2 for n in sizes]
-    specs = [renderer.program(Linearizer(create_schedule([o.lazydata])[-1].ast,
-                                         renderer.kernel_options).linearize()) for o in outs]
+    specs = [renderer.program(linearize(create_schedule([o.lazydata])[-1].ast,
+                                        renderer.target)) for o in outs]
     assert [s.name for s in specs] == [f"E_{n}" for n in sizes]
     assert len({s.src for s in specs}) == 1 and len({s.entry for s in specs}) == 1
     for n, out in zip(sizes, outs):
         np.testing.assert_allclose(out.numpy(), np.arange(n, dtype=np.float32) * 1.5 - 2)
     # a different body gets a different function
     other = Tensor(np.arange(13, dtype=np.float32)) * 2.5 - 2
-    spec = renderer.program(Linearizer(create_schedule([other.lazydata])[-1].ast,
-                                       renderer.kernel_options).linearize())
+    spec = renderer.program(linearize(create_schedule([other.lazydata])[-1].ast,
+                                      renderer.target))
     assert spec.entry != specs[0].entry
 
 

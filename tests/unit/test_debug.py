@@ -95,6 +95,9 @@ def test_debug3_prints_the_ast_also_for_a_kernel_from_the_disk_cache(tmp_path):
     assert "--- AST of" in runs[0].stderr
     assert "--- AST of" in runs[1].stderr and "from the program cache" in runs[1].stderr, \
         f"the cached run printed no AST:\n{runs[1].stderr[-2000:]}"
+    decisions = [run.stderr.split("--- decisions of")[1].split("\n---")[0].split("\n***")[0]
+                 for run in runs]
+    assert decisions[0] == decisions[1], "the cached run prints the same decisions"
 
 
 def test_debug_dir_writes_each_stage_named_so_two_runs_diff(tmp_path):
@@ -112,9 +115,12 @@ def test_debug_dir_writes_each_stage_named_so_two_runs_diff(tmp_path):
     files = sorted(os.listdir(tmp_path / "a"))
     assert files == sorted(os.listdir(tmp_path / "b")), "the two runs name their files alike"
     kernels = {f.rsplit(".", 1)[0] for f in files}
-    assert len(kernels) == 2 and {f.rsplit(".", 1)[1] for f in files} == {"ast", "uops", "src"}
+    assert len(kernels) == 2 and {f.rsplit(".", 1)[1] for f in files} == \
+        {"ast", "opts", "uops", "src"}
     for name in files:
         a, b = (tmp_path / "a" / name).read_text(), (tmp_path / "b" / name).read_text()
         assert a == b and a.strip(), f"{name} differs between identical runs or is empty"
     reduce = next(k for k in kernels if k.startswith("r_"))
     assert "SUM" in (tmp_path / "a" / f"{reduce}.ast").read_text()
+    assert "MERGE" in (tmp_path / "a" / f"{reduce}.opts").read_text() or \
+        "(none)" in (tmp_path / "a" / f"{reduce}.opts").read_text()

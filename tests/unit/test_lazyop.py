@@ -7,7 +7,7 @@ took 18.8 s at n = 3 and over a minute at n = 4.
 """
 import numpy as np
 
-from codegen.linearizer import Linearizer
+from codegen.linearizer import linearize
 from codegen.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, UnaryOps
 from codegen.renderer.llvmir import LLVMRenderer
 from codegen.dtypes import dtypes
@@ -50,7 +50,7 @@ def test_repeated_round_chain_lowers_to_linear_uops_and_computes():
     counts = []
     for n in (10, 20, 30):
         out = chain(n, Tensor(x))
-        kernel = Linearizer(kernel_ast(out), LLVMRenderer.kernel_options).linearize()
+        kernel = linearize(kernel_ast(out), LLVMRenderer().target)
         counts.append(len(kernel.uops))
         want = x.copy()
         for _ in range(n):

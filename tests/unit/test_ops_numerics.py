@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from codegen.dtypes import dtypes
-from codegen.linearizer import Linearizer
+from codegen.linearizer import linearize
 from codegen.renderer.llvmir import LLVMRenderer
 from lazyten import Tensor
 from lazyten.schedule import create_schedule
@@ -15,7 +15,8 @@ from lazyten.schedule import create_schedule
 
 def llvm_source(out: Tensor) -> str:
     (item,) = [i for i in create_schedule([out.lazydata]) if i.ast is not None]
-    return LLVMRenderer().render(Linearizer(item.ast, LLVMRenderer.kernel_options).linearize())
+    renderer = LLVMRenderer()
+    return renderer.render(linearize(item.ast, renderer.target))
 
 
 def test_division_renders_fdiv_without_reciprocal_flags():

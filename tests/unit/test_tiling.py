@@ -11,7 +11,12 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from codegen.dtypes import dtypes
-from codegen.linearizer import KernelOptions, Linearizer
+from dataclasses import dataclass, replace
+
+from codegen.kernel import Kernel
+from codegen.linearizer import LinearKernel, Linearizer
+from codegen.opt import optimize
+from codegen.target import cpu
 from codegen.uops import UOps
 from lazyten import Tensor
 from lazyten.schedule import create_schedule
@@ -28,14 +33,22 @@ def rnd(shape, dtype=np.float32, seed=0):
     return rng.standard_normal(shape).astype(dtype)
 
 
-def linearized(t: Tensor, tile: int = 256) -> Linearizer:
-    item = create_schedule([t.lazydata])[-1]  # the kernel that computes t
-    lin = Linearizer(item.ast, KernelOptions(tile=tile))
-    lin.kernel = lin.linearize()
-    return lin
+@dataclass
+class Lowered:
+    k: Kernel              # the optimised kernel: its lanes, upcasts, shape
+    kernel: LinearKernel   # its uops
 
 
-def scalar_input_loads(lin: Linearizer) -> list:
+def linearized(t: Tensor, tile: int = 256) -> Lowered:
+    """The kernel that computes t, lowered for an AVX-512 CPU (16 float lanes) with a
+    budget of `tile` accumulators (0: no tiling)."""
+    item = create_schedule([t.lazydata])[-1]
+    target = replace(cpu(512), tile=tile)
+    k = optimize(Kernel(item.ast), target)
+    return Lowered(k, Linearizer(k, target).linearize())
+
+
+def scalar_input_loads(lin: Lowered) -> list:
     """Loads of one element from an input buffer: what a lane-by-lane gather emits, and
     what a load of the span the lanes touch (one vector load, then a shuffle) avoids."""
     return [u for u in lin.kernel.uops if u.uop is UOps.LOAD and u.dtype.count == 1
@@ -45,16 +58,16 @@ def scalar_input_loads(lin: Linearizer) -> list:
 def test_matmul_tiles_into_vector_accumulators():
     a, b = Tensor(rnd((128, 128))), Tensor(rnd((128, 128), seed=1))
     lin = linearized(a @ b)
-    assert lin.lanes == 16, "the output-contiguous axis should become 16 vector lanes"
-    accs = [u for u in lin.g.uops if u.uop is UOps.DEFINE_ACC]
+    assert lin.k.lanes == 16, "the output-contiguous axis should become 16 vector lanes"
+    accs = [u for u in lin.kernel.uops if u.uop is UOps.DEFINE_ACC]
     assert sum(u.dtype.count for u in accs) == 256, "a 4 x 64 tile of accumulators"
     assert all(u.dtype == dtypes.float32.vec(16) for u in accs)
     # without tiling: one scalar accumulator
     plain = linearized(a @ b, tile=0)
-    assert [u.dtype for u in plain.g.uops if u.uop is UOps.DEFINE_ACC] == [dtypes.float32]
+    assert [u.dtype for u in plain.kernel.uops if u.uop is UOps.DEFINE_ACC] == [dtypes.float32]
     # a small kernel gets a small tile: it buys little run time and costs compile time
     small = linearized(Tensor(rnd((16, 16))) @ Tensor(rnd((16, 64), seed=1)))
-    assert sum(u.dtype.count for u in small.g.uops if u.uop is UOps.DEFINE_ACC) <= 16
+    assert sum(u.dtype.count for u in small.kernel.uops if u.uop is UOps.DEFINE_ACC) <= 16
 
 
 @settings(max_examples=40, deadline=None)
@@ -264,7 +277,7 @@ def test_weight_gradient_reduces_in_lanes(batch, cout, cin, k, ow, op, dtype):
             ref[:, :, ky, kx] = getattr(prod, op)(axis=(0, 3, 4))
     if ow % 8 == 0 and (cout > 1 or k > 1):
         lin = linearized(out)
-        assert lin.reduce_lanes and lin.lanes == (16 if ow % 16 == 0 else 8)
+        assert lin.k.reduce_lanes and lin.k.lanes == (16 if ow % 16 == 0 else 8)
     tol = 1e-4 if dtype == np.float32 else 1e-10
     np.testing.assert_allclose(out.numpy(), ref, rtol=tol, atol=tol)
 
@@ -287,7 +300,7 @@ def test_pool_lanes_gather_from_a_span(size, k, stride, op):
             ref[:, :, oy, ox] = getattr(win, op)(axis=(-2, -1))
     if 8 < out_len <= 16 or out_len % 8 == 0:
         lin = linearized(out)
-        assert lin.lanes >= 8 and scalar_input_loads(lin) == []
+        assert lin.k.lanes >= 8 and scalar_input_loads(lin) == []
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-6)
 
 
@@ -314,7 +327,7 @@ def test_long_row_reduces_stream_several_rows(rows, cols, op):
     out = getattr(Tensor(x), op)(axis=1)
     if rows % 2 == 0 and cols % 8 == 0 and cols >= 256:
         lin = linearized(out)
-        assert lin.reduce_lanes and len(lin.upcasts) == 2
+        assert lin.k.reduce_lanes and len(lin.k.upcasts) == 2
     want = getattr(x.astype(np.float64), op)(axis=1)
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-3)
 
@@ -334,8 +347,8 @@ def test_upsampled_reads_take_vector_lanes(h, w, factor):
     row = w * factor
     if row % 8 == 0 or 8 < row <= 16:
         lin = linearized(out)
-        assert lin.lanes in (8, 16, row) and lin.full_shape[-1] == lin.lanes
-        if lin.lanes % factor == 0:  # lanes see the same pattern in every vector: the span
+        assert lin.k.lanes in (8, 16, row) and lin.k.full_shape[-1] == lin.k.lanes
+        if lin.k.lanes % factor == 0:  # lanes see the same pattern in every vector: the span
             assert scalar_input_loads(lin) == []
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-6, atol=1e-6)
 
@@ -356,7 +369,7 @@ def test_padded_copies_take_masked_vector_loads(h, w, left, right, top, dtype):
     if (left or right) and dtype != np.bool_:
         lin = linearized(out)
         if (w, left, right) == (8, 4, 4):
-            assert lin.lanes == 16  # 16-wide rows
-        if lin.lanes:
+            assert lin.k.lanes == 16  # 16-wide rows
+        if lin.k.lanes:
             assert scalar_input_loads(lin) == []
     np.testing.assert_array_equal(out.numpy(), ref)

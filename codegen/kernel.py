@@ -1,0 +1,255 @@
+"""One kernel being optimised: its loop shape, the ShapeTrackers of its leaves, and the
+decisions (`Opt`s) applied to it so far.
+
+A kernel AST is one STORE of elementwise ops over LOAD/CONST leaves with at most one
+REDUCE. Every leaf's ShapeTracker views the kernel's full shape (leaves under the reduce)
+or its output shape (the others: reduced axes have size 1). A `Kernel` keeps the two
+shapes and the trackers in step while the passes (codegen/opt/) reshape and permute
+them. Its axes are, in order: global axes (loops on a CPU, work-items on a GPU), reduce
+axes, then upcast axes (unrolled into registers; the last may be vector lanes).
+
+Every change goes through `Kernel.apply(opt)`, so what the passes decided is a list of
+values (`Kernel.applied`) that DEBUG=3 prints and DEBUG_DIR writes.
+"""
+from __future__ import annotations
+import copy
+from dataclasses import dataclass
+from enum import Enum, auto
+from typing import Callable
+
+from codegen.ops import BufferOps, LazyOp, ReduceOps
+from codegen.shape.shapetracker import ShapeTracker
+
+
+class OptOps(Enum):
+    """The kinds of decision a pass can make."""
+    SQUEEZE = auto()       # drop the size-1 axes
+    MERGE = auto()         # merge `axis` with axis + 1 (both walked contiguously)
+    UPCAST = auto()        # split global `axis` by `amount`; the new axis is unrolled in registers
+    LANES = auto()         # the last upcast axis (`amount` wide) becomes vector lanes
+    REDUCE_LANES = auto()  # split the innermost reduce axis: `amount` lanes across it
+    OUTER = auto()         # move `axis` outermost (the loop the threads split)
+    GROUP = auto()         # GPU: one work-group of `amount` work-items per output reduces together
+    LOCAL = auto()         # GPU: hardware dim `axis` gets work-groups of `amount` work-items
+    FLATTEN = auto()       # GPU: every global axis goes into hardware dim 0
+
+
+@dataclass(frozen=True)
+class Opt:
+    """One decision: what to do, to which axis, how much, and why (for the reader)."""
+    op: OptOps
+    axis: int = 0
+    amount: int = 0
+    why: str = ""
+
+    def __str__(self) -> str:
+        what = self.op.name if self.op is OptOps.SQUEEZE else \
+            f"{self.op.name} axis={self.axis}" + (f" amount={self.amount}" if self.amount else "")
+        return f"{what:<32} {self.why}"
+
+
+def format_opts(opts: list[Opt]) -> str:
+    """The passes' decisions, one per line (DEBUG=3, DEBUG_DIR's .opts file)."""
+    return "\n".join(f"{i:3d} {opt}" for i, opt in enumerate(opts)) or "(none)"
+
+
+class OptError(ValueError):
+    """A decision that does not apply to this kernel (the passes never make one)."""
+
+
+def leaves(ast: LazyOp) -> list[LazyOp]:
+    return [n for n in ast.walk() if n.op in (BufferOps.LOAD, BufferOps.CONST, BufferOps.STORE)]
+
+
+class Kernel:
+    """The shapes and trackers of one kernel AST, reduce axes last."""
+
+    def __init__(self, ast: LazyOp):
+        self.ast = ast
+        reduces = [n for n in ast.walk() if isinstance(n.op, ReduceOps)]
+        assert len(reduces) <= 1, "a kernel holds at most one reduce"
+        self.reduceop = reduces[0] if reduces else None
+        self.pre = set(map(id, leaves(self.reduceop))) if self.reduceop else set()  # full shape
+        self.mem = {id(n) for n in leaves(ast) if n.op is BufferOps.LOAD}
+        self.sts: dict[int, ShapeTracker] = {id(n): n.arg.st for n in leaves(ast)}
+        self.out_shape: tuple[int, ...] = ast.arg.st.shape
+        first_pre = next((n for n in leaves(ast) if id(n) in self.pre), None)
+        self.full_shape: tuple[int, ...] = first_pre.arg.st.shape if first_pre else self.out_shape
+        self.upcasts: list[int] = []  # sizes of the trailing axes unrolled into registers
+        self.lanes = 0                # > 1: the last upcast axis is vector lanes this wide
+        self.reduce_lanes = False     # the lane axis is a reduce axis (summed after the loops)
+        self.group = 0                # GPU: work-items per work-group of a group reduce
+        self.local: dict[int, int] = {}  # GPU: hardware dim -> work-group size
+        self.flat = False             # GPU: all global axes in hardware dim 0
+        self.applied: list[Opt] = []
+        full, out = self.full_shape, self.out_shape
+        order = tuple([i for i in range(len(full)) if full[i] == out[i]] +
+                      [i for i in range(len(full)) if full[i] != out[i]])
+        self._move(lambda st: st.permute(order), lambda st: st.permute(order))
+        self.full_shape = tuple(full[i] for i in order)
+        self.out_shape = tuple(out[i] for i in order)
+        self.name_shape = self._split_shape()  # the kernel's name shows its shape before tiling
+
+    def copy(self) -> Kernel:
+        """A copy to try decisions on (trackers are immutable and shared)."""
+        k = copy.copy(self)
+        k.sts, k.upcasts, k.local, k.applied = dict(self.sts), list(self.upcasts), \
+            dict(self.local), list(self.applied)
+        return k
+
+    # ---- the axes ----
+    @property
+    def n_reduce(self) -> int:
+        """Reduce axes that are loops (reduce lanes are an upcast axis)."""
+        loops = len(self.full_shape) - len(self.upcasts)
+        return sum(f != o for f, o in zip(self.full_shape[:loops], self.out_shape[:loops]))
+
+    @property
+    def n_global(self) -> int:
+        """Axes that are loops (CPU) or work-items (GPU): all but reduce and upcast axes."""
+        return len(self.full_shape) - self.n_reduce - len(self.upcasts)
+
+    @property
+    def reduce_shape(self) -> tuple[int, ...]:
+        return self.full_shape[self.n_global:self.n_global + self.n_reduce]
+
+    @property
+    def global_shape(self) -> tuple[int, ...]:
+        return self.full_shape[:self.n_global]
+
+    def strides(self, key: int, axis: int, ignore_valid: bool = True) -> int | None:
+        """The stride of leaf `key` along `axis` (None where its index is not affine)."""
+        return self.sts[key].real_strides(ignore_valid=ignore_valid)[axis]
+
+    @property
+    def loads(self) -> list[int]:
+        """The memory leaves under the reduce (what the reduce loop reads)."""
+        return [k for k in self.pre if k in self.mem]
+
+    @property
+    def out_key(self) -> int:
+        return id(self.ast)
+
+    def _split_shape(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        return self.full_shape[:self.n_global], self.full_shape[self.n_global:]
+
+    # ---- applying decisions ----
+    def apply(self, opt: Opt) -> None:
+        """Apply one decision, or raise OptError (the kernel is then unchanged)."""
+        trial = self.copy()
+        _APPLY[opt.op](trial, opt)
+        trial.applied.append(opt)
+        self.__dict__.update(trial.__dict__)
+
+    def can_apply(self, opt: Opt) -> bool:
+        try:
+            self.copy().apply(opt)
+        except OptError:
+            return False
+        return True
+
+    def _move(self, fn_full: Callable[[ShapeTracker], ShapeTracker],
+              fn_out: Callable[[ShapeTracker], ShapeTracker], merged: int | None = None) -> None:
+        """Apply a movement to every tracker, or raise OptError if a tracker would grow a
+        view or, for a merge, the merged axis would not read every multi-view tracker
+        affinely: merging the rows of an upsampled view (y // 2, x // 2) turns its index
+        into a div/mod tangle that no vector lane can follow."""
+        new = {}
+        for key, st in self.sts.items():
+            moved = fn_full(st) if key in self.pre else fn_out(st)
+            if len(moved.views) > len(st.views):
+                raise OptError(f"a view of leaf {key} does not survive the movement")
+            if merged is not None and len(moved.views) > 1 and \
+                    moved.real_strides(ignore_valid=True)[merged] is None:
+                raise OptError(f"merging axis {merged} tangles a view")
+            new[key] = moved
+        self.sts = new
+
+    def _reshape(self, full: tuple[int, ...], out: tuple[int, ...], merged: int | None = None) -> None:
+        self._move(lambda st: st.reshape(full), lambda st: st.reshape(out), merged)
+        self.full_shape, self.out_shape = full, out
+
+    def _permute(self, order: tuple[int, ...]) -> None:
+        self._move(lambda st: st.permute(order), lambda st: st.permute(order))
+        self.full_shape = tuple(self.full_shape[i] for i in order)
+        self.out_shape = tuple(self.out_shape[i] for i in order)
+
+
+def _squeeze(k: Kernel, opt: Opt) -> None:
+    keep = [i for i in range(len(k.full_shape)) if k.full_shape[i] != 1]
+    k._reshape(tuple(k.full_shape[i] for i in keep), tuple(k.out_shape[i] for i in keep))
+    k.name_shape = k._split_shape()
+
+
+def _merge(k: Kernel, opt: Opt) -> None:
+    i, full, out = opt.axis, k.full_shape, k.out_shape
+    if not 0 <= i < len(full) - 1 or (full[i] == out[i]) != (full[i + 1] == out[i + 1]):
+        raise OptError(f"axes {i} and {i + 1} of {full} are not both global or both reduce")
+    k._reshape(full[:i] + (full[i] * full[i + 1],) + full[i + 2:],
+               out[:i] + (out[i] * out[i + 1],) + out[i + 2:], merged=i)
+    k.name_shape = k._split_shape()
+
+
+def _split(shape: tuple[int, ...], axis: int, amount: int) -> tuple[int, ...]:
+    return shape[:axis] + (shape[axis] // amount, amount) + shape[axis + 1:]
+
+
+def _upcast(k: Kernel, opt: Opt) -> None:
+    """Split `axis` into (size // amount, amount) and move the new axis to the end,
+    before the earlier upcasts: the first (widest) varies fastest."""
+    axis, amount = opt.axis, opt.amount
+    if not 0 <= axis < k.n_global or amount < 2 or k.full_shape[axis] % amount:
+        raise OptError(f"cannot upcast axis {axis} of {k.full_shape} by {amount}")
+    k._reshape(_split(k.full_shape, axis, amount), _split(k.out_shape, axis, amount))
+    rest = [i for i in range(len(k.full_shape)) if i != axis + 1]
+    at = len(rest) - len(k.upcasts)
+    k._permute(tuple(rest[:at] + [axis + 1] + rest[at:]))
+    k.upcasts.insert(0, amount)
+
+
+def _lanes(k: Kernel, opt: Opt) -> None:
+    if k.lanes or not k.upcasts or k.upcasts[-1] != opt.amount:
+        raise OptError(f"the last upcast axis of {k.upcasts} is not {opt.amount} wide")
+    k.lanes = opt.amount
+
+
+def _reduce_lanes(k: Kernel, opt: Opt) -> None:
+    """Split the innermost reduce axis into (size // lanes, lanes) and make the lanes the
+    last axis; a size-1 reduce axis left behind would pass for an output, so a reduce
+    exactly `lanes` long moves whole."""
+    axis, lanes = k.n_global + k.n_reduce - 1, opt.amount
+    if k.lanes or not k.n_reduce or k.full_shape[axis] % lanes:
+        raise OptError(f"cannot take {lanes} reduce lanes from {k.full_shape}")
+    full, out = k.full_shape, k.out_shape
+    if full[axis] > lanes:
+        k._reshape(_split(full, axis, lanes), out[:axis] + (1, 1) + out[axis + 1:])
+        axis += 1
+    k._permute(tuple(i for i in range(len(k.full_shape)) if i != axis) + (axis,))
+    k.upcasts.append(lanes)
+    k.lanes, k.reduce_lanes = lanes, True
+
+
+def _outer(k: Kernel, opt: Opt) -> None:
+    if not 0 <= opt.axis < k.n_global:
+        raise OptError(f"axis {opt.axis} is not a global axis of {k.full_shape}")
+    k._permute((opt.axis,) + tuple(i for i in range(len(k.full_shape)) if i != opt.axis))
+
+
+def _group(k: Kernel, opt: Opt) -> None:
+    if k.reduceop is None or opt.amount < 2 or opt.amount & (opt.amount - 1):
+        raise OptError(f"a group reduce needs a reduce and a power of two, got {opt.amount}")
+    k.group = opt.amount
+
+
+def _local(k: Kernel, opt: Opt) -> None:
+    k.local[opt.axis] = opt.amount
+
+
+def _flatten(k: Kernel, opt: Opt) -> None:
+    k.flat = True
+
+
+_APPLY: dict[OptOps, Callable[[Kernel, Opt], None]] = {
+    OptOps.SQUEEZE: _squeeze, OptOps.MERGE: _merge, OptOps.UPCAST: _upcast,
+    OptOps.LANES: _lanes, OptOps.REDUCE_LANES: _reduce_lanes, OptOps.OUTER: _outer,
+    OptOps.GROUP: _group, OptOps.LOCAL: _local, OptOps.FLATTEN: _flatten}

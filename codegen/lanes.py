@@ -1,0 +1,36 @@
+"""How an index spreads across vector lanes: the linearizer asks whether a load's lanes
+read contiguous memory (one vector load), a short span at constant offsets (one load and
+a shuffle), or neither (a gather, lane by lane)."""
+from __future__ import annotations
+
+from codegen.shape.symbolic import Node, NumNode, SumNode, Variable, sum_nodes
+
+MAX_WINDOW = 64              # widest span one vector load may read to gather its lanes
+
+
+def lane_window(idx: Node, lane: Variable, lanes: int) -> tuple[Node, list[int]] | None:
+    """(start, offset of each lane) when the lanes read at constant offsets within a short
+    span: contiguous lanes, a stride-2 pool window, an upsampled gradient (k // 2), a
+    flip. `lane + rest` is recognised without substituting."""
+    terms = idx.nodes if isinstance(idx, SumNode) else [idx]
+    lane_terms = [t for t in terms if t is lane or t == lane]
+    rest = [t for t in terms if not (t is lane or t == lane)]
+    if len(lane_terms) == 1 and all(lane not in t.vars() for t in rest):
+        return (sum_nodes(rest) if rest else NumNode(0)), list(range(lanes))
+    at0 = idx.substitute({lane: 0})
+    offsets = [0]
+    for k in range(1, lanes):
+        step = idx.substitute({lane: k}) - at0
+        if not isinstance(step, NumNode):
+            return None
+        offsets.append(step.b)
+    low = min(offsets)
+    if max(offsets) - low >= MAX_WINDOW:
+        return None
+    return at0 + low, [k - low for k in offsets]
+
+
+def along_lanes(idx: Node, lane: Variable, lanes: int) -> Node | None:
+    """idx at lane 0 if idx steps by exactly 1 per lane, else None."""
+    window = lane_window(idx, lane, lanes)
+    return window[0] if window is not None and window[1] == list(range(lanes)) else None

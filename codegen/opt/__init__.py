@@ -1,0 +1,46 @@
+"""Optimisation passes over a `Kernel` (codegen/kernel.py).
+
+A pass looks at a kernel and a `Target` and returns a list of decisions (`Opt`s); it
+changes nothing. `optimize` runs the passes in order and applies each pass's decisions
+with `apply_opts` before the next pass looks, so every change a kernel goes through is a
+value in `Kernel.applied`: DEBUG=3 prints them, DEBUG_DIR writes them, and NOOPT=1
+applies none.
+
+The passes, in order:
+  simplify      drop size-1 axes, merge neighbouring axes walked contiguously (all targets)
+  tile          unroll output axes of a reduce into a register tile, vector lanes (CPU)
+  stream_rows   several rows of a long streaming reduce at once (CPU)
+  reduce_lanes  vector lanes across the reduce, for a tile without output lanes (CPU)
+  order_loops   the outer loop re-reads the fewest bytes (CPU)
+  gather_lanes  explicit lanes for elementwise kernels LLVM cannot vectorise (CPU)
+  gpu_layout    work-group sizes, or one work-group per output of a long reduce (GPU)
+"""
+from __future__ import annotations
+from typing import Callable
+
+from codegen.helpers import getenv
+from codegen.kernel import Kernel, Opt
+from codegen.opt.gpu import gpu_layout
+from codegen.opt.simplify import simplify
+from codegen.opt.tiling import gather_lanes, order_loops, reduce_lanes, stream_rows, tile
+from codegen.target import Target
+
+Pass = Callable[[Kernel, Target], list[Opt]]
+PASSES: list[Pass] = [simplify, tile, stream_rows, reduce_lanes, order_loops, gather_lanes,
+                      gpu_layout]
+
+
+def apply_opts(k: Kernel, opts: list[Opt]) -> Kernel:
+    """Apply decisions in order (OptError if one does not apply)."""
+    for opt in opts:
+        k.apply(opt)
+    return k
+
+
+def optimize(k: Kernel, target: Target) -> Kernel:
+    """Run every pass, applying its decisions; with NOOPT=1, none."""
+    if getenv("NOOPT", 0):
+        return k
+    for run in PASSES:
+        apply_opts(k, run(k, target))
+    return k

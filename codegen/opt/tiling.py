@@ -1,0 +1,215 @@
+"""CPU passes: register tiling, vector lanes and loop order.
+
+Which output axes of a reduce to unroll into a tile of accumulators, which axis becomes
+vector lanes (an output axis, or the reduce), several rows of a streaming reduce at
+once, the outer loop, and explicit lanes for elementwise kernels that LLVM's vectoriser
+gives up on. Each pass returns `Opt`s (codegen/kernel.py); the widths come from the
+`Target` (16 float lanes with AVX-512, 8 with AVX2). docs/decisions.md gives the rules'
+measurements.
+"""
+from __future__ import annotations
+
+from codegen.helpers import prod
+from codegen.kernel import Kernel, Opt, OptOps
+from codegen.target import Target
+
+_MIN_OUTER = 8               # iterations the outermost loop needs to be worth splitting
+_SCALAR_TILE = 16            # most scalar accumulators a tile without vector lanes gets
+_WORK_PER_ACC = 4096         # a tile gets at most one accumulator per this many iterations
+_STREAM_MIN = 256            # reduces this long stream several rows at a time
+_SHORT_REDUCE = 16           # reduces this short may take vector lanes across strided outputs
+_WHOLE = 8                   # an axis this short may be unrolled whole, whatever its size
+_TILE_ROUNDS = 4             # most upcasts in one tile
+
+
+def _halvings(start: int) -> list[int]:
+    """start, start / 2, ... down to 2: the widths an axis may be unrolled by."""
+    out = []
+    while start >= 2:
+        out.append(start)
+        start //= 2
+    return out
+
+
+def tile_budget(k: Kernel, target: Target) -> int:
+    """Most accumulators for this kernel: the target's limit, less for small kernels,
+    where a big tile buys little run time and costs lowering and compile time."""
+    return min(target.tile, max(_SCALAR_TILE, prod(k.full_shape) // _WORK_PER_ACC))
+
+
+def tile(k: Kernel, target: Target) -> list[Opt]:
+    """Register tiling: unroll output axes into a tile of accumulators.
+
+    An output axis is worth unrolling when some input of the reduce does not depend on
+    it (stride 0: a matmul's A does not depend on the column), so one load feeds many
+    accumulators, or when an input walks it with stride 1 and the reduce walks no input
+    contiguously, so the unrolled copies form vectors. The first unroll is the axis the
+    output is contiguous in, a vector register wide: it becomes vector lanes. Then 4 on
+    each other such axis, then 4 more on the vector axis, within the budget. With
+    AVX-512, a matmul gets a 4 x 64 tile: 16 vector accumulators, and per step of the
+    reduce 4 broadcasts and 4 vector loads feed 16 vector FMAs."""
+    if k.reduceop is None or not target.tile:
+        return []
+    t, opts, split = k.copy(), [], set()
+    budget = tile_budget(t, target)
+    for _ in range(_TILE_ROUNDS):
+        upcast = _best_upcast(t, budget, split, target)
+        if upcast is None or not t.can_apply(upcast):
+            break
+        t.apply(upcast)
+        opts.append(upcast)
+        split.add(upcast.axis)
+        if len(t.upcasts) == 1:
+            lanes = _first_lanes(t)
+            if lanes is not None:
+                t.apply(lanes)
+                opts.append(lanes)
+            else:  # copies without lanes are scalar code: keep them few (compile time)
+                budget = min(budget, _SCALAR_TILE)
+    return opts
+
+
+def _best_upcast(k: Kernel, budget: int, split: set[int], target: Target) -> Opt | None:
+    """The most accumulators one more unroll can add: preferring an axis not unrolled
+    yet, then the one the output is most contiguous in."""
+    best: tuple[tuple[int, bool, int], Opt] | None = None
+    out_strides = k.sts[k.out_key].real_strides(ignore_valid=True)
+    for axis in range(k.n_global):
+        why = _worth_unrolling(k, axis)
+        if why is None or out_strides[axis] is None:
+            continue
+        want = target.lanes if not k.upcasts and out_strides[axis] == 1 else 4
+        room = budget // prod(k.upcasts)
+        size = k.full_shape[axis]
+        # a power of two that divides the axis, or the whole axis when it is short
+        fits = [d for d in _halvings(want) if size % d == 0]
+        fits += [size] if want // 2 < size <= max(want, _WHOLE) and size % want else []
+        amount = max((d for d in fits if d <= room), default=0)
+        rank = (amount, axis not in split, -out_strides[axis])
+        if amount and (best is None or rank > best[0]):
+            best = (rank, Opt(OptOps.UPCAST, axis, amount, why))
+    return best[1] if best is not None else None
+
+
+def _worth_unrolling(k: Kernel, axis: int) -> str | None:
+    """Why unrolling this global axis pays, or None."""
+    loads = k.loads
+    strides = [k.sts[key].real_strides(ignore_valid=True) for key in loads]
+    red_axes = range(k.n_global, k.n_global + k.n_reduce)
+    inner_red = k.n_global + k.n_reduce - 1
+    red_contig = any(s[inner_red] == 1 for s in strides)
+    # reuse that matters: an input read at every reduce step that ignores this axis
+    walked = [s for s in strides if any(s[r] != 0 for r in red_axes)]
+    if any(s[axis] == 0 for s in walked):
+        return "reuse: a walked input ignores this axis"
+    if not red_contig and any(s[axis] == 1 for s in strides):
+        return "vectors: an input is contiguous along it, none along the reduce"
+    # a short reduce (a pool window) is better vectorised across outputs, even when the
+    # inputs walk them with a small stride (lanes gather from a short span)
+    out_stride = k.sts[k.out_key].real_strides(ignore_valid=True)[axis]
+    if prod(k.reduce_shape) <= _SHORT_REDUCE and out_stride == 1 and \
+            any(s[axis] for s in strides) and \
+            all(s[axis] is not None and 0 <= s[axis] <= 4 for s in strides):
+        return "vectors: a short reduce, lanes across the outputs"
+    return None
+
+
+def _first_lanes(k: Kernel) -> Opt | None:
+    """The first unroll (now the last axis) becomes vector lanes when memory is
+    contiguous along it for the output or an input."""
+    axis = len(k.full_shape) - 1
+    walks = [k.strides(key, axis) for key in k.loads]
+    if k.upcasts[0] >= 4 and (k.strides(k.out_key, axis) == 1 or 1 in walks):
+        return Opt(OptOps.LANES, axis, k.upcasts[0], "memory is contiguous along the unroll")
+    return None
+
+
+def stream_rows(k: Kernel, target: Target) -> list[Opt]:
+    """A long contiguous reduce with no reuse (a row sum) streams its input once; doing
+    several rows at once keeps more memory requests in flight per core. The rows become a
+    tile, so the reduce takes vector lanes (reduce_lanes). On the 2-core machine a
+    4096 x 4096 row sum went from 3.2 to 3.0 ms (8 rows)."""
+    if k.reduceop is None or not target.tile or k.upcasts:
+        return []
+    inner = k.n_global + k.n_reduce - 1
+    if not k.n_global or not k.n_reduce or k.full_shape[inner] % 8 or \
+            prod(k.reduce_shape) < _STREAM_MIN:
+        return []
+    if not any(k.strides(key, inner) == 1 for key in k.loads):
+        return []
+    axis = k.n_global - 1
+    rows = next((r for r in (8, 4, 2) if k.full_shape[axis] % r == 0), 0)
+    opt = Opt(OptOps.UPCAST, axis, rows, "a long streaming reduce: rows at once")
+    return [opt] if rows and k.can_apply(opt) else []
+
+
+def reduce_lanes(k: Kernel, target: Target) -> list[Opt]:
+    """Vector lanes along the innermost reduce axis, for a tile whose output rows form
+    no vectors (a conv weight gradient: its output is a 5 x 5 window of taps) while an
+    input walks the reduce contiguously. Each accumulator becomes a vector of partial
+    reductions, summed across its lanes once, after the reduce loops."""
+    if k.reduceop is None or not target.tile or not k.upcasts or k.lanes:
+        return []
+    axis = k.n_global + k.n_reduce - 1
+    if not any(k.strides(key, axis) == 1 for key in k.loads):
+        return []
+    size = k.full_shape[axis]
+    lanes = next((d for d in (target.lanes, target.lanes // 2) if d and size % d == 0), 0)
+    opt = Opt(OptOps.REDUCE_LANES, axis, lanes, "an input is contiguous along the reduce")
+    return [opt] if lanes and k.can_apply(opt) else []
+
+
+def order_loops(k: Kernel, target: Target) -> list[Opt]:
+    """Put outermost the loop whose iterations re-read the fewest bytes.
+
+    Each iteration of the outer loop streams again every input that does not depend on
+    it (a matmul's B, for each block of rows). So the outer loop is the one that
+    minimises iterations x bytes of the inputs it ignores, if it has enough iterations to
+    split across threads. An input small enough to stay in the L1 cache (a bias) costs
+    nothing to re-read."""
+    if k.reduceop is None or not target.tile:
+        return []
+    cached = target.cached_bytes // 4  # in float32 elements
+
+    def footprint(key: int) -> int:
+        strides = k.sts[key].real_strides(ignore_valid=True)
+        elements = prod(s for s, st in zip(k.full_shape, strides) if st != 0)
+        return 0 if elements <= cached else elements
+
+    def cost(axis: int) -> int:
+        ignored = [key for key in k.loads if k.strides(key, axis) == 0]
+        return k.full_shape[axis] * sum(footprint(key) for key in ignored)
+    axes = [a for a in range(k.n_global) if k.full_shape[a] >= _MIN_OUTER]
+    if not axes or k.n_global < 2:
+        return []
+    best = min(axes, key=lambda a: (cost(a), a))
+    if best != 0 and cost(best) < cost(0):
+        return [Opt(OptOps.OUTER, best, why=f"re-reads {cost(best)} elements, not {cost(0)}")]
+    return []
+
+
+def gather_lanes(k: Kernel, target: Target) -> list[Opt]:
+    """An elementwise kernel is left to LLVM's loop vectoriser, unless a load's index is
+    not affine along the innermost axis (an upsampled gradient reads x // 2) or a
+    contiguous load is masked along it (a padded copy): the vectoriser gives up there,
+    so that axis becomes explicit vector lanes. Such a load reads the span its lanes
+    touch once and shuffles, or is one masked vector load (codegen/linearizer.py)."""
+    if k.reduceop is not None or not target.tile or not k.full_shape:
+        return []
+    axis = len(k.full_shape) - 1
+    if k.strides(k.out_key, axis) != 1 or not any(_needs_lanes(k, key, axis) for key in k.mem):
+        return []
+    size, wide = k.full_shape[axis], target.lanes
+    lanes = next((d for d in (wide, wide // 2) if d and size % d == 0),
+                 size if wide // 2 < size <= wide else 0)
+    upcast = Opt(OptOps.UPCAST, axis, lanes, "a load LLVM's vectoriser gives up on")
+    if not lanes or not k.can_apply(upcast):
+        return []
+    return [upcast, Opt(OptOps.LANES, axis + 1, lanes, "explicit lanes for that load")]
+
+
+def _needs_lanes(k: Kernel, key: int, axis: int) -> bool:
+    stride = k.strides(key, axis)
+    tangled = stride is None and len(k.sts[key].views) > 1
+    masked = stride == 1 and k.strides(key, axis, ignore_valid=False) is None
+    return tangled or masked

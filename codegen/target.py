@@ -1,0 +1,73 @@
+"""Target descriptions: what the optimisation passes may assume about a device.
+
+Every renderer names one `Target`. The passes (codegen/opt/) and the schedule passes
+(lazyten/pack.py, lazyten/split.py) read it and nothing else about the device, so the
+tuning of a kernel is a function of (kernel AST, target). `host_cpu()` reads the CPU's
+vector width and thread count from the machine it runs on; the rest are stated defaults.
+"""
+from __future__ import annotations
+import os
+from dataclasses import dataclass
+
+from codegen.helpers import getenv
+
+_VECTOR_BITS = (("avx512f", 512), ("avx", 256), ("sse2", 128), ("neon", 128), ("asimd", 128))
+_VECTOR_REGISTERS = {512: 32, 256: 16, 128: 16}  # x86-64: zmm0-31, ymm0-15, xmm0-15
+
+
+@dataclass(frozen=True)
+class Target:
+    """Facts and budgets for one device's kernels.
+
+    CPU (loop) targets: `vector_bits` wide registers, `vector_registers` of them; a reduce
+    may keep `tile` accumulators in registers (half the registers, so loads have room);
+    a matmul's strided operand is packed into panels `pack` floats wide (4 vectors); a long
+    reduce with few outputs is cut into at most `split_reduce` chunks so `threads` threads
+    share it; an input under `cached_bytes` (the L1 data cache) is cheap to re-read.
+    GPU targets: work-groups of up to `local_size` work-items, at most `max_global`
+    work-groups per hardware dim, `local_memory` bytes shared in a work-group."""
+    name: str
+    gpu: bool = False
+    vector_bits: int = 0           # 0: no explicit vectors (the backend vectorises, or none)
+    vector_registers: int = 0
+    tile: int = 0                  # most scalar accumulators of a tiled reduce (0: no tiling)
+    pack: int = 0                  # panel width of a packed matmul operand (0: no packing)
+    split_reduce: int = 0          # most chunks of a split reduce (0: no splitting)
+    threads: int = 1
+    cached_bytes: int = 32 << 10
+    local_size: int = 1            # work-group size (1: no work-groups)
+    max_global: tuple[int, ...] = (2**31 - 1, 65535, 65535)
+    local_memory: int = 0
+
+    @property
+    def lanes(self) -> int:
+        """float32 values in one vector register (the widest vector the passes form)."""
+        return self.vector_bits // 32
+
+
+def host_cpu(name: str = "CPU") -> Target:
+    """This machine's CPU, from LLVM's reading of its features (AVX-512: 16 float lanes,
+    AVX2: 8, SSE2 or NEON: 4). `CPU_VECTOR_BITS` overrides the width (to see the code
+    another machine would get)."""
+    return cpu(getenv("CPU_VECTOR_BITS", 0) or _host_vector_bits(), os.cpu_count() or 1, name)
+
+
+def cpu(vector_bits: int, threads: int = 1, name: str = "CPU") -> Target:
+    """A CPU with vector registers `vector_bits` wide."""
+    if vector_bits not in _VECTOR_REGISTERS:
+        raise ValueError(f"CPU vector width {vector_bits} bits: expected one of "
+                         f"{sorted(_VECTOR_REGISTERS)}")
+    lanes, registers = vector_bits // 32, _VECTOR_REGISTERS[vector_bits]
+    return Target(name, gpu=False, vector_bits=vector_bits, vector_registers=registers,
+                  tile=registers // 2 * lanes, pack=4 * lanes, split_reduce=32, threads=threads)
+
+
+def _host_vector_bits() -> int:
+    import llvmlite.binding as llvm
+    features = llvm.get_host_cpu_features()
+    return next((bits for name, bits in _VECTOR_BITS if features.get(name)), 128)
+
+
+def gpu(name: str, local_size: int = 256, local_memory: int = 48 << 10) -> Target:
+    """A GPU: work-items, no explicit vectors or register tiles yet."""
+    return Target(name, gpu=True, local_size=local_size, local_memory=local_memory)

@@ -1,0 +1,61 @@
+"""Reduce splitting: a schedule pass that cuts a long reduce with few outputs in two.
+
+One kernel per output row would leave the CPU's threads (which split a kernel's outer
+loop) with almost nothing to share: a conv's weight gradient reduces 147K elements into
+150 outputs. So where the device's target asks for it (`Target.split_reduce`, the CPU:
+32), the largest reduced axis is cut into `d` chunks: stage 1 reduces each chunk (d
+times the outputs, enough to share), stage 2 reduces the d partials.
+
+The graph the Tensor built is the same for every device; this pass runs when the graph
+is scheduled, before fusion is decided. It rewrites a reduce base in place into stage 2
+reading a new stage-1 base: the base computes the same value, and every consumer (and
+the autograd graph, which holds the same object) sees it unchanged.
+"""
+from __future__ import annotations
+
+from codegen.helpers import prod
+from codegen.ops import ReduceOps
+from codegen.shape.shapetracker import ShapeTracker
+from lazyten.lazy import LazyBuffer
+from runtimes import get_runtime
+
+_MIN_REDUCE = 1 << 13   # elements reduced per output before a reduce is split...
+_MAX_OUTPUTS = 1 << 12  # ...when it has fewer outputs than this
+
+
+def split_reduces(outs: list[LazyBuffer]) -> None:
+    """Split every qualifying unrealized reduce reachable from `outs`."""
+    seen: set[int] = set()
+    stack = [o.base for o in outs]
+    while stack:
+        base = stack.pop()
+        if id(base) in seen or base.realized is not None:
+            continue
+        seen.add(id(base))
+        if isinstance(base.op, ReduceOps):
+            partial = _split(base, get_runtime(base.device).renderer.target.split_reduce)
+            if partial is not None:  # stage 1 is not split again
+                seen.add(id(partial))
+                base = partial
+        stack.extend(src.base for src in base.srcs)
+        stack.extend(base.checks)
+
+
+def _split(reduce: LazyBuffer, chunks: int) -> LazyBuffer | None:
+    """Rewrite `reduce` into stage 2 and return stage 1, or None where it does not pay."""
+    src, axis, out_shape = reduce.srcs[0], reduce.arg, reduce.shape
+    outputs = prod(out_shape)
+    if not chunks or outputs >= _MAX_OUTPUTS or prod(src.shape) < outputs * _MIN_REDUCE:
+        return None
+    a = max(axis, key=lambda i: (src.shape[i], -i))
+    d = max((c for c in range(2, chunks + 1) if src.shape[a] % c == 0), default=0)
+    if d == 0:
+        return None
+    parts = src.shape[:a] + (d, src.shape[a] // d) + src.shape[a + 1:]
+    inner = tuple(sorted(i + (i > a) for i in axis if i != a)) + (a + 1,)
+    partial = LazyBuffer(reduce.device, ShapeTracker.from_shape(
+        tuple(1 if i in inner else s for i, s in enumerate(parts))), reduce.dtype, reduce.op,
+        (src.reshape(parts),), tuple(sorted(inner)))
+    reduce.srcs = (partial.reshape(out_shape[:a] + (d,) + out_shape[a + 1:]),)
+    reduce.arg = (a,)
+    return partial

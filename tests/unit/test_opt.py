@@ -1,0 +1,136 @@
+"""Optimisation passes whose decisions are data (codegen/kernel.py, codegen/opt/).
+
+Every change to a kernel is an `Opt` applied by `Kernel.apply`: the decisions replay on a
+fresh Kernel to the same code, NOOPT=1 applies none, a target's vector width reaches the
+code, and any sequence of applicable decisions (drawn at random, not only those the
+passes choose) computes what numpy does.
+"""
+from dataclasses import replace
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from codegen.kernel import Kernel, Opt, OptOps
+from codegen.linearizer import Linearizer, linearize
+from codegen.opt import apply_opts, optimize
+from codegen.opt.simplify import simplify
+from codegen.target import cpu, gpu
+from codegen.uops import UOps
+from lazyten import Context, Tensor
+from lazyten.realize import launch, run_schedule
+from lazyten.schedule import create_schedule
+from runtimes import Buffer, get_runtime
+
+
+def _rnd(shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _programs():
+    """(lazy result, numpy reference) pairs whose last kernel has a reduce, a masked or
+    upsampled read, or a plain elementwise body."""
+    a, b = _rnd((24, 40)), _rnd((40, 32), 1)
+    x = _rnd((2, 3, 8, 12), 2)
+    up = np.repeat(x, 2, axis=3)
+    return [
+        ((Tensor(a) @ Tensor(b)).relu(), np.maximum(a @ b, 0)),
+        (Tensor(x).pad((1, 2, 0, 1)).sum(axis=2), np.pad(x, ((0, 0),) * 2 + ((0, 1), (1, 2))).sum(2)),
+        (Tensor(x).max(axis=(0, 3)), x.max(axis=(0, 3), keepdims=True).reshape(3, 8)),
+        (Tensor(x).reshape(2, 3, 8, 12, 1).expand(2, 3, 8, 12, 2).reshape(2, 3, 8, 24) * 2,
+         up * 2),
+    ]
+
+
+def _run(k: Kernel, item, target) -> np.ndarray:
+    """Lower `k` as it is, compile and run it on the item's (realized) inputs."""
+    runtime = get_runtime("CPU")
+    spec = runtime.renderer.program(Linearizer(k, target).linearize())
+    program = runtime.program(spec, runtime.compiler.compile_cached(spec.name, spec.src))
+    out = Buffer(runtime, int(np.prod(item.out.shape)), item.out.dtype)
+    launch(spec, program, [out] + [b.realized for b in item.inputs], "CPU")
+    result = np.empty(item.out.shape, np.float32)
+    out.copyout(memoryview(result).cast("B"))
+    return result
+
+
+def _last_item(t: Tensor):
+    """The kernel that computes t, with everything before it run (its inputs realized)."""
+    items = create_schedule([t.lazydata])
+    run_schedule(items[:-1])
+    return items[-1]
+
+
+def test_decisions_replay_to_the_same_code():
+    target = get_runtime("CPU").renderer.target
+    for t, _ in _programs():
+        ast = create_schedule([t.lazydata])[-1].ast
+        k = optimize(Kernel(ast), target)
+        again = apply_opts(Kernel(ast), list(k.applied))
+        src = get_runtime("CPU").renderer.render(Linearizer(k, target).linearize())
+        assert src == get_runtime("CPU").renderer.render(Linearizer(again, target).linearize())
+
+
+def test_noopt_applies_no_decision_and_computes_the_same():
+    a, b = _rnd((33, 64)), _rnd((64, 48), 1)
+    ast = create_schedule([(Tensor(a) @ Tensor(b)).lazydata])[-1].ast
+    target = get_runtime("CPU").renderer.target
+    assert linearize(ast, target).opts, "the passes decide something for a matmul"
+    with Context(NOOPT=1):
+        assert linearize(ast, target).opts == []
+        out = (Tensor(a) @ Tensor(b) + 0.5).numpy()
+    np.testing.assert_allclose(out, a @ b + 0.5, rtol=1e-4, atol=1e-4)
+
+
+def test_the_vector_width_comes_from_the_target():
+    """A machine with AVX2 gets 8-lane vectors and a 4 x 32 tile; with AVX-512, 16 and 4 x 64."""
+    a, b = Tensor(_rnd((128, 128))), Tensor(_rnd((128, 128), 1))
+    ast = create_schedule([(a @ b).lazydata])[-1].ast
+    for bits, lanes in ((256, 8), (512, 16)):
+        kernel = linearize(ast, cpu(bits))
+        accs = [u.dtype.count for u in kernel.uops if u.uop is UOps.DEFINE_ACC]
+        assert set(accs) == {lanes} and sum(accs) == cpu(bits).tile, (bits, accs)
+        assert any(o.op is OptOps.LANES and o.amount == lanes for o in kernel.opts)
+
+
+def test_a_gpu_target_gets_work_groups_and_no_tiles():
+    ast = create_schedule([(Tensor(_rnd((64, 100))).sum(axis=1)).lazydata])[-1].ast
+    kernel = linearize(ast, gpu("TEST", local_size=64))
+    assert {o.op for o in kernel.opts} <= {OptOps.MERGE, OptOps.SQUEEZE, OptOps.LOCAL,
+                                            OptOps.GROUP, OptOps.FLATTEN}
+    assert kernel.local_size == [64] and kernel.global_size == [1]
+    long = create_schedule([(Tensor(_rnd((4, 4096))).sum(axis=1)).lazydata])[-1].ast
+    assert [o.op for o in linearize(long, gpu("TEST", local_size=64)).opts][-1] is OptOps.GROUP
+
+
+def _candidates(k: Kernel) -> list[Opt]:
+    """Every decision of the CPU kinds that could apply to k now."""
+    opts = []
+    for axis in range(k.n_global):
+        size = k.full_shape[axis]
+        opts += [Opt(OptOps.UPCAST, axis, d) for d in range(2, min(size, 16) + 1) if size % d == 0]
+        opts.append(Opt(OptOps.OUTER, axis))
+    if k.upcasts and not k.lanes:
+        opts.append(Opt(OptOps.LANES, len(k.full_shape) - 1, k.upcasts[-1]))
+    if k.n_reduce and not k.lanes:
+        size = k.full_shape[k.n_global + k.n_reduce - 1]
+        opts += [Opt(OptOps.REDUCE_LANES, 0, d) for d in (2, 4, 8, 16) if size % d == 0]
+    return opts
+
+
+@settings(max_examples=40, deadline=None)
+@given(program=st.integers(0, 3), picks=st.lists(st.integers(0, 10**6), max_size=4))
+def test_any_applicable_decisions_compute_the_same(program, picks):
+    """The generator behind the passes' bugs: random decisions, not only the chosen ones."""
+    t, want = _programs()[program]
+    item = _last_item(t)
+    target = replace(cpu(512), tile=0)
+    k = Kernel(item.ast)
+    apply_opts(k, simplify(k, target))
+    for pick in picks:
+        options = [o for o in _candidates(k) if k.can_apply(o)]
+        if not options:
+            break
+        k.apply(options[pick % len(options)])
+    np.testing.assert_allclose(_run(k, item, target), want.reshape(item.out.shape),
+                               rtol=1e-4, atol=1e-4, err_msg=str([str(o) for o in k.applied]))
