@@ -170,14 +170,16 @@ class CStyleRenderer(Renderer):
         return f"(({self.types[dtype]})(({wide}){a}<<{b}))"
 
     def mem_type(self, dtype: DType) -> str:
+        """How a dtype is stored in buffers (bool as a byte, half and bfloat16 as bits)."""
         return self.mem_types.get(dtype, self.types[dtype])
 
     def const(self, value: float, dtype: DType) -> str:
         """An exact literal: floats with enough digits to round-trip, ints with a suffix."""
         if dtype == dtypes.bool:
             return "1" if value else "0"
-        return self._int_const(int(value), dtype) if dtype.is_int else \
-            self._float_const(value, dtype)
+        if dtype.is_int:
+            return self._int_const(int(value), dtype)
+        return self._float_const(value, dtype)
 
     def _int_const(self, value: int, dtype: DType) -> str:
         value, suffix = dtypes.wrap(value, dtype), self.suffixes.get(dtype, "")
@@ -201,6 +203,7 @@ class CStyleRenderer(Renderer):
         return f"({text})" if value < 0 or text.startswith("-") else text
 
     def cast(self, x: str, src: DType, dst: DType) -> str:
+        """The C expression for x converted from src to dst (out-of-range floats wrap)."""
         if src == dtypes.bfloat16:  # a float in registers
             src = dtypes.float32
         if dst == dtypes.bool:
