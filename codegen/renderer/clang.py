@@ -10,7 +10,8 @@ from __future__ import annotations
 from codegen.dtypes import dtypes
 from codegen.linearizer import LinearKernel
 from codegen.target import Target
-from codegen.renderer.cstyle import CStyleRenderer, HalfFunctions, uses
+from codegen.renderer.c_helpers import HalfFunctions, uses
+from codegen.renderer.cstyle import CStyleRenderer
 
 _HEADER = ["#include <math.h>", "#include <stdbool.h>",
            "static inline unsigned int as_uint(float f) { union { float f; unsigned int u; } x; "

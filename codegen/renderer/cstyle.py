@@ -18,7 +18,7 @@ Conventions every dialect shares:
 - half and bfloat16 are storage only: loaded to float, computed in float and rounded back
   after every op (float holds enough bits for this to equal native 16-bit arithmetic), so
   no device needs fp16 or bf16 arithmetic support. bfloat16 is rounded by the helpers in
-  `_BF16` (integer instructions, ties to even); a dialect only spells the float <-> uint
+  c_helpers.py (integer instructions, ties to even); a dialect only spells the float <-> uint
   bit casts (`float_bits`, `bits_float`).
 - Unsigned types are C's unsigned types: `/`, `%`, `>>` and `<` on them are unsigned.
 - SPECIAL names its work-item index: gidx<d> global, lidx<d> local, grp<d> group, in dim d.
@@ -28,6 +28,7 @@ Conventions every dialect shares:
   with a barrier tree, and only work-item 0 stores.
 """
 from __future__ import annotations
+import functools
 import math
 from typing import Callable
 
@@ -35,28 +36,13 @@ from codegen.dtypes import DType, dtypes, round_float
 from codegen.helpers import prod
 from codegen.linearizer import LinearKernel
 from codegen.target import gpu
-from codegen.ops import BinaryOps, TernaryOps, UnaryOps
-from codegen.renderer import Renderer
+from codegen.ops import BinaryOps, Op, TernaryOps, UnaryOps
+from codegen.renderer import Renderer, dtype_of
+from codegen.renderer.c_helpers import (BF16, BF16_DOUBLE, bf16_through_double,
+                                        needs_double_bf16, uses)
 from codegen.uops import UOp, UOps
 
 
-# bfloat16 <-> float, written once for every dialect: {F} and {U} are the dialect's
-# float -> bits and bits -> float casts. A value goes to bfloat16 rounded to nearest, ties
-# to even; NaN stays NaN (quiet, sign kept); past the largest bfloat16 it is inf.
-# round_bf_d rounds a double to float toward zero, setting the last bit where inexact
-# (round to odd), so the one rounding to bfloat16 after it is the only one that counts.
-_BF16 = [
-    "float bf2f(unsigned short b) {{ return {U}(((unsigned int)b) << 16); }}",
-    "unsigned short f2bf(float f) {{ unsigned int u = {F}(f); if (f != f) return "
-    "(unsigned short)((u >> 16) | 0x40u); return (unsigned short)((u + 0x7FFFu + "
-    "((u >> 16) & 1u)) >> 16); }}",
-    "float round_bf(float f) {{ return bf2f(f2bf(f)); }}",
-]
-_BF16_DOUBLE = [
-    "float round_bf_d(double d) {{ float f = (float)d; double back = (double)f; "
-    "unsigned int u = {F}(f); if (back != d) {{ if (fabs(back) > fabs(d)) u -= 1u; "
-    "u |= 1u; }} return round_bf({U}(u)); }}",
-]
 # C promotes these to int before multiplying: 65535 * 65535 would overflow int (undefined)
 _NARROW_UNSIGNED = (dtypes.uint8, dtypes.uint16)
 _UNSIGNED = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
@@ -69,26 +55,6 @@ def _max(a: str, b: str, dtype: DType) -> str:
     if dtype.is_float:  # a NaN on either side wins, as numpy.maximum
         return f"(({a}!={a} || {a}>{b}) ? {a} : {b})"
     return f"({a}>{b} ? {a} : {b})"
-
-
-class HalfFunctions:
-    """half through functions the dialect's prelude defines: h2f (16 bits -> float) and
-    f2h / d2h (float / double -> 16 bits, to nearest even). For CUDA and CLANG."""
-
-    def load_half(self, buf: str, idx: str) -> str:
-        return f"h2f({buf}[{idx}])"
-
-    def store_half(self, buf: str, idx: str, value: str) -> str:
-        return f"{buf}[{idx}] = f2h({value})"
-
-    def half_bits(self, x: str) -> str:  # exact: x holds a half value
-        return f"f2h({x})"
-
-    def bits_half(self, bits: str) -> str:
-        return f"h2f({bits})"
-
-    def round_half(self, x: str, src: DType) -> str:
-        return f"h2f({'d2h' if src == dtypes.float64 else 'f2h'}({x}))"
 
 
 class CStyleRenderer(Renderer):
@@ -112,7 +78,7 @@ class CStyleRenderer(Renderer):
     mem_types: dict[DType, str] = {dtypes.bool: "unsigned char", dtypes.float16: "unsigned short",
                                    dtypes.bfloat16: "unsigned short"}
     specials: dict[str, Callable[[int], str]] = {}   # "gidx"/"lidx"/"grp" -> index expression
-    code_for_op: dict = {
+    code_for_op: dict[Op, Callable[..., str]] = {  # operands..., dtype -> C
         UnaryOps.EXP2: lambda x, dt: f"exp2({x})",
         UnaryOps.EXP: lambda x, dt: f"exp({x})",
         UnaryOps.LOG2: lambda x, dt: f"log2({x})",
@@ -147,7 +113,7 @@ class CStyleRenderer(Renderer):
         """The bfloat16 helpers the kernel needs, in this dialect's spelling."""
         if not uses(kernel, dtypes.bfloat16):
             return []
-        lines = _BF16 + (_BF16_DOUBLE if needs_double_bf16(kernel) else [])
+        lines = BF16 + (BF16_DOUBLE if needs_double_bf16(kernel) else [])
         return [line.format(F=self.float_bits, U=self.bits_float) for line in lines]
 
     def load_half(self, buf: str, idx: str) -> str:
@@ -205,17 +171,24 @@ class CStyleRenderer(Renderer):
         return f"(({self.types[dtype]})(({wide}){a}<<{b}))"
 
     def mem_type(self, dtype: DType) -> str:
+        """How a dtype is stored in buffers (bool as a byte, half and bfloat16 as bits)."""
         return self.mem_types.get(dtype, self.types[dtype])
 
-    def const(self, value, dtype: DType) -> str:
+    def const(self, value: float, dtype: DType) -> str:
         """An exact literal: floats with enough digits to round-trip, ints with a suffix."""
         if dtype == dtypes.bool:
             return "1" if value else "0"
         if dtype.is_int:
-            value, suffix = dtypes.wrap(value, dtype), self.suffixes.get(dtype, "")
-            if value == dtypes.min(dtype) and value < 0 and dtype.itemsize >= 4:
-                return f"({self.types[dtype]})({value + 1}{suffix}-1)"  # -2^31 is no literal
-            return f"({value}{suffix})" if value < 0 else f"{value}{suffix}"
+            return self._int_const(int(value), dtype)
+        return self._float_const(value, dtype)
+
+    def _int_const(self, value: int, dtype: DType) -> str:
+        value, suffix = dtypes.wrap(value, dtype), self.suffixes.get(dtype, "")
+        if value == dtypes.min(dtype) and value < 0 and dtype.itemsize >= 4:
+            return f"({self.types[dtype]})({value + 1}{suffix}-1)"  # -2^31 is no literal
+        return f"({value}{suffix})" if value < 0 else f"{value}{suffix}"
+
+    def _float_const(self, value: float, dtype: DType) -> str:
         value = round_float(value, dtype)  # too big for the dtype is inf, as in C
         if math.isnan(value):
             return self.nan(dtype)
@@ -231,12 +204,13 @@ class CStyleRenderer(Renderer):
         return f"({text})" if value < 0 or text.startswith("-") else text
 
     def cast(self, x: str, src: DType, dst: DType) -> str:
+        """The C expression for x converted from src to dst (out-of-range floats wrap)."""
         if src == dtypes.bfloat16:  # a float in registers
             src = dtypes.float32
         if dst == dtypes.bool:
             return f"({x}!=0)"
         if dst == dtypes.bfloat16:
-            if src == dtypes.float64 or (src.is_int and src.itemsize >= 4):
+            if bf16_through_double(src):
                 return f"round_bf_d((double)({x}))"
             return f"round_bf((float)({x}))"
         if src.is_float and dst == dtypes.uint64:  # [2**63, 2**64) unsigned, negatives wrap
@@ -250,130 +224,174 @@ class CStyleRenderer(Renderer):
             return f"({self.types[dst]})({self.types[dtypes.int64]})({x})"
         return f"({self.types[dst]})({x})"
 
+    # ---- one kernel: a rule per uop kind, each adding to the _CKernel being written ----
     def render(self, kernel: LinearKernel) -> str:
-        r: dict[UOp, str] = {}
-        args: list[str] = []
-        prologue: list[str] = []
-        body: list[str] = []
-        depth = [1]
-        counter = [0]
-        acc_depth: dict[UOp, int] = {}
-        acc_op: dict[UOp, object] = {}
-        lidx: list[str] = []
-
-        def emit(line: str) -> None:
-            body.append("  " * depth[0] + line)
-
-        def value(u: UOp, expr: str) -> None:
-            counter[0] += 1
-            r[u] = f"v{counter[0]}"
-            emit(f"{self.types[u.dtype]} {r[u]} = {expr};")
-
+        k, rules = _CKernel(kernel), self._rules
         for u in kernel.uops:
-            if u.uop is UOps.DEFINE_GLOBAL:
-                r[u] = u.arg[0]
-                args.append(f"{self.buffer_prefix}{self.mem_type(u.arg[1])}* {r[u]}")
-            elif u.uop is UOps.DEFINE_VAR:
-                r[u] = u.arg
-                args.append(f"{self.types[u.dtype]} {r[u]}")
-            elif u.uop is UOps.SPECIAL:
-                name, size = u.arg
-                kind, dim = name.rstrip("0123456789"), int(name[len(name.rstrip("0123456789")):])
-                if kind not in self.specials:
-                    raise NotImplementedError(
-                        f"{type(self).__name__} has no spelling for work-item index {kind}; "
-                        "a target without work-items uses Target(gpu=False) (loops)")
-                r[u] = name
-                emit(f"{self.types[u.dtype]} {name} = ({self.types[u.dtype]})"
-                     f"{self.specials[kind](dim)};")
-                if kind == "lidx":
-                    lidx.append(name)
-                launched = kernel.global_size[dim] * kernel.local_size[dim]
-                if kind == "gidx" and launched > size:
-                    emit(f"if ({name} >= {size}) return;")
-            elif u.uop is UOps.CONST:
-                r[u] = self.const(u.arg, u.dtype)
-            elif u.uop is UOps.LOOP:
-                counter[0] += 1
-                r[u] = f"{u.arg}_{counter[0]}"
-                emit(f"for ({self.types[u.dtype]} {r[u]} = {r[u.vin[0]]}; {r[u]} < "
-                     f"{r[u.vin[1]]}; {r[u]}++) {{")
-                depth[0] += 1
-            elif u.uop is UOps.END:
-                depth[0] -= 1
-                emit("}")
-            elif u.uop is UOps.DEFINE_ACC:
-                counter[0] += 1
-                r[u], acc_depth[u] = f"acc{counter[0]}", depth[0]
-                emit(f"{self.types[u.dtype]} {r[u]} = {self.const(u.arg, u.dtype)};")
-            elif u.uop is UOps.ACC_READ:
-                acc = u.vin[0]
-                if lidx and acc in acc_op and depth[0] == acc_depth[acc]:
-                    self._group_combine(acc, acc_op.pop(acc), lidx[0], kernel, r, prologue, emit)
-                value(u, r[acc])
-            elif u.uop is UOps.ACC_UPDATE:
-                acc, val = u.vin
-                acc_op[acc] = val.arg
-                emit(f"{r[acc]} = {r[val]};")
-            elif u.uop is UOps.LOAD:
-                buf, idx = r[u.vin[0]], r[u.vin[1]]
-                expr = (self.load_half(buf, idx) if u.dtype == dtypes.float16 else
-                        f"bf2f({buf}[{idx}])" if u.dtype == dtypes.bfloat16 else
-                        f"({buf}[{idx}]!=0)" if u.dtype == dtypes.bool else f"{buf}[{idx}]")
-                if len(u.vin) == 3:  # gated: never touch memory where not valid
-                    expr = f"({r[u.vin[2]]} ? {expr} : {self.const(0, u.dtype)})"
-                value(u, expr)
-            elif u.uop is UOps.STORE:
-                buf, idx, val = r[u.vin[0]], r[u.vin[1]], u.vin[2]
-                if val.dtype == dtypes.float16:
-                    line = self.store_half(buf, idx, r[val]) + ";"
-                elif val.dtype == dtypes.bfloat16:
-                    line = f"{buf}[{idx}] = f2bf({r[val]});"
-                else:
-                    line = f"{buf}[{idx}] = ({self.mem_type(val.dtype)})({r[val]});"
-                emit(f"if ({lidx[0]} == 0) {line}" if lidx else line)
-            elif u.uop is UOps.ALU:
-                src = u.vin[-1].dtype if u.arg is TernaryOps.WHERE else u.vin[0].dtype
-                if u.arg is BinaryOps.SHL:
-                    expr = self.shift_left(r[u.vin[0]], r[u.vin[1]], src)
-                else:
-                    expr = self.code_for_op[u.arg](*[r[v] for v in u.vin], src.opmath)
-                if u.dtype == dtypes.float16:
-                    expr = self.round_half(expr, dtypes.float32)
-                elif u.dtype == dtypes.bfloat16 and u.arg not in _EXACT_OPS:
-                    expr = f"round_bf({expr})"
-                value(u, expr)
-            elif u.uop is UOps.CAST:
-                value(u, self.cast(r[u.vin[0]], u.vin[0].dtype, u.dtype))
-            elif u.uop is UOps.BITCAST:
-                value(u, self.from_bits(self.to_bits(r[u.vin[0]], u.vin[0].dtype), u.dtype))
-            else:
+            rule = rules.get(u.uop)
+            if rule is None:
                 raise NotImplementedError(f"C renderer has no rule for {u.uop}")
-        head = f"{self.kernel_prefix}void {kernel.name}({', '.join(args)}) {{"
-        return "\n".join([*self.prelude(kernel), head, *prologue, *body, "}"]) + "\n"
+            rule(k, u)
+        head = f"{self.kernel_prefix}void {kernel.name}({', '.join(k.args)}) {{"
+        return "\n".join([*self.prelude(kernel), head, *k.prologue, *k.body, "}"]) + "\n"
 
-    def _group_combine(self, acc: UOp, op, lidx: str, kernel: LinearKernel, r: dict,
-                       prologue: list[str], emit) -> None:
+    @functools.cached_property
+    def _rules(self) -> dict[UOps, Callable[[_CKernel, UOp], None]]:
+        """uop kind -> the method that renders it (bound once per renderer)."""
+        return {UOps.DEFINE_GLOBAL: self._render_define_global,
+                UOps.DEFINE_VAR: self._render_define_var, UOps.SPECIAL: self._render_special,
+                UOps.CONST: self._render_const, UOps.LOOP: self._render_loop,
+                UOps.END: self._render_end, UOps.DEFINE_ACC: self._render_define_acc,
+                UOps.ACC_READ: self._render_acc_read, UOps.ACC_UPDATE: self._render_acc_update,
+                UOps.LOAD: self._render_load, UOps.STORE: self._render_store,
+                UOps.ALU: self._render_alu, UOps.CAST: self._render_cast,
+                UOps.BITCAST: self._render_bitcast}
+
+    def _value(self, k: _CKernel, u: UOp, expr: str) -> None:
+        """Name the value of `u` and declare it as `expr`."""
+        k.names[u] = k.fresh("v")
+        k.emit(f"{self.types[dtype_of(u)]} {k.names[u]} = {expr};")
+
+    def _render_define_global(self, k: _CKernel, u: UOp) -> None:
+        k.names[u] = u.arg[0]
+        k.args.append(f"{self.buffer_prefix}{self.mem_type(u.arg[1])}* {k.names[u]}")
+
+    def _render_define_var(self, k: _CKernel, u: UOp) -> None:
+        k.names[u] = u.arg
+        k.args.append(f"{self.types[dtype_of(u)]} {k.names[u]}")
+
+    def _render_special(self, k: _CKernel, u: UOp) -> None:
+        name, size = u.arg
+        kind = name.rstrip("0123456789")
+        dim = int(name[len(kind):])
+        if kind not in self.specials:
+            raise NotImplementedError(
+                f"{type(self).__name__} has no spelling for work-item index {kind}; "
+                "a target without work-items uses Target(gpu=False) (loops)")
+        k.names[u] = name
+        ctype = self.types[dtype_of(u)]
+        k.emit(f"{ctype} {name} = ({ctype}){self.specials[kind](dim)};")
+        if kind == "lidx":
+            k.lidx.append(name)
+        launched = k.kernel.global_size[dim] * k.kernel.local_size[dim]
+        if kind == "gidx" and launched > size:
+            k.emit(f"if ({name} >= {size}) return;")
+
+    def _render_const(self, k: _CKernel, u: UOp) -> None:
+        k.names[u] = self.const(u.arg, dtype_of(u))
+
+    def _render_loop(self, k: _CKernel, u: UOp) -> None:
+        var = k.names[u] = k.fresh(f"{u.arg}_")
+        start, end = k.names[u.vin[0]], k.names[u.vin[1]]
+        k.emit(f"for ({self.types[dtype_of(u)]} {var} = {start}; {var} < {end}; {var}++) {{")
+        k.depth += 1
+
+    def _render_end(self, k: _CKernel, u: UOp) -> None:
+        k.depth -= 1
+        k.emit("}")
+
+    def _render_define_acc(self, k: _CKernel, u: UOp) -> None:
+        dtype = dtype_of(u)
+        k.names[u], k.acc_depth[u] = k.fresh("acc"), k.depth
+        k.emit(f"{self.types[dtype]} {k.names[u]} = {self.const(u.arg, dtype)};")
+
+    def _render_acc_read(self, k: _CKernel, u: UOp) -> None:
+        acc = u.vin[0]
+        if k.lidx and acc in k.acc_op and k.depth == k.acc_depth[acc]:  # after its loop
+            self._group_combine(k, acc, k.acc_op.pop(acc))
+        self._value(k, u, k.names[acc])
+
+    def _render_acc_update(self, k: _CKernel, u: UOp) -> None:
+        acc, val = u.vin
+        k.acc_op[acc] = val.arg
+        k.emit(f"{k.names[acc]} = {k.names[val]};")
+
+    def _render_load(self, k: _CKernel, u: UOp) -> None:
+        dtype = dtype_of(u)
+        expr = self._load_expr(k.names[u.vin[0]], k.names[u.vin[1]], dtype)
+        if len(u.vin) == 3:  # gated: never touch memory where not valid
+            expr = f"({k.names[u.vin[2]]} ? {expr} : {self.const(0, dtype)})"
+        self._value(k, u, expr)
+
+    def _load_expr(self, buf: str, idx: str, dtype: DType) -> str:
+        """buf[idx] as a register value (half and bfloat16 widen to float, bool from a byte)."""
+        if dtype == dtypes.float16:
+            return self.load_half(buf, idx)
+        if dtype == dtypes.bfloat16:
+            return f"bf2f({buf}[{idx}])"
+        return f"({buf}[{idx}]!=0)" if dtype == dtypes.bool else f"{buf}[{idx}]"
+
+    def _render_store(self, k: _CKernel, u: UOp) -> None:
+        buf, idx, val = k.names[u.vin[0]], k.names[u.vin[1]], u.vin[2]
+        line = self._store_line(buf, idx, k.names[val], dtype_of(val))
+        k.emit(f"if ({k.lidx[0]} == 0) {line}" if k.lidx else line)
+
+    def _store_line(self, buf: str, idx: str, value: str, dtype: DType) -> str:
+        """The statement buf[idx] = value, narrowing half and bfloat16 to their bits."""
+        if dtype == dtypes.float16:
+            return self.store_half(buf, idx, value) + ";"
+        if dtype == dtypes.bfloat16:
+            return f"{buf}[{idx}] = f2bf({value});"
+        return f"{buf}[{idx}] = ({self.mem_type(dtype)})({value});"
+
+    def _render_alu(self, k: _CKernel, u: UOp) -> None:
+        src = dtype_of(u.vin[-1] if u.arg is TernaryOps.WHERE else u.vin[0])
+        operands = [k.names[v] for v in u.vin]
+        if u.arg is BinaryOps.SHL:
+            expr = self.shift_left(operands[0], operands[1], src)
+        else:
+            expr = self.code_for_op[u.arg](*operands, src.opmath)
+        self._value(k, u, self._round_result(expr, dtype_of(u), u.arg))
+
+    def _round_result(self, expr: str, dtype: DType, op: Op) -> str:
+        """half and bfloat16 are computed in float: round the result back after every op."""
+        if dtype == dtypes.float16:
+            return self.round_half(expr, dtypes.float32)
+        if dtype == dtypes.bfloat16 and op not in _EXACT_OPS:
+            return f"round_bf({expr})"
+        return expr
+
+    def _render_cast(self, k: _CKernel, u: UOp) -> None:
+        x = u.vin[0]
+        self._value(k, u, self.cast(k.names[x], dtype_of(x), dtype_of(u)))
+
+    def _render_bitcast(self, k: _CKernel, u: UOp) -> None:
+        x = u.vin[0]
+        self._value(k, u, self.from_bits(self.to_bits(k.names[x], dtype_of(x)), dtype_of(u)))
+
+    def _group_combine(self, k: _CKernel, acc: UOp, op: Op) -> None:
         """Combine the work-group's partial accumulators in local memory (a barrier tree)."""
-        size, scratch = prod(kernel.local_size), f"red_{r[acc]}"
-        prologue.append(f"  {self.smem_prefix}{self.mem_type(acc.dtype)} {scratch}[{size}];")
-        emit(f"{scratch}[{lidx}] = {r[acc]};")
-        emit(self.barrier)
-        emit(f"for (int s = {size // 2}; s > 0; s >>= 1) {{")
+        size, scratch, lidx = prod(k.kernel.local_size), f"red_{k.names[acc]}", k.lidx[0]
+        dtype = dtype_of(acc)
+        k.prologue.append(f"  {self.smem_prefix}{self.mem_type(dtype)} {scratch}[{size}];")
+        k.emit(f"{scratch}[{lidx}] = {k.names[acc]};")
+        k.emit(self.barrier)
+        k.emit(f"for (int s = {size // 2}; s > 0; s >>= 1) {{")
         mine, other = f"{scratch}[{lidx}]", f"{scratch}[{lidx}+s]"
-        emit(f"  if ({lidx} < s) {mine} = {self.code_for_op[op](mine, other, acc.dtype)};")
-        emit(f"  {self.barrier}")
-        emit("}")
-        emit(f"{r[acc]} = {scratch}[0];")
+        k.emit(f"  if ({lidx} < s) {mine} = {self.code_for_op[op](mine, other, dtype)};")
+        k.emit(f"  {self.barrier}")
+        k.emit("}")
+        k.emit(f"{k.names[acc]} = {scratch}[0];")
 
 
-def uses(kernel: LinearKernel, dtype: DType) -> bool:
-    """Whether any value or buffer of the kernel has this dtype (to pick helpers, pragmas)."""
-    return dtype in kernel.buf_dtypes or any(u.dtype == dtype for u in kernel.uops)
+class _CKernel:
+    """One kernel being written: the C name of each uop's value and the lines so far."""
 
+    def __init__(self, kernel: LinearKernel) -> None:
+        self.kernel = kernel
+        self.names: dict[UOp, str] = {}
+        self.args: list[str] = []
+        self.prologue: list[str] = []  # declarations before the body (group-reduce scratch)
+        self.body: list[str] = []
+        self.depth = 1                 # indent: loops open + 1
+        self.counter = 0               # numbers the names, so each is unique
+        self.acc_depth: dict[UOp, int] = {}  # the depth each accumulator is defined at
+        self.acc_op: dict[UOp, Op] = {}      # accumulator -> op of its update, until combined
+        self.lidx: list[str] = []      # local work-item indices (a group reduce combines)
 
-def needs_double_bf16(kernel: LinearKernel) -> bool:
-    """Whether a cast to bfloat16 goes through double (from float64 or a 32/64-bit int)."""
-    return any(u.uop is UOps.CAST and u.dtype == dtypes.bfloat16 and
-               (u.vin[0].dtype == dtypes.float64 or
-                (u.vin[0].dtype.is_int and u.vin[0].dtype.itemsize >= 4)) for u in kernel.uops)
+    def emit(self, line: str) -> None:
+        self.body.append("  " * self.depth + line)
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"

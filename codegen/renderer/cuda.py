@@ -4,11 +4,13 @@ half is kept in memory as 16 bits and converted with the PTX `cvt` instructions 
 cuda_fp16.h wraps; writing them inline means NVRTC needs no include path.
 """
 from __future__ import annotations
+from typing import Callable
 
 from codegen.dtypes import DType, dtypes
 from codegen.linearizer import LinearKernel
 from codegen.ops import BinaryOps, UnaryOps
-from codegen.renderer.cstyle import CStyleRenderer, HalfFunctions, uses
+from codegen.renderer.c_helpers import HalfFunctions, uses
+from codegen.renderer.cstyle import CStyleRenderer
 
 _HALF = [
     "__device__ float h2f(unsigned short h) { float f; "
@@ -20,11 +22,20 @@ _HALF = [
 ]
 
 
-def _math(name: str):
+def _suffix(dtype: DType) -> str:
     """C math names: float gets the `f` variant (sinf), double the plain one."""
-    def render(*args) -> str:
-        return f"{name}{'' if args[-1] == dtypes.float64 else 'f'}({', '.join(args[:-1])})"
+    return "" if dtype == dtypes.float64 else "f"
+
+
+def _math(name: str) -> Callable[[str, DType], str]:
+    """The code_for_op entry of a one-argument C math function."""
+    def render(x: str, dtype: DType) -> str:
+        return f"{name}{_suffix(dtype)}({x})"
     return render
+
+
+def _mod(a: str, b: str, dtype: DType) -> str:
+    return f"fmod{_suffix(dtype)}({a}, {b})" if dtype.is_float else f"({a}%{b})"
 
 
 class CUDARenderer(HalfFunctions, CStyleRenderer):
@@ -41,8 +52,7 @@ class CUDARenderer(HalfFunctions, CStyleRenderer):
                    UnaryOps.EXP: _math("exp"), UnaryOps.LOG2: _math("log2"),
                    UnaryOps.SIN: _math("sin"), UnaryOps.COS: _math("cos"),
                    UnaryOps.SQRT: _math("sqrt"),
-                   BinaryOps.MOD: lambda a, b, dt: _math("fmod")(a, b, dt) if dt.is_float
-                   else f"({a}%{b})"}
+                   BinaryOps.MOD: _mod}
 
     def prelude(self, kernel: LinearKernel) -> list[str]:
         helpers = [f"__device__ {line}" for line in self.bf16_helpers(kernel)]

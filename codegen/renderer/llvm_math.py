@@ -24,6 +24,7 @@ are scaled by 2^23 first. log2(0) = -inf, log2(inf) = inf, negative or NaN gives
 """
 from __future__ import annotations
 import struct
+from typing import Callable
 
 EXP2_POLY = [1.0, 0.6931471824645996, 0.24022646248340607, 0.05550329014658928,
              0.009618519805371761, 0.0013399859890341759, 0.00015337577497120947]
@@ -32,6 +33,7 @@ EXP_POLY = [1.0, 1.0, 0.5, 0.166666641831398, 0.041666265577077866, 0.0083336634
             0.001394638093188405, 0.00019727551261894405]
 LN2_HI, LN2_LO = 0.693359375, -2.12194440e-4  # LN2_HI + LN2_LO = ln 2 to 3e-12
 _LN2 = 0.6931471805599453
+Literal = Callable[[float], str]  # a float32 constant -> its IR literal, splat over the lanes
 
 
 def _f(value: float, lanes: int) -> str:
@@ -45,13 +47,21 @@ def _i(value: int, lanes: int) -> str:
     return str(value) if lanes == 1 else f"splat (i32 {value})"
 
 
+def _floats(lanes: int) -> Literal:
+    return lambda value: _f(value, lanes)
+
+
+def _ints(lanes: int) -> Callable[[int], str]:
+    return lambda value: _i(value, lanes)
+
+
 def _types(lanes: int) -> tuple[str, str, str, str]:
     if lanes == 1:
         return "float", "i32", "i1", "f32"
     return f"<{lanes} x float>", f"<{lanes} x i32>", f"<{lanes} x i1>", f"v{lanes}f32"
 
 
-def _horner(name: str, coefs: list[float], x: str, t: str, f) -> list[str]:
+def _horner(name: str, coefs: list[float], x: str, t: str, f: Literal) -> list[str]:
     """%{name}0 = sum(coefs[k] * x^k), by Horner's rule with fused multiply-adds."""
     top = len(coefs) - 1
     lines = [f"  %{name}{top} = fadd {t} {f(coefs[top])}, {f(0.0)}"]
@@ -61,7 +71,7 @@ def _horner(name: str, coefs: list[float], x: str, t: str, f) -> list[str]:
     return lines
 
 
-def _clamped(low: float, high: float, t: str, b: str, f) -> list[str]:
+def _clamped(low: float, high: float, t: str, b: str, f: Literal) -> list[str]:
     """%x3 = %x clamped to [low, high], and 0 where %x is NaN (%nan says where)."""
     return [f"  %nan = fcmp uno {t} %x, %x",
             f"  %lo = fcmp olt {t} %x, {f(low)}",
@@ -74,7 +84,7 @@ def _clamped(low: float, high: float, t: str, b: str, f) -> list[str]:
 def exp2(lanes: int) -> tuple[str, list[str]]:
     """(function name, [definition, declarations]) of exp2 on float32 x lanes."""
     t, _, b, sfx = _types(lanes)
-    name, f = f"@lazyten_exp2_{sfx}", (lambda v: _f(v, lanes))
+    name, f = f"@lazyten_exp2_{sfx}", _floats(lanes)
     body = [*_clamped(-160.0, 160.0, t, b, f),
             f"  %r = call {t} @llvm.rint.{sfx}({t} %x3)",
             f"  %fr = fsub {t} %x3, %r",
@@ -89,7 +99,7 @@ def exp2(lanes: int) -> tuple[str, list[str]]:
 def exp(lanes: int) -> tuple[str, list[str]]:
     """(function name, [definition, declarations]) of e^x on float32 x lanes."""
     t, _, b, sfx = _types(lanes)
-    name, f = f"@lazyten_exp_{sfx}", (lambda v: _f(v, lanes))
+    name, f = f"@lazyten_exp_{sfx}", _floats(lanes)
     # outside [-104, 89] e^x rounds to 0 or overflows; the clamp keeps k in range
     body = [*_clamped(-104.0, 89.0, t, b, f),
             f"  %kx = fmul {t} %x3, {f(1 / _LN2)}",
@@ -110,7 +120,7 @@ def _times_power_of_two(value: str, power: str, lanes: int) -> list[str]:
     """%y = value * 2^power (power an integral float in [-160, 160]), as two factors
     built from exponent bits, each a normal float, so subnormal results round once and
     overflow gives inf."""
-    (t, i, _, _), n = _types(lanes), (lambda v: _i(v, lanes))
+    (t, i, _, _), n = _types(lanes), _ints(lanes)
     lines = [f"  %n = fptosi {t} {power} to {i}",
              f"  %n1 = ashr {i} %n, {n(1)}",
              f"  %n2 = sub {i} %n, %n1"]
@@ -126,7 +136,7 @@ def log2(lanes: int) -> tuple[str, list[str]]:
     """(function name, [definition]) of log2 on float32 x lanes."""
     t, i, b, sfx = _types(lanes)
     name = f"@lazyten_log2_{sfx}"
-    f, n = (lambda v: _f(v, lanes)), (lambda v: _i(v, lanes))
+    f, n = _floats(lanes), _ints(lanes)
     coef = [2 / _LN2 / (2 * k + 1) for k in range(5)]
     body = [f"  %sub = fcmp olt {t} %x, {f(2.0 ** -126)}",   # subnormal (or 0, negative)
             f"  %xs = fmul {t} %x, {f(2.0 ** 23)}",

@@ -32,7 +32,7 @@ def like(dtype: DType, scalar: DType) -> DType:
     return scalar.vec(dtype.count) if dtype.count > 1 else scalar
 
 
-def llvm_const(value, dtype: DType) -> str:
+def llvm_const(value: float, dtype: DType) -> str:
     """An exact LLVM literal: floats as hex so no digit is lost; vectors are splats."""
     if dtype.count > 1:
         return f"splat ({LLVM_TYPES[dtype.scalar]} {llvm_const(value, dtype.scalar)})"
@@ -53,7 +53,8 @@ def suffix(dtype: DType) -> str:
     return f"v{dtype.count}{suffix}" if dtype.count > 1 else suffix
 
 
-def intrinsic(name: str, dtype: DType, nargs: int, used: set) -> str:
+def intrinsic(name: str, dtype: DType, nargs: int, used: set[str]) -> str:
+    """`call <type> @llvm.<name>.<suffix>` for an overloaded intrinsic, declared in `used`."""
     ty, fn = ltype(dtype), f"@llvm.{name}.{suffix(dtype)}"
     used.add(f"declare {ty} {fn}({', '.join([ty] * nargs)})")
     return f"call {ty} {fn}"

@@ -5,91 +5,63 @@ loop runs [core_start, core_end) so a runtime can split it across threads (`piec
 renders the loop a thread runs to take its share). Loops are SSA phi loops; accumulators
 are allocas that LLVM's SROA turns into registers.
 
-Types and constants are spelled in llvm_types.py; casts and bfloat16 rounding are in
-llvm_casts.py.
+Each uop kind has a `_render_<kind>` method. Types and constants are spelled in
+llvm_types.py, ALU instructions in llvm_alu.py, casts and bfloat16 rounding in llvm_casts.py.
 """
 from __future__ import annotations
+import functools
 import hashlib
+from typing import Callable
 
 from codegen.dtypes import DType, dtypes
 from codegen.linearizer import LinearKernel
 from codegen.target import Target, host_cpu
 from codegen.ops import BinaryOps, TernaryOps, UnaryOps
-from codegen.renderer import ProgramSpec, Renderer, llvm_math
-from codegen.renderer.llvm_casts import (F64_TO_F16, bf16_bits, from_bf16, render_bitcast,
-                                         render_cast, round_to_bf16)
-from codegen.renderer.llvm_types import (LLVM_TYPES, intrinsic, like, llvm_const, ltype,
-                                         mem_type, suffix)
+from codegen.renderer import ProgramSpec, Renderer, dtype_of
+from codegen.renderer.llvm_alu import alu
+from codegen.renderer.llvm_casts import (bf16_bits, from_bf16, render_bitcast, render_cast,
+                                         round_to_bf16)
+from codegen.renderer.llvm_types import LLVM_TYPES, like, llvm_const, ltype, mem_type, suffix
 from codegen.uops import UOp, UOps
 
-_UNROLL_MAX = 4  # longest loop LLVM may unroll (a 2 x 2 pool window); see render()
-
-
-def _alu(op, dtype: DType, src_dtype: DType, args: list[str], used: set,
-         flags: str = "contract") -> str:
-    """The right-hand side of one instruction for `op` on operands of `src_dtype`.
-
-    Float add and mul carry fast-math `flags`: `contract` (a*b+c may become one fma,
-    rounding once) everywhere, and `reassoc` on a reduce's accumulation so LLVM may split
-    it into vector lanes and several partial sums."""
-    t, f = ltype(src_dtype), src_dtype.is_float
-    boolean = src_dtype.scalar == dtypes.bool
-    u = src_dtype.is_unsigned or boolean
-    a = args[0]
-    b = args[1] if len(args) > 1 else None
-    if op is BinaryOps.ADD:
-        if boolean:
-            return f"or {t} {a}, {b}"
-        return f"{'fadd ' + flags if f else 'add'} {t} {a}, {b}"
-    if op is BinaryOps.MUL:
-        return f"{'fmul ' + flags if f else ('and' if boolean else 'mul')} {t} {a}, {b}"
-    if op is BinaryOps.FDIV:  # no fast-math flags: `arcp` would allow a * (1/b)
-        return f"fdiv {t} {a}, {b}"
-    if op is BinaryOps.IDIV:
-        return f"{'fdiv' if f else ('udiv' if u else 'sdiv')} {t} {a}, {b}"
-    if op is BinaryOps.MOD:
-        return f"{'frem' if f else ('urem' if u else 'srem')} {t} {a}, {b}"
-    if op is BinaryOps.MAX:
-        if boolean:
-            return f"or {t} {a}, {b}"
-        name = "maximum" if f else ("umax" if u else "smax")
-        return f"{intrinsic(name, src_dtype, 2, used)}({t} {a}, {t} {b})"
-    if op is BinaryOps.CMPLT:
-        return f"fcmp olt {t} {a}, {b}" if f else f"icmp {'ult' if u else 'slt'} {t} {a}, {b}"
-    if op is BinaryOps.CMPNE:
-        return f"fcmp une {t} {a}, {b}" if f else f"icmp ne {t} {a}, {b}"
-    if op in (BinaryOps.AND, BinaryOps.OR, BinaryOps.XOR):
-        return f"{op.name.lower()} {t} {a}, {b}"
-    if op is BinaryOps.SHL:
-        return f"shl {t} {a}, {b}"
-    if op is BinaryOps.SHR:
-        return f"{'lshr' if u else 'ashr'} {t} {a}, {b}"
-    if op is TernaryOps.WHERE:
-        cond = ltype(dtypes.bool.vec(dtype.count) if dtype.count > 1 else dtypes.bool)
-        return f"select {cond} {a}, {ltype(dtype)} {b}, {ltype(dtype)} {args[2]}"
-    if op is TernaryOps.MULACC:
-        return f"{intrinsic('fmuladd', src_dtype, 3, used)}({t} {a}, {t} {b}, {t} {args[2]})"
-    if op is UnaryOps.NEG:
-        return f"fneg {t} {a}" if f else (f"xor {t} {a}, {llvm_const(True, src_dtype)}"
-                                         if boolean else f"sub {t} {llvm_const(0, src_dtype)}, {a}")
-    if op is UnaryOps.RECIP:
-        return f"fdiv {t} {llvm_const(1.0, src_dtype)}, {a}"
-    if op in _IR_MATH and src_dtype.scalar == dtypes.float32:
-        name, defs = _IR_MATH[op](src_dtype.count)
-        used.update(defs)
-        return f"call {t} {name}({t} {a})"
-    names = {UnaryOps.SQRT: "sqrt", UnaryOps.EXP2: "exp2", UnaryOps.EXP: "exp",
-             UnaryOps.LOG2: "log2", UnaryOps.SIN: "sin", UnaryOps.COS: "cos"}
-    return f"{intrinsic(names[op], src_dtype, 1, used)}({t} {a})"
-
-
+_UNROLL_MAX = 4  # longest loop LLVM may unroll (a 2 x 2 pool window); see _loop_metadata
 # ops whose result needs no rounding: it is one of the operands or its negation
 _EXACT_OPS = {BinaryOps.MAX, UnaryOps.NEG, TernaryOps.WHERE, BinaryOps.MOD}
+_ATTRIBUTES = 'attributes #0 = {{ nounwind "no-trapping-math"="true" "prefer-vector-width"="{}" }}'
 
 
-# float32 functions written in IR (vectorisable); other dtypes call the LLVM intrinsics
-_IR_MATH = {UnaryOps.EXP2: llvm_math.exp2, UnaryOps.EXP: llvm_math.exp,
-            UnaryOps.LOG2: llvm_math.log2}
+class _LLVMKernel:
+    """One kernel being written: the IR name of each uop's value and the lines so far."""
+
+    def __init__(self, kernel: LinearKernel) -> None:
+        self.kernel = kernel
+        self.names: dict[UOp, str] = {}
+        self.args: list[str] = []
+        self.prologue: list[str] = []  # allocas, at the top of the entry block
+        self.body: list[str] = []
+        self.used: set[str] = set()    # declarations and helper functions the body calls
+        self.block = "entry"           # the basic block being written
+        self.phis: dict[UOp, tuple[int, str]] = {}  # loop -> (body line of its phi, its label)
+        self.counter = 0               # numbers the names, so each is unique
+        self.no_unroll: list[str] = []  # loop metadata: one distinct id per loop
+        # the values stored into an accumulator by a reduce that may be reassociated
+        self.accumulations = {id(u.vin[1]) for u in kernel.uops
+                              if u.uop is UOps.ACC_UPDATE and u.arg}
+
+    def fresh(self, prefix: str = "v") -> str:
+        self.counter += 1
+        return f"%{prefix}{self.counter}"
+
+    def emit(self, rhs: str) -> str:
+        """Append `%vN = rhs` and return the new name."""
+        name = self.fresh()
+        self.body.append(f"  {name} = {rhs}")
+        return name
+
+    def gep(self, buf: UOp, idx: UOp) -> str:
+        """The address of buf[idx]."""
+        return self.emit(f"getelementptr inbounds {mem_type(buf.arg[1])}, ptr {self.names[buf]}, "
+                         f"{LLVM_TYPES[dtype_of(idx)]} {self.names[idx]}")
 
 
 class LLVMRenderer(Renderer):
@@ -110,161 +82,190 @@ class LLVMRenderer(Renderer):
         return spec
 
     def render(self, kernel: LinearKernel) -> str:
-        r: dict[UOp, str] = {}
-        args, prologue, body, used = [], [], [], set()
-        block = ["entry"]
-        phis: dict[UOp, tuple[int, str]] = {}
-        counter = [0]
-        no_unroll: list[str] = []  # loop metadata: one distinct id per loop
-        accumulations = {id(u.vin[1]) for u in kernel.uops if u.uop is UOps.ACC_UPDATE and u.arg}
-
-        def fresh(prefix: str = "v") -> str:
-            counter[0] += 1
-            return f"%{prefix}{counter[0]}"
-
-        def emit(rhs: str) -> str:
-            name = fresh()
-            body.append(f"  {name} = {rhs}")
-            return name
-
-        def gep(u: UOp) -> str:
-            buf, idx = u.vin[0], u.vin[1]
-            return emit(f"getelementptr inbounds {mem_type(buf.arg[1])}, ptr {r[buf]}, "
-                        f"{LLVM_TYPES[idx.dtype]} {r[idx]}")
-
+        k, rules = _LLVMKernel(kernel), self._rules
         for u in kernel.uops:
-            if u.uop is UOps.DEFINE_GLOBAL:
-                r[u] = f"%{u.arg[0]}"
-                args.append(f"ptr noalias align 16 {r[u]}")
-            elif u.uop is UOps.DEFINE_VAR:
-                r[u] = f"%{u.arg}"
-                args.append(f"{LLVM_TYPES[u.dtype]} {r[u]}")
-            elif u.uop is UOps.CONST:
-                r[u] = llvm_const(u.arg, u.dtype)
-            elif u.uop is UOps.LOOP:
-                label = fresh("loop")[1:]
-                body.append(f"  br label %{label}")
-                body.append(f"{label}:")
-                r[u] = fresh("i")
-                phis[u] = (len(body), label)
-                body.append(f"  {r[u]} = phi {LLVM_TYPES[u.dtype]} [{r[u.vin[0]]}, %{block[0]}]")
-                block[0] = label
-            elif u.uop is UOps.END:
-                loop = u.vin[0]
-                ty = LLVM_TYPES[loop.dtype]
-                nxt = emit(f"add nsw {ty} {r[loop]}, 1")
-                cond = emit(f"icmp slt {ty} {nxt}, {r[loop.vin[1]]}")
-                at, label = phis[loop]
-                body[at] = body[at] + f", [{nxt}, %{block[0]}]"
-                # LLVM may fully unroll short constant loops (pool windows, conv taps);
-                # unrolling longer ones buys little over our tiles and costs compile time
-                end = loop.vin[1]
-                short = end.uop is UOps.CONST and loop.vin[0].uop is UOps.CONST and \
-                    end.arg - loop.vin[0].arg <= _UNROLL_MAX
-                meta = ""
-                if not short:
-                    k = len(no_unroll) + 1
-                    no_unroll.append(f"!{k} = distinct !{{!{k}, !0}}")
-                    meta = f", !llvm.loop !{k}"
-                body.append(f"  br i1 {cond}, label %{label}, label %{label}_exit{meta}")
-                body.append(f"{label}_exit:")
-                block[0] = f"{label}_exit"
-            elif u.uop is UOps.DEFINE_ACC:
-                r[u] = fresh("acc")
-                ty = ltype(u.dtype)
-                prologue.append(f"  {r[u]} = alloca {ty}, align 64")
-                body.append(f"  store {ty} {llvm_const(u.arg, u.dtype)}, ptr {r[u]}")
-            elif u.uop is UOps.ACC_READ:
-                r[u] = emit(f"load {ltype(u.dtype)}, ptr {r[u.vin[0]]}")
-            elif u.uop is UOps.ACC_UPDATE:
-                acc, val = u.vin
-                body.append(f"  store {ltype(acc.dtype)} {r[val]}, ptr {r[acc]}")
-            elif u.uop is UOps.LOAD:
-                r[u] = self._load(u, r, emit, gep, used)
-            elif u.uop is UOps.STORE:
-                val, dt = r[u.vin[2]], u.vin[2].dtype
-                if dt.scalar == dtypes.bool:
-                    val = emit(f"zext {ltype(dt)} {val} to {mem_type(dt)}")
-                elif dt.scalar == dtypes.bfloat16:
-                    i32 = ltype(like(dt, dtypes.int32))
-                    high = emit(f"lshr {i32} {bf16_bits(val, like(dt, dtypes.float32), emit)}, "
-                                f"{llvm_const(16, like(dt, dtypes.int32))}")
-                    val = emit(f"trunc {i32} {high} to {mem_type(dt)}")
-                ptr = gep(u)
-                body.append(f"  store {mem_type(dt)} {val}, ptr {ptr}, align {dt.itemsize}")
-            elif u.uop is UOps.ALU:
-                src_dtype = u.vin[-1].dtype if u.arg is TernaryOps.WHERE else u.vin[0].dtype
-                if src_dtype.scalar == dtypes.bfloat16:  # computed in float, rounded after
-                    src_dtype = like(src_dtype, dtypes.float32)
-                flags = "reassoc contract" if id(u) in accumulations else "contract"
-                r[u] = emit(_alu(u.arg, u.dtype, src_dtype, [r[v] for v in u.vin], used, flags))
-                if u.dtype.scalar == dtypes.bfloat16 and u.arg not in _EXACT_OPS:
-                    r[u] = round_to_bf16(r[u], src_dtype, emit)
-            elif u.uop is UOps.VECTORIZE:
-                r[u] = self._vectorize(u, r, emit)
-            elif u.uop is UOps.EXTRACT:
-                r[u] = emit(f"extractelement {ltype(u.vin[0].dtype)} {r[u.vin[0]]}, i32 {u.arg}")
-            elif u.uop is UOps.CAST:
-                if (u.vin[0].dtype, u.dtype) == (dtypes.float64, dtypes.float16):
-                    used.add(F64_TO_F16)
-                r[u] = render_cast(u.vin[0].dtype, u.dtype, r[u.vin[0]], emit, used)
-            elif u.uop is UOps.BITCAST:
-                r[u] = render_bitcast(u.vin[0].dtype, u.dtype, r[u.vin[0]], emit)
-            else:
+            rule = rules.get(u.uop)
+            if rule is None:
                 raise NotImplementedError(f"LLVM renderer has no rule for {u.uop}")
-        lines = [f"define void @{kernel.name}({', '.join(args)}) #0 {{", "entry:"]
-        lines += prologue + body + ["  ret void", "}"]
-        lines += sorted(used)
-        lines.append('attributes #0 = { nounwind "no-trapping-math"="true" '
-                     f'"prefer-vector-width"="{self.target.vector_bits}" }}')
-        if no_unroll:
-            lines += ['!0 = !{!"llvm.loop.unroll.disable"}'] + no_unroll
+            rule(k, u)
+        lines = [f"define void @{kernel.name}({', '.join(k.args)}) #0 {{", "entry:",
+                 *k.prologue, *k.body, "  ret void", "}", *sorted(k.used),
+                 _ATTRIBUTES.format(self.target.vector_bits)]
+        if k.no_unroll:
+            lines += ['!0 = !{!"llvm.loop.unroll.disable"}'] + k.no_unroll
         return "\n".join(lines) + "\n"
 
-    @staticmethod
-    def _vectorize(u: UOp, r: dict, emit) -> str:
-        ty, scalar = ltype(u.dtype), ltype(u.dtype.scalar)
-        if all(v is u.vin[0] for v in u.vin):  # a splat
-            one = emit(f"insertelement {ty} poison, {scalar} {r[u.vin[0]]}, i32 0")
-            return emit(f"shufflevector {ty} {one}, {ty} poison, <{u.dtype.count} x i32> "
-                        "zeroinitializer")
-        vec = "poison"
-        for k, v in enumerate(u.vin):
-            vec = emit(f"insertelement {ty} {vec}, {scalar} {r[v]}, i32 {k}")
-        return vec
+    @functools.cached_property
+    def _rules(self) -> dict[UOps, Callable[[_LLVMKernel, UOp], None]]:
+        """uop kind -> the method that renders it (bound once per renderer)."""
+        return {UOps.DEFINE_GLOBAL: self._render_define_global,
+                UOps.DEFINE_VAR: self._render_define_var, UOps.CONST: self._render_const,
+                UOps.LOOP: self._render_loop, UOps.END: self._render_end,
+                UOps.DEFINE_ACC: self._render_define_acc, UOps.ACC_READ: self._render_acc_read,
+                UOps.ACC_UPDATE: self._render_acc_update, UOps.LOAD: self._render_load,
+                UOps.STORE: self._render_store, UOps.ALU: self._render_alu,
+                UOps.VECTORIZE: self._render_vectorize, UOps.EXTRACT: self._render_extract,
+                UOps.CAST: self._render_cast, UOps.BITCAST: self._render_bitcast}
+
+    def _render_define_global(self, k: _LLVMKernel, u: UOp) -> None:
+        k.names[u] = f"%{u.arg[0]}"
+        k.args.append(f"ptr noalias align 16 {k.names[u]}")
+
+    def _render_define_var(self, k: _LLVMKernel, u: UOp) -> None:
+        k.names[u] = f"%{u.arg}"
+        k.args.append(f"{LLVM_TYPES[dtype_of(u)]} {k.names[u]}")
+
+    def _render_const(self, k: _LLVMKernel, u: UOp) -> None:
+        k.names[u] = llvm_const(u.arg, dtype_of(u))
+
+    def _render_loop(self, k: _LLVMKernel, u: UOp) -> None:
+        """A block headed by the loop variable's phi; END adds the back edge's value."""
+        label = k.fresh("loop")[1:]
+        k.body += [f"  br label %{label}", f"{label}:"]
+        k.names[u] = k.fresh("i")
+        k.phis[u] = (len(k.body), label)
+        k.body.append(f"  {k.names[u]} = phi {LLVM_TYPES[dtype_of(u)]} "
+                      f"[{k.names[u.vin[0]]}, %{k.block}]")
+        k.block = label
+
+    def _render_end(self, k: _LLVMKernel, u: UOp) -> None:
+        loop = u.vin[0]
+        ty = LLVM_TYPES[dtype_of(loop)]
+        nxt = k.emit(f"add nsw {ty} {k.names[loop]}, 1")
+        cond = k.emit(f"icmp slt {ty} {nxt}, {k.names[loop.vin[1]]}")
+        at, label = k.phis[loop]
+        k.body[at] = k.body[at] + f", [{nxt}, %{k.block}]"
+        k.body += [f"  br i1 {cond}, label %{label}, label %{label}_exit"
+                   f"{self._loop_metadata(k, loop)}", f"{label}_exit:"]
+        k.block = f"{label}_exit"
 
     @staticmethod
-    def _load(u: UOp, r: dict, emit, gep, used: set) -> str:
-        dt = u.dtype
-        if len(u.vin) == 3 and u.vin[2].dtype.count > 1:  # a gate per lane: masked load
-            idx = u.vin[1]  # no inbounds: lane 0 may lie outside the buffer (masked off)
-            ptr = emit(f"getelementptr {mem_type(dt.scalar)}, ptr {r[u.vin[0]]}, "
-                       f"{LLVM_TYPES[idx.dtype]} {r[idx]}")
-            stored = like(dt, dtypes.uint16) if dt.scalar == dtypes.bfloat16 else dt
-            ty, mask = mem_type(dt), ltype(u.vin[2].dtype)
-            fn = f"@llvm.masked.load.{suffix(stored)}.p0"
-            used.add(f"declare {ty} {fn}(ptr, i32 immarg, {mask}, {ty})")
-            val = emit(f"call {ty} {fn}(ptr {ptr}, i32 {dt.itemsize}, {mask} {r[u.vin[2]]}, "
-                       f"{ty} zeroinitializer)")
-            return from_bf16(val, dt, emit) if dt.scalar == dtypes.bfloat16 else val
-        if len(u.vin) == 3:  # gated: read index 0 where invalid, then select zero
-            valid, idx = r[u.vin[2]], u.vin[1]
-            safe = emit(f"select i1 {valid}, {LLVM_TYPES[idx.dtype]} {r[idx]}, "
-                        f"{LLVM_TYPES[idx.dtype]} 0")
-            ptr = emit(f"getelementptr inbounds {mem_type(dt.scalar)}, ptr {r[u.vin[0]]}, "
-                       f"{LLVM_TYPES[idx.dtype]} {safe}")
-        else:
-            ptr = gep(u)
-        val = emit(f"load {mem_type(dt)}, ptr {ptr}, align {dt.itemsize}")
-        if dt.scalar == dtypes.bool:
-            byte = dtypes.int8.vec(dt.count) if dt.count > 1 else dtypes.int8
-            val = emit(f"icmp ne {mem_type(dt)} {val}, {llvm_const(0, byte)}")
-        elif dt.scalar == dtypes.bfloat16:
-            val = from_bf16(val, dt, emit)
+    def _loop_metadata(k: _LLVMKernel, loop: UOp) -> str:
+        """LLVM may fully unroll short constant loops (pool windows, conv taps); unrolling
+        longer ones buys little over our tiles and costs compile time, so they get
+        `llvm.loop.unroll.disable`."""
+        start, end = loop.vin
+        if start.uop is UOps.CONST and end.uop is UOps.CONST and \
+                end.arg - start.arg <= _UNROLL_MAX:
+            return ""
+        n = len(k.no_unroll) + 1
+        k.no_unroll.append(f"!{n} = distinct !{{!{n}, !0}}")
+        return f", !llvm.loop !{n}"
+
+    def _render_define_acc(self, k: _LLVMKernel, u: UOp) -> None:
+        k.names[u] = k.fresh("acc")
+        ty = ltype(dtype_of(u))
+        k.prologue.append(f"  {k.names[u]} = alloca {ty}, align 64")
+        k.body.append(f"  store {ty} {llvm_const(u.arg, dtype_of(u))}, ptr {k.names[u]}")
+
+    def _render_acc_read(self, k: _LLVMKernel, u: UOp) -> None:
+        k.names[u] = k.emit(f"load {ltype(dtype_of(u))}, ptr {k.names[u.vin[0]]}")
+
+    def _render_acc_update(self, k: _LLVMKernel, u: UOp) -> None:
+        acc, val = u.vin
+        k.body.append(f"  store {ltype(dtype_of(acc))} {k.names[val]}, ptr {k.names[acc]}")
+
+    def _render_store(self, k: _LLVMKernel, u: UOp) -> None:
+        dtype = dtype_of(u.vin[2])
+        val = self._to_memory(k, k.names[u.vin[2]], dtype)
+        ptr = k.gep(u.vin[0], u.vin[1])
+        k.body.append(f"  store {mem_type(dtype)} {val}, ptr {ptr}, align {dtype.itemsize}")
+
+    @staticmethod
+    def _to_memory(k: _LLVMKernel, val: str, dtype: DType) -> str:
+        """A register value as it is stored: bool as a byte, bfloat16 as its 16 bits."""
+        if dtype.scalar == dtypes.bool:
+            return k.emit(f"zext {ltype(dtype)} {val} to {mem_type(dtype)}")
+        if dtype.scalar != dtypes.bfloat16:
+            return val
+        i32 = like(dtype, dtypes.int32)
+        high = k.emit(f"lshr {ltype(i32)} {bf16_bits(val, like(dtype, dtypes.float32), k.emit)}, "
+                      f"{llvm_const(16, i32)}")
+        return k.emit(f"trunc {ltype(i32)} {high} to {mem_type(dtype)}")
+
+    def _render_alu(self, k: _LLVMKernel, u: UOp) -> None:
+        src_dtype = dtype_of(u.vin[-1] if u.arg is TernaryOps.WHERE else u.vin[0])
+        if src_dtype.scalar == dtypes.bfloat16:  # computed in float, rounded after
+            src_dtype = like(src_dtype, dtypes.float32)
+        flags = "reassoc contract" if id(u) in k.accumulations else "contract"
+        dtype = dtype_of(u)
+        k.names[u] = k.emit(alu(u.arg, dtype, src_dtype, [k.names[v] for v in u.vin], k.used,
+                                flags))
+        if dtype.scalar == dtypes.bfloat16 and u.arg not in _EXACT_OPS:
+            k.names[u] = round_to_bf16(k.names[u], src_dtype, k.emit)
+
+    def _render_vectorize(self, k: _LLVMKernel, u: UOp) -> None:
+        dtype = dtype_of(u)
+        ty, scalar = ltype(dtype), ltype(dtype.scalar)
+        if all(v is u.vin[0] for v in u.vin):  # a splat
+            one = k.emit(f"insertelement {ty} poison, {scalar} {k.names[u.vin[0]]}, i32 0")
+            k.names[u] = k.emit(f"shufflevector {ty} {one}, {ty} poison, <{dtype.count} x i32> "
+                                "zeroinitializer")
+            return
+        vec = "poison"
+        for lane, v in enumerate(u.vin):
+            vec = k.emit(f"insertelement {ty} {vec}, {scalar} {k.names[v]}, i32 {lane}")
+        k.names[u] = vec
+
+    def _render_extract(self, k: _LLVMKernel, u: UOp) -> None:
+        vec = u.vin[0]
+        k.names[u] = k.emit(f"extractelement {ltype(dtype_of(vec))} {k.names[vec]}, i32 {u.arg}")
+
+    def _render_cast(self, k: _LLVMKernel, u: UOp) -> None:
+        x = u.vin[0]
+        k.names[u] = render_cast(dtype_of(x), dtype_of(u), k.names[x], k.emit, k.used)
+
+    def _render_bitcast(self, k: _LLVMKernel, u: UOp) -> None:
+        x = u.vin[0]
+        k.names[u] = render_bitcast(dtype_of(x), dtype_of(u), k.names[x], k.emit)
+
+    # ---- loads: plain, gated (a select of the index and of the value), masked per lane ----
+    def _render_load(self, k: _LLVMKernel, u: UOp) -> None:
+        dtype = dtype_of(u)
+        if len(u.vin) == 3 and dtype_of(u.vin[2]).count > 1:
+            k.names[u] = self._masked_load(k, u, dtype)
+            return
+        ptr = self._gated_address(k, u, dtype) if len(u.vin) == 3 else k.gep(u.vin[0], u.vin[1])
+        val = self._from_memory(k, k.emit(f"load {mem_type(dtype)}, ptr {ptr}, "
+                                          f"align {dtype.itemsize}"), dtype)
         if len(u.vin) == 3:
-            zero = llvm_const(False if dt.scalar == dtypes.bool else 0, dt)
-            val = emit(f"select i1 {r[u.vin[2]]}, {ltype(dt)} {val}, {ltype(dt)} {zero}")
+            zero = llvm_const(False if dtype.scalar == dtypes.bool else 0, dtype)
+            val = k.emit(f"select i1 {k.names[u.vin[2]]}, {ltype(dtype)} {val}, "
+                         f"{ltype(dtype)} {zero}")
+        k.names[u] = val
+
+    @staticmethod
+    def _gated_address(k: _LLVMKernel, u: UOp, dtype: DType) -> str:
+        """Where invalid, read index 0 (the value is replaced by zero after the load)."""
+        valid, idx = k.names[u.vin[2]], u.vin[1]
+        ity = LLVM_TYPES[dtype_of(idx)]
+        safe = k.emit(f"select i1 {valid}, {ity} {k.names[idx]}, {ity} 0")
+        return k.emit(f"getelementptr inbounds {mem_type(dtype.scalar)}, "
+                      f"ptr {k.names[u.vin[0]]}, {ity} {safe}")
+
+    @staticmethod
+    def _from_memory(k: _LLVMKernel, val: str, dtype: DType) -> str:
+        """A loaded value in its register type: bool from a byte, bfloat16 from its bits."""
+        if dtype.scalar == dtypes.bool:
+            byte = dtypes.int8.vec(dtype.count) if dtype.count > 1 else dtypes.int8
+            return k.emit(f"icmp ne {mem_type(dtype)} {val}, {llvm_const(0, byte)}")
+        if dtype.scalar == dtypes.bfloat16:
+            return from_bf16(val, dtype, k.emit)
         return val
+
+    @staticmethod
+    def _masked_load(k: _LLVMKernel, u: UOp, dtype: DType) -> str:
+        """A vector load with a gate per lane: llvm.masked.load reads only valid lanes."""
+        idx = u.vin[1]  # no inbounds: lane 0 may lie outside the buffer (masked off)
+        ptr = k.emit(f"getelementptr {mem_type(dtype.scalar)}, ptr {k.names[u.vin[0]]}, "
+                     f"{LLVM_TYPES[dtype_of(idx)]} {k.names[idx]}")
+        stored = like(dtype, dtypes.uint16) if dtype.scalar == dtypes.bfloat16 else dtype
+        ty, mask = mem_type(dtype), ltype(dtype_of(u.vin[2]))
+        fn = f"@llvm.masked.load.{suffix(stored)}.p0"
+        k.used.add(f"declare {ty} {fn}(ptr, i32 immarg, {mask}, {ty})")
+        val = k.emit(f"call {ty} {fn}(ptr {ptr}, i32 {dtype.itemsize}, "
+                     f"{mask} {k.names[u.vin[2]]}, {ty} zeroinitializer)")
+        return from_bf16(val, dtype, k.emit) if dtype.scalar == dtypes.bfloat16 else val
 
 
 PLAIN = "; plain: emit as written, at -O0\n"  # first line of support code (piece loops)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from codegen.dtypes import DType, dtypes
 from codegen.linearizer import LinearKernel
 from codegen.target import gpu
-from codegen.renderer.cstyle import CStyleRenderer, needs_double_bf16, uses
+from codegen.renderer.c_helpers import needs_double_bf16, uses
+from codegen.renderer.cstyle import CStyleRenderer
 
 _ROUND_HALF = ("float {name}({type} x) {{ ushort h; vstore_half(x, 0, (half*)&h); "
                "return vload_half(0, (half*)&h); }}")
