@@ -16,6 +16,7 @@ from lazyten import function as F
 from lazyten.aliases import keywords
 from lazyten.elementwise import broadcast_shape
 from lazyten.errors import ShapeError
+from lazyten.mixin import TensorMixin
 from lazyten.movement import _as_int, _norm_axis
 
 if TYPE_CHECKING:  # same package; only for the annotations
@@ -50,7 +51,7 @@ _SPELLINGS = {
 }
 
 
-class CompatMixin:
+class CompatMixin(TensorMixin):
     """PyTorch's Tensor methods that are thin compositions of lazyten's."""
 
     # ---- dtype and autograd state ----

@@ -17,6 +17,7 @@ import numpy as np
 
 from codegen.dtypes import dtypes
 from lazyten.elementwise import broadcast_shape
+from lazyten.mixin import TensorMixin
 
 if TYPE_CHECKING:  # same package; only for the annotations
     from lazyten.tensor import Tensor
@@ -41,7 +42,7 @@ def _is_mask(item) -> bool:
     return isinstance(item, list) and np.asarray(item).dtype == np.bool_
 
 
-class InPlaceMixin:
+class InPlaceMixin(TensorMixin):
     """__setitem__, the in-place methods (`*_`), requires_grad_, nonzero and mask indexing."""
 
     # ---- the one way a tensor changes in place ----

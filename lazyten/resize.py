@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from codegen.dtypes import dtypes
+from lazyten.mixin import TensorMixin
 
 MODES = {"nearest": None, "nearest-exact": None, "linear": 1, "bilinear": 2, "trilinear": 3}
 
@@ -122,7 +123,7 @@ def _linear_axis(x, axis: int, out_size: int, scale, align_corners: bool):
     return out
 
 
-class ResizeMixin:
+class ResizeMixin(TensorMixin):
     """interpolate."""
 
     def interpolate(self, size=None, scale_factor=None, mode: str = "nearest",

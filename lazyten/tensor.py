@@ -25,6 +25,7 @@ from lazyten.inplace import InPlaceMixin
 from lazyten.interop import InteropMixin
 from lazyten.logic import LogicMixin
 from lazyten.mathfn import MathMixin
+from lazyten.mixin import MixinType
 from lazyten.movement import MovementMixin
 from lazyten.losses import LossMixin
 from lazyten.nnops import NNMixin
@@ -42,7 +43,7 @@ from lazyten.switches import _NO_GRAD, _TRAINING, no_grad, switch, training_mode
 from runtimes import Buffer, canonical, get_runtime
 
 
-class _TensorType(type):
+class _TensorType(MixinType):
     """`Tensor.no_grad` and `Tensor.training` read and set the calling thread's switches."""
     no_grad = switch(_NO_GRAD)
     training = switch(_TRAINING)
