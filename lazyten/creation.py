@@ -176,7 +176,7 @@ class CreationMixin(TensorMixin):
         torch_style = size is not None or (args and isinstance(args[-1], (tuple, list)))
         if torch_style:
             if size is None:
-                *args, size = args
+                args, size = args[:-1], args[-1]
             if len(args) > 2 or (args and (low is not None or high is not None) and
                                  len(args) + (low is not None) + (high is not None) > 2):
                 raise TypeError(f"randint takes (high, size) or (low, high, size), got {args}")

@@ -13,7 +13,9 @@ time this is an empty class and an empty metaclass):
   requires_grad, grad and the autograd bookkeeping;
 - that `type(self)(...)` and `cls(...)` make a Tensor;
 - that any other name, on an instance (`__getattr__` here) or on the class (`__getattr__`
-  on the metaclass), is a sibling mixin's method, of type Any.
+  on the metaclass), is a sibling mixin's method, of type Any; and so are the operators
+  the mixins apply to `self` (`-self`, `self[i]`), which Python and mypy look up on the
+  class, never through `__getattr__`.
 What a mixin defines itself is checked as usual. The cost: on a Tensor too, a name no
 mixin defines is Any for mypy rather than an error; the tests catch a misspelt method.
 """
@@ -38,7 +40,7 @@ class TensorMixin(metaclass=MixinType):
     """What every Tensor mixin may use of Tensor; declarations for the type checker only."""
     if TYPE_CHECKING:
         lazydata: LazyBuffer
-        requires_grad: bool | None  # None: not set by the user (an op's result, until autograd)
+        requires_grad: bool | None  # None: never set, which reads as False
         grad: Tensor | None
         _ctx: Function | None
         _parents: tuple[Tensor, ...]
@@ -54,8 +56,19 @@ class TensorMixin(metaclass=MixinType):
         @property
         def ndim(self) -> int: ...
 
+        # `type(self)(...)`, `cls(...)`: Tensor.__init__'s arguments, and a Tensor comes back
         def __new__(cls, data: Any, device: str | None = None, dtype: Any = None,
                     requires_grad: bool | None = None) -> Tensor: ...
 
         def __getattr__(self, name: str) -> Any:
             """An instance-level name of a sibling mixin (`self.cast`, `self.reshape`)."""
+
+        # operators are looked up on the class, never through __getattr__: those the mixins
+        # apply to `self` (ElementwiseMixin and MovementMixin define them)
+        def __eq__(self, other: object) -> Any: ...
+        def __ne__(self, other: object) -> Any: ...
+        def __neg__(self) -> Any: ...
+        def __invert__(self) -> Any: ...
+        def __mul__(self, other: Any) -> Any: ...
+        def __rsub__(self, other: Any) -> Any: ...
+        def __getitem__(self, index: Any) -> Any: ...
