@@ -11,9 +11,10 @@ import math
 from codegen.dtypes import dtypes
 from lazyten.elementwise import broadcast_shape
 from lazyten.errors import ArgumentError, ShapeError
+from lazyten.mixin import TensorMixin
 
 
-class AttentionMixin:
+class AttentionMixin(TensorMixin):
     """scaled_dot_product_attention."""
 
     def scaled_dot_product_attention(self, key, value, attn_mask=None, dropout_p: float = 0.0,

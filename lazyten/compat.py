@@ -16,9 +16,12 @@ from lazyten import function as F
 from lazyten.aliases import keywords
 from lazyten.elementwise import broadcast_shape
 from lazyten.errors import ShapeError
+from lazyten.mixin import TensorMixin
 from lazyten.movement import _as_int, _norm_axis
 
 if TYPE_CHECKING:  # same package; only for the annotations
+    from typing import Self  # detach_ returns self, whose type mypy knows
+
     from lazyten.tensor import Tensor
 
 # PyTorch's legacy tensor-type names; other dtypes are spelt from their own name
@@ -50,7 +53,7 @@ _SPELLINGS = {
 }
 
 
-class CompatMixin:
+class CompatMixin(TensorMixin):
     """PyTorch's Tensor methods that are thin compositions of lazyten's."""
 
     # ---- dtype and autograd state ----
@@ -83,7 +86,7 @@ class CompatMixin:
         has freed the graph)."""
         return self._ctx
 
-    def detach_(self) -> Tensor:
+    def detach_(self) -> Self:
         """Cut this tensor from its graph, in place: it becomes a leaf without grad."""
         self._ctx, self._parents, self.requires_grad = None, (), False
         return self
@@ -291,7 +294,8 @@ class CompatMixin:
         if self.dtype == dtypes.float16:  # multiplied in float32, rounded once
             return self.float().cumprod(dim).half()
         dim = _norm_axis(dim, self.ndim, "dim")
-        out = self if self.dtype.is_float else self.cast(dtypes.int64)
+        # Any: a Tensor, which mypy does not know `self` to be in a mixin (mixin.py)
+        out: Any = self if self.dtype.is_float else self.cast(dtypes.int64)
         n, step = self.shape[dim], 1
         grad = out.requires_grad and not type(self).no_grad
         while step < n:

@@ -14,6 +14,7 @@ from codegen.dtypes import DType, as_dtype, dtypes
 from codegen.helpers import argfix, getenv, prod
 from lazyten.errors import ArgumentError, DTypeError, ShapeError
 from lazyten.lazy import LazyBuffer
+from lazyten.mixin import TensorMixin
 from runtimes import canonical
 
 if TYPE_CHECKING:  # same package; only for the return annotations
@@ -84,7 +85,7 @@ def _check_shape(shape: tuple) -> tuple[int, ...]:
 
 
 
-class CreationMixin:
+class CreationMixin(TensorMixin):
     """Class methods that make new tensors, and the *_like methods."""
     _rng = np.random.default_rng(getenv("SEED", 0))
 
@@ -175,7 +176,7 @@ class CreationMixin:
         torch_style = size is not None or (args and isinstance(args[-1], (tuple, list)))
         if torch_style:
             if size is None:
-                *args, size = args
+                args, size = args[:-1], args[-1]
             if len(args) > 2 or (args and (low is not None or high is not None) and
                                  len(args) + (low is not None) + (high is not None) > 2):
                 raise TypeError(f"randint takes (high, size) or (low, high, size), got {args}")

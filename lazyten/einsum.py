@@ -8,6 +8,7 @@ label summed as soon as no later operand and not the output needs it. Mixed into
 from __future__ import annotations
 from codegen.dtypes import dtypes, promote
 from lazyten.errors import ArgumentError, ShapeError
+from lazyten.mixin import TensorMixin
 
 _LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
@@ -57,7 +58,7 @@ def _diagonal(x, labels: list):
     return x, labels
 
 
-class EinsumMixin:
+class EinsumMixin(TensorMixin):
     """einsum."""
 
     @classmethod

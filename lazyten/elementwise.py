@@ -14,6 +14,7 @@ from lazyten import function as F
 from lazyten.aliases import keywords
 from lazyten.errors import ArgumentError, DTypeError, ShapeError
 from lazyten.lazy import LazyBuffer
+from lazyten.mixin import TensorMixin
 from lazyten.power import Pow, float_pow
 
 
@@ -32,7 +33,7 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
-class ElementwiseMixin:
+class ElementwiseMixin(TensorMixin):
     """Arithmetic, comparisons, logic and activation functions."""
 
     # ---- broadcasting ----

@@ -15,6 +15,7 @@ from lazyten.lazy import LazyBuffer
 
 class Function:
     """Base: remembers which inputs need a gradient."""
+    versions: tuple[int, ...] | None = None  # the inputs' `_version`s, set by Tensor.apply
 
     def __init__(self, needs_input_grad: list[bool]):
         self.needs_input_grad = needs_input_grad

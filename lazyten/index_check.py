@@ -56,6 +56,7 @@ def check_index(result, index, size: int, op: str, allow_negative: bool = False)
 def verify(flag: LazyBuffer) -> None:
     """Raise IndexError if a realized flag found an index out of range; the flag is then
     made unrealized again (its graph is still there), so the next read raises again."""
+    assert flag.index_check is not None, "verify() takes a flag made by check_index"
     try:
         raise_if_bad(flag.index_check, flag.realized)
     except IndexError:
@@ -66,7 +67,7 @@ def verify(flag: LazyBuffer) -> None:
 def raise_if_bad(index_check: tuple, buffer) -> None:
     """Read one flag's buffer (also what a @jit replay calls after its kernels)."""
     value = np.empty(1, dtype=np.int64)
-    buffer.copyout(memoryview(value.view(np.uint8)))
+    buffer.copyout(value.view(np.uint8).data)
     worst = int(value[0])
     if worst != _NONE_BAD:
         op, size, low = index_check

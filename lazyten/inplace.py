@@ -17,8 +17,11 @@ import numpy as np
 
 from codegen.dtypes import dtypes
 from lazyten.elementwise import broadcast_shape
+from lazyten.mixin import TensorMixin
 
 if TYPE_CHECKING:  # same package; only for the annotations
+    from typing import Self  # the in-place methods return self, whose type mypy knows
+
     from lazyten.tensor import Tensor
 
 
@@ -41,7 +44,7 @@ def _is_mask(item) -> bool:
     return isinstance(item, list) and np.asarray(item).dtype == np.bool_
 
 
-class InPlaceMixin:
+class InPlaceMixin(TensorMixin):
     """__setitem__, the in-place methods (`*_`), requires_grad_, nonzero and mask indexing."""
 
     # ---- the one way a tensor changes in place ----
@@ -72,7 +75,7 @@ class InPlaceMixin:
             self._ctx, self._parents = (new._ctx, new._parents) if recorded else (None, ())
             self.requires_grad = recorded
 
-    def _update(self, name: str, compute, *, cast: bool = False):
+    def _update(self, name: str, compute, *, cast: bool = False) -> Self:
         """self = compute(old self), in place; the result must keep self's dtype unless
         `cast` (assignment casts, as PyTorch; arithmetic refuses to narrow, as PyTorch)."""
         self._check_inplace(name)
@@ -86,27 +89,27 @@ class InPlaceMixin:
         return self
 
     # ---- in-place methods ----
-    def add_(self, other: Any, alpha: float = 1) -> Tensor:
+    def add_(self, other: Any, alpha: float = 1) -> Self:
         """self += alpha * other, in place."""
         return self._update("add_", lambda x: x + (other if alpha == 1 else other * alpha))
 
-    def sub_(self, other: Any, alpha: float = 1) -> Tensor:
+    def sub_(self, other: Any, alpha: float = 1) -> Self:
         return self._update("sub_", lambda x: x - (other if alpha == 1 else other * alpha))
 
-    def mul_(self, other: Any) -> Tensor:
+    def mul_(self, other: Any) -> Self:
         return self._update("mul_", lambda x: x * other)
 
-    def div_(self, other: Any, rounding_mode: str | None = None) -> Tensor:
+    def div_(self, other: Any, rounding_mode: str | None = None) -> Self:
         return self._update("div_", lambda x: x.div(other, rounding_mode=rounding_mode))
 
     # min= and max= are PyTorch's keyword names (they shadow the builtins in these bodies)
-    def clamp_(self, min: Any = None, max: Any = None) -> Tensor:
+    def clamp_(self, min: Any = None, max: Any = None) -> Self:
         return self._update("clamp_", lambda x: x.clamp(min, max))
 
-    def clamp_min_(self, min: Any) -> Tensor:
+    def clamp_min_(self, min: Any) -> Self:
         return self._update("clamp_min_", lambda x: x.clamp_min(min))
 
-    def clamp_max_(self, max: Any) -> Tensor:
+    def clamp_max_(self, max: Any) -> Self:
         return self._update("clamp_max_", lambda x: x.clamp_max(max))
 
     def clamp_min(self, min: Any) -> Tensor:
@@ -115,7 +118,7 @@ class InPlaceMixin:
     def clamp_max(self, max: Any) -> Tensor:
         return self.clip(None, max)
 
-    def fill_(self, value: Any) -> Tensor:
+    def fill_(self, value: Any) -> Self:
         """Every element set to `value` (a number or a one-element tensor), in place."""
         if hasattr(value, "lazydata"):
             if value.numel() != 1:
@@ -125,18 +128,19 @@ class InPlaceMixin:
                                 cast=True)
         return self._update("fill_", lambda x: x.full_like(value), cast=True)
 
-    def zero_(self) -> Tensor:
+    def zero_(self) -> Self:
         return self.fill_(0)
 
-    def copy_(self, src: Any) -> Tensor:
+    def copy_(self, src: Any) -> Self:
         """self's elements set to src's (broadcast, cast to self's dtype), in place."""
-        return self.__setitem__(Ellipsis, src) or self
+        self[...] = src
+        return self
 
-    def masked_fill_(self, mask: Any, value: Any) -> Tensor:
+    def masked_fill_(self, mask: Any, value: Any) -> Self:
         """`value` where the bool mask is true, in place (cast to self's dtype, as PyTorch)."""
         return self._update("masked_fill_", lambda x: x.masked_fill(mask, value), cast=True)
 
-    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+    def requires_grad_(self, requires_grad: bool = True) -> Self:
         """Switch gradient recording for this leaf on or off (floating-point tensors only)."""
         if requires_grad and not self.dtype.is_float:
             raise RuntimeError(f"only floating point tensors can require gradients, this one "

@@ -8,8 +8,10 @@ from typing import Any
 
 import numpy as np
 
+from lazyten.mixin import TensorMixin
 
-class InteropMixin:
+
+class InteropMixin(TensorMixin):
     """numpy's array protocol, Python's number protocols and PyTorch's accessors."""
 
     # numpy's binary operators give way to the Tensor's (np.float32(2) * t is a Tensor)

@@ -125,8 +125,8 @@ class TinyJit:
         if self._parts is None:
             self._parts = parts
         else:
-            self._check(parts)
-        return [t.lazydata.realized for t in tensors]
+            self._check(self._parts, parts)
+        return [t.lazydata.buffer() for t in tensors]
 
     def _named(self, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
         """(name, value) of each argument, in the function's parameter order."""
@@ -136,9 +136,10 @@ class TinyJit:
             return list(bound.arguments.items())
         return [(f"args[{i}]", a) for i, a in enumerate(args)] + sorted(kwargs.items())
 
-    def _check(self, parts: list) -> None:
+    def _check(self, first: list, parts: list) -> None:
+        """Raise JitError unless this call's flattened arguments match the first call's."""
         missing = (None, _ABSENT)
-        for (old_path, old), (path, new) in itertools.zip_longest(self._parts, parts,
+        for (old_path, old), (path, new) in itertools.zip_longest(first, parts,
                                                                    fillvalue=missing):
             if old_path != path or not _same(old, new):
                 where = old_path if old_path == path else f"{old_path} / {path}"
@@ -180,7 +181,7 @@ class _Replay:
     def __init__(self, launches: list[Launch], inputs: list[Buffer], outputs: list[Buffer],
                  returned: list[tuple[int | None, LazyBuffer]], template: Any,
                  assigned: list[Tensor]):
-        slot = {}
+        slot: dict[int, int] = {}  # id(buffer) -> its slot
         for i, b in enumerate(inputs + outputs):
             slot.setdefault(id(b), i)
         self.steps = [(step, [(pos, slot[id(b)]) for pos, b in enumerate(step.buffers)
@@ -213,9 +214,9 @@ class _Replay:
                     buffers[pos] = current[slot]
             replay(step, buffers)
         tensors = []
-        for slot, lb in self.returned:
-            if slot is not None:  # else a constant, which nothing can change
-                base = LazyBuffer.from_buffer(current[self.first_output + slot], lb.base.shape)
+        for output, lb in self.returned:
+            if output is not None:  # else a constant, which nothing can change
+                base = LazyBuffer.from_buffer(current[self.first_output + output], lb.base.shape)
                 lb = base if lb._base is None else base._view(lb.st)
             tensors.append(Tensor._wrap(lb))
         return _rebuild(self.template, iter(tensors))
@@ -228,7 +229,7 @@ def _keep_values_read_from(t: Tensor) -> None:
     as an eager assign does. Tensors made from `t` keep their values."""
     lb = t.lazydata
     alive = weakref.ref(lb)
-    t.lazydata = LazyBuffer.from_buffer(lb.realized, lb.shape)
+    t.lazydata = LazyBuffer.from_buffer(lb.buffer(), lb.shape)
     del lb
     old = alive()
     if old is not None:
@@ -267,7 +268,9 @@ def _record(fn: Callable, args: tuple, kwargs: dict, inputs: list[Buffer],
         launches, assigned, copied = Capture.items, Capture.assigned, Capture.copied
     finally:
         Capture.items = Capture.allocated = Capture.assigned = Capture.copied = None
-    outputs, slots, returned_plan = [], {}, []
+    outputs: list[Buffer] = []
+    slots: dict[int, int] = {}  # id(buffer) -> its index in outputs
+    returned_plan: list[tuple[int | None, LazyBuffer]] = []
     for lb in lazy:
         buffer = lb.base.realized
         if buffer is None:

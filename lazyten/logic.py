@@ -9,9 +9,10 @@ from codegen.dtypes import dtypes
 from codegen.ops import BinaryOps
 from lazyten import function as F
 from lazyten.elementwise import broadcast_shape
+from lazyten.mixin import TensorMixin
 
 
-class LogicMixin:
+class LogicMixin(TensorMixin):
     """Bits, shifts and predicates on values."""
 
     # ---- bitwise ----

@@ -9,6 +9,7 @@ from __future__ import annotations
 from codegen.dtypes import dtypes
 from lazyten.errors import ShapeError
 from lazyten.index_check import check_index
+from lazyten.mixin import TensorMixin
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -63,7 +64,7 @@ def _weighted(loss, w_t, reduction: str):
     return _reduce_loss(loss, reduction)
 
 
-class LossMixin:
+class LossMixin(TensorMixin):
     """Loss functions."""
 
     def nll_loss(self, target, weight=None, ignore_index: int = -100, reduction: str = "mean"):

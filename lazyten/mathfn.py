@@ -12,6 +12,7 @@ import math
 
 from codegen.dtypes import dtypes
 from lazyten import function as F
+from lazyten.mixin import TensorMixin
 
 LN2 = math.log(2)
 SQRT1_2 = math.sqrt(0.5)
@@ -180,7 +181,7 @@ def _logaddexp(x, y, exp, log1p_scale: float, tie: float):
     return (x == y).where(x + tie, out)
 
 
-class MathMixin:
+class MathMixin(TensorMixin):
     """Special functions (float results; integer inputs compute in float32)."""
 
     def _special(self, value, slope):

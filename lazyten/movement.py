@@ -17,6 +17,7 @@ from lazyten.elementwise import broadcast_shape
 from lazyten.index_check import as_index, check_index
 from lazyten.inplace import _is_mask
 from lazyten.errors import DTypeError, ShapeError
+from lazyten.mixin import TensorMixin
 from lazyten.padding import check_mode, pad_modes
 
 
@@ -34,7 +35,7 @@ def _norm_axis(axis: int, ndim: int, what: str = "axis") -> int:
     return axis % max(ndim, 1)
 
 
-class MovementMixin:
+class MovementMixin(TensorMixin):
     """View-changing and indexing methods."""
 
     # ---- primitive views ----

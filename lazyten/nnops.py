@@ -17,9 +17,10 @@ from lazyten import function as F
 from lazyten.elementwise import broadcast_shape
 from lazyten.errors import ShapeError
 from lazyten.index_check import check_index
+from lazyten.mixin import TensorMixin
 
 
-class NNMixin:
+class NNMixin(TensorMixin):
     """matmul, conv, pooling, normalisation and loss functions."""
 
     # ---- matmul ----

@@ -71,8 +71,9 @@ class Optimizer:
     def _update(self) -> list[Tensor]:
         raise NotImplementedError
 
-    def _grad(self, p: Tensor) -> Tensor:
-        g = p.grad.detach()
+    def _grad(self, p: Tensor, grad: Tensor) -> Tensor:
+        """`grad`, p's gradient, detached, checked and cast to p's dtype."""
+        g = grad.detach()
         if g.shape != p.shape:
             raise ValueError(f"gradient shape {g.shape} != parameter shape {p.shape}")
         return g.cast(p.dtype)
@@ -97,7 +98,7 @@ class SGD(Optimizer):
         for i, p in enumerate(self.params):
             if p.grad is None:
                 continue
-            g = self._grad(p)
+            g = self._grad(p, p.grad)
             if self.weight_decay:
                 g = g + self.weight_decay * p.detach()
             if self.momentum:
@@ -140,7 +141,7 @@ class Adam(Optimizer):
         for i, p in enumerate(self.params):
             if p.grad is None:
                 continue
-            g, lr, weights = self._grad(p), self._lr(p), p.detach()
+            g, lr, weights = self._grad(p, p.grad), self._lr(p), p.detach()
             if self.weight_decay and not self.decoupled:
                 g = g + self.weight_decay * weights
             if self.weight_decay and self.decoupled:

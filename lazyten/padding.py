@@ -6,6 +6,7 @@ an expanded edge (replicate) or the opposite end (circular) on either side of it
 """
 from __future__ import annotations
 from lazyten.errors import ShapeError, UnknownModeError
+from lazyten.mixin import TensorMixin
 
 MODES = ("constant", "reflect", "replicate", "circular")
 
@@ -54,7 +55,7 @@ def _side(x, axis: int, width: int, mode: str, before: bool):
     return take(n - width, n) if before else take(0, width)  # circular
 
 
-class PaddingMixin:
+class PaddingMixin(TensorMixin):
     """pad2d."""
 
     def pad2d(self, padding, value: float = 0.0):

@@ -15,6 +15,7 @@ from codegen.dtypes import dtypes
 from lazyten import function as F
 from lazyten.errors import DTypeError
 from lazyten.mathfn import _odd
+from lazyten.mixin import TensorMixin
 
 SQRT3 = math.sqrt(3.0)
 TAN_PI_12 = 2 - SQRT3
@@ -113,7 +114,7 @@ class CopySign(F.Function):
         return gx, gy
 
 
-class PointwiseMixin:
+class PointwiseMixin(TensorMixin):
     """Inverse trigonometric functions and a few PyTorch/tinygrad elementwise extras."""
 
     def asin(self):

@@ -8,13 +8,14 @@ from __future__ import annotations
 from codegen.dtypes import dtypes
 from codegen.helpers import make_pair, prod
 from lazyten.errors import ShapeError
+from lazyten.mixin import TensorMixin
 
 
 def _rank(kernel_size) -> int:
     return len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 2
 
 
-class PoolingMixin:
+class PoolingMixin(TensorMixin):
     """max_pool2d, avg_pool2d."""
 
     def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0,

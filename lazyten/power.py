@@ -50,7 +50,7 @@ class Pow(F.Function):
     def forward(self, x, y=None, power: int | None = None, tensor=None):
         self.x, self.y, self.power, self.tensor = x, y, power, tensor
         base = tensor._wrap(x)
-        out = int_power(base, power) if y is None else float_pow(base, tensor._wrap(y))
+        out = int_power(base, power) if power is not None else float_pow(base, tensor._wrap(y))
         self.ret = out.lazydata
         return self.ret
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from codegen.helpers import argfix
 from lazyten.errors import ArgumentError, ShapeError
+from lazyten.mixin import TensorMixin
 
 
 def _int(value, what: str) -> int:
@@ -28,7 +29,7 @@ def _dim(dim, ndim: int, what: str) -> int:
     return dim % max(ndim, 1)
 
 
-class RearrangeMixin:
+class RearrangeMixin(TensorMixin):
     """roll, tile, repeat_interleave."""
 
     def roll(self, shifts, dims=None):

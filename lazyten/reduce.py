@@ -11,6 +11,7 @@ from codegen.dtypes import dtypes
 from codegen.helpers import prod
 from lazyten import function as F
 from lazyten.aliases import keywords
+from lazyten.mixin import TensorMixin
 
 
 class ValuesIndices(NamedTuple):
@@ -60,7 +61,7 @@ def _one_dtype(dtype, acc_dtype, name: str):
     return dtype if dtype is not None else acc_dtype
 
 
-class ReduceMixin:
+class ReduceMixin(TensorMixin):
     """Reductions and the functions built on them."""
 
     def _reduce(self, fn, axis, keepdim: bool):

@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from codegen.dtypes import dtypes
+from lazyten.mixin import TensorMixin
 
 MODES = {"nearest": None, "nearest-exact": None, "linear": 1, "bilinear": 2, "trilinear": 3}
 
@@ -122,7 +123,7 @@ def _linear_axis(x, axis: int, out_size: int, scale, align_corners: bool):
     return out
 
 
-class ResizeMixin:
+class ResizeMixin(TensorMixin):
     """interpolate."""
 
     def interpolate(self, size=None, scale_factor=None, mode: str = "nearest",
@@ -130,16 +131,16 @@ class ResizeMixin:
         """torch.nn.functional.interpolate for (N, C, *spatial) inputs of 1-3 spatial dims."""
         if mode not in MODES:
             raise ValueError(f"interpolate mode must be one of {list(MODES)}, got {mode!r}")
-        nd = self.ndim - 2
+        nd, mode_dims = self.ndim - 2, MODES[mode]
         if not 1 <= nd <= 3:
             raise ValueError(f"interpolate needs a 3-d, 4-d or 5-d (N, C, *spatial) input, "
                              f"got shape {self.shape}")
-        if MODES[mode] is not None and MODES[mode] != nd:
-            raise ValueError(f"interpolate mode {mode!r} needs a {MODES[mode] + 2}-d input, "
+        if mode_dims is not None and mode_dims != nd:
+            raise ValueError(f"interpolate mode {mode!r} needs a {mode_dims + 2}-d input, "
                              f"got shape {self.shape}")
-        if MODES[mode] is None and align_corners is not None:
+        if mode_dims is None and align_corners is not None:
             raise ValueError(f"align_corners can only be set with the linear modes, not {mode!r}")
-        if MODES[mode] is not None and not self.dtype.is_float:
+        if mode_dims is not None and not self.dtype.is_float:
             raise TypeError(f"interpolate mode {mode!r} needs a float input, got "
                             f"{self.dtype.name}")
         in_sp = self.shape[2:]
@@ -152,25 +153,24 @@ class ResizeMixin:
             if len(size) != nd or any(not isinstance(s, int) or s <= 0 for s in size):
                 raise ValueError(f"interpolate size {size} does not fit {nd} spatial dims "
                                  f"of input {self.shape} (positive ints)")
-            scales = (None,) * nd
+            scales: tuple[float | None, ...] = (None,) * nd
         else:
-            scales = (scale_factor,) * nd if isinstance(scale_factor, (int, float)) \
+            factors = (scale_factor,) * nd if isinstance(scale_factor, (int, float)) \
                 else tuple(scale_factor)
-            if len(scales) != nd or any(not s > 0 for s in scales):
+            if len(factors) != nd or any(not s > 0 for s in factors):
                 raise ValueError(f"interpolate scale_factor {scale_factor} does not fit {nd} "
                                  f"spatial dims of input {self.shape} (positive numbers)")
-            size = tuple(math.floor(i * float(s)) for i, s in zip(in_sp, scales))
+            size = tuple(math.floor(i * float(s)) for i, s in zip(in_sp, factors))
             if any(s <= 0 for s in size):
                 raise ValueError(f"interpolate scale_factor {scale_factor} makes an empty "
                                  f"output {size} from input {self.shape}")
-            if recompute_scale_factor:
-                scales = (None,) * nd
+            scales = (None,) * nd if recompute_scale_factor else factors
         if 0 in in_sp:
             raise ValueError(f"interpolate of an empty spatial dim: input {self.shape}")
         x = self
         for d in range(nd):
             axis = 2 + d
-            if MODES[mode] is None:
+            if mode_dims is None:
                 index = _nearest_index(in_sp[d], size[d], scales[d], mode == "nearest-exact")
                 x = _take(x, axis, index)
             else:

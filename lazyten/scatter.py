@@ -15,6 +15,7 @@ from codegen.dtypes import dtypes
 from lazyten.elementwise import broadcast_shape
 from lazyten.errors import ArgumentError, DTypeError, ShapeError
 from lazyten.index_check import as_index, check_index
+from lazyten.mixin import TensorMixin
 from lazyten.movement import _norm_axis
 from lazyten.nnops import _windows
 
@@ -30,7 +31,7 @@ def _lowest(dtype, largest: bool):
     return int(info.max if largest else info.min)
 
 
-class ScatterMixin:
+class ScatterMixin(TensorMixin):
     """scatter, scatter_reduce, masked_select, unfold, max_unpool2d."""
 
     def _scatter_writes(self, op: str, dim: int, index, src):

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 from codegen.dtypes import dtypes
 from lazyten import function as F
 from lazyten.index_check import check_index
+from lazyten.mixin import TensorMixin
 
 
 class SortResult(NamedTuple):
@@ -78,7 +79,7 @@ def _lowest(x):
     return dtypes.min(x.dtype)  # 0 for every unsigned type
 
 
-class SortingMixin:
+class SortingMixin(TensorMixin):
     """sort/argsort/topk, the max/min/logsumexp scans, index_select and multinomial."""
 
     # ---- sorting ----

@@ -7,6 +7,8 @@ Mixed into Tensor.
 from __future__ import annotations
 import math
 
+from lazyten.mixin import TensorMixin
+
 
 def _dims(dim, axis):
     """`dim` (PyTorch's name) or `axis` (lazyten's), not both."""
@@ -15,7 +17,7 @@ def _dims(dim, axis):
     return dim if dim is not None else axis
 
 
-class StatsMixin:
+class StatsMixin(TensorMixin):
     """norm, std_mean, var_mean."""
 
     def norm(self, p="fro", dim=None, keepdim: bool = False, axis=None):

@@ -8,6 +8,7 @@ a function, as `lazyten.no_grad()` and `Tensor.train()` do.
 from __future__ import annotations
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any, Protocol
 
 
 # Autograd and training mode are per thread (as in PyTorch): one thread's no_grad() or
@@ -38,11 +39,24 @@ def _flags(var: ContextVar[bool]) -> tuple[_Flag, _Flag]:
     return off, on
 
 
-def switch(var: ContextVar[bool]) -> property:
+class Switch(Protocol):
+    """What `switch` makes, as the type checker should see it: a descriptor whose value is
+    a _Flag (a `property` at run time; typed as a property, its value would be Any)."""
+    def __get__(self, instance: object, owner: Any = None, /) -> _Flag: ...
+    def __set__(self, instance: object, value: object, /) -> None: ...
+    def __delete__(self, instance: object, /) -> None: ...
+
+
+def switch(var: ContextVar[bool]) -> Switch:
     """A class-level property for the calling thread's value of `var` (`del` resets it)."""
     flags = _flags(var)
-    return property(lambda cls: flags[var.get()], lambda cls, value: var.set(bool(value)),
-                    lambda cls: var.set(False))
+
+    def write(cls: type, value: object) -> None:
+        var.set(bool(value))
+
+    def reset(cls: type) -> None:
+        var.set(False)
+    return property(lambda cls: flags[var.get()], write, reset)
 
 
 @contextmanager

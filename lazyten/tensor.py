@@ -25,6 +25,7 @@ from lazyten.inplace import InPlaceMixin
 from lazyten.interop import InteropMixin
 from lazyten.logic import LogicMixin
 from lazyten.mathfn import MathMixin
+from lazyten.mixin import MixinType
 from lazyten.movement import MovementMixin
 from lazyten.losses import LossMixin
 from lazyten.nnops import NNMixin
@@ -42,7 +43,7 @@ from lazyten.switches import _NO_GRAD, _TRAINING, no_grad, switch, training_mode
 from runtimes import Buffer, canonical, get_runtime
 
 
-class _TensorType(type):
+class _TensorType(MixinType):
     """`Tensor.no_grad` and `Tensor.training` read and set the calling thread's switches."""
     no_grad = switch(_NO_GRAD)
     training = switch(_TRAINING)
@@ -55,6 +56,7 @@ class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMix
     """A lazily evaluated n-dimensional array with autograd."""
     _version = 0  # bumped by each in-place update that changes the graph (inplace.py)
     _previous: Tensor | None = None  # the value and graph before that update
+    train = staticmethod(training_mode)  # `with Tensor.train():`, as Tensor.no_grad
 
     def __init__(self, data: Any, device: str | None = None, dtype: Any = None,
                  requires_grad: bool | None = None):
@@ -135,7 +137,7 @@ class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMix
         lazy = self.lazydata.contiguous()
         realize([lazy])
         out = np.empty(self.shape, dtype=storage_numpy_dtype(self.dtype))
-        lazy.buffer().copyout(memoryview(out.reshape(-1).view(np.uint8)))
+        lazy.buffer().copyout(out.reshape(-1).view(np.uint8).data)
         return bf16_values(out) if self.dtype == dtypes.bfloat16 else out
 
     def item(self):
@@ -238,7 +240,7 @@ class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMix
     def _wrap(cls, lazy: LazyBuffer) -> Tensor:
         """A Tensor around a LazyBuffer an op just made (what __init__ does for one, without
         checking arguments: every op's result goes through here)."""
-        out = cls.__new__(cls)
+        out = object.__new__(cls)
         out.lazydata, out.requires_grad, out.grad, out._ctx, out._parents = lazy, None, None, None, ()
         return out
 
@@ -266,7 +268,9 @@ class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMix
         out = []
         for parent, version in zip(self._parents, versions):
             while parent._version != version:
-                parent = parent._previous
+                previous = parent._previous
+                assert previous is not None, "an in-place update keeps the value it replaced"
+                parent = previous
             out.append(parent)
         return tuple(out)
 
@@ -285,7 +289,7 @@ class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMix
             if not isinstance(t, Tensor) or not t.requires_grad:
                 raise RuntimeError(f"gradient(): target {describe(t)} does not require grad; "
                                    "create it with requires_grad=True so the graph records it")
-        found = {id(t): None for t in targets}
+        found: dict[int, LazyBuffer | None] = {id(t): None for t in targets}
         for node, g in propagate(self, seed(self, gradient, "gradient"), free=False):
             if id(node) in found:
                 found[id(node)] = g
@@ -296,6 +300,11 @@ class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMix
         return [Tensor(found[id(t)], device=t.device) for t in targets]
 
     # ---- dtype ----
+    # below, methods named `float`, `int`, `bool` hide those builtins from the annotations
+    # of the rest of the class body: annotations that name the builtins go above them
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_float
+
     def cast(self, dtype) -> Tensor:
         dtype = as_dtype(dtype)
         return self._same() if dtype == self.dtype else self.apply(F.Cast, dtype=dtype)
@@ -330,9 +339,6 @@ class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMix
 
     def bool(self) -> Tensor:
         return self.cast(dtypes.bool)
-
-    def is_floating_point(self) -> bool:
-        return self.dtype.is_float
 
 
 class _Same(F.Function):
@@ -390,8 +396,6 @@ def _from_numpy(arr: np.ndarray, device: str, dtype: DType | None = None) -> Laz
     dtype = dtype or dtypes.from_name(arr.dtype.name)
     buf = Buffer(get_runtime(device), arr.size, dtype)
     if arr.size:
-        buf.copyin(memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8)))
+        buf.copyin(np.ascontiguousarray(arr).reshape(-1).view(np.uint8).data)
     return LazyBuffer.from_buffer(buf, tuple(arr.shape))
 
-
-Tensor.train = staticmethod(training_mode)

@@ -148,6 +148,10 @@ class BatchNorm(Module):
     ones. running_var tracks the unbiased variance, as PyTorch does. The mode is the
     module's own (`train()` / `eval()`), or Tensor.training while the layer is outside any
     Module and was never switched (nn/module.py)."""
+    # all three are None without track_running_stats
+    running_mean: Tensor | None
+    running_var: Tensor | None
+    num_batches_tracked: Tensor | None
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
                  affine: bool = True, track_running_stats: bool = True):
@@ -167,30 +171,34 @@ class BatchNorm(Module):
         if x.ndim < 2 or x.shape[1] != self.num_features:
             raise ValueError(f"batchnorm of {self.num_features} features got input {x.shape}")
         axes = (0,) + tuple(range(2, x.ndim))
-        training = self.training
-        if training or self.running_mean is None:
+        training, running_mean, running_var = self.training, self.running_mean, self.running_var
+        if training or running_mean is None or running_var is None:
             mean = x.mean(axis=axes)
             shape = (1, self.num_features) + (1,) * (x.ndim - 2)
             var = (x - mean.reshape(shape)).square().mean(axis=axes)
-            if training and self.running_mean is not None:
+            if training and running_mean is not None:
                 self._update_running(mean.detach(), var.detach(), x.numel() // x.shape[1])
         else:
-            mean, var = self.running_mean, self.running_var
+            mean, var = running_mean, running_var
         invstd = (var + self.eps).rsqrt()
         return x.batchnorm(self.weight, self.bias, mean.cast(x.dtype), invstd.cast(x.dtype))
 
     def _update_running(self, mean: Tensor, var: Tensor, count: int) -> None:
-        stats = (self.running_mean, self.running_var, self.num_batches_tracked)
+        running_mean, running_var = self.running_mean, self.running_var
+        tracked = self.num_batches_tracked
+        assert running_mean is not None and running_var is not None and tracked is not None, \
+            "only called with track_running_stats"
+        stats = (running_mean, running_var, tracked)
         pending = [t for t in stats if not t.lazydata.is_realized]
         if pending:  # last step's update: finish it so the lazy graph never chains steps
             Tensor.realize(*pending)
         unbiased = var * (count / (count - 1)) if count > 1 else var
         m = self.momentum
         with no_grad():
-            dtype = self.running_mean.dtype
-            self.running_mean.assign(self.running_mean * (1 - m) + mean.cast(dtype) * m)
-            self.running_var.assign(self.running_var * (1 - m) + unbiased.cast(dtype) * m)
-            self.num_batches_tracked.assign(self.num_batches_tracked + 1)
+            dtype = running_mean.dtype
+            running_mean.assign(running_mean * (1 - m) + mean.cast(dtype) * m)
+            running_var.assign(running_var * (1 - m) + unbiased.cast(dtype) * m)
+            tracked.assign(tracked + 1)
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
@@ -249,7 +257,7 @@ class GroupNorm(Module):
             raise ValueError(f"groupnorm of {self.num_channels} channels got input {x.shape}")
         grouped = x.reshape(x.shape[0], self.num_groups, -1).layernorm(eps=self.eps)
         out = grouped.reshape(x.shape)
-        if self.weight is None:
+        if self.weight is None or self.bias is None:  # both or neither (affine)
             return out
         shape = (1, self.num_channels) + (1,) * (x.ndim - 2)
         return out * self.weight.reshape(shape) + self.bias.reshape(shape)

@@ -54,6 +54,7 @@ class IncompatibleKeys(NamedTuple):
 class Module:
     """Base class of layers and models: subclass it, assign layers and tensors in __init__
     (after super().__init__()), and write `forward`; calling the module calls forward."""
+    _kinds: dict[str, str]  # set in __init__, without __setattr__'s registration
 
     def __init__(self) -> None:
         object.__setattr__(self, "_kinds", {})  # tensor attribute name -> parameter/buffer
@@ -226,7 +227,7 @@ class Module:
     @property
     def training(self) -> bool:
         mode = self.__dict__.get("_training", True)
-        return Tensor.training if mode is None else mode
+        return bool(Tensor.training) if mode is None else mode
 
     @training.setter
     def training(self, mode: bool) -> None:

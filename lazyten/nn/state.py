@@ -174,8 +174,10 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
     out = dict(pairs)
     if len(out) != len(pairs):
         seen: set[str] = set()
-        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
-        raise ValueError(f"safetensors header: key {twice!r} appears twice")
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"safetensors header: key {key!r} appears twice")
+            seen.add(key)
     return out
 
 
@@ -258,6 +260,6 @@ def safe_load(path: str | os.PathLike, device: str | None = None) -> dict[str, T
         if end > begin:
             little = data[begin:end].view(storage_numpy_dtype(dtype).newbyteorder("<"))
             native = little.astype(storage_numpy_dtype(dtype), copy=False)
-            buffer.copyin(memoryview(native.view(np.uint8)))
+            buffer.copyin(native.view(np.uint8).data)
         out[name] = Tensor._wrap(LazyBuffer.from_buffer(buffer, shape))
     return out

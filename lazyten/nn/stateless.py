@@ -3,6 +3,7 @@ identity, pooling and losses. Each `forward` calls the Tensor method that does t
 the module only holds the settings (checked here, so a bad one fails at construction).
 """
 from __future__ import annotations
+from typing import Any
 
 from codegen.helpers import make_pair
 from lazyten.nn.module import Module
@@ -177,7 +178,7 @@ class CrossEntropyLoss(Module):
         self.weight, self.ignore_index = weight, ignore_index
 
     def forward(self, logits: Tensor, target: Tensor) -> Tensor:
-        extra = {} if self.weight is None else {"weight": self.weight}
+        extra: dict[str, Any] = {} if self.weight is None else {"weight": self.weight}
         if self.ignore_index != -100:
             extra["ignore_index"] = self.ignore_index
         return logits.cross_entropy(target, label_smoothing=self.label_smoothing,
