@@ -5,7 +5,8 @@
     DEBUG=2 python examples/lenet_mnist.py --steps 3   # the kernels of a training step
 
 Data comes from --data, $MNIST_DIR, the download cache, a download, or (offline) the
-small sample shipped with lazyten; the first line printed says which.
+small sample in examples/data/mnist_sample; the first line printed says which. The
+example's helpers sit beside it: mnist.py (the data) and progress.py (the progress bar).
 """
 from __future__ import annotations
 import argparse
@@ -15,8 +16,9 @@ import numpy as np
 
 import lazyten
 from lazyten import Tensor, nn, optim
-from lazyten.datasets import mnist
-from lazyten.progress import Progress
+
+from mnist import mnist  # examples/mnist.py: this script's directory is on sys.path
+from progress import Progress
 
 
 class LeNet5(nn.Module):

@@ -1,4 +1,4 @@
-"""Build the small MNIST sample shipped in ``lazyten/data/mnist_sample``.
+"""Build the small MNIST sample shipped in ``examples/data/mnist_sample``.
 
 Contract: reads the four real MNIST IDX files from SOURCE_DIR (gz or raw), keeps the first
 ``--train`` training and first ``--test`` test images/labels, and writes them as gzip-9 IDX
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-# Run as a plain script from anywhere: make the repo root importable.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# Run as a plain script from anywhere: the MNIST helpers live beside the example.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
-from lazyten.datasets import MNIST_FILES, SAMPLE_DIR, _load_dir, write_idx  # noqa: E402
+from mnist import MNIST_FILES, SAMPLE_DIR, _load_dir, write_idx  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,7 +4,7 @@ so memory levels off. 628e35f grew by about 40 MB per 1000 such steps.
 
 Two processes run the same program: the first compiles every kernel and fills the disk
 cache, the second finds them there. Compiling costs about 60 KB per kernel inside LLVM in
-the compiling process (llvmlite 0.50 keeps it whatever is closed or freed; docs/design.md),
+the compiling process (llvmlite 0.50 keeps it whatever is closed or freed; docs/decisions.md, D47),
 so the first one compiles COMPILE_HERE_MAX kernels itself and the rest in worker processes
 that are replaced every COMPILE_WORKER_JOBS compiles. Both must level off."""
 import os

@@ -1,4 +1,5 @@
-"""MNIST loading for lazyten.
+"""MNIST for the training example (examples/lenet_mnist.py): IDX files, the offline sample,
+the download. Not part of the lazyten package: only numpy and the standard library are used.
 
 Contract:
   * ``read_idx(path)`` parses one IDX file (gzip-compressed or raw) into a numpy array with the
@@ -8,9 +9,10 @@ Contract:
     with X as uint8 ``(N, 28, 28)``, Y as uint8 ``(N,)`` and ``source`` a human-readable sentence
     saying where the data came from. Sources are tried in order: ``data_dir``, ``$MNIST_DIR``,
     the cache dir, a download from public mirrors (skipped when ``download`` is false or
-    ``OFFLINE=1``), and finally the small sample shipped in ``lazyten/data/mnist_sample``.
+    ``OFFLINE=1``), and finally the small sample shipped in ``examples/data/mnist_sample``.
   * ``mnist_sample()`` returns the shipped sample in the same 5-tuple form.
-Only numpy and the standard library are used.
+The sample is tracked by git, so a fresh clone trains offline; tools/make_mnist_sample.py
+rebuilds it from the full set.
 """
 
 from __future__ import annotations
@@ -190,7 +192,7 @@ def _from_dir(
 
 
 def mnist_sample() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, str]:
-    """Load the small MNIST subset shipped in ``lazyten/data/mnist_sample``."""
+    """Load the small MNIST subset shipped in ``examples/data/mnist_sample``."""
     x_tr, y_tr, x_te, y_te = _load_dir(SAMPLE_DIR)
     return x_tr, y_tr, x_te, y_te, _describe(x_tr, x_te, "bundled sample")
 

@@ -1,4 +1,4 @@
-"""A tiny dependency-free progress bar.
+"""A tiny dependency-free progress bar for the training example (not part of lazyten).
 
 Contract: ``Progress(iterable_or_total, desc=..., total=None, file=sys.stderr)`` is iterable and
 yields the items of the iterable (or ``range(n)`` when given an int). On a TTY it redraws one

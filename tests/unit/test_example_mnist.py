@@ -1,18 +1,24 @@
-"""Tests for lazyten.datasets (IDX parsing, MNIST source selection) and lazyten.progress."""
+"""Tests for examples/mnist.py, the training example's data (IDX parsing, MNIST source
+selection, the offline sample). It is not part of lazyten; the script finds it because its
+own directory is on sys.path, and so does this test."""
 
 from __future__ import annotations
 
 import gzip
+import importlib
 import io
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from lazyten import datasets
-from lazyten.datasets import MNIST_FILES, mnist, mnist_sample, read_idx, write_idx
-from lazyten.progress import Progress
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+sys.path.insert(0, str(EXAMPLES))
+mnist_data = importlib.import_module("mnist")
+MNIST_FILES, mnist, mnist_sample = mnist_data.MNIST_FILES, mnist_data.mnist, mnist_data.mnist_sample
+read_idx, write_idx = mnist_data.read_idx, mnist_data.write_idx
 
 REAL_MNIST = Path(__file__).parents[2].parent / "shared/datasets/mnist"
 
@@ -114,7 +120,7 @@ def test_sample():
     _check_mnist_arrays(x_tr, y_tr, x_te, y_te)
     assert 1000 <= len(x_tr) < 60000 and 100 <= len(x_te) < 10000
     assert "sample" in source
-    total = sum((datasets.SAMPLE_DIR / n).stat().st_size for n in MNIST_FILES)
+    total = sum((mnist_data.SAMPLE_DIR / n).stat().st_size for n in MNIST_FILES)
     assert total < 1_800_000
 
 
@@ -134,7 +140,7 @@ def test_mnist_data_dir_real():
 def test_mnist_data_dir_uncompressed(tmp_path, monkeypatch):
     """Uncompressed files are accepted, and data_dir wins over MNIST_DIR."""
     for name in MNIST_FILES:
-        raw = gzip.decompress((datasets.SAMPLE_DIR / name).read_bytes())
+        raw = gzip.decompress((mnist_data.SAMPLE_DIR / name).read_bytes())
         (tmp_path / name.removesuffix(".gz")).write_bytes(raw)
     monkeypatch.setenv("MNIST_DIR", str(tmp_path / "does-not-exist"))
     x_tr, y_tr, x_te, y_te, source = mnist(data_dir=tmp_path)
@@ -145,14 +151,14 @@ def test_mnist_data_dir_uncompressed(tmp_path, monkeypatch):
 def test_mnist_data_dir_incomplete(tmp_path):
     """A given but incomplete directory raises FileNotFoundError naming the missing file."""
     for name in MNIST_FILES[:3]:
-        shutil.copy(datasets.SAMPLE_DIR / name, tmp_path / name)
+        shutil.copy(mnist_data.SAMPLE_DIR / name, tmp_path / name)
     with pytest.raises(FileNotFoundError, match="t10k-labels-idx1-ubyte"):
         mnist(data_dir=tmp_path)
 
 
 def test_mnist_env_dir(tmp_path, monkeypatch):
     """MNIST_DIR is used when no data_dir is given."""
-    shutil.copytree(datasets.SAMPLE_DIR, tmp_path / "m")
+    shutil.copytree(mnist_data.SAMPLE_DIR, tmp_path / "m")
     monkeypatch.setenv("MNIST_DIR", str(tmp_path / "m"))
     *_, source = mnist(cache_dir=tmp_path / "cache")
     assert "MNIST_DIR" in source
@@ -161,12 +167,12 @@ def test_mnist_env_dir(tmp_path, monkeypatch):
 def test_mnist_cache_dir(tmp_path, monkeypatch):
     """Files already in the cache are used without touching the network."""
     monkeypatch.delenv("MNIST_DIR", raising=False)
-    monkeypatch.setattr(datasets, "_download", _no_network)
-    shutil.copytree(datasets.SAMPLE_DIR, tmp_path / "cache")
+    monkeypatch.setattr(mnist_data, "_download", _no_network)
+    shutil.copytree(mnist_data.SAMPLE_DIR, tmp_path / "cache")
     *_, source = mnist(cache_dir=tmp_path / "cache")
     assert "cache" in source and "sample" not in source
     monkeypatch.setenv("LAZYTEN_CACHE", str(tmp_path))  # default cache is $LAZYTEN_CACHE/mnist
-    shutil.copytree(datasets.SAMPLE_DIR, tmp_path / "mnist")
+    shutil.copytree(mnist_data.SAMPLE_DIR, tmp_path / "mnist")
     *_, source = mnist()
     assert str(tmp_path / "mnist") in source
 
@@ -180,7 +186,7 @@ def test_mnist_offline_fallback(tmp_path, monkeypatch):
     """OFFLINE=1 with no MNIST_DIR and an empty cache falls back to the sample, and says so."""
     monkeypatch.setenv("OFFLINE", "1")
     monkeypatch.delenv("MNIST_DIR", raising=False)
-    monkeypatch.setattr(datasets, "_download", _no_network)
+    monkeypatch.setattr(mnist_data, "_download", _no_network)
     x_tr, y_tr, x_te, y_te, source = mnist(cache_dir=tmp_path)
     _check_mnist_arrays(x_tr, y_tr, x_te, y_te)
     assert len(x_tr) == len(mnist_sample()[0])
@@ -196,7 +202,7 @@ def test_mnist_network_failure_fallback(tmp_path, monkeypatch):
     def refuse(url, timeout=None):
         raise OSError(f"refused {url}")
 
-    monkeypatch.setattr(datasets.urllib.request, "urlopen", refuse)
+    monkeypatch.setattr(mnist_data.urllib.request, "urlopen", refuse)
     *_, source = mnist(cache_dir=tmp_path)
     assert "no network" in source and "sample" in source
     assert not list(tmp_path.glob("*.part"))  # no half-written files left behind
@@ -211,49 +217,11 @@ def test_mnist_download(tmp_path, monkeypatch):
     def fake_urlopen(url, timeout=None):
         urls.append(url)
         assert timeout is not None and timeout <= 30
-        if url.startswith(datasets.MIRRORS[0]):
+        if url.startswith(mnist_data.MIRRORS[0]):
             return io.BytesIO(b"<html>not found</html>")  # not IDX: must be rejected
-        return io.BytesIO((datasets.SAMPLE_DIR / url.rsplit("/", 1)[1]).read_bytes())
+        return io.BytesIO((mnist_data.SAMPLE_DIR / url.rsplit("/", 1)[1]).read_bytes())
 
-    monkeypatch.setattr(datasets.urllib.request, "urlopen", fake_urlopen)
+    monkeypatch.setattr(mnist_data.urllib.request, "urlopen", fake_urlopen)
     *_, source = mnist(cache_dir=tmp_path / "c")
-    assert datasets.MIRRORS[1] in source
+    assert mnist_data.MIRRORS[1] in source
     assert sorted(p.name for p in (tmp_path / "c").iterdir()) == sorted(MNIST_FILES)
-
-
-def test_progress_plain_lines():
-    """Non-TTY output gets periodic plain lines plus a final line with the postfix."""
-    buf = io.StringIO()
-    bar = Progress(range(50), desc="epoch 1", file=buf)
-    seen = []
-    for i in bar:
-        seen.append(i)
-        bar.set(loss=0.5 / (i + 1), acc="ok")
-    assert seen == list(range(50))
-    lines = buf.getvalue().splitlines()
-    assert 2 <= len(lines) <= 12
-    assert lines[-1].startswith("epoch 1:") and "50/50" in lines[-1]
-    assert "loss=0.01" in lines[-1] and "acc=ok" in lines[-1] and "it/s" in lines[-1]
-    assert "\r" not in buf.getvalue()
-
-
-def test_progress_tty_and_int_total():
-    """A TTY stream gets carriage-return redraws; an int argument means range(n)."""
-
-    class FakeTTY(io.StringIO):
-        def isatty(self) -> bool:
-            return True
-
-    buf = FakeTTY()
-    bar = Progress(5, desc="x", file=buf, min_interval=0.0)
-    assert len(bar) == 5
-    assert list(bar) == [0, 1, 2, 3, 4]
-    text = buf.getvalue()
-    assert text.count("\r") >= 2 and text.endswith("\n") and "5/5" in text
-
-
-def test_progress_unknown_total():
-    """A generator without len still works, showing a bare count."""
-    buf = io.StringIO()
-    assert sum(Progress((i for i in range(7)), file=buf)) == 21
-    assert buf.getvalue().splitlines()[-1].startswith("7 ")
