@@ -69,12 +69,12 @@ class Kernel:
         reduces = [n for n in ast.walk() if isinstance(n.op, ReduceOps)]
         assert len(reduces) <= 1, "a kernel holds at most one reduce"
         self.reduceop = reduces[0] if reduces else None
-        self.pre = set(map(id, leaves(self.reduceop))) if self.reduceop else set()  # full shape
+        under = leaves(self.reduceop) if self.reduceop else []
+        self.pre = set(map(id, under))  # leaves under the reduce: they view the full shape
         self.mem = {id(n) for n in leaves(ast) if n.op is BufferOps.LOAD}
         self.sts: dict[int, ShapeTracker] = {id(n): n.arg.st for n in leaves(ast)}
         self.out_shape: tuple[int, ...] = ast.arg.st.shape
-        first_pre = next((n for n in leaves(ast) if id(n) in self.pre), None)
-        self.full_shape: tuple[int, ...] = first_pre.arg.st.shape if first_pre else self.out_shape
+        self.full_shape: tuple[int, ...] = under[0].arg.st.shape if under else self.out_shape
         self.upcasts: list[int] = []  # sizes of the trailing axes unrolled into registers
         self.lanes = 0                # > 1: the last upcast axis is vector lanes this wide
         self.reduce_lanes = False     # the lane axis is a reduce axis (summed after the loops)
@@ -82,12 +82,7 @@ class Kernel:
         self.local: dict[int, int] = {}  # GPU: hardware dim -> work-group size
         self.flat = False             # GPU: all global axes in hardware dim 0
         self.applied: list[Opt] = []
-        full, out = self.full_shape, self.out_shape
-        order = tuple([i for i in range(len(full)) if full[i] == out[i]] +
-                      [i for i in range(len(full)) if full[i] != out[i]])
-        self._move(lambda st: st.permute(order), lambda st: st.permute(order))
-        self.full_shape = tuple(full[i] for i in order)
-        self.out_shape = tuple(out[i] for i in order)
+        self._permute(_reduce_last(self.full_shape, self.out_shape))
         self.name_shape = self._split_shape()  # the kernel's name shows its shape before tiling
 
     def copy(self) -> Kernel:
@@ -173,6 +168,12 @@ class Kernel:
         self._move(lambda st: st.permute(order), lambda st: st.permute(order))
         self.full_shape = tuple(self.full_shape[i] for i in order)
         self.out_shape = tuple(self.out_shape[i] for i in order)
+
+
+def _reduce_last(full: tuple[int, ...], out: tuple[int, ...]) -> tuple[int, ...]:
+    """The axis order that puts the reduced axes (full != out) last, keeping their order."""
+    kept = [i for i in range(len(full)) if full[i] == out[i]]
+    return tuple(kept + [i for i in range(len(full)) if i not in kept])
 
 
 def _squeeze(k: Kernel, opt: Opt) -> None:

@@ -11,12 +11,10 @@ MAX_WINDOW = 64              # widest span one vector load may read to gather it
 def lane_window(idx: Node, lane: Variable, lanes: int) -> tuple[Node, list[int]] | None:
     """(start, offset of each lane) when the lanes read at constant offsets within a short
     span: contiguous lanes, a stride-2 pool window, an upsampled gradient (k // 2), a
-    flip. `lane + rest` is recognised without substituting."""
-    terms = idx.nodes if isinstance(idx, SumNode) else [idx]
-    lane_terms = [t for t in terms if t is lane or t == lane]
-    rest = [t for t in terms if not (t is lane or t == lane)]
-    if len(lane_terms) == 1 and all(lane not in t.vars() for t in rest):
-        return (sum_nodes(rest) if rest else NumNode(0)), list(range(lanes))
+    flip."""
+    start = _plus_lane(idx, lane)
+    if start is not None:
+        return start, list(range(lanes))
     at0 = idx.substitute({lane: 0})
     offsets = [0]
     for k in range(1, lanes):
@@ -28,6 +26,17 @@ def lane_window(idx: Node, lane: Variable, lanes: int) -> tuple[Node, list[int]]
     if max(offsets) - low >= MAX_WINDOW:
         return None
     return at0 + low, [k - low for k in offsets]
+
+
+def _plus_lane(idx: Node, lane: Variable) -> Node | None:
+    """`rest` when idx is `lane + rest` and rest does not depend on the lane (recognised
+    without substituting), else None."""
+    terms = idx.nodes if isinstance(idx, SumNode) else [idx]
+    is_lane = [t is lane or t == lane for t in terms]
+    rest = [t for t, own in zip(terms, is_lane) if not own]
+    if sum(is_lane) != 1 or any(lane in t.vars() for t in rest):
+        return None
+    return sum_nodes(rest) if rest else NumNode(0)
 
 
 def along_lanes(idx: Node, lane: Variable, lanes: int) -> Node | None:

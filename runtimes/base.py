@@ -19,17 +19,9 @@ import numpy as np
 from codegen.dtypes import DType, dtypes
 from codegen.helpers import codegen_version, getenv
 from codegen.renderer import ProgramSpec, Renderer
+from runtimes.compile_error import CompileError
 from runtimes.compile_pool import CompilePool
 from runtimes.disk_cache import DiskCache
-
-
-class CompileError(RuntimeError):
-    """A kernel failed to compile; the message includes its source."""
-
-    def __init__(self, name: str, log: str, src: str):
-        numbered = "\n".join(f"{i + 1:4d} {line}" for i, line in enumerate(src.splitlines()))
-        super().__init__(f"kernel {name} failed to compile:\n{log}\n--- source ---\n{numbered}")
-        self.src, self.log = src, log
 
 
 class Allocator:
@@ -176,10 +168,11 @@ class Compiler:
         self._pool: CompilePool | None = None
 
     def compile(self, src: str) -> bytes:
+        """The backend: source -> binary (any exception on failure)."""
         raise NotImplementedError
 
     def submit(self, name: str, src: str) -> Future:
-        """compile_cached, on the compile threads if the compiler is `threaded`."""
+        """compile_cached, on the compile pool's threads if the compiler is `threaded`."""
         if self.threaded:
             if self._pool is None:
                 self._pool = CompilePool(self)
@@ -191,28 +184,50 @@ class Compiler:
             done.set_exception(e)
         return done
 
-    def compile_cached(self, name: str, src: str,
-                       build: Callable[[str, str], bytes] | None = None) -> bytes:
-        """Compile (with `build`, else compile_named) through the memory cache, then the
-        disk cache unless DISABLE_CACHE=1."""
-        key = f"{self.key}\n{src}"
-        digest = hashlib.sha256(key.encode()).hexdigest()
+    def compile_cached(self, name: str, src: str) -> bytes:
+        """The binary from the caches, else compiled here and cached."""
+        binary = self.lookup(src)
+        if binary is None:
+            binary = self.compile_checked(name, src)
+            self.store(name, src, binary)
+        return binary
+
+    def compile_checked(self, name: str, src: str) -> bytes:
+        """compile, with any failure raised as a CompileError that shows the source."""
+        try:
+            return self.compile(src)
+        except CompileError:
+            raise
+        except Exception as e:  # the backend's own error type varies
+            raise CompileError(name, str(e), src) from e
+
+    def _cache_key(self, src: str) -> str:
+        return f"{self.key}\n{src}"
+
+    def lookup(self, src: str) -> bytes | None:
+        """The binary for `src` from the memory cache, then the disk cache (unless
+        DISABLE_CACHE=1); None if neither has it."""
+        digest = hashlib.sha256(self._cache_key(src).encode()).hexdigest()
         if digest in self._memo:
             self._memo.move_to_end(digest)
             return self._memo[digest]
-        disk = None if getenv("DISABLE_CACHE", 0) else disk_cache()
-        found = disk.get("kernels", key) if disk is not None else None
+        found = None if getenv("DISABLE_CACHE", 0) else disk_cache().get("kernels", self._cache_key(src))
         if found is not None:
-            binary = found[1]
-        else:
-            self.compiled += 1
-            binary = (build or self.compile_named)(name, src)
-            if disk is not None:
-                disk.put("kernels", key, {"name": name}, binary)
+            self._remember(digest, found[1])
+            return found[1]
+        return None
+
+    def store(self, name: str, src: str, binary: bytes) -> None:
+        """A binary just compiled, into both caches."""
+        self.compiled += 1
+        if not getenv("DISABLE_CACHE", 0):
+            disk_cache().put("kernels", self._cache_key(src), {"name": name}, binary)
+        self._remember(hashlib.sha256(self._cache_key(src).encode()).hexdigest(), binary)
+
+    def _remember(self, digest: str, binary: bytes) -> None:
         self._memo[digest] = binary
         while len(self._memo) > getenv("COMPILER_CACHE", 1024):
             self._memo.popitem(last=False)
-        return binary
 
     # lowered programs by AST: a new process skips linearizing and rendering too
     def _program_key(self, ast_key: str) -> str:
@@ -234,16 +249,6 @@ class Compiler:
     def save_program(self, ast_key: str, spec: ProgramSpec, binary: bytes) -> None:
         if not getenv("DISABLE_CACHE", 0):
             disk_cache().put("programs", self._program_key(ast_key), spec_to_json(spec), binary)
-
-    def compile_named(self, name: str, src: str, compile: Callable | None = None) -> bytes:
-        """Compile (with `compile`, else self.compile), turning any failure into a
-        CompileError that shows the source."""
-        try:
-            return (compile or self.compile)(src)
-        except CompileError:
-            raise
-        except Exception as e:  # the backend's own error type varies
-            raise CompileError(name, str(e), src) from e
 
 
 class Program:

@@ -30,11 +30,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from codegen.helpers import getenv
+from runtimes.compile_error import CompileError
 
 
 class CompilePool:
-    """Threads that run `compiler.compile_cached`; thread 0 compiles here, the others
-    through their worker process."""
+    """Threads that each look a source up in the compiler's caches and, on a miss, compile
+    it: thread 0 here, the others through their worker process."""
 
     def __init__(self, compiler: Any, workers: int | None = None):
         self.compiler = compiler
@@ -57,7 +58,7 @@ class CompilePool:
     def submit(self, name: str, src: str) -> Future:
         job = self._pending.get(src)
         if job is None:
-            job = self._executor.submit(self.compiler.compile_cached, name, src, self._build)
+            job = self._executor.submit(self._job, name, src)
             self._pending[src] = job
             job.add_done_callback(lambda _: self._pending.pop(src, None))
         return job
@@ -68,20 +69,31 @@ class CompilePool:
             _stop(proc)
         self._procs.clear()
 
-    def _build(self, name: str, src: str) -> bytes:
+    def _job(self, name: str, src: str) -> bytes:
+        binary = self.compiler.lookup(src)
+        if binary is None:
+            binary = self._compile(name, src)
+            self.compiler.store(name, src, binary)
+        return binary
+
+    def _compile(self, name: str, src: str) -> bytes:
+        """In this thread's worker process, else here (one compile at a time)."""
         binary = None
         here_full = self.compiled_here >= getenv("COMPILE_HERE_MAX", 1000)
         if getattr(self._local, "role", 0) > 0 or here_full:
-            binary = self.compiler.compile_named(name, src, self._remote)
+            try:
+                binary = self._remote(src)
+            except RuntimeError as e:  # the worker's compile failed: the source is at fault
+                raise CompileError(name, str(e), src) from e
         if binary is None:
             with self._here:
-                binary = self.compiler.compile_named(name, src)
+                binary = self.compiler.compile_checked(name, src)
                 self.compiled_here += 1
         return binary
 
     def _remote(self, src: str) -> bytes | None:
         """Compile in this thread's worker process; None if it is not available."""
-        if not hasattr(self._local, "role"):  # a thread outside the pool (compile_cached)
+        if not hasattr(self._local, "role"):  # a thread outside the pool
             self._start_thread()
         if self._local.proc and self._local.jobs >= getenv("COMPILE_WORKER_JOBS", 2000):
             self._procs.remove(self._local.proc)  # its LLVM memory goes with it

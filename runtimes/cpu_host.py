@@ -39,8 +39,8 @@ class Host:
     it alive, and an engine none of whose programs is left (the engine's caches evicted
     them) is freed with its code."""
 
-    def __init__(self, compiler: Compiler):
-        self.compiler = compiler
+    def __init__(self, support: Compiler):
+        self.support = support  # compiles the piece loops
         self.engine: llvm.ExecutionEngine | None = None
         self.objects = 0  # binaries in the current engine
         # function name -> (address, the engine that holds it, weakly)
@@ -78,8 +78,8 @@ class Host:
             counts = range(1, _PIECE_LOOPS + 1) if buffers <= _PIECE_LOOPS else [buffers]
             names = [f"pieces_{n}" for n in counts]
             src = "".join(piece_loop(n) for n in counts)
-            # through the compiler's queue: LLVM must not compile on two threads at once
-            binary = self.compiler.submit(names[0], src).result()  # about 10 ms, once
+            # llvmlite serialises calls into LLVM itself, so this may run beside the compile pool
+            binary = self.support.compile_cached(names[0], src)  # about 10 ms, once
             _, engine = self.load(names[0], binary, also=tuple(names[1:]))
             argtypes = [ctypes.c_void_p] * (buffers + 2) + [ctypes.c_int64] * 2
             self.piece_loops[buffers] = (ctypes.CFUNCTYPE(None, *argtypes)(

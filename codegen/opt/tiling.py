@@ -73,45 +73,49 @@ def _best_upcast(k: Kernel, budget: int, split: set[int], target: Target) -> Opt
     """The most accumulators one more unroll can add: preferring an axis not unrolled
     yet, then the one the output is most contiguous in."""
     best: tuple[tuple[int, bool, int], Opt] | None = None
-    out_strides = k.sts[k.out_key].real_strides(ignore_valid=True)
     for axis in range(k.n_global):
+        out_stride = k.strides(k.out_key, axis)
         why = _worth_unrolling(k, axis)
-        if why is None or out_strides[axis] is None:
+        if why is None or out_stride is None:
             continue
-        want = target.lanes if not k.upcasts and out_strides[axis] == 1 else 4
-        room = budget // prod(k.upcasts)
-        size = k.full_shape[axis]
-        # a power of two that divides the axis, or the whole axis when it is short
-        fits = [d for d in _halvings(want) if size % d == 0]
-        fits += [size] if want // 2 < size <= max(want, _WHOLE) and size % want else []
-        amount = max((d for d in fits if d <= room), default=0)
-        rank = (amount, axis not in split, -out_strides[axis])
+        want = target.lanes if not k.upcasts and out_stride == 1 else 4
+        amount = _unroll_amount(k.full_shape[axis], want, budget // prod(k.upcasts))
+        rank = (amount, axis not in split, -out_stride)
         if amount and (best is None or rank > best[0]):
             best = (rank, Opt(OptOps.UPCAST, axis, amount, why))
     return best[1] if best is not None else None
 
 
+def _unroll_amount(size: int, want: int, room: int) -> int:
+    """The widest unroll of an axis of `size` up to `want` that fits in `room`: a power of
+    two that divides the axis, or the whole axis when it is short (0: none)."""
+    fits = [d for d in _halvings(want) if size % d == 0]
+    fits += [size] if want // 2 < size <= max(want, _WHOLE) and size % want else []
+    return max((d for d in fits if d <= room), default=0)
+
+
 def _worth_unrolling(k: Kernel, axis: int) -> str | None:
     """Why unrolling this global axis pays, or None."""
-    loads = k.loads
-    strides = [k.sts[key].real_strides(ignore_valid=True) for key in loads]
+    strides = [k.sts[key].real_strides(ignore_valid=True) for key in k.loads]
     red_axes = range(k.n_global, k.n_global + k.n_reduce)
-    inner_red = k.n_global + k.n_reduce - 1
-    red_contig = any(s[inner_red] == 1 for s in strides)
     # reuse that matters: an input read at every reduce step that ignores this axis
-    walked = [s for s in strides if any(s[r] != 0 for r in red_axes)]
-    if any(s[axis] == 0 for s in walked):
+    if any(s[axis] == 0 and any(s[r] != 0 for r in red_axes) for s in strides):
         return "reuse: a walked input ignores this axis"
+    red_contig = any(s[k.n_global + k.n_reduce - 1] == 1 for s in strides)
     if not red_contig and any(s[axis] == 1 for s in strides):
         return "vectors: an input is contiguous along it, none along the reduce"
-    # a short reduce (a pool window) is better vectorised across outputs, even when the
-    # inputs walk them with a small stride (lanes gather from a short span)
-    out_stride = k.sts[k.out_key].real_strides(ignore_valid=True)[axis]
-    if prod(k.reduce_shape) <= _SHORT_REDUCE and out_stride == 1 and \
-            any(s[axis] for s in strides) and \
-            all(s[axis] is not None and 0 <= s[axis] <= 4 for s in strides):
+    if _short_reduce_lanes(k, axis, strides):
         return "vectors: a short reduce, lanes across the outputs"
     return None
+
+
+def _short_reduce_lanes(k: Kernel, axis: int, strides: list[tuple[int | None, ...]]) -> bool:
+    """A short reduce (a pool window) is better vectorised across outputs, even when the
+    inputs walk them with a small stride (lanes gather from a short span)."""
+    if prod(k.reduce_shape) > _SHORT_REDUCE or k.strides(k.out_key, axis) != 1:
+        return False
+    steps = [s[axis] for s in strides]
+    return any(steps) and all(st is not None and 0 <= st <= 4 for st in steps)
 
 
 def _first_lanes(k: Kernel) -> Opt | None:

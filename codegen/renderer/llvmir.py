@@ -268,9 +268,6 @@ class LLVMRenderer(Renderer):
         return from_bf16(val, dtype, k.emit) if dtype.scalar == dtypes.bfloat16 else val
 
 
-PLAIN = "; plain: emit as written, at -O0\n"  # first line of support code (piece loops)
-
-
 def piece_loop(buffers: int) -> str:
     """`pieces_N(ptr kernel, ptr data0, ..., ptr next, i64 n, i64 chunks)`, for kernels
     with N buffers: cut [0, n) into `chunks` pieces (piece k is [n*k/chunks,
@@ -279,10 +276,11 @@ def piece_loop(buffers: int) -> str:
     late or loses its core takes fewer pieces. One such loop serves every kernel with N
     buffers, so it costs no compile time per kernel (inside each kernel's module, LLVM
     took about 7 ms more per kernel). Empty pieces (chunks > n) are skipped: a kernel's
-    loops run at least once. The source starts with PLAIN: optimising it gains nothing
-    (one atomic add and one call per piece) and -O3 code generation took 7 ms per loop."""
+    loops run at least once. The CPU runtime compiles it as written (its SupportCompiler):
+    optimising it gains nothing (one atomic add and one call per piece) and -O3 code
+    generation took 7 ms per loop."""
     ptrs = [f"ptr %data{i}" for i in range(buffers)]
-    return PLAIN + "\n".join([
+    return "\n".join([
         f"define void @pieces_{buffers}("
         f"{', '.join(['ptr %kernel'] + ptrs + ['ptr %next', 'i64 %n', 'i64 %chunks'])}) {{",
         "entry:", "  br label %take",

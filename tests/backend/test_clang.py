@@ -22,7 +22,7 @@ def clang():
 def test_compile_error_shows_log_and_source(clang):
     src = "void broken(float* a) { a[0] = undefined_name; }\n"
     with pytest.raises(CompileError) as info:
-        clang.compiler.compile_named("broken", src)
+        clang.compiler.compile_checked("broken", src)
     assert "undefined_name" in info.value.log                 # the compiler's stderr
     assert "   1 void broken(float* a)" in str(info.value)   # numbered source
 

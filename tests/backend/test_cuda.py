@@ -137,7 +137,7 @@ def test_device_setup_and_compile_options(fake_cuda):
 def test_compile_error_carries_nvrtc_log_and_source(fake_cuda):
     runtime, _, _ = fake_cuda
     with pytest.raises(CompileError) as info:
-        runtime.compiler.compile_named("k", 'extern "C" __global__ void k() { nope; }')
+        runtime.compiler.compile_checked("k", 'extern "C" __global__ void k() { nope; }')
     assert "NVRTC_ERROR_COMPILATION" in str(info.value) and "undefined" in info.value.log
     assert "   1 extern" in str(info.value)
 

@@ -35,7 +35,7 @@ def test_opencl_compile_error_shows_log_and_source():
     runtime = _opencl()
     src = "__kernel void broken(__global float* a) { a[0] = undefined_name; }\n"
     with pytest.raises(CompileError) as info:
-        runtime.compiler.compile_named("broken", src)
+        runtime.compiler.compile_checked("broken", src)
     text = str(info.value)
     assert "undefined_name" in info.value.log        # the driver's build log
     assert "broken" in text and "   1 __kernel void broken" in text  # numbered source

@@ -98,7 +98,7 @@ def test_pad_of_exp_is_zero_in_the_padding():
 def test_compile_error_includes_source():
     runtime = get_runtime("CPU")
     with pytest.raises(CompileError) as info:
-        runtime.compiler.compile_named("broken", "define void @broken() {\n  nonsense\n}\n")
+        runtime.compiler.compile_checked("broken", "define void @broken() {\n  nonsense\n}\n")
     assert "nonsense" in str(info.value) and "broken" in str(info.value)
 
 
