@@ -71,13 +71,6 @@ class LazyBuffer:
         """A constant with this buffer's shape, dtype and device."""
         return LazyBuffer.const_like(value, self.shape, self.dtype, self.device)
 
-    def const_value(self):
-        """The value if this is a broadcast constant, else None."""
-        base = self.base
-        if base.realized is None and base.op is LoadOps.CONST and not _has_mask(self.st):
-            return base.arg
-        return None
-
     # ---- compute ----
     def e(self, op, *srcs: LazyBuffer, arg: Any = None) -> LazyBuffer:
         """Elementwise op over same-shaped buffers (broadcasting is done by the Tensor)."""
@@ -216,10 +209,6 @@ def pending_assigns() -> list[LazyBuffer]:
     made.clear()
     made.update(pending)
     return pending
-
-
-def _has_mask(st: ShapeTracker) -> bool:
-    return any(v.mask is not None for v in st.views)
 
 
 def _coerce(value, dtype: DType):

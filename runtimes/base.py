@@ -258,7 +258,7 @@ class Program:
         self.spec, self.name, self.binary = spec, spec.name, binary
 
     def __call__(self, *bufs: Any, global_size: list[int], local_size: list[int],
-                 vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
+                 wait: bool = False) -> float | None:
         raise NotImplementedError
 
 

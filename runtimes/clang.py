@@ -83,7 +83,7 @@ class ClangProgram(Program):
         self.threaded = spec.var_names == ["core_start", "core_end"]
         self.work = max(spec.flops, spec.mem_bytes // 4)
 
-    def __call__(self, *bufs, global_size, local_size, vals=(), wait=False):
+    def __call__(self, *bufs, global_size, local_size, wait=False):
         ptrs = [b[1] for b in bufs]
         start, n = time.perf_counter(), global_size[0]
         threads = min(getenv("THREADS", os.cpu_count() or 1), n) if self.threaded else 1

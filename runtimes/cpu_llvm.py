@@ -67,7 +67,7 @@ class CPUProgram(Program):
             self.pieces = host.piece_loop(len(spec.buf_dtypes))
         self.work = max(spec.flops, spec.mem_bytes // 4)
 
-    def __call__(self, *bufs, global_size, local_size, vals=(), wait=False):
+    def __call__(self, *bufs, global_size, local_size, wait=False):
         ptrs = [b[1] for b in bufs]
         start, n = time.perf_counter(), global_size[0]
         threads = min(getenv("THREADS", _CPUS), n) if self.threaded else 1

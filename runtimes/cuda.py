@@ -142,9 +142,9 @@ class CUDAProgram(Program):
         for event in self.events:
             dev.call("cuEventCreate", byref(event), 0)
 
-    def __call__(self, *bufs, global_size, local_size, vals=(), wait=False):
+    def __call__(self, *bufs, global_size, local_size, wait=False):
         cu, (start, end) = self.dev.call, self.events
-        args = [c_uint64(b) for b in bufs] + [ctypes.c_int64(v) for v in vals]
+        args = [c_uint64(b) for b in bufs]
         params = (c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
         grid, block = (list(global_size) + [1, 1])[:3], (list(local_size) + [1, 1])[:3]
         cu("cuEventRecord", start, None)

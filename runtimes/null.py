@@ -41,7 +41,7 @@ class NullProgram(Program):
         super().__init__(spec, binary)
         self.runtime = runtime
 
-    def __call__(self, *bufs, global_size, local_size, vals=(), wait=False):
+    def __call__(self, *bufs, global_size, local_size, wait=False):
         self.runtime.launches += 1
         return 0.0 if wait else None
 

@@ -94,7 +94,7 @@ class OpenCLProgram(Program):
         program = dev.cl.Program(dev.context, [dev.device], [binary]).build()
         self.kernel = dev.cl.Kernel(program, spec.entry)
 
-    def __call__(self, *bufs, global_size, local_size, vals=(), wait=False):
+    def __call__(self, *bufs, global_size, local_size, wait=False):
         for i, buf in enumerate(bufs):
             self.kernel.set_arg(i, buf)
         work_items = [g * l for g, l in zip(global_size, local_size)]
