@@ -17,6 +17,7 @@ from codegen.kernel import Kernel
 from codegen.linearizer import LinearKernel, Linearizer
 from codegen.opt import optimize
 from codegen.target import cpu
+from codegen.ops import ReduceOps
 from codegen.uops import UOps
 from lazyten import Tensor
 from lazyten.schedule import create_schedule
@@ -201,6 +202,22 @@ def test_long_reduce_into_few_outputs_is_split(rows, cols, op):
     want = getattr(x.astype(np.float64), op)(axis=(0, 2, 3))
     # float32 partial sums of n normal values: rounding error grows like n * 2^-24 at worst
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=rows * 576 * 2**-24)
+
+
+def test_the_graph_is_the_same_for_every_device_and_splitting_is_a_schedule_pass():
+    """Tensor code builds one REDUCE whatever the device; scheduling for the CPU splits it.
+    A split reduce fused into one consumer and read again later by another, and the same
+    graph scheduled again from the schedule cache, still compute the sum."""
+    x = rnd((256, 6, 24, 24))
+    for device in ("CPU", "NULL"):
+        lb = Tensor(x, device=device).sum(axis=(0, 2, 3)).lazydata
+        assert lb.base.op is ReduceOps.SUM and lb.base.srcs[0].base.op is not ReduceOps.SUM
+    want = x.astype(np.float64).sum(axis=(0, 2, 3))
+    for _ in range(2):  # the second time from the schedule cache
+        s = Tensor(x).sum(axis=(0, 2, 3))
+        a, b = s + 1, s * 2
+        np.testing.assert_allclose(a.numpy(), want + 1, rtol=1e-5)
+        np.testing.assert_allclose(b.numpy(), want * 2, rtol=1e-5)
 
 
 def test_gpu_devices_do_not_split_reduces():
