@@ -90,7 +90,9 @@ class LazyBuffer:
     def pending_checks(self) -> tuple[LazyBuffer, ...]:
         """The unrealized index checks (index_check.py) anywhere in this buffer's graph:
         what a value folded to a constant must still run."""
-        found, seen, stack = [], set(), [self.base]
+        found: list[LazyBuffer] = []
+        seen: set[int] = set()
+        stack = [self.base]
         while stack:
             base = stack.pop()
             if id(base) in seen or base.realized is not None:

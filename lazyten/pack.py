@@ -58,9 +58,11 @@ def _pack(item, width: int):
     ast = item.ast
     reduce = next(n for n in ast.walk() if isinstance(n.op, ReduceOps))
     full = next((n.arg.st.shape for n in reduce.walk() if n.op is BufferOps.LOAD), None)
+    if full is None:
+        return item, None
     out_view = ast.arg.st.views[-1]
     # the tile's vector lanes run along the axis the output is contiguous in
-    lane_axis = next((i for i, (f, o, s) in enumerate(zip(full or (), out_view.shape,
+    lane_axis = next((i for i, (f, o, s) in enumerate(zip(full, out_view.shape,
                                                           out_view.strides))
                       if f == o and s == 1 and f > 1), None)
     if lane_axis is None or len(ast.arg.st.views) != 1:

@@ -11,7 +11,7 @@ from functools import partial
 import sys
 import threading
 import weakref
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple, cast
 
 from codegen.helpers import debug_level, getenv, prod
 from codegen.kernel import Kernel, format_opts
@@ -31,7 +31,7 @@ class Launch(NamedTuple):
     (the output first). Without: a host step, `program(*buffers)` (a copy between
     devices, or reading an index check's flag)."""
     spec: ProgramSpec | None
-    program: Program | Any
+    program: Callable[..., Any]  # a Program (with a spec) or a host function
     buffers: list
 
 
@@ -192,12 +192,12 @@ def _allocated(buffer: Buffer) -> Buffer:
 
 def _run_kernel(item: ScheduleItem) -> None:
     out = item.out
-    empty = prod(out.shape) == 0
-    spec, program = (None, None) if empty else get_program(item.ast, out.device)
+    if prod(out.shape) == 0:  # nothing to compute: the output gets its (empty) memory
+        out.realized = _keep_old_value(out) if out.op is LoadOps.ASSIGN else _allocate(out)
+        return
+    spec, program = get_program(item.ast, out.device)
     buffers = [b.realized for b in item.inputs]
     out.realized = _keep_old_value(out) if out.op is LoadOps.ASSIGN else _allocate(out)
-    if empty:
-        return
     _record_and_run(Launch(spec, program, [out.realized] + buffers))
 
 
@@ -212,7 +212,7 @@ def replay(step: Launch, buffers: list[Buffer]) -> None:
     if step.spec is None:
         step.program(*buffers)
     else:
-        launch(step.spec, step.program, buffers, buffers[0].device)
+        launch(step.spec, cast(Program, step.program), buffers, buffers[0].device)
 
 
 def _copy(dest: Buffer, src: Buffer) -> None:
@@ -247,6 +247,7 @@ def copy_on_write(old: LazyBuffer) -> None:
     """Point `old`, a realized base whose memory is about to be overwritten while
     something can still read it, at a copy of that memory."""
     memory = old.realized
+    assert memory is not None, "copy on write of a realized buffer"
     Stats.copies_on_write += 1
     old.realized = _allocated(Buffer(memory.runtime, memory.size, memory.dtype))
     if Capture.copied is not None:
@@ -270,6 +271,7 @@ def launch(spec: ProgramSpec, program: Program, buffers: list, device: str) -> N
     Stats.flops += spec.flops
     Stats.mem += spec.mem_bytes
     if timing:
+        assert seconds is not None, "a program returns its time when asked to wait"
         Stats.seconds += seconds
         _debug_line(spec, device, seconds)
 

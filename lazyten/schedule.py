@@ -263,7 +263,7 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
         if id(base) in index:
             continue
         if base.realized is not None:
-            part = ("buffer", base.shape, base.dtype.name, base.device)
+            part: tuple = ("buffer", base.shape, base.dtype.name, base.device)
         elif not done:
             if base.op in _UNCACHED:
                 return None, nodes
@@ -290,7 +290,7 @@ def _template(items: list[ScheduleItem], nodes: list[LazyBuffer]) -> list[tuple]
     time the schedule is reused): (ast, out, inputs, how to make the fresh output or
     None)."""
     index = {id(n): ("node", i) for i, n in enumerate(nodes)}
-    out = []
+    out: list[tuple] = []
     for item in items:
         new = None
         if id(item.out) not in index:
@@ -374,7 +374,8 @@ def _order(items: list[ScheduleItem]) -> list[ScheduleItem]:
                 after[i].add(producer[id(inp)])
             if id(inp) in assigns and assigns[id(inp)] != i:
                 after[assigns[id(inp)]].add(i)
-    done, order = set(), []
+    done: set[int] = set()
+    order: list[ScheduleItem] = []
     pending = list(range(len(items)))
     while pending:
         ready = [i for i in pending if after[i] <= done]

@@ -130,6 +130,7 @@ class CompilePool:
 
 def _stop(proc: subprocess.Popen) -> None:
     """Stop a worker (it exits when its stdin closes)."""
+    assert proc.stdin is not None and proc.stdout is not None, "workers are started with pipes"
     proc.stdin.close()
     proc.stdout.close()  # a worker still writing a reply gets a broken pipe
     try:
