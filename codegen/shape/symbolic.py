@@ -311,8 +311,7 @@ class AndNode(Node):
 
 def sum_nodes(nodes: Iterable[NodeLike]) -> Node:
     """Sum with nested sums flattened, like terms combined and constants folded."""
-    bases: dict[str, Node] = {}  # base key -> base, in first-seen order
-    coefs: dict[str, int] = {}  # base key -> its summed coefficient
+    terms: dict[str, tuple[Node, int]] = {}  # base key -> (base, coefficient), first-seen order
     const = 0
     stack = [(_node(n), 1) for n in reversed(list(nodes))]
     while stack:
@@ -325,9 +324,9 @@ def sum_nodes(nodes: Iterable[NodeLike]) -> Node:
             stack.append((n.a, mul * n.b))
         else:  # a base term: like terms share a key
             k = n.key
-            bases.setdefault(k, n)
-            coefs[k] = coefs.get(k, 0) + mul
-    out = [bases[k]._mul(c) for k, c in coefs.items() if c != 0]
+            seen = terms.get(k)
+            terms[k] = (n, mul) if seen is None else (seen[0], seen[1] + mul)
+    out = [base._mul(c) for base, c in terms.values() if c != 0]
     if not out:
         return NumNode(const)
     if len(out) == 1 and const == 0:
