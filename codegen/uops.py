@@ -82,7 +82,7 @@ class UOpGraph:
         key = (uop, dtype, tuple(id(v) for v in vin), _hashable(arg))
         if uop not in _NEVER_CSE and key in self._cache:
             return self._cache[key]
-        loops = frozenset[UOp]().union(extra_loops, *(v.loops for v in vin))
+        loops = extra_loops.union(*(v.loops for v in vin))
         if uop in _IN_PLACE:
             loops |= frozenset(self._open)
         node = UOp(uop, dtype, tuple(vin), arg, loops)
