@@ -42,7 +42,7 @@ class DType:
             h = self.__dict__["_hash"] = hash((self.priority, self.itemsize, self.count))
         return h
 
-    def __getstate__(self) -> dict[str, Any]:  # a pickled DType (in a saved program) rehashes on load
+    def __getstate__(self) -> dict[str, Any]:  # a pickled DType (saved program) rehashes on load
         return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
     def __repr__(self) -> str:

@@ -24,6 +24,7 @@ from codegen.shape.symbolic import Node, NumNode, and_nodes, sum_nodes
 MEMO_SIZE = getenv("VIEW_CACHE", 8192)
 
 Mask = Optional[tuple[tuple[int, int], ...]]
+Dim = tuple[int, int, tuple[int, int]]  # one axis: (size, stride, valid range)
 
 
 def strides_for_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -49,8 +50,7 @@ def _split_range(start: int, end: int, sizes: list[int]) -> list[tuple[int, int]
     return None  # a partial row followed by more rows is not a product of ranges
 
 
-def _merge_dims(dims: list[tuple[int, int, tuple[int, int]]]
-                ) -> tuple[int, int, tuple[int, int]] | None:
+def _merge_dims(dims: list[Dim]) -> tuple[int, int, tuple[int, int]] | None:
     """Merge (size, stride, range) dims into one: (stride, offset delta, range) or None."""
     sizes = [s for s, _, _ in dims]
     inner = [math.prod(sizes[k + 1:]) for k in range(len(dims))]
@@ -92,7 +92,7 @@ def _equal_product_groups(old: list[int], new: list[int]) -> list[tuple[slice, s
     return groups
 
 
-def _regroup(old: list[tuple[int, int, tuple[int, int]]],
+def _regroup(old: list[Dim],
              new: list[int]) -> tuple[int, list[tuple[int, tuple[int, int]]]] | None:
     """Old (size, stride, range) dims merged into one and split into the `new` sizes of equal
     product: (offset delta, (stride, range) per new dim), or None when that is not exact."""
