@@ -12,9 +12,11 @@ bfloat16 and float16 are storage types: kernels compute them in float32 and roun
 result back after every op (`DType.opmath`).
 """
 from __future__ import annotations
+import builtins
 import math
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, order=True)
@@ -26,7 +28,7 @@ class DType:
     fmt: str  # numpy / struct type character
     count: int = 1  # lanes: more than 1 is a vector of the scalar type (CPU codegen only)
 
-    def __eq__(self, other) -> bool:  # dtypes are compared on every op: identity first
+    def __eq__(self, other: object) -> bool:  # dtypes are compared on every op: identity first
         if self is other:
             return True
         if type(other) is not DType:
@@ -35,11 +37,12 @@ class DType:
             (other.priority, other.itemsize, other.name, other.fmt, other.count)
 
     def __hash__(self) -> int:  # part of every AST and program-cache key: computed once
-        if "_hash" not in self.__dict__:
-            self.__dict__["_hash"] = hash((self.priority, self.itemsize, self.count))
-        return self.__dict__["_hash"]
+        h: int | None = self.__dict__.get("_hash")
+        if h is None:
+            h = self.__dict__["_hash"] = hash((self.priority, self.itemsize, self.count))
+        return h
 
-    def __getstate__(self) -> dict:  # a pickled DType (in a saved program) rehashes on load
+    def __getstate__(self) -> dict[str, Any]:  # a pickled DType (saved program) rehashes on load
         return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
     def __repr__(self) -> str:
@@ -73,7 +76,8 @@ class DType:
 
 
 class dtypes:
-    """Namespace of every supported dtype."""
+    """Namespace of every supported dtype (its names shadow `int`, `float` and `bool` in its
+    body, so its annotations spell the built-in types `builtins.int`, `builtins.float`)."""
     bool = DType(0, 1, "bool", "?")
     int8 = DType(1, 1, "int8", "b")
     uint8 = DType(2, 1, "uint8", "B")
@@ -109,30 +113,30 @@ class dtypes:
         return value
 
     @staticmethod
-    def min(dtype: DType):
+    def min(dtype: DType) -> builtins.float:
         """Smallest value of a dtype (-inf for floats)."""
         if dtype.is_float:
             return float("-inf")
         if dtype == dtypes.bool:
             return False
         bits = dtype.itemsize * 8
-        return 0 if dtype.is_unsigned else -(2 ** (bits - 1))
+        return 0 if dtype.is_unsigned else -(1 << (bits - 1))
 
     @staticmethod
-    def max(dtype: DType):
+    def max(dtype: DType) -> builtins.float:
         """Largest value of a dtype (inf for floats)."""
         if dtype.is_float:
             return float("inf")
         if dtype == dtypes.bool:
             return True
         bits = dtype.itemsize * 8
-        return 2 ** bits - 1 if dtype.is_unsigned else 2 ** (bits - 1) - 1
+        return (1 << bits) - 1 if dtype.is_unsigned else (1 << (bits - 1)) - 1
 
     @staticmethod
-    def wrap(value: int, dtype: DType) -> int:
+    def wrap(value: builtins.int, dtype: DType) -> builtins.int:
         """An integer reduced into the dtype's range modulo 2**bits, as C converts it."""
         bits = dtype.itemsize * 8
-        value = int(value) & ((1 << bits) - 1)
+        value = builtins.int(value) & ((1 << bits) - 1)
         return value - (1 << bits) if not dtype.is_unsigned and value >> (bits - 1) else value
 
 
@@ -190,12 +194,13 @@ def round_float(value: float, dtype: DType) -> float:
         return value
     fmt = "<e" if dtype == dtypes.float16 else "<f"
     try:  # struct rounds as C's cast does, and refuses only what rounds to infinity
-        return struct.unpack(fmt, struct.pack(fmt, value))[0]
+        rounded: float = struct.unpack(fmt, struct.pack(fmt, value))[0]
+        return rounded
     except OverflowError:
         return math.copysign(math.inf, value)
 
 
-def scalar_result(t: DType, scalar) -> DType:
+def scalar_result(t: DType, scalar: object) -> DType:
     """The dtype of `tensor op python_scalar`: the tensor's, unless the scalar's kind is higher."""
     if isinstance(scalar, bool):
         return t
@@ -206,7 +211,7 @@ def scalar_result(t: DType, scalar) -> DType:
     raise TypeError(f"cannot combine a tensor of {t} with {type(scalar).__name__} {scalar!r}")
 
 
-def as_dtype(value) -> DType:
+def as_dtype(value: object) -> DType:
     """Accept a DType, a dtype name, or a numpy dtype; raise TypeError otherwise."""
     if isinstance(value, DType):
         return value

@@ -11,9 +11,10 @@ import os
 import pathlib
 from contextvars import ContextVar
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping, TypeVar
+from typing import Any, Iterable, Mapping, TypeVar, overload
 
 T = TypeVar("T")
+Setting = TypeVar("Setting", int, float, str)  # the types a setting converts to
 
 
 # settings set by `with Context(...)`: per thread and per asyncio task, like the switches
@@ -21,7 +22,13 @@ _OVERRIDES: ContextVar[Mapping[str, Any]] = ContextVar("lazyten_settings",
                                                       default=MappingProxyType({}))
 
 
-def getenv(key: str, default=0):
+@overload
+def getenv(key: str) -> int: ...
+@overload
+def getenv(key: str, default: Setting) -> Setting: ...
+
+
+def getenv(key: str, default: Any = 0) -> Any:
     """A setting: a `Context` override, else the environment variable, converted to the
     type of `default`."""
     overrides = _OVERRIDES.get()
@@ -31,7 +38,7 @@ def getenv(key: str, default=0):
 
 
 @functools.lru_cache(maxsize=None)
-def _environ(key: str, default):
+def _environ(key: str, default: Setting) -> Setting:
     value = os.environ.get(key)
     if value is None:
         return default
@@ -81,12 +88,12 @@ def dedup(xs: Iterable[T]) -> list[T]:
     return list(dict.fromkeys(xs))
 
 
-def all_same(xs: list) -> bool:
+def all_same(xs: list[Any]) -> bool:
     """True when every item equals the first."""
     return all(x == xs[0] for x in xs)
 
 
-def argfix(*x) -> tuple:
+def argfix(*x: Any) -> tuple[Any, ...]:
     """Accept f(1, 2) and f((1, 2)) alike."""
     if x and isinstance(x[0], (tuple, list)):
         if len(x) != 1:
@@ -95,7 +102,7 @@ def argfix(*x) -> tuple:
     return tuple(x)
 
 
-def make_pair(x: int | tuple, n: int = 2) -> tuple:
+def make_pair(x: int | tuple[int, ...], n: int = 2) -> tuple[int, ...]:
     """Broadcast an int to an n-tuple; pass tuples through."""
     return (x,) * n if isinstance(x, int) else tuple(x)
 

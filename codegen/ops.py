@@ -122,30 +122,35 @@ class LazyOp:
     src: tuple[LazyOp, ...] = ()
     arg: Any = None
 
-    def key(self) -> tuple:
+    def key(self) -> tuple[Any, ...]:
         """Structural identity, used to cache compiled kernels: one row (op, indices of
         the sources' rows, argument) per distinct subtree, sources before users. Equal
         subtrees are one row whether or not they are one object."""
-        if "_key" not in self.__dict__:
-            rows: dict[tuple, int] = {}
+        key: tuple[Any, ...] | None = self.__dict__.get("_key")
+        if key is None:
+            rows: dict[tuple[Any, ...], int] = {}
             index: dict[int, int] = {}
             for node in self.walk():
                 row = (node.op, tuple(index[id(s)] for s in node.src), _arg_key(node.arg))
                 index[id(node)] = rows.setdefault(row, len(rows))
-            object.__setattr__(self, "_key", tuple(rows))
-        return self._key
+            key = tuple(rows)
+            object.__setattr__(self, "_key", key)
+        return key
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, LazyOp) and (self is other or self.key() == other.key())
 
     def __hash__(self) -> int:
-        if "_hash" not in self.__dict__:
-            object.__setattr__(self, "_hash", hash(self.key()))
-        return self._hash
+        h: int | None = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(self.key())
+            object.__setattr__(self, "_hash", h)
+        return h
 
     def walk(self) -> tuple[LazyOp, ...]:
         """Every node once, sources before users (computed once: the AST is immutable)."""
-        if "_walk" not in self.__dict__:
+        nodes: tuple[LazyOp, ...] | None = self.__dict__.get("_walk")
+        if nodes is None:
             seen: dict[int, LazyOp] = {}
             stack: list[tuple[LazyOp, bool]] = [(self, False)]
             while stack:  # a loop, not recursion: a long chain of ops is no deeper
@@ -157,8 +162,9 @@ class LazyOp:
                     continue
                 stack.append((node, True))
                 stack.extend((s, False) for s in reversed(node.src) if id(s) not in seen)
-            object.__setattr__(self, "_walk", tuple(seen.values()))
-        return self._walk
+            nodes = tuple(seen.values())
+            object.__setattr__(self, "_walk", nodes)
+        return nodes
 
     def replace(self, old: LazyOp, new: LazyOp) -> LazyOp:
         """This AST with the node `old` (by identity) replaced by `new`; subtrees that
@@ -197,7 +203,7 @@ class LazyOp:
         return "\n".join(lines)
 
 
-def _arg_key(arg):
+def _arg_key(arg: Any) -> Any:
     if isinstance(arg, (MemBuffer, ConstBuffer)):
         val = arg.val if isinstance(arg, ConstBuffer) else arg.idx
         if isinstance(val, float):  # by repr: -0.0 is not 0.0 (1/x differs), nan is nan

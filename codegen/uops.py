@@ -39,7 +39,7 @@ class UOp:
     dtype: DType | None
     vin: tuple[UOp, ...] = ()
     arg: Any = None
-    loops: frozenset = field(default_factory=frozenset)
+    loops: frozenset[UOp] = field(default_factory=frozenset)
 
     def __repr__(self) -> str:  # operands by kind; format_uops numbers them
         dt = self.dtype.name if self.dtype is not None else ""
@@ -71,18 +71,18 @@ _IN_PLACE = {UOps.LOOP, UOps.STORE, UOps.ACC_UPDATE}
 class UOpGraph:
     """An ordered uop list with CSE and placement into the outermost possible loop."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.uops: list[UOp] = []
         self._open: list[UOp] = []          # loops not yet closed, outermost first
-        self._cache: dict[tuple, UOp] = {}
+        self._cache: dict[tuple[Any, ...], UOp] = {}
 
-    def add(self, uop: UOps, dtype: DType | None, vin: tuple = (), arg: Any = None,
-            extra_loops: frozenset = frozenset()) -> UOp:
+    def add(self, uop: UOps, dtype: DType | None, vin: tuple[UOp, ...] = (), arg: Any = None,
+            extra_loops: frozenset[UOp] = frozenset()) -> UOp:
         """Append (or reuse) a uop; it lands after the innermost open loop it depends on."""
         key = (uop, dtype, tuple(id(v) for v in vin), _hashable(arg))
         if uop not in _NEVER_CSE and key in self._cache:
             return self._cache[key]
-        loops = frozenset().union(extra_loops, *(v.loops for v in vin))
+        loops = extra_loops.union(*(v.loops for v in vin))
         if uop in _IN_PLACE:
             loops |= frozenset(self._open)
         node = UOp(uop, dtype, tuple(vin), arg, loops)
@@ -102,7 +102,7 @@ class UOpGraph:
         self._open.pop()
         self._cache = {k: v for k, v in self._cache.items() if loop not in v.loops}
 
-    def _insert(self, node: UOp, loops: frozenset) -> None:
+    def _insert(self, node: UOp, loops: frozenset[UOp]) -> None:
         # hoist: a uop independent of the inner open loops goes before the first of them
         for depth, loop in enumerate(self._open):
             if not any(l in loops for l in self._open[depth:]):
@@ -111,7 +111,7 @@ class UOpGraph:
         self.uops.append(node)
 
 
-def _hashable(arg):
+def _hashable(arg: Any) -> Any:
     if isinstance(arg, float) and arg != arg:
         return "nan"
     return (type(arg), arg) if isinstance(arg, (int, float, bool)) else arg

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import Any, Callable, TypeVar, cast
 
 from codegen.shape.symbolic import (AndNode, LtNode, MulNode, Node, NumNode, SumNode, Variable,
                                     and_nodes)
@@ -60,24 +61,36 @@ def _affine(idx: Node, vs: list[Node]) -> tuple[int, list[int]] | None:
     return offset, strides
 
 
+def _axis_bound(cond: Node, pos: dict[str, int],
+                shape: tuple[int, ...]) -> tuple[int, int, int] | None:
+    """(axis, start, end): the range of one axis's index variable v that `cond` allows when it
+    is v < c or -v < c; None for any other condition."""
+    if not isinstance(cond, LtNode):
+        return None
+    x = cond.a
+    if isinstance(x, Variable) and x.key in pos:
+        return pos[x.key], 0, cond.b
+    if isinstance(x, MulNode) and x.b == -1 and isinstance(x.a, Variable) and x.a.key in pos:
+        axis = pos[x.a.key]
+        return axis, 1 - cond.b, shape[axis]  # -v < c  <=>  v >= 1 - c
+    return None
+
+
 def _box(valid: Node, vs: list[Node], shape: tuple[int, ...]) -> list[tuple[int, int]] | None:
     """Per-axis [start, end) ranges when valid is an AND of v<c / -v<c bounds, else None."""
     pos = {v.key: k for k, v in enumerate(vs) if isinstance(v, Variable)}
-    ranges = [[0, s] for s in shape]
+    ranges = [(0, s) for s in shape]
     for c in valid.nodes if isinstance(valid, AndNode) else [valid]:
         if isinstance(c, NumNode):
             if c.b == 0:  # a 0-d view cannot be fully invalid
                 return [(0, 0)] * len(shape) if shape else None
-        elif isinstance(c, LtNode) and isinstance(c.a, Variable) and c.a.key in pos:
-            r = ranges[pos[c.a.key]]
-            r[1] = min(r[1], c.b)
-        elif isinstance(c, LtNode) and isinstance(c.a, MulNode) and c.a.b == -1 and \
-                isinstance(c.a.a, Variable) and c.a.a.key in pos:
-            r = ranges[pos[c.a.a.key]]
-            r[0] = max(r[0], 1 - c.b)  # -v < b  <=>  v >= 1 - b
-        else:
+            continue
+        bound = _axis_bound(c, pos, shape)
+        if bound is None:
             return None
-    return [(a, b) for a, b in ranges]
+        axis, start, end = bound
+        ranges[axis] = (max(ranges[axis][0], start), min(ranges[axis][1], end))
+    return ranges
 
 
 @functools.lru_cache(maxsize=MEMO_SIZE)
@@ -105,7 +118,11 @@ def _merge_views(inner: View, outer: View) -> View | None:
 
 
 
-def _memo(method):
+Arg = TypeVar("Arg", bound=tuple[Any, ...])
+Move = Callable[["ShapeTracker", Arg], "ShapeTracker"]
+
+
+def _memo(method: Move[Arg]) -> Move[Arg]:
     """Trackers are immutable values: a movement op applied to an equal tracker with an
     equal argument gives an equal result, so recent results are kept (eager code builds
     the same views on every call, and each costs a few microseconds to derive). Bad
@@ -113,8 +130,8 @@ def _memo(method):
     cached = functools.lru_cache(maxsize=MEMO_SIZE)(method)
 
     @functools.wraps(method)
-    def wrapper(self, arg):
-        arg = arg if type(arg) is tuple else tuple(arg)
+    def wrapper(self: ShapeTracker, arg: Arg) -> ShapeTracker:
+        arg = arg if type(arg) is tuple else cast(Arg, tuple(arg))  # callers may pass lists
         try:
             return cached(self, arg)
         except TypeError:  # an unhashable argument (lists inside): derive it afresh
@@ -128,9 +145,10 @@ class ShapeTracker:
     views: tuple[View, ...]
 
     def __hash__(self) -> int:
-        if "_hash" not in self.__dict__:
-            self.__dict__["_hash"] = hash(self.views)
-        return self.__dict__["_hash"]
+        h: int | None = self.__dict__.get("_hash")
+        if h is None:
+            h = self.__dict__["_hash"] = hash(self.views)
+        return h
 
     @staticmethod
     def from_shape(shape: tuple[int, ...]) -> ShapeTracker:
@@ -169,7 +187,7 @@ class ShapeTracker:
             views = views[:-2] + (merged,)
         return ShapeTracker(views)
 
-    def _check_ndim(self, arg: tuple, what: str) -> None:
+    def _check_ndim(self, arg: tuple[Any, ...], what: str) -> None:
         assert len(arg) == self.ndim, f"{what}: {arg} has {len(arg)} axes, shape {self.shape} " \
                                       f"has {self.ndim}"
 

@@ -22,7 +22,9 @@ import math
 import operator
 from typing import Any, Callable, Iterable, Union
 
-RenderOps = dict[type, Callable[["Node", dict, Any], Any]]
+# node type -> entry(node, table, ctx); an entry receives a node of its own key's type, which
+# a dict's type cannot express per key, so entries take the node as Any
+RenderOps = dict[type["Node"], Callable[[Any, "RenderOps", Any], Any]]
 NodeLike = Union["Node", int]
 
 
@@ -62,7 +64,7 @@ class Node:
     @property
     def key(self) -> str:
         """Canonical string used for structural equality and hashing (includes var bounds)."""
-        k = self.__dict__.get("_key")
+        k: str | None = self.__dict__.get("_key")
         if k is None:
             k = self.__dict__["_key"] = self.render(_KEY_OPS)
         return k
@@ -79,7 +81,7 @@ class Node:
         return table[type(self)](self, table, ctx)
 
     def __str__(self) -> str:
-        return self.render()
+        return str(self.render())
 
     __repr__ = __str__
 
@@ -171,11 +173,13 @@ class Node:
     # ---- evaluation and substitution (render tables at the bottom of the module) ----
     def eval(self, env: dict[str, int]) -> int:
         """Value with variables taken from `env` (name -> int)."""
-        return self.render(_EVAL_OPS, env)
+        value: int = self.render(_EVAL_OPS, env)
+        return value
 
     def substitute(self, mapping: dict[Variable, NodeLike]) -> Node:
         """Replace variables (values must respect the replaced variables' bounds)."""
-        return self.render(_SUBST_OPS, mapping)
+        node: Node = self.render(_SUBST_OPS, mapping)
+        return node
 
 
 class NumNode(Node):
@@ -192,7 +196,9 @@ class NumNode(Node):
 class Variable(Node):
     """A named integer in [min, max]; a single-valued range collapses to a NumNode."""
 
-    def __new__(cls, expr: str | None = None, min: int = 0, max: int | None = None):
+    # mypy wants __new__ to return the class; Variable("i", 3, 3) is NumNode(3) by design
+    def __new__(cls, expr: str | None = None, min: int = 0,  # type: ignore[misc]
+                max: int | None = None) -> Node:
         if max is not None and min == max:  # (copy/pickle call __new__ with no arguments)
             return NumNode(min)
         return super().__new__(cls)
@@ -305,7 +311,7 @@ class AndNode(Node):
 
 def sum_nodes(nodes: Iterable[NodeLike]) -> Node:
     """Sum with nested sums flattened, like terms combined and constants folded."""
-    terms: dict[str, list] = {}  # base key -> [base, coefficient], in first-seen order
+    terms: dict[str, tuple[Node, int]] = {}  # base key -> (base, coefficient), first-seen order
     const = 0
     stack = [(_node(n), 1) for n in reversed(list(nodes))]
     while stack:
@@ -316,9 +322,10 @@ def sum_nodes(nodes: Iterable[NodeLike]) -> Node:
             stack.extend((c, mul) for c in reversed(n.nodes))
         elif isinstance(n, MulNode):
             stack.append((n.a, mul * n.b))
-        else:
-            entry = terms.setdefault(n.key, [n, 0])
-            entry[1] += mul
+        else:  # a base term: like terms share a key
+            k = n.key
+            seen = terms.get(k)
+            terms[k] = (n, mul) if seen is None else (seen[0], seen[1] + mul)
     out = [base._mul(c) for base, c in terms.values() if c != 0]
     if not out:
         return NumNode(const)
@@ -340,7 +347,8 @@ def and_nodes(nodes: Iterable[NodeLike]) -> Node:
             return NumNode(0)
         if isinstance(n, LtNode):  # x<a and x<b == x<min(a,b)
             k = "<" + n.a.key
-            if k not in out or n.b < out[k].b:
+            tighter = out.get(k)
+            if not isinstance(tighter, LtNode) or n.b < tighter.b:
                 out[k] = n
         else:
             out.setdefault(n.key, n)
@@ -357,7 +365,7 @@ def sym_infer(node: NodeLike, env: dict[str, int]) -> int:
     return node.eval(env) if isinstance(node, Node) else operator.index(node)
 
 
-def _join(sep: str):
+def _join(sep: str) -> Callable[[Any, RenderOps, Any], str]:
     """Render entry for n-ary nodes."""
     return lambda n, ops, ctx: "(" + sep.join(c.render(ops, ctx) for c in n.nodes) + ")"
 

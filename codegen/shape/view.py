@@ -24,6 +24,7 @@ from codegen.shape.symbolic import Node, NumNode, and_nodes, sum_nodes
 MEMO_SIZE = getenv("VIEW_CACHE", 8192)
 
 Mask = Optional[tuple[tuple[int, int], ...]]
+Dim = tuple[int, int, tuple[int, int]]  # one axis: (size, stride, valid range)
 
 
 def strides_for_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -49,7 +50,7 @@ def _split_range(start: int, end: int, sizes: list[int]) -> list[tuple[int, int]
     return None  # a partial row followed by more rows is not a product of ranges
 
 
-def _merge_dims(dims: list[tuple[int, int, tuple[int, int]]]) -> tuple[int, int, tuple] | None:
+def _merge_dims(dims: list[Dim]) -> tuple[int, int, tuple[int, int]] | None:
     """Merge (size, stride, range) dims into one: (stride, offset delta, range) or None."""
     sizes = [s for s, _, _ in dims]
     inner = [math.prod(sizes[k + 1:]) for k in range(len(dims))]
@@ -74,6 +75,48 @@ def _merge_dims(dims: list[tuple[int, int, tuple[int, int]]]) -> tuple[int, int,
     return stride, delta, (start, end)
 
 
+def _equal_product_groups(old: list[int], new: list[int]) -> list[tuple[slice, slice]]:
+    """Cut two lists of sizes > 1 with equal products into consecutive groups of equal
+    product: (old dims, new dims) per group. Each old group reshapes to its new group alone."""
+    groups: list[tuple[slice, slice]] = []
+    i, j = 0, 0
+    while i < len(old):
+        gi, gj, po, pn = i, j, old[i], new[j]
+        i, j = i + 1, j + 1
+        while po != pn:
+            if po < pn:
+                po, i = po * old[i], i + 1
+            else:
+                pn, j = pn * new[j], j + 1
+        groups.append((slice(gi, i), slice(gj, j)))
+    return groups
+
+
+def _regroup(old: list[Dim],
+             new: list[int]) -> tuple[int, list[tuple[int, tuple[int, int]]]] | None:
+    """Old (size, stride, range) dims merged into one and split into the `new` sizes of equal
+    product: (offset delta, (stride, range) per new dim), or None when that is not exact."""
+    merged = _merge_dims(old)
+    if merged is None:
+        return None
+    stride, delta, (start, end) = merged
+    ranges = _split_range(start, end, new)
+    if ranges is None:
+        return None
+    return delta, [(stride * math.prod(new[k + 1:]), r) for k, r in enumerate(ranges)]
+
+
+def _canonical_mask(shape: tuple[int, ...], mask: Mask) -> Mask:
+    """The mask clamped to the shape; None when it lets every element through."""
+    if mask is None:
+        return None
+    assert len(mask) == len(shape), f"mask {mask} does not match shape {shape}"
+    mask = tuple((max(0, int(a)), min(s, int(b))) for (a, b), s in zip(mask, shape))
+    if math.prod(shape) == 0 or all(m == (0, s) for m, s in zip(mask, shape)):
+        return None
+    return mask
+
+
 @dataclass(frozen=True)
 class View:
     """Strided, offset, masked view; build with View.create."""
@@ -84,9 +127,10 @@ class View:
     contiguous: bool
 
     def __hash__(self) -> int:  # views key the schedulers' memos: hash each once
-        if "_hash" not in self.__dict__:
-            self.__dict__["_hash"] = hash((self.shape, self.strides, self.offset, self.mask))
-        return self.__dict__["_hash"]
+        h: int | None = self.__dict__.get("_hash")
+        if h is None:
+            h = self.__dict__["_hash"] = hash((self.shape, self.strides, self.offset, self.mask))
+        return h
 
     @staticmethod
     @functools.lru_cache(maxsize=2 * MEMO_SIZE)  # models build the same views every step
@@ -97,13 +141,9 @@ class View:
         strides = strides_for_shape(shape) if strides is None else tuple(int(s) for s in strides)
         assert len(strides) == len(shape), f"strides {strides} do not match shape {shape}"
         strides = tuple(0 if s == 1 else st for s, st in zip(shape, strides))
-        if mask is not None:
-            assert len(mask) == len(shape), f"mask {mask} does not match shape {shape}"
-            mask = tuple((max(0, int(a)), min(s, int(b))) for (a, b), s in zip(mask, shape))
-            if math.prod(shape) == 0 or all(m == (0, s) for m, s in zip(mask, shape)):
-                mask = None
-            elif any(a >= b for a, b in mask):
-                return View(shape, (0,) * len(shape), 0, ((0, 0),) * len(shape), False)
+        mask = _canonical_mask(shape, mask)
+        if mask is not None and any(a >= b for a, b in mask):  # nothing valid: fully invalid
+            return View(shape, (0,) * len(shape), 0, ((0, 0),) * len(shape), False)
         contiguous = offset == 0 and mask is None and strides == strides_for_shape(shape)
         return View(shape, strides, int(offset), mask, contiguous)
 
@@ -202,34 +242,28 @@ class View:
             return View.create(new_shape)
         if self.invalid:
             return View.create(new_shape, mask=((0, 0),) * len(new_shape)) if new_shape else None
-        # size-1 dims carry nothing (stride 0, full mask): match the other dims in groups of
-        # equal product, merge each old group into one dim, then split it into the new dims
-        old = [(s, st, r) for s, st, r in zip(self.shape, self.strides, self.ranges()) if s != 1]
-        new = [s for s in new_shape if s != 1]
-        parts: list[tuple[int, tuple[int, int]]] = []  # (stride, range) per non-1 new dim
-        offset, i, j = self.offset, 0, 0
-        while i < len(old):
-            gi, gj, po, pn = i, j, old[i][0], new[j]
-            i, j = i + 1, j + 1
-            while po != pn:
-                if po < pn:
-                    po, i = po * old[i][0], i + 1
-                else:
-                    pn, j = pn * new[j], j + 1
-            merged = _merge_dims(old[gi:i])
-            if merged is None:
-                return None
-            stride, delta, (start, end) = merged
-            ranges = _split_range(start, end, new[gj:j])
-            if ranges is None:
-                return None
-            offset += delta
-            for k, r in enumerate(ranges):
-                parts.append((stride * math.prod(new[gj + k + 1:j]), r))
-        strides, mask, it = [], [], iter(parts)
-        for s in new_shape:
-            st, r = (0, (0, 1)) if s == 1 else next(it)
-            strides.append(st)
-            mask.append(r)
-        return View.create(new_shape, tuple(strides), offset,
-                           tuple(mask) if self.mask is not None else None)
+        return _reshape_by_groups(self, new_shape)
+
+
+def _reshape_by_groups(view: View, new_shape: tuple[int, ...]) -> View | None:
+    """View.reshape of a strided view with valid elements and a nonzero size.
+
+    Size-1 dims carry nothing (stride 0, full mask): match the other dims in groups of equal
+    product, merge each old group into one dim, then split it into the new dims."""
+    old = [(s, st, r) for s, st, r in zip(view.shape, view.strides, view.ranges()) if s != 1]
+    new = [s for s in new_shape if s != 1]
+    parts: list[tuple[int, tuple[int, int]]] = []  # (stride, range) per non-1 new dim
+    offset = view.offset
+    for old_dims, new_dims in _equal_product_groups([s for s, _, _ in old], new):
+        group = _regroup(old[old_dims], new[new_dims])
+        if group is None:
+            return None
+        offset += group[0]
+        parts += group[1]
+    strides, mask, it = [], [], iter(parts)
+    for s in new_shape:
+        st, r = (0, (0, 1)) if s == 1 else next(it)
+        strides.append(st)
+        mask.append(r)
+    return View.create(new_shape, tuple(strides), offset,
+                       tuple(mask) if view.mask is not None else None)
