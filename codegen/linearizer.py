@@ -16,14 +16,14 @@ from codegen.dtypes import DType, dtypes
 from codegen.helpers import prod
 from codegen.kernel import Kernel, Opt, leaves
 from codegen.lanes import along_lanes, lane_window
-from codegen.ops import (BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps,
+from codegen.ops import (BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, Op, ReduceOps,
                          TernaryOps, UnaryOps)
 from codegen.opt import optimize
 from codegen.opt.gpu import hardware_dims
 from codegen.shape.symbolic import (AndNode, DivNode, LtNode, ModNode, MulNode, Node,
-                                    NumNode, SumNode, Variable)
+                                    NumNode, RenderOps, SumNode, Variable)
 from codegen.target import Target
-from codegen.uops import UOp, UOpGraph, UOps
+from codegen.uops import UOp, UOpGraph, UOps, dtype_of
 
 
 @dataclass
@@ -153,10 +153,13 @@ class Linearizer:
         return loop
 
     def _idxs(self, pre: bool) -> list[Node]:
-        ridx, n_red = self.ridx, self.k.n_reduce
-        lane = [NumNode(0) if self.reduce_lanes and not pre else self.lane] if self.lanes else []
-        return (self.gidx + (ridx if pre else [NumNode(0)] * n_red) +
-                [NumNode(c) for c in self.combo] + lane)
+        """The index of every axis of the kernel's shape in the copy being emitted."""
+        idxs: list[Node] = [*self.gidx]
+        idxs += self.ridx if pre else [NumNode(0)] * self.k.n_reduce
+        idxs += [NumNode(c) for c in self.combo]
+        if self.lane is not None:
+            idxs.append(NumNode(0) if self.reduce_lanes and not pre else self.lane)
+        return idxs
 
     def _max_index(self) -> int:
         return max([prod(self.k.full_shape)] + [st.size for st in self.sts.values()])
@@ -164,26 +167,28 @@ class Linearizer:
     def const(self, value: Any, dtype: DType | None = None) -> UOp:
         return self.g.add(UOps.CONST, dtype or self.idx_dtype, (), value)
 
-    def alu(self, op, dtype: DType, *vin: UOp) -> UOp:
-        return self.g.add(UOps.ALU, dtype, vin, op)
+    def alu(self, op: Op, dtype: DType, *src: UOp) -> UOp:
+        return self.g.add(UOps.ALU, dtype, src, op)
 
     def cast(self, x: UOp, dtype: DType) -> UOp:
-        if x.dtype.count > 1:
-            if (x.dtype.scalar, dtype) == (dtypes.float64, dtypes.float16):  # a scalar helper
+        have = dtype_of(x)
+        if have.count > 1:
+            if (have.scalar, dtype) == (dtypes.float64, dtypes.float16):  # a scalar helper
                 return self.vectorize([self.cast(self.extract(x, k), dtype)
-                                       for k in range(x.dtype.count)])
-            dtype = dtype.vec(x.dtype.count)
-        return x if x.dtype == dtype else self.g.add(UOps.CAST, dtype, (x,), None)
+                                       for k in range(have.count)])
+            dtype = dtype.vec(have.count)
+        return x if have == dtype else self.g.add(UOps.CAST, dtype, (x,), None)
 
     def vectorize(self, lanes: list[UOp]) -> UOp:
-        return self.g.add(UOps.VECTORIZE, lanes[0].dtype.vec(len(lanes)), tuple(lanes))
+        return self.g.add(UOps.VECTORIZE, dtype_of(lanes[0]).vec(len(lanes)), tuple(lanes))
 
     def extract(self, x: UOp, lane: int) -> UOp:
-        return x if x.dtype.count == 1 else self.g.add(UOps.EXTRACT, x.dtype.scalar, (x,), lane)
+        dtype = dtype_of(x)
+        return x if dtype.count == 1 else self.g.add(UOps.EXTRACT, dtype.scalar, (x,), lane)
 
     def widen(self, x: UOp, lanes: int) -> UOp:
         """A scalar used where vectors flow: every lane gets it."""
-        return x if x.dtype.count > 1 or lanes == 1 else self.vectorize([x] * lanes)
+        return x if dtype_of(x).count > 1 or lanes == 1 else self.vectorize([x] * lanes)
 
     def _store(self, value: UOp) -> None:
         out = self.ast.arg
@@ -201,7 +206,8 @@ class Linearizer:
                                           self.extract(value, k)))
 
     def render_index(self, node: Node) -> UOp:
-        return node.render(_NODE_OPS, self)
+        out: UOp = node.render(_NODE_OPS, self)
+        return out
 
     def emit(self, node: LazyOp) -> UOp:
         if id(node) not in self.cache:
@@ -215,17 +221,16 @@ class Linearizer:
             return self.reduced[self.combo]
         srcs = [self.emit(s) for s in node.src]
         if node.op is UnaryOps.CAST and node.arg[1]:  # a bitcast
-            lanes = srcs[0].dtype.count
+            lanes = dtype_of(srcs[0]).count
             dtype = node.arg[0].vec(lanes) if lanes > 1 else node.arg[0]
             return self.g.add(UOps.BITCAST, dtype, (srcs[0],), None)
         if node.op is UnaryOps.CAST:
             return self.cast(srcs[0], node.arg[0])
-        lanes = max(s.dtype.count for s in srcs)
+        lanes = max(dtype_of(s).count for s in srcs)
         srcs = [self.widen(s, lanes) for s in srcs]
         if node.op in (BinaryOps.CMPLT, BinaryOps.CMPNE):
             return self.alu(node.op, dtypes.bool.vec(lanes) if lanes > 1 else dtypes.bool, *srcs)
-        dtype = srcs[1].dtype if node.op is TernaryOps.WHERE else srcs[0].dtype
-        return self.alu(node.op, dtype, *srcs)
+        return self.alu(node.op, dtype_of(srcs[1] if node.op is TernaryOps.WHERE else srcs[0]), *srcs)
 
     def _leaf(self, node: LazyOp) -> UOp:
         """A scalar where the value is the same in every lane, one vector load where memory
@@ -253,7 +258,9 @@ class Linearizer:
     def _masked_load(self, arg: MemBuffer, start: Node, valid: Node) -> UOp:
         """Contiguous lanes whose validity depends on the lane (a padded row): one vector
         load that reads only the valid lanes (a vector gate; 0 in the others)."""
-        gate = self.vectorize([_as_bool(self.render_index(valid.substitute({self.lane: k})), self)
+        assert self.lane is not None
+        lane = self.lane
+        gate = self.vectorize([_as_bool(self.render_index(valid.substitute({lane: k})), self)
                                for k in range(self.lanes)])
         return self.g.add(UOps.LOAD, arg.dtype.vec(self.lanes),
                           (self.bufs[arg.idx], self.render_index(start), gate))
@@ -266,10 +273,10 @@ class Linearizer:
         if isinstance(arg, ConstBuffer):
             value = self.const(arg.val, arg.dtype)
             return value if gate is None else self.alu(TernaryOps.WHERE, arg.dtype, gate, value, zero)
-        vin = (self.bufs[arg.idx], self.render_index(idx)) + ((gate,) if gate is not None else ())
-        return self.g.add(UOps.LOAD, arg.dtype.vec(lanes) if lanes > 1 else arg.dtype, vin)
+        src = (self.bufs[arg.idx], self.render_index(idx)) + ((gate,) if gate is not None else ())
+        return self.g.add(UOps.LOAD, arg.dtype.vec(lanes) if lanes > 1 else arg.dtype, src)
 
-    def _reduce(self, node: LazyOp, combos: list[tuple[int, ...]]) -> dict[tuple, UOp]:
+    def _reduce(self, node: LazyOp, combos: list[tuple[int, ...]]) -> dict[tuple[int, ...], UOp]:
         """One accumulator per upcast combination, all updated in the same reduce loops."""
         g = self.g
         src_dtype = self._dtype_of(node.src[0])
@@ -315,17 +322,20 @@ class Linearizer:
 
     def _across_lanes(self, op: BinaryOps, acc: UOp) -> UOp:
         """Reduce lanes end in one value: combine the lanes pairwise."""
-        parts = [self.extract(acc, k) for k in range(acc.dtype.count)]
+        parts = [self.extract(acc, k) for k in range(dtype_of(acc).count)]
         while len(parts) > 1:
-            pairs = [self.alu(op, parts[0].dtype, a, b) for a, b in zip(parts[::2], parts[1::2])]
+            pairs = [self.alu(op, dtype_of(a), a, b) for a, b in zip(parts[::2], parts[1::2])]
             parts = pairs + parts[len(pairs) * 2:]
         return parts[0]
 
     def _dtype_of(self, node: LazyOp) -> DType:
+        """The dtype an AST node computes."""
         if node.op in BufferOps:
-            return node.arg.dtype
+            dtype: DType = node.arg.dtype
+            return dtype
         if node.op is UnaryOps.CAST:
-            return node.arg[0]
+            cast_to: DType = node.arg[0]
+            return cast_to
         if node.op in (BinaryOps.CMPLT, BinaryOps.CMPNE):
             return dtypes.bool
         return self._dtype_of(node.src[1] if node.op is TernaryOps.WHERE else node.src[0])
@@ -349,32 +359,32 @@ class Linearizer:
         return flops, mem
 
 
-def _floor_shift(node, ctx: Linearizer) -> tuple[UOp, int]:
+def _floor_shift(node: DivNode | ModNode, ctx: Linearizer) -> tuple[UOp, int]:
     """Render `node.a` shifted by k*b >= 0 so C-style (truncating) div/mod act as floor."""
     k = -(node.a.min // node.b) if node.a.min < 0 else 0
     return ctx.render_index(node.a + k * node.b), k
 
 
-def _div(node: DivNode, ops, ctx: Linearizer) -> UOp:
+def _div(node: DivNode, ops: RenderOps, ctx: Linearizer) -> UOp:
     a, k = _floor_shift(node, ctx)
     q = ctx.alu(BinaryOps.IDIV, ctx.idx_dtype, a, ctx.const(node.b))
     return q if k == 0 else ctx.alu(BinaryOps.ADD, ctx.idx_dtype, q, ctx.const(-k))
 
 
-def _mod(node: ModNode, ops, ctx: Linearizer) -> UOp:
+def _mod(node: ModNode, ops: RenderOps, ctx: Linearizer) -> UOp:
     a, _ = _floor_shift(node, ctx)
     return ctx.alu(BinaryOps.MOD, ctx.idx_dtype, a, ctx.const(node.b))
 
 
-def _sum(node: SumNode, ops, ctx: Linearizer) -> UOp:
-    parts = [n.render(ops, ctx) for n in node.nodes]
+def _sum(node: SumNode, ops: RenderOps, ctx: Linearizer) -> UOp:
+    parts: list[UOp] = [n.render(ops, ctx) for n in node.nodes]
     out = parts[0]
     for p in parts[1:]:
         out = ctx.alu(BinaryOps.ADD, ctx.idx_dtype, out, p)
     return out
 
 
-def _and(node: AndNode, ops, ctx: Linearizer) -> UOp:
+def _and(node: AndNode, ops: RenderOps, ctx: Linearizer) -> UOp:
     parts = [_as_bool(n.render(ops, ctx), ctx) for n in node.nodes]
     out = parts[0]
     for p in parts[1:]:
@@ -388,7 +398,7 @@ def _as_bool(x: UOp, ctx: Linearizer) -> UOp:
     return ctx.alu(BinaryOps.CMPNE, dtypes.bool, x, ctx.const(0))
 
 
-_NODE_OPS = {
+_NODE_OPS: RenderOps = {
     NumNode: lambda n, ops, ctx: ctx.const(n.b),
     Variable: lambda n, ops, ctx: ctx.vars[n.expr],
     MulNode: lambda n, ops, ctx: ctx.alu(BinaryOps.MUL, ctx.idx_dtype, n.a.render(ops, ctx),

@@ -18,32 +18,32 @@ class UOps(Enum):
     DEFINE_VAR = auto()     # a scalar kernel argument, arg=name (CPU thread bounds)
     SPECIAL = auto()        # a GPU work-item index, arg=(name, size)
     CONST = auto()          # arg=python value
-    LOOP = auto()           # vin=(start, end); the loop variable
-    END = auto()            # vin=(loop,); closes the loop
+    LOOP = auto()           # src=(start, end); the loop variable
+    END = auto()            # src=(loop,); closes the loop
     DEFINE_ACC = auto()     # an accumulator, arg=initial value
-    ACC_READ = auto()       # vin=(acc,); current value of an accumulator
-    ACC_UPDATE = auto()     # vin=(acc, value); acc = value; arg=True: may be reassociated
-    LOAD = auto()           # vin=(buffer, idx) or (buffer, idx, valid): 0 where not valid
-    STORE = auto()          # vin=(buffer, idx, value)
+    ACC_READ = auto()       # src=(acc,); current value of an accumulator
+    ACC_UPDATE = auto()     # src=(acc, value); acc = value; arg=True: may be reassociated
+    LOAD = auto()           # src=(buffer, idx) or (buffer, idx, valid): 0 where not valid
+    STORE = auto()          # src=(buffer, idx, value)
     ALU = auto()            # arg=UnaryOps/BinaryOps/TernaryOps member
-    CAST = auto()           # vin=(x,), dtype=target
-    BITCAST = auto()        # vin=(x,), dtype=target of the same itemsize: the same bits
-    VECTORIZE = auto()      # vin=lanes (scalars); dtype=a vector (all lanes equal: a splat)
-    EXTRACT = auto()        # vin=(vector,), arg=lane; the scalar in that lane
+    CAST = auto()           # src=(x,), dtype=target
+    BITCAST = auto()        # src=(x,), dtype=target of the same itemsize: the same bits
+    VECTORIZE = auto()      # src=lanes (scalars); dtype=a vector (all lanes equal: a splat)
+    EXTRACT = auto()        # src=(vector,), arg=lane; the scalar in that lane
 
 
 @dataclass(eq=False)
 class UOp:
     """One instruction. `loops` are the LOOP uops whose variable it depends on."""
-    uop: UOps
+    op: UOps
     dtype: DType | None
-    vin: tuple[UOp, ...] = ()
+    src: tuple[UOp, ...] = ()
     arg: Any = None
     loops: frozenset[UOp] = field(default_factory=frozenset)
 
     def __repr__(self) -> str:  # operands by kind; format_uops numbers them
         dt = self.dtype.name if self.dtype is not None else ""
-        return f"{self.uop.name:<13} {dt:<8} {[v.uop.name for v in self.vin]} {self.arg}"
+        return f"{self.op.name:<13} {dt:<8} {[v.op.name for v in self.src]} {self.arg}"
 
 
 def format_uops(uops: list[UOp]) -> str:
@@ -54,8 +54,8 @@ def format_uops(uops: list[UOp]) -> str:
     for i, u in enumerate(uops):
         dt = (u.dtype.name + (f"x{u.dtype.count}" if u.dtype.count > 1 else "")) \
             if u.dtype is not None else ""
-        operands = ", ".join(str(number.get(id(v), "?")) for v in u.vin)
-        lines.append(f"{i:4d} {u.uop.name:<13} {dt:<10} [{operands}] {u.arg}")
+        operands = ", ".join(str(number.get(id(v), "?")) for v in u.src)
+        lines.append(f"{i:4d} {u.op.name:<13} {dt:<10} [{operands}] {u.arg}")
     return "\n".join(lines)
 
 
@@ -68,6 +68,12 @@ _NEVER_CSE = {UOps.LOOP, UOps.END, UOps.DEFINE_ACC, UOps.ACC_READ, UOps.ACC_UPDA
 _IN_PLACE = {UOps.LOOP, UOps.STORE, UOps.ACC_UPDATE}
 
 
+def dtype_of(u: UOp) -> DType:
+    """The dtype of a uop that has one (every uop but DEFINE_GLOBAL, STORE, ACC_UPDATE, END)."""
+    assert u.dtype is not None, f"{u.op} has no dtype"
+    return u.dtype
+
+
 class UOpGraph:
     """An ordered uop list with CSE and placement into the outermost possible loop."""
 
@@ -76,22 +82,22 @@ class UOpGraph:
         self._open: list[UOp] = []          # loops not yet closed, outermost first
         self._cache: dict[tuple[Any, ...], UOp] = {}
 
-    def add(self, uop: UOps, dtype: DType | None, vin: tuple[UOp, ...] = (), arg: Any = None,
+    def add(self, op: UOps, dtype: DType | None, src: tuple[UOp, ...] = (), arg: Any = None,
             extra_loops: frozenset[UOp] = frozenset()) -> UOp:
-        """Append (or reuse) a uop; it lands after the innermost open loop it depends on."""
-        key = (uop, dtype, tuple(id(v) for v in vin), _hashable(arg))
-        if uop not in _NEVER_CSE and key in self._cache:
+        """Append (or reuse) a op; it lands after the innermost open loop it depends on."""
+        key = (op, dtype, tuple(id(v) for v in src), _hashable(arg))
+        if op not in _NEVER_CSE and key in self._cache:
             return self._cache[key]
-        loops = extra_loops.union(*(v.loops for v in vin))
-        if uop in _IN_PLACE:
+        loops = extra_loops.union(*(v.loops for v in src))
+        if op in _IN_PLACE:
             loops |= frozenset(self._open)
-        node = UOp(uop, dtype, tuple(vin), arg, loops)
-        if uop is UOps.LOOP:
+        node = UOp(op, dtype, tuple(src), arg, loops)
+        if op is UOps.LOOP:
             node.loops = loops | {node}
         self._insert(node, loops)
-        if uop is UOps.LOOP:
+        if op is UOps.LOOP:
             self._open.append(node)
-        if uop not in _NEVER_CSE:
+        if op not in _NEVER_CSE:
             self._cache[key] = node
         return node
 

@@ -50,7 +50,7 @@ def tile(k: Kernel, target: Target) -> list[Opt]:
     reduce 4 broadcasts and 4 vector loads feed 16 vector FMAs."""
     if k.reduceop is None or not target.tile:
         return []
-    t, opts, split = k.copy(), [], set()
+    t, opts, split = k.copy(), [], set[int]()
     budget = tile_budget(t, target)
     for _ in range(_TILE_ROUNDS):
         upcast = _best_upcast(t, budget, split, target)

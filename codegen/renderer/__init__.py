@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from codegen.dtypes import DType
 from codegen.linearizer import LinearKernel
 from codegen.target import Target
-from codegen.uops import UOp
 
 
 @dataclass
@@ -43,9 +42,3 @@ class Renderer:
         return ProgramSpec(kernel.name, self.render(kernel), kernel.global_size,
                            kernel.local_size, kernel.buf_dtypes, kernel.var_names,
                            kernel.flops, kernel.mem_bytes)
-
-
-def dtype_of(u: UOp) -> DType:
-    """The dtype of a uop that has one (every uop but DEFINE_GLOBAL and END)."""
-    assert u.dtype is not None, f"{u.uop} has no dtype"
-    return u.dtype

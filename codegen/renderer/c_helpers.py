@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from codegen.dtypes import DType, dtypes
 from codegen.linearizer import LinearKernel
-from codegen.renderer import dtype_of
-from codegen.uops import UOps
+from codegen.uops import UOps, dtype_of
 
 # bfloat16 <-> float, written once for every dialect: {F} and {U} are the dialect's
 # float -> bits and bits -> float casts. A value goes to bfloat16 rounded to nearest, ties
@@ -56,8 +55,8 @@ def uses(kernel: LinearKernel, dtype: DType) -> bool:
 
 def needs_double_bf16(kernel: LinearKernel) -> bool:
     """Whether a cast to bfloat16 goes through double (from float64 or a 32/64-bit int)."""
-    return any(u.uop is UOps.CAST and u.dtype == dtypes.bfloat16 and
-               bf16_through_double(dtype_of(u.vin[0])) for u in kernel.uops)
+    return any(u.op is UOps.CAST and u.dtype == dtypes.bfloat16 and
+               bf16_through_double(dtype_of(u.src[0])) for u in kernel.uops)
 
 
 def bf16_through_double(src: DType) -> bool:

@@ -37,10 +37,10 @@ from codegen.helpers import prod
 from codegen.linearizer import LinearKernel
 from codegen.target import gpu
 from codegen.ops import BinaryOps, Op, TernaryOps, UnaryOps
-from codegen.renderer import Renderer, dtype_of
+from codegen.renderer import Renderer
 from codegen.renderer.c_helpers import (BF16, BF16_DOUBLE, bf16_through_double,
                                         needs_double_bf16, uses)
-from codegen.uops import UOp, UOps
+from codegen.uops import UOp, UOps, dtype_of
 
 
 # C promotes these to int before multiplying: 65535 * 65535 would overflow int (undefined)
@@ -228,9 +228,9 @@ class CStyleRenderer(Renderer):
     def render(self, kernel: LinearKernel) -> str:
         k, rules = _CKernel(kernel), self._rules
         for u in kernel.uops:
-            rule = rules.get(u.uop)
+            rule = rules.get(u.op)
             if rule is None:
-                raise NotImplementedError(f"C renderer has no rule for {u.uop}")
+                raise NotImplementedError(f"C renderer has no rule for {u.op}")
             rule(k, u)
         head = f"{self.kernel_prefix}void {kernel.name}({', '.join(k.args)}) {{"
         return "\n".join([*self.prelude(kernel), head, *k.prologue, *k.body, "}"]) + "\n"
@@ -282,7 +282,7 @@ class CStyleRenderer(Renderer):
 
     def _render_loop(self, k: _CKernel, u: UOp) -> None:
         var = k.names[u] = k.fresh(f"{u.arg}_")
-        start, end = k.names[u.vin[0]], k.names[u.vin[1]]
+        start, end = k.names[u.src[0]], k.names[u.src[1]]
         k.emit(f"for ({self.types[dtype_of(u)]} {var} = {start}; {var} < {end}; {var}++) {{")
         k.depth += 1
 
@@ -296,21 +296,21 @@ class CStyleRenderer(Renderer):
         k.emit(f"{self.types[dtype]} {k.names[u]} = {self.const(u.arg, dtype)};")
 
     def _render_acc_read(self, k: _CKernel, u: UOp) -> None:
-        acc = u.vin[0]
+        acc = u.src[0]
         if k.lidx and acc in k.acc_op and k.depth == k.acc_depth[acc]:  # after its loop
             self._group_combine(k, acc, k.acc_op.pop(acc))
         self._value(k, u, k.names[acc])
 
     def _render_acc_update(self, k: _CKernel, u: UOp) -> None:
-        acc, val = u.vin
+        acc, val = u.src
         k.acc_op[acc] = val.arg
         k.emit(f"{k.names[acc]} = {k.names[val]};")
 
     def _render_load(self, k: _CKernel, u: UOp) -> None:
         dtype = dtype_of(u)
-        expr = self._load_expr(k.names[u.vin[0]], k.names[u.vin[1]], dtype)
-        if len(u.vin) == 3:  # gated: never touch memory where not valid
-            expr = f"({k.names[u.vin[2]]} ? {expr} : {self.const(0, dtype)})"
+        expr = self._load_expr(k.names[u.src[0]], k.names[u.src[1]], dtype)
+        if len(u.src) == 3:  # gated: never touch memory where not valid
+            expr = f"({k.names[u.src[2]]} ? {expr} : {self.const(0, dtype)})"
         self._value(k, u, expr)
 
     def _load_expr(self, buf: str, idx: str, dtype: DType) -> str:
@@ -322,7 +322,7 @@ class CStyleRenderer(Renderer):
         return f"({buf}[{idx}]!=0)" if dtype == dtypes.bool else f"{buf}[{idx}]"
 
     def _render_store(self, k: _CKernel, u: UOp) -> None:
-        buf, idx, val = k.names[u.vin[0]], k.names[u.vin[1]], u.vin[2]
+        buf, idx, val = k.names[u.src[0]], k.names[u.src[1]], u.src[2]
         line = self._store_line(buf, idx, k.names[val], dtype_of(val))
         k.emit(f"if ({k.lidx[0]} == 0) {line}" if k.lidx else line)
 
@@ -335,8 +335,8 @@ class CStyleRenderer(Renderer):
         return f"{buf}[{idx}] = ({self.mem_type(dtype)})({value});"
 
     def _render_alu(self, k: _CKernel, u: UOp) -> None:
-        src = dtype_of(u.vin[-1] if u.arg is TernaryOps.WHERE else u.vin[0])
-        operands = [k.names[v] for v in u.vin]
+        src = dtype_of(u.src[-1] if u.arg is TernaryOps.WHERE else u.src[0])
+        operands = [k.names[v] for v in u.src]
         if u.arg is BinaryOps.SHL:
             expr = self.shift_left(operands[0], operands[1], src)
         else:
@@ -352,11 +352,11 @@ class CStyleRenderer(Renderer):
         return expr
 
     def _render_cast(self, k: _CKernel, u: UOp) -> None:
-        x = u.vin[0]
+        x = u.src[0]
         self._value(k, u, self.cast(k.names[x], dtype_of(x), dtype_of(u)))
 
     def _render_bitcast(self, k: _CKernel, u: UOp) -> None:
-        x = u.vin[0]
+        x = u.src[0]
         self._value(k, u, self.from_bits(self.to_bits(k.names[x], dtype_of(x)), dtype_of(u)))
 
     def _group_combine(self, k: _CKernel, acc: UOp, op: Op) -> None:

@@ -39,7 +39,7 @@ def llvm_const(value: float, dtype: DType) -> str:
     if dtype == dtypes.bool:
         return "true" if value else "false"
     if dtype.is_int:
-        return str(dtypes.wrap(value, dtype))
+        return str(dtypes.wrap(int(value), dtype))
     value = round_float(value, dtype)  # too big for the dtype is inf
     if dtype == dtypes.float16:
         return "0xH%04X" % struct.unpack("<H", struct.pack("<e", value))[0]

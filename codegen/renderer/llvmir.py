@@ -17,12 +17,12 @@ from codegen.dtypes import DType, dtypes
 from codegen.linearizer import LinearKernel
 from codegen.target import Target, host_cpu
 from codegen.ops import BinaryOps, TernaryOps, UnaryOps
-from codegen.renderer import ProgramSpec, Renderer, dtype_of
+from codegen.renderer import ProgramSpec, Renderer
 from codegen.renderer.llvm_alu import alu
 from codegen.renderer.llvm_casts import (bf16_bits, from_bf16, render_bitcast, render_cast,
                                          round_to_bf16)
 from codegen.renderer.llvm_types import LLVM_TYPES, like, llvm_const, ltype, mem_type, suffix
-from codegen.uops import UOp, UOps
+from codegen.uops import UOp, UOps, dtype_of
 
 _UNROLL_MAX = 4  # longest loop LLVM may unroll (a 2 x 2 pool window); see _loop_metadata
 # ops whose result needs no rounding: it is one of the operands or its negation
@@ -45,8 +45,8 @@ class _LLVMKernel:
         self.counter = 0               # numbers the names, so each is unique
         self.no_unroll: list[str] = []  # loop metadata: one distinct id per loop
         # the values stored into an accumulator by a reduce that may be reassociated
-        self.accumulations = {id(u.vin[1]) for u in kernel.uops
-                              if u.uop is UOps.ACC_UPDATE and u.arg}
+        self.accumulations = {id(u.src[1]) for u in kernel.uops
+                              if u.op is UOps.ACC_UPDATE and u.arg}
 
     def fresh(self, prefix: str = "v") -> str:
         self.counter += 1
@@ -84,9 +84,9 @@ class LLVMRenderer(Renderer):
     def render(self, kernel: LinearKernel) -> str:
         k, rules = _LLVMKernel(kernel), self._rules
         for u in kernel.uops:
-            rule = rules.get(u.uop)
+            rule = rules.get(u.op)
             if rule is None:
-                raise NotImplementedError(f"LLVM renderer has no rule for {u.uop}")
+                raise NotImplementedError(f"LLVM renderer has no rule for {u.op}")
             rule(k, u)
         lines = [f"define void @{kernel.name}({', '.join(k.args)}) #0 {{", "entry:",
                  *k.prologue, *k.body, "  ret void", "}", *sorted(k.used),
@@ -125,14 +125,14 @@ class LLVMRenderer(Renderer):
         k.names[u] = k.fresh("i")
         k.phis[u] = (len(k.body), label)
         k.body.append(f"  {k.names[u]} = phi {LLVM_TYPES[dtype_of(u)]} "
-                      f"[{k.names[u.vin[0]]}, %{k.block}]")
+                      f"[{k.names[u.src[0]]}, %{k.block}]")
         k.block = label
 
     def _render_end(self, k: _LLVMKernel, u: UOp) -> None:
-        loop = u.vin[0]
+        loop = u.src[0]
         ty = LLVM_TYPES[dtype_of(loop)]
         nxt = k.emit(f"add nsw {ty} {k.names[loop]}, 1")
-        cond = k.emit(f"icmp slt {ty} {nxt}, {k.names[loop.vin[1]]}")
+        cond = k.emit(f"icmp slt {ty} {nxt}, {k.names[loop.src[1]]}")
         at, label = k.phis[loop]
         k.body[at] = k.body[at] + f", [{nxt}, %{k.block}]"
         k.body += [f"  br i1 {cond}, label %{label}, label %{label}_exit"
@@ -144,8 +144,8 @@ class LLVMRenderer(Renderer):
         """LLVM may fully unroll short constant loops (pool windows, conv taps); unrolling
         longer ones buys little over our tiles and costs compile time, so they get
         `llvm.loop.unroll.disable`."""
-        start, end = loop.vin
-        if start.uop is UOps.CONST and end.uop is UOps.CONST and \
+        start, end = loop.src
+        if start.op is UOps.CONST and end.op is UOps.CONST and \
                 end.arg - start.arg <= _UNROLL_MAX:
             return ""
         n = len(k.no_unroll) + 1
@@ -159,16 +159,16 @@ class LLVMRenderer(Renderer):
         k.body.append(f"  store {ty} {llvm_const(u.arg, dtype_of(u))}, ptr {k.names[u]}")
 
     def _render_acc_read(self, k: _LLVMKernel, u: UOp) -> None:
-        k.names[u] = k.emit(f"load {ltype(dtype_of(u))}, ptr {k.names[u.vin[0]]}")
+        k.names[u] = k.emit(f"load {ltype(dtype_of(u))}, ptr {k.names[u.src[0]]}")
 
     def _render_acc_update(self, k: _LLVMKernel, u: UOp) -> None:
-        acc, val = u.vin
+        acc, val = u.src
         k.body.append(f"  store {ltype(dtype_of(acc))} {k.names[val]}, ptr {k.names[acc]}")
 
     def _render_store(self, k: _LLVMKernel, u: UOp) -> None:
-        dtype = dtype_of(u.vin[2])
-        val = self._to_memory(k, k.names[u.vin[2]], dtype)
-        ptr = k.gep(u.vin[0], u.vin[1])
+        dtype = dtype_of(u.src[2])
+        val = self._to_memory(k, k.names[u.src[2]], dtype)
+        ptr = k.gep(u.src[0], u.src[1])
         k.body.append(f"  store {mem_type(dtype)} {val}, ptr {ptr}, align {dtype.itemsize}")
 
     @staticmethod
@@ -184,12 +184,12 @@ class LLVMRenderer(Renderer):
         return k.emit(f"trunc {ltype(i32)} {high} to {mem_type(dtype)}")
 
     def _render_alu(self, k: _LLVMKernel, u: UOp) -> None:
-        src_dtype = dtype_of(u.vin[-1] if u.arg is TernaryOps.WHERE else u.vin[0])
+        src_dtype = dtype_of(u.src[-1] if u.arg is TernaryOps.WHERE else u.src[0])
         if src_dtype.scalar == dtypes.bfloat16:  # computed in float, rounded after
             src_dtype = like(src_dtype, dtypes.float32)
         flags = "reassoc contract" if id(u) in k.accumulations else "contract"
         dtype = dtype_of(u)
-        k.names[u] = k.emit(alu(u.arg, dtype, src_dtype, [k.names[v] for v in u.vin], k.used,
+        k.names[u] = k.emit(alu(u.arg, dtype, src_dtype, [k.names[v] for v in u.src], k.used,
                                 flags))
         if dtype.scalar == dtypes.bfloat16 and u.arg not in _EXACT_OPS:
             k.names[u] = round_to_bf16(k.names[u], src_dtype, k.emit)
@@ -197,51 +197,51 @@ class LLVMRenderer(Renderer):
     def _render_vectorize(self, k: _LLVMKernel, u: UOp) -> None:
         dtype = dtype_of(u)
         ty, scalar = ltype(dtype), ltype(dtype.scalar)
-        if all(v is u.vin[0] for v in u.vin):  # a splat
-            one = k.emit(f"insertelement {ty} poison, {scalar} {k.names[u.vin[0]]}, i32 0")
+        if all(v is u.src[0] for v in u.src):  # a splat
+            one = k.emit(f"insertelement {ty} poison, {scalar} {k.names[u.src[0]]}, i32 0")
             k.names[u] = k.emit(f"shufflevector {ty} {one}, {ty} poison, <{dtype.count} x i32> "
                                 "zeroinitializer")
             return
         vec = "poison"
-        for lane, v in enumerate(u.vin):
+        for lane, v in enumerate(u.src):
             vec = k.emit(f"insertelement {ty} {vec}, {scalar} {k.names[v]}, i32 {lane}")
         k.names[u] = vec
 
     def _render_extract(self, k: _LLVMKernel, u: UOp) -> None:
-        vec = u.vin[0]
+        vec = u.src[0]
         k.names[u] = k.emit(f"extractelement {ltype(dtype_of(vec))} {k.names[vec]}, i32 {u.arg}")
 
     def _render_cast(self, k: _LLVMKernel, u: UOp) -> None:
-        x = u.vin[0]
+        x = u.src[0]
         k.names[u] = render_cast(dtype_of(x), dtype_of(u), k.names[x], k.emit, k.used)
 
     def _render_bitcast(self, k: _LLVMKernel, u: UOp) -> None:
-        x = u.vin[0]
+        x = u.src[0]
         k.names[u] = render_bitcast(dtype_of(x), dtype_of(u), k.names[x], k.emit)
 
     # ---- loads: plain, gated (a select of the index and of the value), masked per lane ----
     def _render_load(self, k: _LLVMKernel, u: UOp) -> None:
         dtype = dtype_of(u)
-        if len(u.vin) == 3 and dtype_of(u.vin[2]).count > 1:
+        if len(u.src) == 3 and dtype_of(u.src[2]).count > 1:
             k.names[u] = self._masked_load(k, u, dtype)
             return
-        ptr = self._gated_address(k, u, dtype) if len(u.vin) == 3 else k.gep(u.vin[0], u.vin[1])
+        ptr = self._gated_address(k, u, dtype) if len(u.src) == 3 else k.gep(u.src[0], u.src[1])
         val = self._from_memory(k, k.emit(f"load {mem_type(dtype)}, ptr {ptr}, "
                                           f"align {dtype.itemsize}"), dtype)
-        if len(u.vin) == 3:
+        if len(u.src) == 3:
             zero = llvm_const(False if dtype.scalar == dtypes.bool else 0, dtype)
-            val = k.emit(f"select i1 {k.names[u.vin[2]]}, {ltype(dtype)} {val}, "
+            val = k.emit(f"select i1 {k.names[u.src[2]]}, {ltype(dtype)} {val}, "
                          f"{ltype(dtype)} {zero}")
         k.names[u] = val
 
     @staticmethod
     def _gated_address(k: _LLVMKernel, u: UOp, dtype: DType) -> str:
         """Where invalid, read index 0 (the value is replaced by zero after the load)."""
-        valid, idx = k.names[u.vin[2]], u.vin[1]
+        valid, idx = k.names[u.src[2]], u.src[1]
         ity = LLVM_TYPES[dtype_of(idx)]
         safe = k.emit(f"select i1 {valid}, {ity} {k.names[idx]}, {ity} 0")
         return k.emit(f"getelementptr inbounds {mem_type(dtype.scalar)}, "
-                      f"ptr {k.names[u.vin[0]]}, {ity} {safe}")
+                      f"ptr {k.names[u.src[0]]}, {ity} {safe}")
 
     @staticmethod
     def _from_memory(k: _LLVMKernel, val: str, dtype: DType) -> str:
@@ -256,15 +256,15 @@ class LLVMRenderer(Renderer):
     @staticmethod
     def _masked_load(k: _LLVMKernel, u: UOp, dtype: DType) -> str:
         """A vector load with a gate per lane: llvm.masked.load reads only valid lanes."""
-        idx = u.vin[1]  # no inbounds: lane 0 may lie outside the buffer (masked off)
-        ptr = k.emit(f"getelementptr {mem_type(dtype.scalar)}, ptr {k.names[u.vin[0]]}, "
+        idx = u.src[1]  # no inbounds: lane 0 may lie outside the buffer (masked off)
+        ptr = k.emit(f"getelementptr {mem_type(dtype.scalar)}, ptr {k.names[u.src[0]]}, "
                      f"{LLVM_TYPES[dtype_of(idx)]} {k.names[idx]}")
         stored = like(dtype, dtypes.uint16) if dtype.scalar == dtypes.bfloat16 else dtype
-        ty, mask = mem_type(dtype), ltype(dtype_of(u.vin[2]))
+        ty, mask = mem_type(dtype), ltype(dtype_of(u.src[2]))
         fn = f"@llvm.masked.load.{suffix(stored)}.p0"
         k.used.add(f"declare {ty} {fn}(ptr, i32 immarg, {mask}, {ty})")
         val = k.emit(f"call {ty} {fn}(ptr {ptr}, i32 {dtype.itemsize}, "
-                     f"{mask} {k.names[u.vin[2]]}, {ty} zeroinitializer)")
+                     f"{mask} {k.names[u.src[2]]}, {ty} zeroinitializer)")
         return from_bf16(val, dtype, k.emit) if dtype.scalar == dtypes.bfloat16 else val
 
 

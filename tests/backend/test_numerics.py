@@ -275,9 +275,9 @@ def test_vector_casts(device, src, dst):
         kernel = linearize(item.ast, LLVMRenderer().target)
         # float64 -> float16 is a scalar helper call per lane (no libcall for a vector)
         per_lane = (src, dst) == (dtypes.float64, dtypes.float16)
-        assert any(u.uop is UOps.CAST and u.vin[0].dtype.count > 1 and
+        assert any(u.op is UOps.CAST and u.src[0].dtype.count > 1 and
                    (u.dtype.count > 1 or per_lane) for u in kernel.uops) or \
-            per_lane and any(u.uop is UOps.EXTRACT for u in kernel.uops), \
+            per_lane and any(u.op is UOps.EXTRACT for u in kernel.uops), \
             f"{src.name} -> {dst.name}: the cast did not run on vector lanes"
     got = out.numpy()
     want = _astype(x.max(0), dst)

@@ -88,7 +88,7 @@ def test_the_vector_width_comes_from_the_target():
     ast = create_schedule([(a @ b).lazydata])[-1].ast
     for bits, lanes in ((256, 8), (512, 16)):
         kernel = linearize(ast, cpu(bits))
-        accs = [u.dtype.count for u in kernel.uops if u.uop is UOps.DEFINE_ACC]
+        accs = [u.dtype.count for u in kernel.uops if u.op is UOps.DEFINE_ACC]
         assert set(accs) == {lanes} and sum(accs) == cpu(bits).tile, (bits, accs)
         assert any(o.op is OptOps.LANES and o.amount == lanes for o in kernel.opts)
 

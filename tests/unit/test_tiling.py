@@ -52,23 +52,23 @@ def linearized(t: Tensor, tile: int = 256) -> Lowered:
 def scalar_input_loads(lin: Lowered) -> list:
     """Loads of one element from an input buffer: what a lane-by-lane gather emits, and
     what a load of the span the lanes touch (one vector load, then a shuffle) avoids."""
-    return [u for u in lin.kernel.uops if u.uop is UOps.LOAD and u.dtype.count == 1
-            and u.vin[0].arg[0] != "data0"]
+    return [u for u in lin.kernel.uops if u.op is UOps.LOAD and u.dtype.count == 1
+            and u.src[0].arg[0] != "data0"]
 
 
 def test_matmul_tiles_into_vector_accumulators():
     a, b = Tensor(rnd((128, 128))), Tensor(rnd((128, 128), seed=1))
     lin = linearized(a @ b)
     assert lin.k.lanes == 16, "the output-contiguous axis should become 16 vector lanes"
-    accs = [u for u in lin.kernel.uops if u.uop is UOps.DEFINE_ACC]
+    accs = [u for u in lin.kernel.uops if u.op is UOps.DEFINE_ACC]
     assert sum(u.dtype.count for u in accs) == 256, "a 4 x 64 tile of accumulators"
     assert all(u.dtype == dtypes.float32.vec(16) for u in accs)
     # without tiling: one scalar accumulator
     plain = linearized(a @ b, tile=0)
-    assert [u.dtype for u in plain.kernel.uops if u.uop is UOps.DEFINE_ACC] == [dtypes.float32]
+    assert [u.dtype for u in plain.kernel.uops if u.op is UOps.DEFINE_ACC] == [dtypes.float32]
     # a small kernel gets a small tile: it buys little run time and costs compile time
     small = linearized(Tensor(rnd((16, 16))) @ Tensor(rnd((16, 64), seed=1)))
-    assert sum(u.dtype.count for u in small.kernel.uops if u.uop is UOps.DEFINE_ACC) <= 16
+    assert sum(u.dtype.count for u in small.kernel.uops if u.op is UOps.DEFINE_ACC) <= 16
 
 
 @settings(max_examples=40, deadline=None)
