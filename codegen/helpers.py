@@ -88,11 +88,6 @@ def dedup(xs: Iterable[T]) -> list[T]:
     return list(dict.fromkeys(xs))
 
 
-def all_same(xs: list[Any]) -> bool:
-    """True when every item equals the first."""
-    return all(x == xs[0] for x in xs)
-
-
 def argfix(*x: Any) -> tuple[Any, ...]:
     """Accept f(1, 2) and f((1, 2)) alike."""
     if x and isinstance(x[0], (tuple, list)):
@@ -111,7 +106,3 @@ def flatten(xss: Iterable[Iterable[T]]) -> list[T]:
     """One level of flattening."""
     return [x for xs in xss for x in xs]
 
-
-def round_up(n: int, multiple: int) -> int:
-    """Smallest multiple of `multiple` that is >= n."""
-    return (n + multiple - 1) // multiple * multiple

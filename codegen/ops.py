@@ -54,9 +54,8 @@ class BinaryOps(_Op):
 
 
 class TernaryOps(_Op):
-    """AST. WHERE(cond, a, b); MULACC(a, b, c) = a*b + c only appears inside codegen."""
+    """AST. WHERE(cond, a, b)."""
     WHERE = auto()
-    MULACC = auto()
 
 
 class ReduceOps(_Op):
@@ -86,12 +85,16 @@ class LoadOps(_Op):
 
 Op = UnaryOps | BinaryOps | TernaryOps | ReduceOps | BufferOps | LoadOps
 
+# ops whose result is one of their (already representable) inputs, or exact: a bfloat16
+# result of them needs no rounding
+EXACT_OPS = {BinaryOps.MAX, UnaryOps.NEG, TernaryOps.WHERE, BinaryOps.MOD}
+
 # ops where f(0, ..., 0) == 0: a padded (masked) region stays zero through them
 ZERO_PRESERVING = {BinaryOps.ADD, BinaryOps.MUL, BinaryOps.MAX, BinaryOps.CMPLT,
                    BinaryOps.CMPNE, BinaryOps.AND, BinaryOps.OR, BinaryOps.XOR,
                    BinaryOps.SHL, BinaryOps.SHR,
                    UnaryOps.NEG, UnaryOps.SQRT, UnaryOps.SIN, UnaryOps.CAST,
-                   TernaryOps.WHERE, TernaryOps.MULACC}
+                   TernaryOps.WHERE}
 
 
 @dataclass(frozen=True)

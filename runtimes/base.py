@@ -58,14 +58,6 @@ class Allocator:
             self.cached_bytes -= size
             self._free(old)
 
-    def free_cache(self) -> None:
-        """Give every cached block back to the device."""
-        for _, opaque in self.blocks.values():
-            self._free(opaque)
-        self.cache.clear()
-        self.blocks.clear()
-        self.cached_bytes = 0
-
     # a runtime implements these four
     def _alloc(self, nbytes: int) -> Any:
         raise NotImplementedError

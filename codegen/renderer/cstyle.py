@@ -36,7 +36,7 @@ from codegen.dtypes import DType, dtypes, round_float
 from codegen.helpers import prod
 from codegen.linearizer import LinearKernel
 from codegen.target import gpu
-from codegen.ops import BinaryOps, Op, TernaryOps, UnaryOps
+from codegen.ops import EXACT_OPS, BinaryOps, Op, TernaryOps, UnaryOps
 from codegen.renderer import Renderer
 from codegen.renderer.c_helpers import (BF16, BF16_DOUBLE, bf16_through_double,
                                         needs_double_bf16, uses)
@@ -46,7 +46,6 @@ from codegen.uops import UOp, UOps, dtype_of
 # C promotes these to int before multiplying: 65535 * 65535 would overflow int (undefined)
 _NARROW_UNSIGNED = (dtypes.uint8, dtypes.uint16)
 _UNSIGNED = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
-_EXACT_OPS = {BinaryOps.MAX, UnaryOps.NEG, TernaryOps.WHERE, BinaryOps.MOD}  # no rounding
 
 
 def _max(a: str, b: str, dtype: DType) -> str:
@@ -101,7 +100,6 @@ class CStyleRenderer(Renderer):
         BinaryOps.XOR: lambda a, b, dt: f"({a}^{b})",
         BinaryOps.SHR: lambda a, b, dt: f"({a}>>{b})",  # signed: arithmetic on every target
         TernaryOps.WHERE: lambda c, a, b, dt: f"({c} ? {a} : {b})",
-        TernaryOps.MULACC: lambda a, b, c, dt: f"(({a}*{b})+{c})",
     }
 
     # ---- dialect hooks ----
@@ -347,7 +345,7 @@ class CStyleRenderer(Renderer):
         """half and bfloat16 are computed in float: round the result back after every op."""
         if dtype == dtypes.float16:
             return self.round_half(expr, dtypes.float32)
-        if dtype == dtypes.bfloat16 and op not in _EXACT_OPS:
+        if dtype == dtypes.bfloat16 and op not in EXACT_OPS:
             return f"round_bf({expr})"
         return expr
 

@@ -76,11 +76,6 @@ def _where(dtype: DType, src_dtype: DType, args: list[str], used: set[str]) -> s
     return f"select {cond} {args[0]}, {ltype(dtype)} {args[1]}, {ltype(dtype)} {args[2]}"
 
 
-def _mulacc(dtype: DType, src_dtype: DType, args: list[str], used: set[str]) -> str:
-    t, call = ltype(src_dtype), intrinsic("fmuladd", src_dtype, 3, used)
-    return f"{call}({t} {args[0]}, {t} {args[1]}, {t} {args[2]})"
-
-
 def _neg(dtype: DType, src_dtype: DType, args: list[str], used: set[str]) -> str:
     t, kind, x = ltype(src_dtype), _kind(src_dtype), args[0]
     if kind == _FLOAT:
@@ -108,7 +103,7 @@ def _math_function(op: Op) -> Callable[[DType, DType, list[str], set[str]], str]
 
 
 _SPECIAL: dict[Op, Callable[[DType, DType, list[str], set[str]], str]] = {
-    BinaryOps.MAX: _max, TernaryOps.WHERE: _where, TernaryOps.MULACC: _mulacc,
+    BinaryOps.MAX: _max, TernaryOps.WHERE: _where,
     UnaryOps.NEG: _neg, UnaryOps.RECIP: _recip,
     **{op: _math_function(op) for op in _INTRINSICS},
 }

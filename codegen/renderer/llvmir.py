@@ -16,7 +16,7 @@ from typing import Callable
 from codegen.dtypes import DType, dtypes
 from codegen.linearizer import LinearKernel
 from codegen.target import Target, host_cpu
-from codegen.ops import BinaryOps, TernaryOps, UnaryOps
+from codegen.ops import EXACT_OPS, TernaryOps
 from codegen.renderer import ProgramSpec, Renderer
 from codegen.renderer.llvm_alu import alu
 from codegen.renderer.llvm_casts import (bf16_bits, from_bf16, render_bitcast, render_cast,
@@ -26,7 +26,6 @@ from codegen.uops import UOp, UOps, dtype_of
 
 _UNROLL_MAX = 4  # longest loop LLVM may unroll (a 2 x 2 pool window); see _loop_metadata
 # ops whose result needs no rounding: it is one of the operands or its negation
-_EXACT_OPS = {BinaryOps.MAX, UnaryOps.NEG, TernaryOps.WHERE, BinaryOps.MOD}
 _ATTRIBUTES = 'attributes #0 = {{ nounwind "no-trapping-math"="true" "prefer-vector-width"="{}" }}'
 
 
@@ -191,7 +190,7 @@ class LLVMRenderer(Renderer):
         dtype = dtype_of(u)
         k.names[u] = k.emit(alu(u.arg, dtype, src_dtype, [k.names[v] for v in u.src], k.used,
                                 flags))
-        if dtype.scalar == dtypes.bfloat16 and u.arg not in _EXACT_OPS:
+        if dtype.scalar == dtypes.bfloat16 and u.arg not in EXACT_OPS:
             k.names[u] = round_to_bf16(k.names[u], src_dtype, k.emit)
 
     def _render_vectorize(self, k: _LLVMKernel, u: UOp) -> None:
