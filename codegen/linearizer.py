@@ -109,7 +109,7 @@ class Linearizer:
         return gsizes or [1], [1] * max(1, len(gsizes))
 
     def _gpu_indices(self, gsizes: list[int]) -> tuple[list[int], list[int]]:
-        """GPU: bind the global axes to work-item indices as the gpu_layout pass decided;
+        """GPU: bind the global axes to work-item indices as the gpu_layout pass (codegen/opt/gpu.py) decided;
         return (work-groups, work-group size) per hardware dim."""
         g, k = self.g, self.k
         names = [f"gidx{i}" for i in range(len(gsizes))]

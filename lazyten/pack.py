@@ -1,6 +1,6 @@
 """Packing: copy a reduce's strided operand into panels before the kernel reads it.
 
-A tiled CPU matmul (see the linearizer's `_tile`) computes a tile of outputs 64 columns
+A tiled CPU matmul (see codegen/opt/tiling.py's `tile`) computes a tile of outputs 64 columns
 wide and walks the reduce axis. Its right-hand operand B[k, j] is read as 64 contiguous
 floats per k, but consecutive k are a whole row apart: every step of the reduce touches
 a new page, hardware prefetchers do not follow, and rows a power of two apart fight for
