@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from codegen.dtypes import dtypes
 from codegen.helpers import argfix
 from codegen.ops import BinaryOps
-from lazyten import function as F
+from lazyten.autograd import primitives as F
 from lazyten.aliases import keywords
 from lazyten.elementwise import broadcast_shape
 from lazyten.errors import ShapeError

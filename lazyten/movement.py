@@ -11,7 +11,7 @@ import operator
 
 from codegen.dtypes import dtypes, promote
 from codegen.helpers import argfix, prod
-from lazyten import function as F
+from lazyten.autograd import primitives as F
 from lazyten.aliases import POSITIONAL, joined, keywords
 from lazyten.elementwise import broadcast_shape
 from lazyten.index_check import as_index, check_index

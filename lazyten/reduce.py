@@ -9,7 +9,8 @@ from typing import Any, NamedTuple
 
 from codegen.dtypes import dtypes
 from codegen.helpers import prod
-from lazyten import function as F
+from lazyten.autograd import primitives as F
+from lazyten.autograd.stable import Stable
 from lazyten.aliases import keywords
 from lazyten.mixin import TensorMixin
 
@@ -241,7 +242,7 @@ class ReduceMixin(TensorMixin):
         if n == 0:
             raise ValueError(f"argmax/argmin of an empty dim {axis} of shape {self.shape}")
         # x is compared with its maximum in another kernel: both must read the same values
-        x = type(self)._wrap(F.stable_values(x.lazydata))
+        x = x.detach().apply(Stable)
         best = x.amax(axis, keepdim=True)
         hit = (x == best) | x.isnan() if x.dtype.is_float else x == best
         count_down = type(self).arange(n, 0, -1, device=self.device).reshape(

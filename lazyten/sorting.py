@@ -14,7 +14,7 @@ import operator
 from typing import Any, NamedTuple
 
 from codegen.dtypes import dtypes
-from lazyten import function as F
+from lazyten.autograd.stable import Stable
 from lazyten.index_check import check_index
 from lazyten.mixin import TensorMixin
 
@@ -23,16 +23,6 @@ class SortResult(NamedTuple):
     """(values, indices) of sort, topk, cummax and cummin, as PyTorch's return types."""
     values: Any
     indices: Any
-
-
-class _Stable(F.Function):
-    """The input, stored if needed so that every kernel reading it sees the same bits (a
-    rank compares x with x in one kernel, the picks read x in another); gradient: identity."""
-    def forward(self, x):
-        return F.stable_values(x)
-
-    def backward(self, grad):
-        return grad
 
 
 def _dim(dim, axis, ndim: int, what: str) -> int:
@@ -93,7 +83,7 @@ class SortingMixin(TensorMixin):
                               indices.reshape(shape))
         tensor_type, n = type(self), self.shape[dim]
         k = n if k is None else k
-        x = _last(self.apply(_Stable), dim)  # (..., n)
+        x = _last(self.apply(Stable), dim)  # (..., n)
         key = _key(x.detach())
         strict, tie = _precedes(key.unsqueeze(-2), key.unsqueeze(-1), descending)
         ar = tensor_type.arange(n, device=self.device)
@@ -144,7 +134,7 @@ class SortingMixin(TensorMixin):
         tensor_type, n = type(self), self.shape[dim]
         if n == 0:
             return SortResult(self._same(), self.zeros_like(dtype=dtypes.int64))
-        x = _last(self.apply(_Stable), dim)  # (..., n)
+        x = _last(self.apply(Stable), dim)  # (..., n)
         key = x.detach()
         if not largest:  # order-reversing and exact, as in argmin
             key = key.logical_not() if key.dtype == dtypes.bool else \
