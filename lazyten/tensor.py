@@ -233,7 +233,7 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, ReduceM
         out = Tensor._wrap(ctx.forward(*[t.lazydata for t in tensors], **kwargs))
         if ctx.requires_grad and out.dtype.is_float:  # as in PyTorch: only floats have grads
             out.requires_grad, out._ctx, out._parents = True, ctx, tensors
-            ctx.versions = tuple([t._version for t in tensors])  # see _inputs
+            ctx.versions = tuple([t._version for t in tensors])  # see autograd.engine.inputs
         return out
 
     @classmethod
@@ -243,36 +243,6 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, ReduceM
         out = object.__new__(cls)
         out.lazydata, out.requires_grad, out.grad, out._ctx, out._parents = lazy, None, None, None, ()
         return out
-
-    def _toposort(self) -> list[Tensor]:
-        order, seen, stack = [], set(), [(self, False)]
-        while stack:
-            node, done = stack.pop()
-            if done:
-                order.append(node)
-                continue
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            stack.append((node, True))
-            stack.extend((p, False) for p in node._inputs()
-                         if p._ctx is not None or p.requires_grad)
-        return order
-
-    def _inputs(self) -> tuple[Tensor, ...]:
-        """The tensors this one was computed from, as they were then: a parent updated in
-        place since (inplace.py) is replaced by its value of that time."""
-        versions = getattr(self._ctx, "versions", None)
-        if versions is None or all(p._version == v for p, v in zip(self._parents, versions)):
-            return self._parents
-        out = []
-        for parent, version in zip(self._parents, versions):
-            while parent._version != version:
-                previous = parent._previous
-                assert previous is not None, "an in-place update keeps the value it replaced"
-                parent = previous
-            out.append(parent)
-        return tuple(out)
 
     def backward(self, gradient: Tensor | None = None) -> Tensor:
         """Accumulate d(self)/d(leaf) into each leaf's `.grad` (lazily)."""
