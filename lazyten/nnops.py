@@ -18,7 +18,8 @@ from lazyten.mixin import TensorMixin
 
 
 class NNMixin(TensorMixin):
-    """matmul, conv, pooling, normalisation and loss functions."""
+    """matmul, linear, convolutions, the windows pooling reads (`_pool`), normalisation,
+    dropout, one_hot."""
 
     # ---- matmul ----
     def matmul(self, other):
