@@ -19,7 +19,7 @@ from lazyten.index_check import as_index, check_index
 from lazyten.inplace import _is_mask
 from lazyten.errors import DTypeError, ShapeError
 from lazyten.mixin import TensorMixin
-from lazyten.padding import check_mode, pad_modes
+from lazyten.padding import check_mode, flat_pairs, pad_modes
 
 
 class MovementMixin(TensorMixin):
@@ -95,9 +95,7 @@ class MovementMixin(TensorMixin):
         if padding and all(isinstance(p, int) for p in padding):
             if len(padding) % 2 or len(padding) // 2 > self.ndim:
                 raise ShapeError(f"flat padding {padding} does not fit shape {self.shape}")
-            pairs = [(0, 0)] * self.ndim
-            for i in range(len(padding) // 2):
-                pairs[self.ndim - 1 - i] = (padding[2 * i], padding[2 * i + 1])
+            pairs = flat_pairs(padding, self.ndim)
         else:
             pairs = [(0, 0) if p is None else tuple(p) for p in padding]
         if len(pairs) != self.ndim:

@@ -15,6 +15,7 @@ from lazyten.elementwise import broadcast_shape
 from lazyten.errors import ShapeError
 from lazyten.index_check import check_index
 from lazyten.mixin import TensorMixin
+from lazyten.padding import flat_pairs
 
 
 class NNMixin(TensorMixin):
@@ -90,7 +91,7 @@ class NNMixin(TensorMixin):
         if len(padding) == nd and all(isinstance(p, int) for p in padding):
             return [(p, p) for p in padding]
         if len(padding) == 2 * nd and all(isinstance(p, int) for p in padding):  # PyTorch flat
-            return [(padding[2 * (nd - 1 - i)], padding[2 * (nd - 1 - i) + 1]) for i in range(nd)]
+            return flat_pairs(padding, nd)
         if len(padding) == nd:
             return [tuple(p) for p in padding]
         raise ValueError(f"padding {given} does not fit {nd} spatial dims")
