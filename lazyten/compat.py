@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 from codegen.dtypes import dtypes
 from codegen.helpers import argfix
 from codegen.ops import BinaryOps
-from lazyten import function as F
+from lazyten.autograd import primitives as F
 from lazyten.aliases import keywords
+from lazyten.dims import as_int, norm_dim
 from lazyten.elementwise import broadcast_shape
 from lazyten.errors import ShapeError
 from lazyten.mixin import TensorMixin
-from lazyten.movement import _as_int, _norm_axis
 
 if TYPE_CHECKING:  # same package; only for the annotations
     from typing import Self  # detach_ returns self, whose type mypy knows
@@ -164,8 +164,8 @@ class CompatMixin(TensorMixin):
         if len(src) != len(dst):
             raise ShapeError(f"movedim: source {source} and destination {destination} name "
                              f"different numbers of dims")
-        src = tuple(_norm_axis(d, self.ndim, "movedim source dim") for d in src)
-        dst = tuple(_norm_axis(d, self.ndim, "movedim destination dim") for d in dst)
+        src = tuple(norm_dim(d, self.ndim, "movedim source dim") for d in src)
+        dst = tuple(norm_dim(d, self.ndim, "movedim destination dim") for d in dst)
         if len(set(src)) != len(src) or len(set(dst)) != len(dst):
             raise ShapeError(f"movedim: repeated dim in source {source} or destination "
                              f"{destination}")
@@ -182,7 +182,7 @@ class CompatMixin(TensorMixin):
         """The slices along `dim`, that dim removed."""
         if self.ndim == 0:
             raise ValueError("unbind() of a 0-d tensor")
-        dim = _norm_axis(dim, self.ndim, "dim")
+        dim = norm_dim(dim, self.ndim, "dim")
         rest = self.shape[:dim] + self.shape[dim + 1:]
         return tuple(self.narrow(dim, i, 1).reshape(rest) for i in range(self.shape[dim]))
 
@@ -192,8 +192,8 @@ class CompatMixin(TensorMixin):
         the end)."""
         if self.ndim == 0:
             raise ValueError("narrow() of a 0-d tensor")
-        dim = _norm_axis(dim, self.ndim, "dim")
-        n, start, length = self.shape[dim], _as_int(start, "start"), _as_int(length, "length")
+        dim = norm_dim(dim, self.ndim, "dim")
+        n, start, length = self.shape[dim], as_int(start, "start"), as_int(length, "length")
         begin = start + n if start < 0 else start
         if not -n <= start <= n or length < 0 or begin + length > n:
             raise IndexError(f"narrow(dim={dim}, start={start}, length={length}) is out of "
@@ -247,10 +247,10 @@ class CompatMixin(TensorMixin):
         positive), as the last dim of a view: a shrink, a pad and a reshape."""
         if self.ndim < 2:
             raise ShapeError(f"diagonal needs at least 2 dims, got shape {self.shape}")
-        d1, d2 = _norm_axis(dim1, self.ndim, "dim1"), _norm_axis(dim2, self.ndim, "dim2")
+        d1, d2 = norm_dim(dim1, self.ndim, "dim1"), norm_dim(dim2, self.ndim, "dim2")
         if d1 == d2:
             raise ShapeError(f"diagonal: dim1 and dim2 are both {d1} (shape {self.shape})")
-        offset = _as_int(offset, "offset")
+        offset = as_int(offset, "offset")
         x = self.permute([d for d in range(self.ndim) if d not in (d1, d2)] + [d1, d2])
         n, m = x.shape[-2:]
         rows = (min(max(-offset, 0), n), n)
@@ -268,7 +268,7 @@ class CompatMixin(TensorMixin):
             return self.diagonal(diagonal)
         if self.ndim != 1:
             raise ShapeError(f"diag needs a 1-d or 2-d tensor, got shape {self.shape}")
-        n, k = self.shape[0], abs(_as_int(diagonal, "diagonal"))
+        n, k = self.shape[0], abs(as_int(diagonal, "diagonal"))
         # the inverse of diagonal(): n values each followed by n zeros, cut to n * n
         square = self.reshape(n, 1).pad(((0, 0), (0, n))).reshape(n * (n + 1))
         square = square.shrink(((0, n * n),)).reshape(n, n)
@@ -289,11 +289,11 @@ class CompatMixin(TensorMixin):
         if dtype is not None:
             return self.cast(dtype).cumprod(dim)
         if self.ndim == 0:
-            _norm_axis(dim, 0, "dim")  # a 0-d tensor takes dim 0 or -1, as in PyTorch
+            norm_dim(dim, 0, "dim")  # a 0-d tensor takes dim 0 or -1, as in PyTorch
             return self._same() if self.dtype.is_float else self.cast(dtypes.int64)
         if self.dtype == dtypes.float16:  # multiplied in float32, rounded once
             return self.float().cumprod(dim).half()
-        dim = _norm_axis(dim, self.ndim, "dim")
+        dim = norm_dim(dim, self.ndim, "dim")
         # Any: a Tensor, which mypy does not know `self` to be in a mixin (mixin.py)
         out: Any = self if self.dtype.is_float else self.cast(dtypes.int64)
         n, step = self.shape[dim], 1

@@ -12,6 +12,7 @@ import numpy as np
 
 from codegen.dtypes import DType, as_dtype, dtypes
 from codegen.helpers import argfix, getenv, prod
+from lazyten.dims import as_int
 from lazyten.errors import ArgumentError, DTypeError, ShapeError
 from lazyten.lazy import LazyBuffer
 from lazyten.mixin import TensorMixin
@@ -264,9 +265,7 @@ class CreationMixin(TensorMixin):
         half is start + i * step and the second end - (steps - 1 - i) * step (one step
         gives start), in the dtype's own arithmetic (float64 for integer dtypes, which
         truncate). Built on the host like arange."""
-        if isinstance(steps, bool) or not hasattr(steps, "__index__"):
-            raise TypeError(f"linspace: steps must be an int, got {steps!r}")
-        steps = int(steps)
+        steps = as_int(steps, "linspace: steps")
         if steps < 0:
             raise ValueError(f"linspace: steps must be non-negative, got {steps}")
         for name, value in (("start", start), ("end", end)):

@@ -10,12 +10,13 @@ import math
 
 from codegen.dtypes import dtypes, promote, scalar_result
 from codegen.ops import BinaryOps
-from lazyten import function as F
 from lazyten.aliases import keywords
+from lazyten.autograd import primitives as F
+from lazyten.autograd.special import Pow
 from lazyten.errors import ArgumentError, DTypeError, ShapeError
 from lazyten.lazy import LazyBuffer
 from lazyten.mixin import TensorMixin
-from lazyten.power import Pow, float_pow
+from lazyten.power import float_pow
 
 
 @functools.lru_cache(maxsize=4096)  # eager code broadcasts the same shapes on every call

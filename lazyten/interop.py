@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from lazyten.dims import as_int, norm_dim
 from lazyten.mixin import TensorMixin
 
 
@@ -47,11 +48,10 @@ class InteropMixin(TensorMixin):
         """The shape (a tuple), or the size of one dim, as PyTorch's size()."""
         if dim is None:
             return self.shape
-        if isinstance(dim, bool) or not hasattr(dim, "__index__"):
-            raise TypeError(f"size(dim) takes an int dim, got {dim!r}")
-        if not -max(self.ndim, 1) <= dim < max(self.ndim, 1) or self.ndim == 0:
-            raise IndexError(f"dim {dim} is out of range for a tensor of shape {self.shape}")
-        return self.shape[dim]
+        dim = as_int(dim, "size(dim): dim")
+        if self.ndim == 0:  # PyTorch: a 0-d tensor has no dim to take the size of
+            raise IndexError(f"size(dim): dim {dim} is out of range for a 0-d tensor")
+        return self.shape[norm_dim(dim, self.ndim, f"size(dim) of shape {self.shape}: dim")]
 
     def dim(self) -> int:
         """The number of dims (ndim), as PyTorch's dim()."""

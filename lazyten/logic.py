@@ -7,7 +7,7 @@ import math
 
 from codegen.dtypes import dtypes
 from codegen.ops import BinaryOps
-from lazyten import function as F
+from lazyten.autograd import primitives as F
 from lazyten.elementwise import broadcast_shape
 from lazyten.mixin import TensorMixin
 

@@ -1,21 +1,24 @@
-"""Special functions: expm1, log1p, the hyperbolic functions and their inverses, erf, erfc,
-logaddexp. Tensors in, a Tensor of the (float) input's dtype out; mixed into Tensor.
+"""Math functions composed of Tensor ops (Tensors in, a Tensor out; values only: the
+Tensor methods and their gradients are pointwise.py's and autograd/special.py's).
 
-Each is built from existing ops in a form that keeps its relative precision where the
-textbook formula cancels (log(1 + x) for tiny x, 1 - erf(x) for large x). The gradient is
-PyTorch's formula, from a small autograd Function: the forward graph's own derivative
-would run through `where` branches that are nan where they are not selected.
-docs/numerics.md states the errors, in ulps.
+The special functions expm1, log1p, the hyperbolic functions and their inverses, erf, erfc,
+logaddexp, and the inverse trigonometric functions asin, acos, atan, atan2. Each is built
+from existing ops in a form that keeps its relative precision where the textbook formula
+cancels (log(1 + x) for tiny x, 1 - erf(x) for large x). docs/numerics.md states the
+errors, in ulps.
+
+atan reduces its argument twice, each step exact or within an ulp: |x| > 1 to 1/|x|
+(atan(x) = pi/2 - atan(1/x)), then t > tan(pi/12) to (t sqrt3 - 1) / (t + sqrt3)
+(atan(t) = pi/6 + atan(that)), leaving |u| <= tan(pi/12) = 0.268, where the Maclaurin series
+u - u^3/3 + u^5/5 - ... converges by 0.072 a term. asin and acos are atan of exact-ish
+ratios.
 """
 from __future__ import annotations
 import math
 
 from codegen.dtypes import dtypes
-from lazyten import function as F
-from lazyten.mixin import TensorMixin
 
 LN2 = math.log(2)
-SQRT1_2 = math.sqrt(0.5)
 TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
 # erf(x) = x * sum_n c_n x^(2n) for |x| < 0.5 (Maclaurin series): c_n = 2/sqrt(pi) *
 # (-1)^n / (n! (2n + 1)). float32 needs 7 terms (the next is 5e-10 relative), float64 13.
@@ -36,39 +39,13 @@ ERFCX_CHEB = [
     -4.722298820228367e-16, -2.3238356730714444e-15, 9.8025030270227e-16,
     -1.6529862105148095e-16, -3.2421617625285025e-17, 3.1111883361150795e-17,
     -1.0029960467926008e-17, 1.36474138184307e-18]
+SQRT3 = math.sqrt(3.0)
+TAN_PI_12 = 2 - SQRT3
+# atan(u) = u * sum_n (-1)^n u^(2n) / (2n + 1); u^2 <= 0.0718: float32 needs 7 terms (the
+# next is 1e-9 relative), float64 15 (1e-18)
+ATAN_SERIES = [(-1) ** n / (2 * n + 1) for n in range(15)]
 
 
-class Special(F.Function):
-    """y = value(x) with dy/dx = slope(x, y); value and slope are Tensor functions run
-    on `tensor` (the Tensor class), as Pow does in power.py."""
-
-    def forward(self, x, value=None, slope=None, tensor=None):
-        self.x, self.slope, self.tensor = x, slope, tensor
-        self.ret = value(tensor._wrap(x)).lazydata
-        return self.ret
-
-    def backward(self, grad):
-        wrap = self.tensor._wrap
-        return (wrap(grad) * self.slope(wrap(self.x), wrap(self.ret))).lazydata
-
-
-class Special2(F.Function):
-    """z = value(x, y) with dz/dx = slope(x, y, z) and dz/dy = slope(y, x, z)."""
-
-    def forward(self, x, y, value=None, slope=None, tensor=None):
-        self.x, self.y, self.slope, self.tensor = x, y, slope, tensor
-        self.ret = value(tensor._wrap(x), tensor._wrap(y)).lazydata
-        return self.ret
-
-    def backward(self, grad):
-        wrap = self.tensor._wrap
-        x, y, z, g = wrap(self.x), wrap(self.y), wrap(self.ret), wrap(grad)
-        gx = (g * self.slope(x, y, z)).lazydata if self.needs_input_grad[0] else None
-        gy = (g * self.slope(y, x, z)).lazydata if self.needs_input_grad[1] else None
-        return gx, gy
-
-
-# ---- values (float Tensors in and out; no gradient of their own) ----
 def expm1(x):
     """Kahan: (u - 1) * x / log(u) with u = e^x, whose rounding cancels between the two
     factors; u - 1 itself where |x| >= ln 2 (no cancellation, and u may be 0 or inf)."""
@@ -174,46 +151,61 @@ def erfc(x):
                                  (x < 0).where(2 - tail, tail))
 
 
-def _logaddexp(x, y, exp, log1p_scale: float, tie: float):
+def logaddexp(x, y, exp, log1p_scale: float, tie: float):
     """max(x, y) + log1p(exp(-|x - y|)) * scale; x + tie where x == y (also +-inf)."""
     d = -(x - y).abs()
     out = x.maximum(y) + log1p(exp(d)) * log1p_scale
     return (x == y).where(x + tie, out)
 
 
-class MathMixin(TensorMixin):
-    """Special functions (float results; integer inputs compute in float32)."""
+def _atan_unit(t):
+    """atan(t) for 0 <= t <= 1 (and nan)."""
+    big = t > TAN_PI_12
+    u = big.where((t * SQRT3 - 1) / (t + SQRT3), t)
+    terms = ATAN_SERIES if u.dtype == dtypes.float64 else ATAN_SERIES[:7]
+    z = u * u
+    acc = terms[-1]
+    for c in reversed(terms[:-1]):
+        acc = acc * z + c
+    return big.where(math.pi / 6 + u * acc, u * acc)
 
-    def _special(self, value, slope):
-        return self._opmath(lambda x: x.apply(Special, value=value, slope=slope, tensor=type(x)))
 
-    def expm1(self): return self._special(expm1, lambda x, y: y + 1)
-    def log1p(self): return self._special(log1p, lambda x, y: 1 / (x + 1))
-    def sinh(self): return self._special(sinh, lambda x, y: cosh(x))
-    def cosh(self): return self._special(cosh, lambda x, y: sinh(x))
-    def asinh(self): return self._special(asinh, lambda x, y: (x * x + 1).rsqrt())
-    def acosh(self): return self._special(acosh, lambda x, y: ((x - 1) * (x + 1)).rsqrt())
-    def atanh(self): return self._special(atanh, lambda x, y: 1 / (1 - x * x))
-    def erf(self): return self._special(erf, lambda x, y: TWO_OVER_SQRT_PI * (-(x * x)).exp())
-    def erfc(self): return self._special(erfc, lambda x, y: -TWO_OVER_SQRT_PI * (-(x * x)).exp())
-    arcsinh, arccosh, arctanh = asinh, acosh, atanh
+def _atan_abs(a):
+    """atan(a) for a >= 0 (inf gives pi/2, nan stays nan)."""
+    inverted = a > 1
+    small = _atan_unit(inverted.where(1 / a, a))
+    return inverted.where(math.pi / 2 - small, small)
 
-    def _special2(self, other, value, slope):
-        x, y = self._broadcasted(other)
-        x, y = x._float(), y._float()
-        tensor = type(self)
-        if x.dtype.opmath != x.dtype:  # float16, bfloat16
-            return x.float().apply(Special2, y.float(), value=value, slope=slope,
-                                   tensor=tensor).cast(x.dtype)
-        return x.apply(Special2, y, value=value, slope=slope, tensor=tensor)
 
-    def logaddexp(self, other):
-        """log(e^x + e^y) without overflow; d/dx = 1 / (1 + e^(y - x)) as PyTorch."""
-        return self._special2(other, lambda x, y: _logaddexp(x, y, lambda d: d.exp(), 1.0, LN2),
-                              lambda x, y, z: (x - y).sigmoid())
+def atan(x):
+    return _odd(x, _atan_abs(x.abs()))
 
-    def logaddexp2(self, other):
-        """log2(2^x + 2^y); d/dx = 1 / (1 + 2^(y - x))."""
-        return self._special2(
-            other, lambda x, y: _logaddexp(x, y, lambda d: d.exp2(), 1 / LN2, 1.0),
-            lambda x, y, z: ((x - y) * LN2).sigmoid())
+
+def asin(x):
+    """atan(x / sqrt((1 - x)(1 + x))): 1 - |x| is exact from 1/2 on; nan beyond |x| = 1."""
+    a = x.abs()
+    return _odd(x, _atan_abs(a / ((1 - a) * (1 + a)).sqrt()))
+
+
+def acos(x):
+    """2 atan(sqrt((1 - x) / (1 + x))), accurate at both ends; nan beyond |x| = 1."""
+    return 2 * _atan_abs(((1 - x) / (1 + x)).sqrt())
+
+
+def signbit(x):
+    """True where the sign bit of float x is set: -0.0 and negative nans included."""
+    ints = {2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[x.dtype.itemsize]
+    return x.detach().bitcast(ints) < 0
+
+
+def atan2(y, x):
+    """The angle of (x, y) in [-pi, pi], with C's signed zeros and infinities: atan of
+    min/max(|x|, |y|) (in [0, 1]), reflected into the right octant."""
+    ax, ay = x.abs(), y.abs()
+    lo, hi = ax.minimum(ay), ax.maximum(ay)
+    ratio = (hi == 0).where(0.0, (lo == math.inf).where(1.0, lo / hi))
+    angle = _atan_unit(ratio)
+    angle = (ay > ax).where(math.pi / 2 - angle, angle)
+    angle = signbit(x).where(math.pi - angle, angle)
+    angle = (x.isnan() | y.isnan()).where(math.nan, angle)
+    return signbit(y).where(-angle, angle)

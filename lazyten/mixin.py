@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # same package; only for the annotations
     from codegen.dtypes import DType
-    from lazyten.function import Function
+    from lazyten.autograd.function import Function
     from lazyten.lazy import LazyBuffer
     from lazyten.tensor import Tensor
 

@@ -11,28 +11,15 @@ import operator
 
 from codegen.dtypes import dtypes, promote
 from codegen.helpers import argfix, prod
-from lazyten import function as F
+from lazyten.autograd import primitives as F
 from lazyten.aliases import POSITIONAL, joined, keywords
+from lazyten.dims import as_int, norm_dim
 from lazyten.elementwise import broadcast_shape
 from lazyten.index_check import as_index, check_index
 from lazyten.inplace import _is_mask
 from lazyten.errors import DTypeError, ShapeError
 from lazyten.mixin import TensorMixin
-from lazyten.padding import check_mode, pad_modes
-
-
-def _as_int(value, what: str) -> int:
-    """A Python int from an int-like (numpy integers too); bools and floats are errors."""
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError(f"{what} must be an int, got {value!r}")
-    return operator.index(value)
-
-
-def _norm_axis(axis: int, ndim: int, what: str = "axis") -> int:
-    axis = _as_int(axis, what)
-    if not -max(ndim, 1) <= axis < max(ndim, 1):
-        raise IndexError(f"{what} {axis} is out of range for a tensor with {ndim} dims")
-    return axis % max(ndim, 1)
+from lazyten.padding import check_mode, flat_pairs, pad_modes
 
 
 class MovementMixin(TensorMixin):
@@ -43,7 +30,7 @@ class MovementMixin(TensorMixin):
     def reshape(self, *shape):
         shape = tuple(argfix(*shape))
         if not all(type(s) is int for s in shape):  # the common case skips the conversion
-            shape = tuple(_as_int(s, "reshape size") for s in shape)
+            shape = tuple(as_int(s, "reshape size") for s in shape)
         if shape == self.shape:
             return self._same()
         if shape.count(-1) > 1:
@@ -69,7 +56,7 @@ class MovementMixin(TensorMixin):
         order = argfix(*order)
         if len(order) != self.ndim:
             raise ShapeError(f"permute {order} does not match {self.ndim} dims of {self.shape}")
-        order = tuple(_norm_axis(o, self.ndim, "permute dim") for o in order)
+        order = tuple(norm_dim(o, self.ndim, "permute dim") for o in order)
         if sorted(order) != list(range(self.ndim)):
             raise ShapeError(f"permute {order} is not a permutation of {self.ndim} dims")
         return self.apply(F.Permute, order=order)
@@ -78,7 +65,7 @@ class MovementMixin(TensorMixin):
     def expand(self, *shape):
         shape = tuple(argfix(*shape))
         if not all(type(s) is int for s in shape):
-            shape = tuple(_as_int(s, "expand size") for s in shape)
+            shape = tuple(as_int(s, "expand size") for s in shape)
         if len(shape) < self.ndim:
             raise ShapeError(f"cannot expand {self.shape} to fewer dims {shape}")
         base = (1,) * (len(shape) - self.ndim) + self.shape
@@ -108,9 +95,7 @@ class MovementMixin(TensorMixin):
         if padding and all(isinstance(p, int) for p in padding):
             if len(padding) % 2 or len(padding) // 2 > self.ndim:
                 raise ShapeError(f"flat padding {padding} does not fit shape {self.shape}")
-            pairs = [(0, 0)] * self.ndim
-            for i in range(len(padding) // 2):
-                pairs[self.ndim - 1 - i] = (padding[2 * i], padding[2 * i + 1])
+            pairs = flat_pairs(padding, self.ndim)
         else:
             pairs = [(0, 0) if p is None else tuple(p) for p in padding]
         if len(pairs) != self.ndim:
@@ -140,7 +125,7 @@ class MovementMixin(TensorMixin):
 
     @keywords(axis=POSITIONAL, dims=POSITIONAL)
     def flip(self, *axis):
-        axis = tuple(_norm_axis(a, self.ndim) for a in argfix(*axis))
+        axis = tuple(norm_dim(a, self.ndim) for a in argfix(*axis))
         if len(set(axis)) != len(axis):
             raise ShapeError(f"flip: dims {argfix(*axis)} repeat a dim of shape {self.shape}")
         return self.apply(F.Flip, axis=axis) if axis else self
@@ -154,7 +139,7 @@ class MovementMixin(TensorMixin):
     @keywords(axis0="dim0", axis1="dim1")
     def transpose(self, dim0: int = 1, dim1: int = 0):
         order = list(range(self.ndim))
-        d0, d1 = _norm_axis(dim0, self.ndim, "dim"), _norm_axis(dim1, self.ndim, "dim")
+        d0, d1 = norm_dim(dim0, self.ndim, "dim"), norm_dim(dim1, self.ndim, "dim")
         order[d0], order[d1] = order[d1], order[d0]
         return self.permute(order)
 
@@ -163,26 +148,26 @@ class MovementMixin(TensorMixin):
         """Drop size-1 dims: all of them, or those of `dim` (an int or a tuple) that are 1."""
         if dim is None:
             return self.reshape(tuple(s for s in self.shape if s != 1))
-        dims = {_norm_axis(d, self.ndim, "dim") for d in (dim if isinstance(dim, (tuple, list))
+        dims = {norm_dim(d, self.ndim, "dim") for d in (dim if isinstance(dim, (tuple, list))
                                                           else (dim,))}
         return self.reshape(tuple(s for i, s in enumerate(self.shape)
                                   if not (i in dims and s == 1)))
 
     @keywords(axis="dim")
     def unsqueeze(self, dim: int):
-        dim = _norm_axis(dim, self.ndim + 1, "dim")
+        dim = norm_dim(dim, self.ndim + 1, "dim")
         return self.reshape(self.shape[:dim] + (1,) + self.shape[dim:])
 
     @keywords(axis="dim")
     def flatten(self, start_dim: int = 0, end_dim: int = -1):
         if self.ndim == 0:
             return self.reshape(1)
-        s, e = _norm_axis(start_dim, self.ndim, "dim"), _norm_axis(end_dim, self.ndim, "dim")
+        s, e = norm_dim(start_dim, self.ndim, "dim"), norm_dim(end_dim, self.ndim, "dim")
         return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
 
     @keywords(axis="dim")
     def unflatten(self, dim: int, sizes):
-        dim = _norm_axis(dim, self.ndim, "dim")
+        dim = norm_dim(dim, self.ndim, "dim")
         return self.reshape(self.shape[:dim] + tuple(sizes) + self.shape[dim + 1:])
 
     def repeat(self, *repeats):
@@ -197,7 +182,7 @@ class MovementMixin(TensorMixin):
 
     @keywords(axis="dim", split_size_or_sections="sizes")
     def split(self, sizes, dim: int = 0):
-        dim = _norm_axis(dim, self.ndim, "dim")
+        dim = norm_dim(dim, self.ndim, "dim")
         n = self.shape[dim]
         if isinstance(sizes, int):
             if sizes <= 0:
@@ -215,7 +200,7 @@ class MovementMixin(TensorMixin):
 
     @keywords(axis="dim")
     def chunk(self, chunks: int, dim: int = 0):
-        dim = _norm_axis(dim, self.ndim, "dim")
+        dim = norm_dim(dim, self.ndim, "dim")
         if chunks <= 0:
             raise ValueError(f"chunks must be positive, got {chunks}")
         return self.split(math.ceil(self.shape[dim] / chunks) or 1, dim)
@@ -231,7 +216,7 @@ class MovementMixin(TensorMixin):
             raise ShapeError(f"cat needs tensors with at least one dim, got shapes "
                              f"{[t.shape for t in tensors]} (use stack)")
         first = tensors[0]
-        dim = _norm_axis(dim, first.ndim, "dim")
+        dim = norm_dim(dim, first.ndim, "dim")
         for t in tensors:
             if t.ndim != first.ndim or any(a != b for i, (a, b) in
                                            enumerate(zip(t.shape, first.shape)) if i != dim):
@@ -256,7 +241,7 @@ class MovementMixin(TensorMixin):
         if isinstance(self, (list, tuple)) and isinstance(tensors[-1], int):
             *tensors, dim = tensors
         first = tensors[0]
-        dim = _norm_axis(dim, first.ndim + 1, "dim")
+        dim = norm_dim(dim, first.ndim + 1, "dim")
         shapes = {t.shape for t in tensors}
         if len(shapes) != 1:
             raise ShapeError(f"stack needs equal shapes, got {sorted(shapes)}")
@@ -406,7 +391,7 @@ class MovementMixin(TensorMixin):
     @keywords(axis="dim")
     def gather(self, dim: int, index):
         """out[i][j] = self[i][index[i][j]] along `dim` (PyTorch's gather)."""
-        dim = _norm_axis(dim, self.ndim, "dim")
+        dim = norm_dim(dim, self.ndim, "dim")
         if index.ndim != self.ndim:
             raise ShapeError(f"gather: index shape {index.shape} must have {self.ndim} dims")
         for d, (a, b) in enumerate(zip(index.shape, self.shape)):

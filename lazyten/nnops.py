@@ -8,20 +8,19 @@ from __future__ import annotations
 import functools
 import math
 
-from typing import NamedTuple
-
-from codegen.dtypes import dtypes
-from codegen.dtypes import promote
+from codegen.dtypes import dtypes, promote
 from codegen.helpers import make_pair
-from lazyten import function as F
+from lazyten.autograd.conv import Conv, dilate, transposed_weight
 from lazyten.elementwise import broadcast_shape
 from lazyten.errors import ShapeError
 from lazyten.index_check import check_index
 from lazyten.mixin import TensorMixin
+from lazyten.padding import flat_pairs
 
 
 class NNMixin(TensorMixin):
-    """matmul, conv, pooling, normalisation and loss functions."""
+    """matmul, linear, convolutions, the windows pooling reads (`_pool`), normalisation,
+    dropout, one_hot."""
 
     # ---- matmul ----
     def matmul(self, other):
@@ -92,7 +91,7 @@ class NNMixin(TensorMixin):
         if len(padding) == nd and all(isinstance(p, int) for p in padding):
             return [(p, p) for p in padding]
         if len(padding) == 2 * nd and all(isinstance(p, int) for p in padding):  # PyTorch flat
-            return [(padding[2 * (nd - 1 - i)], padding[2 * (nd - 1 - i) + 1]) for i in range(nd)]
+            return flat_pairs(padding, nd)
         if len(padding) == nd:
             return [tuple(p) for p in padding]
         raise ValueError(f"padding {given} does not fit {nd} spatial dims")
@@ -111,12 +110,12 @@ class NNMixin(TensorMixin):
                              f"groups={groups}")
         if bias is not None and bias.shape != (cout,):
             raise ShapeError(f"conv bias shape {bias.shape} != ({cout},)")
-        conv = _Conv.Spec(groups, make_pair(stride, nd), make_pair(dilation, nd),
-                          self._padding(padding, nd))
+        conv = Conv.Spec(groups, make_pair(stride, nd), make_pair(dilation, nd),
+                         self._padding(padding, nd))
         if self.dtype.is_float and weight.dtype == self.dtype:
-            out = self.apply(_Conv, weight, spec=conv, tensor=type(self))  # gradients as convs
+            out = self.apply(Conv, weight, spec=conv, tensor=type(self))  # gradients as convs
         else:
-            out = _Conv.forward_tensors(self, weight, conv)
+            out = Conv.forward_tensors(self, weight, conv)
         return out if bias is None else out + bias.reshape((1, cout) + (1,) * nd)
 
     def conv1d(self, weight, bias=None, **kw):
@@ -145,8 +144,8 @@ class NNMixin(TensorMixin):
                              f"has output size {tuple(out)}: padding is too large")
         full = [(d * (k - 1) - pb, d * (k - 1) - pa + op)
                 for k, d, (pb, pa), op in zip(kernel, dilation, pads, output_padding)]
-        return _dilate(self, stride).conv2d(_transposed_weight(weight, groups), bias,
-                                            groups=groups, dilation=dilation, padding=full)
+        return dilate(self, stride).conv2d(transposed_weight(weight, groups), bias,
+                                           groups=groups, dilation=dilation, padding=full)
 
     # ---- normalisation and regularisation ----
     def layernorm(self, axis=-1, eps: float = 1e-5):
@@ -243,94 +242,3 @@ class _Moves:
 @functools.lru_cache(maxsize=4096)
 def _window_st(st, kernel: tuple[int, ...], stride: tuple, dilation: tuple):
     return _windows(_Moves(st), kernel, stride, dilation).st
-
-
-def _dilate(x, stride: tuple):
-    """Insert s-1 zeros between neighbouring elements along each spatial axis."""
-    if all(s == 1 for s in stride):
-        return x
-    bs, c, sp = x.shape[0], x.shape[1], x.shape[2:]
-    x = x.reshape((bs, c) + tuple(v for i in sp for v in (i, 1)))
-    x = x.pad([(0, 0), (0, 0)] + [r for s in stride for r in ((0, 0), (0, s - 1))])
-    x = x.reshape((bs, c) + tuple(i * s for i, s in zip(sp, stride)))
-    return x.shrink([(0, bs), (0, c)] + [(0, (i - 1) * s + 1) for i, s in zip(sp, stride)])
-
-
-def _transposed_weight(w, groups: int):
-    """(g*a, b, *k) -> (g*b, a, *k): swap the channel roles within each group, flip taps."""
-    nd, (a, b), kernel = w.ndim - 2, w.shape[:2], w.shape[2:]
-    w = w.reshape((groups, a // groups, b) + kernel).transpose(1, 2)
-    return w.flip(*range(3, 3 + nd)).reshape((groups * b, a // groups) + kernel)
-
-
-def _grouped_windows(x, kernel: tuple, spec):
-    """Windows of the padded input, (bs, groups, 1, cin/groups, *out, *kernel)."""
-    nd = len(kernel)
-    xw = x.pad([(0, 0), (0, 0)] + list(spec.padding))._pool(kernel, spec.stride, spec.dilation)
-    return xw.reshape((x.shape[0], spec.groups, 1, x.shape[1] // spec.groups) +
-                      xw.shape[2:2 + nd] + kernel)
-
-
-class _Conv(F.Function):
-    """Convolution as one autograd node whose gradients are convolutions themselves.
-
-    Left to generic autograd, the input gradient of a windowed view is an overlap-add
-    through a three-view ShapeTracker (every load unravels its index with div/mod: 0.2
-    GFLOP/s). Here it is the transposed convolution: the output gradient, dilated by
-    the stride and padded, convolved with the flipped, per-group transposed weight, a
-    windowed view like the forward pass, which the CPU tiles. The weight gradient is the
-    reduce generic autograd would build (windows of x times the output gradient, summed
-    over batch and output positions). `tensor` is the Tensor class the ops run on."""
-
-    class Spec(NamedTuple):
-        groups: int
-        stride: tuple
-        dilation: tuple
-        padding: list  # (before, after) per spatial dim
-
-    def forward(self, x, w, spec, tensor):
-        self.x, self.w, self.spec, self.tensor = x, w, spec, tensor
-        return self.forward_tensors(tensor(x, device=x.device), tensor(w, device=w.device),
-                                    spec).lazydata
-
-    @staticmethod
-    def forward_tensors(x, weight, spec):
-        nd, kernel = weight.ndim - 2, weight.shape[2:]
-        bs, cout, cin_g = x.shape[0], weight.shape[0], weight.shape[1]
-        xw = _grouped_windows(x, kernel, spec)
-        out_sp = xw.shape[4:4 + nd]
-        w = weight.reshape((1, spec.groups, cout // spec.groups, cin_g) + (1,) * nd + kernel)
-        axes = (3,) + tuple(range(4 + nd, 4 + 2 * nd))
-        return (xw * w).sum(axis=axes).reshape((bs, cout) + out_sp)
-
-    def backward(self, grad):
-        tensor = self.tensor
-        x, w = tensor(self.x, device=self.x.device), tensor(self.w, device=self.w.device)
-        # the output gradient is read once per kernel tap by both gradient convolutions:
-        # materialise it rather than recompute what produced it (relu, pooling) 25 times
-        g = tensor(grad.materialize(), device=grad.device)
-        groups, stride, dilation, padding = self.spec
-        nd, kernel = w.ndim - 2, w.shape[2:]
-        bs, cout = x.shape[0], w.shape[0]
-        out_sp = g.shape[2:]
-        grad_x = grad_w = None
-        if self.needs_input_grad[0]:
-            # pad the dilated g so a stride-1 conv covers the padded input
-            reach = [d * (k - 1) for k, d in zip(kernel, dilation)]
-            full = [xi + pb + pa for xi, (pb, pa) in zip(x.shape[2:], padding)]
-            tail = [f - r - 1 - (o - 1) * s for f, r, o, s in zip(full, reach, out_sp, stride)]
-            # materialised with its zeros: windows over a padded view would need a mask
-            # per tap (a diagonal band, not one view); over memory they are one view
-            gd = _dilate(g, stride).pad([(0, 0), (0, 0)] + [(r, r + t) for r, t in
-                                                            zip(reach, tail)]).contiguous()
-            gx = _Conv.forward_tensors(gd, _transposed_weight(w, groups),
-                                       _Conv.Spec(groups, (1,) * nd, dilation, [(0, 0)] * nd))
-            # undo the forward's padding: crop what it added, zeros where it cropped
-            # (a negative pad: those inputs were never read)
-            grad_x = gx.pad([(0, 0), (0, 0)] + [(-pb, -pa) for pb, pa in padding]).lazydata
-        if self.needs_input_grad[1]:
-            xw = _grouped_windows(x, kernel, self.spec)
-            gr = g.reshape((bs, groups, cout // groups, 1) + out_sp + (1,) * nd)
-            axes = (0,) + tuple(range(4, 4 + nd))
-            grad_w = (xw * gr).sum(axis=axes).reshape(w.shape).lazydata
-        return grad_x, grad_w

@@ -2,7 +2,9 @@
 
 Each padded axis is a cat of up to three views of the input: a flipped slice (reflect),
 an expanded edge (replicate) or the opposite end (circular) on either side of it. No gather.
-`pad_modes` serves Tensor.pad(mode=...); PaddingMixin adds tinygrad's pad2d. Mixed into Tensor.
+`pad_modes` serves Tensor.pad(mode=...); PaddingMixin adds tinygrad's pad2d; `flat_pairs`
+reads PyTorch's flat padding order for Tensor.pad and the conv and pooling paddings.
+Mixed into Tensor.
 """
 from __future__ import annotations
 from lazyten.errors import ShapeError, UnknownModeError
@@ -15,6 +17,15 @@ def check_mode(mode: str) -> None:
     """An unknown mode is a NotImplementedError (PyTorch's) that is also a ValueError."""
     if mode not in MODES:
         raise UnknownModeError(f"padding mode must be one of {MODES}, got {mode!r}")
+
+
+def flat_pairs(flat: list[int] | tuple[int, ...], ndim: int) -> list[tuple[int, int]]:
+    """PyTorch's flat padding (last_before, last_after, second_last_before, ...) as one
+    (before, after) pair per dim of `ndim` (the leading dims it does not reach get (0, 0))."""
+    pairs = [(0, 0)] * ndim
+    for i in range(len(flat) // 2):
+        pairs[ndim - 1 - i] = (flat[2 * i], flat[2 * i + 1])
+    return pairs
 
 
 def pad_modes(x, pairs: list[tuple[int, int]], mode: str):

@@ -7,26 +7,12 @@ given, in which case the source index of every output position is computed lazil
 Mixed into Tensor.
 """
 from __future__ import annotations
-import operator
-
 import numpy as np
 
 from codegen.helpers import argfix
+from lazyten.dims import as_int, norm_dim
 from lazyten.errors import ArgumentError, ShapeError
 from lazyten.mixin import TensorMixin
-
-
-def _int(value, what: str) -> int:
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError(f"{what} must be an int, got {value!r}")
-    return operator.index(value)
-
-
-def _dim(dim, ndim: int, what: str) -> int:
-    dim = _int(dim, f"{what}: dim")
-    if not -max(ndim, 1) <= dim < max(ndim, 1):
-        raise IndexError(f"{what}: dim {dim} is out of range for a tensor with {ndim} dims")
-    return dim % max(ndim, 1)
 
 
 class RearrangeMixin(TensorMixin):
@@ -36,7 +22,7 @@ class RearrangeMixin(TensorMixin):
         """Shift elements along `dims` cyclically (element i goes to i + shift); with
         dims=None the tensor is rolled as if flattened, then given its shape back."""
         shifts_t = tuple(shifts) if isinstance(shifts, (tuple, list)) else (shifts,)
-        shifts_t = tuple(_int(s, "roll: shift") for s in shifts_t)
+        shifts_t = tuple(as_int(s, "roll: shift") for s in shifts_t)
         if dims is None:
             if len(shifts_t) != 1:
                 raise ArgumentError(f"roll: shifts {shifts} need dims (got dims=None)")
@@ -47,11 +33,11 @@ class RearrangeMixin(TensorMixin):
                              f"(shifts={shifts}, dims={dims})")
         if self.ndim == 0:
             for d in dims_t:
-                _dim(d, 0, "roll")
+                norm_dim(d, 0, "roll: dim")
             return self._same()
         x = self
         for shift, d in zip(shifts_t, dims_t):
-            d = _dim(d, self.ndim, "roll")
+            d = norm_dim(d, self.ndim, "roll: dim")
             n = x.shape[d]
             if n == 0 or shift % n == 0:
                 continue
@@ -64,7 +50,7 @@ class RearrangeMixin(TensorMixin):
     def tile(self, *dims):
         """Repeat the whole tensor `dims` times per dim (numpy's tile); fewer dims than the
         tensor has are padded with 1s in front, more add leading dims."""
-        reps = tuple(_int(r, "tile: repeat") for r in argfix(*dims))
+        reps = tuple(as_int(r, "tile: repeat") for r in argfix(*dims))
         if any(r < 0 for r in reps):
             raise ValueError(f"tile: repeats must be non-negative, got {reps}")
         reps = (1,) * (self.ndim - len(reps)) + reps
@@ -77,12 +63,12 @@ class RearrangeMixin(TensorMixin):
         sum) is given, which keeps everything lazy."""
         tensor_type = type(self)
         x = self.flatten() if dim is None else self
-        dim = 0 if dim is None else _dim(dim, self.ndim, "repeat_interleave")
+        dim = 0 if dim is None else norm_dim(dim, self.ndim, "repeat_interleave: dim")
         if x.ndim == 0:
             x = x.reshape(1)
         n = x.shape[dim]
         if not isinstance(repeats, (tensor_type, list, tuple)) and hasattr(repeats, "__index__"):
-            r = _int(repeats, "repeat_interleave: repeats")
+            r = as_int(repeats, "repeat_interleave: repeats")
             if r < 0:
                 raise ValueError(f"repeat_interleave: repeats must be non-negative, got {r}")
             out = x.unsqueeze(dim + 1)
@@ -107,7 +93,7 @@ class RearrangeMixin(TensorMixin):
             index = tensor_type(np.repeat(np.arange(n, dtype=np.int64), counts),
                                 device=self.device)
         else:
-            size = _int(output_size, "repeat_interleave: output_size")
+            size = as_int(output_size, "repeat_interleave: output_size")
             ends = repeats.cumsum(0)  # output k reads the element i with ends[i-1] <= k < ends[i]
             positions = tensor_type.arange(size, device=self.device).reshape(size, 1)
             index = (ends.reshape(1, n) <= positions).sum(axis=1)

@@ -4,13 +4,14 @@ too) and `keepdim=`. `max(dim)`/`min(dim)` with a positional int or `dim=` retur
 (values, indices) as in PyTorch; `max(axis=...)` returns values only. Mixed into Tensor.
 """
 from __future__ import annotations
-import operator
 from typing import Any, NamedTuple
 
 from codegen.dtypes import dtypes
 from codegen.helpers import prod
-from lazyten import function as F
+from lazyten.autograd import primitives as F
+from lazyten.autograd.stable import Stable
 from lazyten.aliases import keywords
+from lazyten.dims import norm_axes
 from lazyten.mixin import TensorMixin
 
 
@@ -30,30 +31,6 @@ def _correction(correction, unbiased) -> int:
     return 1 if unbiased else 0
 
 
-def _axes(axis, ndim: int) -> tuple[int, ...]:
-    if axis is None:
-        return tuple(range(ndim))
-    if type(axis) is int and -ndim <= axis < ndim:  # the common case, checked fast
-        return (axis % ndim,)
-    if hasattr(axis, "__index__"):
-        axes = (axis,)
-    elif isinstance(axis, (tuple, list)):
-        axes = tuple(axis)
-    else:
-        raise TypeError(f"axis must be an int or a tuple of ints, got {axis!r}")
-    out = []
-    for a in axes:
-        if not hasattr(a, "__index__") or isinstance(a, bool):
-            raise TypeError(f"axis must be an int or a tuple of ints, got {axis!r}")
-        a = operator.index(a)
-        if not -max(ndim, 1) <= a < max(ndim, 1):
-            raise IndexError(f"axis {a} is out of range for a tensor with {ndim} dims")
-        out.append(a % max(ndim, 1) if ndim else 0)
-    if len(set(out)) != len(out):
-        raise ValueError(f"axis {axis} repeats a dimension")
-    return tuple(sorted(out)) if ndim else ()
-
-
 def _one_dtype(dtype, acc_dtype, name: str):
     if dtype is not None and acc_dtype is not None and dtype != acc_dtype:
         raise TypeError(f"{name}() got dtype={dtype} and acc_dtype={acc_dtype}: they are "
@@ -65,7 +42,7 @@ class ReduceMixin(TensorMixin):
     """Reductions and the functions built on them."""
 
     def _reduce(self, fn, axis, keepdim: bool):
-        axes = _axes(axis, self.ndim)
+        axes = norm_axes(axis, self.ndim)
         if not axes:
             return self._same()
         if keepdim:
@@ -135,7 +112,7 @@ class ReduceMixin(TensorMixin):
 
     def _gather_first(self, index, dim: int):
         """self's values at `index` (keepdim shape) along `dim`, as a masked sum."""
-        dim = _axes(dim, self.ndim)[0] if self.ndim else 0
+        dim = norm_axes(dim, self.ndim)[0] if self.ndim else 0
         n = self.shape[dim] if self.ndim else 1
         positions = type(self).arange(n, device=self.device).reshape(
             (n,) + (1,) * (self.ndim - dim - 1))
@@ -145,7 +122,7 @@ class ReduceMixin(TensorMixin):
     def amax(self, axis=None, keepdim: bool = False):
         """The maximum over `axis` (values only); ties share the gradient."""
         if self.numel() == 0 and (axis is None or
-                                  any(self.shape[a] == 0 for a in _axes(axis, self.ndim))):
+                                  any(self.shape[a] == 0 for a in norm_axes(axis, self.ndim))):
             raise ValueError(f"max of an empty tensor of shape {self.shape} along axis {axis}")
         return self._reduce(F.Max, axis, keepdim)
 
@@ -165,7 +142,7 @@ class ReduceMixin(TensorMixin):
         x = self if self.dtype.is_float else self.float()
         if x.dtype.opmath != x.dtype:
             return x.float().mean(axis, keepdim).cast(x.dtype)
-        count = prod(s for i, s in enumerate(self.shape) if i in _axes(axis, self.ndim))
+        count = prod(s for i, s in enumerate(self.shape) if i in norm_axes(axis, self.ndim))
         total = x.sum(axis, keepdim)
         return total / count if count else total * float("nan")
 
@@ -175,7 +152,7 @@ class ReduceMixin(TensorMixin):
         means correction 1/0."""
         correction = _correction(correction, unbiased)
         x = self if self.dtype.is_float else self.float()
-        count = prod(s for i, s in enumerate(self.shape) if i in _axes(axis, self.ndim))
+        count = prod(s for i, s in enumerate(self.shape) if i in norm_axes(axis, self.ndim))
         squares = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
         dof = count - correction
         if dof >= 0:
@@ -201,7 +178,7 @@ class ReduceMixin(TensorMixin):
         dtype = _one_dtype(dtype, acc_dtype, "prod")
         if dtype is not None:
             return self.cast(dtype).prod(axis, keepdim)
-        axes = _axes(axis, self.ndim)
+        axes = norm_axes(axis, self.ndim)
         if self.dtype.opmath != self.dtype:  # multiplied in float32, rounded once
             return self.float().prod(axis, keepdim).cast(self.dtype)
         x = self if self.dtype.is_float else self.cast(dtypes.int64)
@@ -233,7 +210,7 @@ class ReduceMixin(TensorMixin):
         if axis is None:
             out = x.flatten()._arg(0, keepdim=False, largest=True)
             return out.reshape((1,) * self.ndim) if keepdim else out
-        axis = _axes(axis, self.ndim)
+        axis = norm_axes(axis, self.ndim)
         if not axis:  # a 0-d tensor
             return type(self).zeros((), dtype=dtypes.int64, device=self.device)
         axis = axis[0]
@@ -241,7 +218,7 @@ class ReduceMixin(TensorMixin):
         if n == 0:
             raise ValueError(f"argmax/argmin of an empty dim {axis} of shape {self.shape}")
         # x is compared with its maximum in another kernel: both must read the same values
-        x = type(self)._wrap(F.stable_values(x.lazydata))
+        x = x.detach().apply(Stable)
         best = x.amax(axis, keepdim=True)
         hit = (x == best) | x.isnan() if x.dtype.is_float else x == best
         count_down = type(self).arange(n, 0, -1, device=self.device).reshape(
@@ -265,7 +242,7 @@ class ReduceMixin(TensorMixin):
         m = m.isinf().where(0, m)  # all -inf rows: avoid inf - inf
         out = (self - m).exp().sum(axis, keepdim=True).log() + m
         return out if keepdim else out.reshape(
-            tuple(s for i, s in enumerate(self.shape) if i not in _axes(axis, self.ndim)))
+            tuple(s for i, s in enumerate(self.shape) if i not in norm_axes(axis, self.ndim)))
 
     @keywords(dim="axis")
     def softmax(self, axis: int = -1):
@@ -282,7 +259,7 @@ class ReduceMixin(TensorMixin):
     @keywords(dim="axis")
     def cumsum(self, axis: int = 0):
         """Running sum: a lower-triangular mask over an expanded view, reduced once."""
-        axes = _axes(axis, self.ndim)  # checked even for a 0-d tensor (axis 0 or -1), as PyTorch
+        axes = norm_axes(axis, self.ndim)  # checked even for a 0-d tensor (axis 0 or -1), as PyTorch
         if self.ndim == 0:
             return self._same()
         axis = axes[0]

@@ -12,11 +12,11 @@ import math
 import numpy as np
 
 from codegen.dtypes import dtypes
+from lazyten.dims import norm_dim
 from lazyten.elementwise import broadcast_shape
 from lazyten.errors import ArgumentError, DTypeError, ShapeError
 from lazyten.index_check import as_index, check_index
 from lazyten.mixin import TensorMixin
-from lazyten.movement import _norm_axis
 from lazyten.nnops import _windows
 
 REDUCES = ("sum", "prod", "mean", "amax", "amin")
@@ -39,7 +39,7 @@ class ScatterMixin(TensorMixin):
         (m, n) + self.shape[dim + 1:], write i (of m) landing on position k (of n); order
         is arange(m) shaped to broadcast against them."""
         tensor_type = type(self)
-        dim = _norm_axis(dim, self.ndim, "dim")
+        dim = norm_dim(dim, self.ndim, "dim")
         if not isinstance(index, tensor_type) or index.dtype.is_float or \
                 index.dtype == dtypes.bool:
             got = index.dtype.name if isinstance(index, tensor_type) else type(index).__name__
@@ -132,7 +132,7 @@ class ScatterMixin(TensorMixin):
     def unfold(self, dimension: int, size: int, step: int):
         """Windows of `size` every `step` along `dimension`, as a new last dim (PyTorch's
         Tensor.unfold): shape[dimension] becomes (n - size) // step + 1. A view."""
-        dim = _norm_axis(dimension, self.ndim, "dimension")
+        dim = norm_dim(dimension, self.ndim, "dimension")
         n = self.shape[dim] if self.ndim else 1
         if step <= 0 or size < 0 or size > n:
             raise ShapeError(f"unfold: need 0 <= size <= {n} (dimension {dim}) and step > 0, "

@@ -10,11 +10,12 @@ Everything stays lazy; multinomial's random numbers come from `rand` like every 
 random tensor.
 """
 from __future__ import annotations
-import operator
 from typing import Any, NamedTuple
 
 from codegen.dtypes import dtypes
-from lazyten import function as F
+from lazyten.aliases import keywords
+from lazyten.autograd.stable import Stable
+from lazyten.dims import as_int, norm_dim
 from lazyten.index_check import check_index
 from lazyten.mixin import TensorMixin
 
@@ -23,30 +24,6 @@ class SortResult(NamedTuple):
     """(values, indices) of sort, topk, cummax and cummin, as PyTorch's return types."""
     values: Any
     indices: Any
-
-
-class _Stable(F.Function):
-    """The input, stored if needed so that every kernel reading it sees the same bits (a
-    rank compares x with x in one kernel, the picks read x in another); gradient: identity."""
-    def forward(self, x):
-        return F.stable_values(x)
-
-    def backward(self, grad):
-        return grad
-
-
-def _dim(dim, axis, ndim: int, what: str) -> int:
-    """PyTorch's `dim` (or tinygrad's `axis`) normalised; a 0-d tensor has dim 0 (or -1)."""
-    if axis is not None:
-        if dim is not None and dim != axis:
-            raise TypeError(f"{what}: got both dim={dim!r} and axis={axis!r}")
-        dim = axis
-    if isinstance(dim, bool) or not hasattr(dim, "__index__"):
-        raise TypeError(f"{what}: dim must be an int, got {dim!r}")
-    dim = operator.index(dim)
-    if not -max(ndim, 1) <= dim < max(ndim, 1):
-        raise IndexError(f"{what}: dim {dim} is out of range for a tensor with {ndim} dims")
-    return dim % max(ndim, 1)
 
 
 def _last(x, dim: int):
@@ -83,17 +60,17 @@ class SortingMixin(TensorMixin):
     """sort/argsort/topk, the max/min/logsumexp scans, index_select and multinomial."""
 
     # ---- sorting ----
-    def _sorted(self, dim, axis, descending: bool, k: int | None, what: str, need_values=True):
+    def _sorted(self, dim, descending: bool, k: int | None, what: str, need_values=True):
         """(values, indices) of the first k (all if None) positions of a stable sort."""
-        dim = _dim(dim, axis, self.ndim, what)
+        dim = norm_dim(dim, self.ndim, f"{what}: dim")
         if self.ndim == 0:
-            values, indices = self.reshape(1)._sorted(0, None, descending, k, what, need_values)
+            values, indices = self.reshape(1)._sorted(0, descending, k, what, need_values)
             shape = (0,) if k == 0 else ()
             return SortResult(None if values is None else values.reshape(shape),
                               indices.reshape(shape))
         tensor_type, n = type(self), self.shape[dim]
         k = n if k is None else k
-        x = _last(self.apply(_Stable), dim)  # (..., n)
+        x = _last(self.apply(Stable), dim)  # (..., n)
         key = _key(x.detach())
         strict, tie = _precedes(key.unsqueeze(-2), key.unsqueeze(-1), descending)
         ar = tensor_type.arange(n, device=self.device)
@@ -107,44 +84,44 @@ class SortingMixin(TensorMixin):
             values = _last(onehot.where(src.unsqueeze(-1), 0).sum(axis=-2).cast(self.dtype), dim)
         return SortResult(values, _last(indices.cast(dtypes.int64), dim))
 
-    def sort(self, dim: int | None = None, descending: bool = False, stable: bool = False,
-             axis: int | None = None) -> SortResult:
+    @keywords(axis="dim")
+    def sort(self, dim: int | None = None, descending: bool = False,
+             stable: bool = False) -> SortResult:
         """(values, indices) sorted along `dim` (default -1); always stable (equal elements
         keep their order, whatever `stable` says); NaN sorts as the largest value."""
-        return self._sorted(-1 if dim is None and axis is None else dim, axis, descending, None,
-                            "sort")
+        return self._sorted(-1 if dim is None else dim, descending, None, "sort")
 
-    def argsort(self, dim: int | None = None, descending: bool = False, stable: bool = False,
-                axis: int | None = None):
+    @keywords(axis="dim")
+    def argsort(self, dim: int | None = None, descending: bool = False, stable: bool = False):
         """Indices (int64) that sort `dim` (default -1), stably; NaN sorts as the largest."""
-        return self._sorted(-1 if dim is None and axis is None else dim, axis, descending, None,
-                            "argsort", need_values=False).indices
+        return self._sorted(-1 if dim is None else dim, descending, None, "argsort",
+                            need_values=False).indices
 
-    def topk(self, k: int, dim: int | None = None, largest: bool = True, sorted: bool = True,
-             axis: int | None = None) -> SortResult:
+    @keywords(axis="dim")
+    def topk(self, k: int, dim: int | None = None, largest: bool = True,
+             sorted: bool = True) -> SortResult:
         """The k largest (or smallest) along `dim` (default -1), always in sorted order;
         ties are broken as the stable sort does (lower index first); NaN is the largest."""
-        dim_ = _dim(-1 if dim is None and axis is None else dim, axis, self.ndim, "topk")
+        dim_ = norm_dim(-1 if dim is None else dim, self.ndim, "topk: dim")
         n = self.shape[dim_] if self.ndim else 1
-        if isinstance(k, bool) or not hasattr(k, "__index__"):
-            raise TypeError(f"topk: k must be an int, got {k!r}")
-        if not 0 <= operator.index(k) <= n:
+        k = as_int(k, "topk: k")
+        if not 0 <= k <= n:
             raise IndexError(f"topk: k={k} is out of range for dim {dim_} of size {n} "
                              f"(shape {self.shape})")
-        return self._sorted(dim_, None, largest, operator.index(k), "topk")
+        return self._sorted(dim_, largest, k, "topk")
 
     # ---- scans ----
-    def _cum_extreme(self, dim, axis, largest: bool, what: str) -> SortResult:
+    def _cum_extreme(self, dim, largest: bool, what: str) -> SortResult:
         """Running max (min): the value, and the LAST index holding it; once a NaN is seen
         the value is NaN and the index the last NaN's (PyTorch's cummax/cummin)."""
-        dim = _dim(dim, axis, self.ndim, what)
+        dim = norm_dim(dim, self.ndim, f"{what}: dim")
         if self.ndim == 0:
-            values, indices = self.reshape(1)._cum_extreme(0, None, largest, what)
+            values, indices = self.reshape(1)._cum_extreme(0, largest, what)
             return SortResult(values.reshape(()), indices.reshape(()))
         tensor_type, n = type(self), self.shape[dim]
         if n == 0:
             return SortResult(self._same(), self.zeros_like(dtype=dtypes.int64))
-        x = _last(self.apply(_Stable), dim)  # (..., n)
+        x = _last(self.apply(Stable), dim)  # (..., n)
         key = x.detach()
         if not largest:  # order-reversing and exact, as in argmin
             key = key.logical_not() if key.dtype == dtypes.bool else \
@@ -164,18 +141,21 @@ class SortingMixin(TensorMixin):
         values = onehot.where(src.unsqueeze(-2), 0).sum(axis=-1).cast(self.dtype)
         return SortResult(_last(values, dim), _last(index.cast(dtypes.int64), dim))
 
-    def cummax(self, dim: int | None = None, axis: int | None = None) -> SortResult:
+    @keywords(axis="dim")
+    def cummax(self, dim: int | None = None) -> SortResult:
         """(values, indices) of the running maximum along `dim`; ties pick the last index."""
-        return self._cum_extreme(dim, axis, True, "cummax")
+        return self._cum_extreme(dim, True, "cummax")
 
-    def cummin(self, dim: int | None = None, axis: int | None = None) -> SortResult:
+    @keywords(axis="dim")
+    def cummin(self, dim: int | None = None) -> SortResult:
         """(values, indices) of the running minimum along `dim`; ties pick the last index."""
-        return self._cum_extreme(dim, axis, False, "cummin")
+        return self._cum_extreme(dim, False, "cummin")
 
-    def logcumsumexp(self, dim: int | None = None, axis: int | None = None):
+    @keywords(axis="dim")
+    def logcumsumexp(self, dim: int | None = None):
         """log(cumsum(exp(x))) along `dim`, shifted by the running maximum so that neither
         large nor very negative values overflow or vanish; integers compute in float32."""
-        dim = _dim(dim, axis, self.ndim, "logcumsumexp")
+        dim = norm_dim(dim, self.ndim, "logcumsumexp: dim")
         x = self if self.dtype.is_float else self.float()
         if x.dtype.opmath != x.dtype:  # as PyTorch: half (and bfloat16) computes in float32
             return x.float().logcumsumexp(dim).cast(x.dtype)
@@ -196,7 +176,7 @@ class SortingMixin(TensorMixin):
         """The entries `index` (a 1-d integer tensor or list) of `dim`; an index outside
         [0, size) raises IndexError when the result is realized (as gather)."""
         tensor_type = type(self)
-        dim = _dim(dim, None, self.ndim, "index_select")
+        dim = norm_dim(dim, self.ndim, "index_select: dim")
         if not isinstance(index, tensor_type):
             index = tensor_type(index, device=self.device)
         if not index.dtype.is_int:
@@ -230,9 +210,7 @@ class SortingMixin(TensorMixin):
             raise ValueError(f"multinomial: weights must be 1-d or 2-d, got shape {self.shape}")
         if not self.dtype.is_float:
             raise TypeError(f"multinomial: weights must be floating point, got {self.dtype.name}")
-        if isinstance(num_samples, bool) or not hasattr(num_samples, "__index__"):
-            raise TypeError(f"multinomial: num_samples must be an int, got {num_samples!r}")
-        samples, n = operator.index(num_samples), self.shape[-1]
+        samples, n = as_int(num_samples, "multinomial: num_samples"), self.shape[-1]
         if samples <= 0:
             raise ValueError(f"multinomial: num_samples must be positive, got {samples}")
         if n == 0:

@@ -7,22 +7,16 @@ Mixed into Tensor.
 from __future__ import annotations
 import math
 
+from lazyten.aliases import keywords
 from lazyten.mixin import TensorMixin
-
-
-def _dims(dim, axis):
-    """`dim` (PyTorch's name) or `axis` (lazyten's), not both."""
-    if dim is not None and axis is not None:
-        raise TypeError(f"give dim= or axis=, not both (got dim={dim}, axis={axis})")
-    return dim if dim is not None else axis
 
 
 class StatsMixin(TensorMixin):
     """norm, std_mean, var_mean."""
 
-    def norm(self, p="fro", dim=None, keepdim: bool = False, axis=None):
+    @keywords(axis="dim")
+    def norm(self, p="fro", dim=None, keepdim: bool = False):
         """torch.norm for vectors: p in 'fro', a number, inf or -inf over `dim` (all dims)."""
-        dim = _dims(dim, axis)
         if not self.dtype.is_float:
             raise TypeError(f"norm needs a floating point tensor, got {self.dtype.name}")
         if isinstance(p, str):
@@ -48,14 +42,14 @@ class StatsMixin(TensorMixin):
             return zero.where(0.0, zero.where(1.0, total).sqrt())
         return (x ** p).sum(axis=dim, keepdim=keepdim) ** (1 / p)
 
-    def var_mean(self, dim=None, keepdim: bool = False, correction: int = 1, axis=None):
+    @keywords(axis="dim")
+    def var_mean(self, dim=None, keepdim: bool = False, correction: int = 1):
         """(var, mean) over `dim`, as torch.var_mean."""
-        dim = _dims(dim, axis)
         return (self.var(axis=dim, keepdim=keepdim, correction=correction),
                 self.mean(axis=dim, keepdim=keepdim))
 
-    def std_mean(self, dim=None, keepdim: bool = False, correction: int = 1, axis=None):
+    @keywords(axis="dim")
+    def std_mean(self, dim=None, keepdim: bool = False, correction: int = 1):
         """(std, mean) over `dim`, as torch.std_mean."""
-        dim = _dims(dim, axis)
         return (self.std(axis=dim, keepdim=keepdim, correction=correction),
                 self.mean(axis=dim, keepdim=keepdim))

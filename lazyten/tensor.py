@@ -12,10 +12,11 @@ import numpy as np
 from codegen.dtypes import DType, as_dtype, dtypes
 from codegen.helpers import prod
 from codegen.ops import LoadOps
-from lazyten import function as F
 from lazyten.lazy import LazyBuffer
 from lazyten.attention import AttentionMixin
-from lazyten.autograd import describe, propagate, seed
+from lazyten.autograd import primitives as F
+from lazyten.autograd.engine import describe, propagate, seed
+from lazyten.autograd.function import Function
 from lazyten.compat import CompatMixin
 from lazyten.creation import (CreationMixin, _scalar_dtype, bf16_bits, bf16_values,
                               default_device, storage_numpy_dtype, to_numpy_dtype)
@@ -24,7 +25,6 @@ from lazyten.elementwise import ElementwiseMixin
 from lazyten.inplace import InPlaceMixin
 from lazyten.interop import InteropMixin
 from lazyten.logic import LogicMixin
-from lazyten.mathfn import MathMixin
 from lazyten.mixin import MixinType
 from lazyten.movement import MovementMixin
 from lazyten.losses import LossMixin
@@ -49,7 +49,7 @@ class _TensorType(MixinType):
     training = switch(_TRAINING)
 
 
-class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMixin, ReduceMixin,
+class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, ReduceMixin,
              NNMixin, PoolingMixin, SortingMixin, RearrangeMixin, EinsumMixin, PaddingMixin,
              LossMixin, StatsMixin, ResizeMixin, AttentionMixin, InPlaceMixin, InteropMixin,
              CompatMixin, PointwiseMixin, ScatterMixin, metaclass=_TensorType):
@@ -79,7 +79,7 @@ class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMix
         self.lazydata: LazyBuffer = lazy
         self.requires_grad = requires_grad
         self.grad: Tensor | None = None
-        self._ctx: F.Function | None = None
+        self._ctx: Function | None = None
         self._parents: tuple[Tensor, ...] = ()
 
     # ---- properties ----
@@ -178,7 +178,7 @@ class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMix
         out = Tensor(self.lazydata.copy_to_device(device), device=device,
                      requires_grad=self.requires_grad)
         if self.requires_grad and not Tensor.no_grad:
-            out._ctx, out._parents = _ToDevice(self.device, [True]), (self,)
+            out._ctx, out._parents = F.ToDevice(self.device, [True]), (self,)
         return out
 
     def detach(self) -> Tensor:
@@ -186,7 +186,7 @@ class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMix
 
     def clone(self) -> Tensor:
         """A copy in its own memory (gradients flow through, as in PyTorch)."""
-        return self.apply(_Clone)
+        return self.apply(F.Clone)
 
     def assign(self, value: Tensor | Any) -> Tensor:
         """Write `value` into this tensor's memory in place (used by optimisers)."""
@@ -218,14 +218,14 @@ class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMix
         update of one (`assign`, `+=`) never shows through the other."""
         if not self.requires_grad or Tensor.no_grad:
             return Tensor._wrap(self.lazydata)
-        return self.apply(_Same)
+        return self.apply(F.Same)
 
     def replace(self, other: Tensor) -> Tensor:
         self.lazydata = other.lazydata
         return self
 
     # ---- autograd ----
-    def apply(self, fn: type[F.Function], *others: Tensor, **kwargs) -> Tensor:
+    def apply(self, fn: type[Function], *others: Tensor, **kwargs) -> Tensor:
         """Run an autograd Function with this tensor (and `others`) as inputs."""
         tensors = (self,) + others
         record = not Tensor.no_grad  # forward saves what backward needs only if recording
@@ -233,7 +233,7 @@ class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMix
         out = Tensor._wrap(ctx.forward(*[t.lazydata for t in tensors], **kwargs))
         if ctx.requires_grad and out.dtype.is_float:  # as in PyTorch: only floats have grads
             out.requires_grad, out._ctx, out._parents = True, ctx, tensors
-            ctx.versions = tuple([t._version for t in tensors])  # see _inputs
+            ctx.versions = tuple([t._version for t in tensors])  # see autograd.engine.inputs
         return out
 
     @classmethod
@@ -243,36 +243,6 @@ class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMix
         out = object.__new__(cls)
         out.lazydata, out.requires_grad, out.grad, out._ctx, out._parents = lazy, None, None, None, ()
         return out
-
-    def _toposort(self) -> list[Tensor]:
-        order, seen, stack = [], set(), [(self, False)]
-        while stack:
-            node, done = stack.pop()
-            if done:
-                order.append(node)
-                continue
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            stack.append((node, True))
-            stack.extend((p, False) for p in node._inputs()
-                         if p._ctx is not None or p.requires_grad)
-        return order
-
-    def _inputs(self) -> tuple[Tensor, ...]:
-        """The tensors this one was computed from, as they were then: a parent updated in
-        place since (inplace.py) is replaced by its value of that time."""
-        versions = getattr(self._ctx, "versions", None)
-        if versions is None or all(p._version == v for p, v in zip(self._parents, versions)):
-            return self._parents
-        out = []
-        for parent, version in zip(self._parents, versions):
-            while parent._version != version:
-                previous = parent._previous
-                assert previous is not None, "an in-place update keeps the value it replaced"
-                parent = previous
-            out.append(parent)
-        return tuple(out)
 
     def backward(self, gradient: Tensor | None = None) -> Tensor:
         """Accumulate d(self)/d(leaf) into each leaf's `.grad` (lazily)."""
@@ -339,34 +309,6 @@ class Tensor(CreationMixin, ElementwiseMixin, MathMixin, LogicMixin, MovementMix
 
     def bool(self) -> Tensor:
         return self.cast(dtypes.bool)
-
-
-class _Same(F.Function):
-    """The identity, for `_same` on a tensor that needs a gradient."""
-    def forward(self, x: LazyBuffer) -> LazyBuffer:
-        return x
-
-    def backward(self, grad):
-        return grad
-
-
-class _Clone(F.Function):
-    def forward(self, x: LazyBuffer) -> LazyBuffer:
-        return LazyBuffer.loadop(LoadOps.CONTIGUOUS, x.shape, x.dtype, x.device, srcs=(x,))
-
-    def backward(self, grad):
-        return grad
-
-
-class _ToDevice(F.Function):
-    """Gradient of a device copy: copy the gradient back."""
-
-    def __init__(self, device: str, needs: list[bool]):
-        super().__init__(needs)
-        self.device = device
-
-    def backward(self, grad):
-        return grad.copy_to_device(self.device)
 
 
 def _to_array(data, dtype: DType | None) -> np.ndarray:

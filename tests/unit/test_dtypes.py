@@ -9,10 +9,12 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, strategies as st
 
-from codegen.dtypes import dtypes, promote
+from codegen.dtypes import dtypes, promote, round_bf16
 from lazyten import Tensor
-from tests.helpers import rne_bf16
+from lazyten.creation import bf16_bits, bf16_values
+from tests.helpers import fast, rne_bf16
 
 BF16, F16, F32, F64 = dtypes.bfloat16, dtypes.float16, dtypes.float32, dtypes.float64
 U16, U32, U64 = dtypes.uint16, dtypes.uint32, dtypes.uint64
@@ -183,6 +185,18 @@ def test_bf16_host_conversion_rounds_to_nearest_even():
         rne_bf16(np.arange(-300, 300, 7)).tolist()
     assert Tensor(3.14159, dtype=BF16).item() == float(rne_bf16(3.14159))
 
+
+
+@fast(200)
+@given(st.floats(allow_nan=False, width=64) |
+       st.floats(-2.0 ** -120, 2.0 ** -120) | st.floats(3.3e38, 3.5e38))
+def test_bf16_host_roundings_agree(value):
+    """The two host roundings to bfloat16 are one function: codegen's round_bf16 (one
+    Python float: constants in kernels) and creation's bf16_bits (numpy arrays: tensor
+    data), each checked against rne_bf16 so that neither can drift."""
+    want = float(rne_bf16(value))
+    for got in (round_bf16(value), float(bf16_values(bf16_bits(np.array([value])))[0])):
+        assert got == want and math.copysign(1, got) == math.copysign(1, want), (value, got, want)
 
 def test_bf16_arithmetic_rounds_after_every_op():
     rng = np.random.default_rng(0)

@@ -1,7 +1,9 @@
 """Reverse-mode traversal shared by `Tensor.backward` and `Tensor.gradient`.
 
-`propagate` walks the graph below a root from the output back to the leaves and yields
-each node with its finished gradient (a LazyBuffer). `backward` stores the leaves' ones in
+A Tensor that needs a gradient records the Function that made it (`_ctx`) and its inputs
+(`_parents`). `propagate` walks that graph below a root from the output back to the leaves,
+runs each Function's backward, and yields each node with its finished gradient (a
+LazyBuffer). `backward` stores the leaves' ones in
 `.grad` and frees the graph as it goes; `gradient` picks out its targets' ones and keeps
 the graph, so it can be called again.
 """
@@ -39,7 +41,7 @@ def propagate(root: Any, gradient: LazyBuffer, free: bool) -> Iterator[tuple[Any
     """Yield (node, d(root)/d(node)) for every node of root's graph that needs a gradient,
     each after all its consumers; with `free`, drop each node's graph once it is used."""
     grads = {id(root): gradient}
-    for node in reversed(root._toposort()):
+    for node in reversed(toposort(root)):
         g = grads.pop(id(node), None)
         if g is None:
             continue
@@ -52,7 +54,7 @@ def propagate(root: Any, gradient: LazyBuffer, free: bool) -> Iterator[tuple[Any
         in_grads = node._ctx.backward(g)
         if not isinstance(in_grads, tuple):
             in_grads = (in_grads,)
-        for parent, pg in zip(node._inputs(), in_grads):
+        for parent, pg in zip(inputs(node), in_grads):
             if pg is None or not parent.requires_grad:
                 continue
             assert pg.shape == parent.shape, f"grad shape {pg.shape} != {parent.shape}"
@@ -61,3 +63,35 @@ def propagate(root: Any, gradient: LazyBuffer, free: bool) -> Iterator[tuple[Any
         if free:
             node._ctx, node._parents = None, ()  # free the graph, as PyTorch does
             node._freed = True
+
+
+def toposort(root: Any) -> list[Any]:
+    """The tensors of root's graph that need a gradient, each after its inputs."""
+    order, seen, stack = [], set(), [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        stack.extend((p, False) for p in inputs(node) if p._ctx is not None or p.requires_grad)
+    return order
+
+
+def inputs(node: Any) -> tuple[Any, ...]:
+    """The tensors `node` was computed from, as they were then: a parent updated in place
+    since (inplace.py) is replaced by its value of that time."""
+    versions = getattr(node._ctx, "versions", None)
+    if versions is None or all(p._version == v for p, v in zip(node._parents, versions)):
+        return node._parents
+    out = []
+    for parent, version in zip(node._parents, versions):
+        while parent._version != version:
+            previous = parent._previous
+            assert previous is not None, "an in-place update keeps the value it replaced"
+            parent = previous
+        out.append(parent)
+    return tuple(out)

@@ -1,31 +1,18 @@
-"""Autograd functions: each forward beside its backward, both in LazyBuffer primitives.
+"""The primitive autograd Functions: each forward beside its backward, both written
+directly in LazyBuffer ops (`e`, `r`, movement ops, `loadop`), one Function per Tensor
+primitive: unary, binary, ternary, reduce, movement, and the copies (contiguous, clone,
+to another device).
 
-`forward` takes LazyBuffers and returns one; `backward` takes the output's gradient and
-returns one gradient per input (None where that input needs none). Gradients are lazy,
-so they fuse with the rest of a training step. Tensor.apply wires these into the graph.
+Functions whose forward is a composite of Tensor ops are in special.py and conv.py.
 """
 from __future__ import annotations
 import math
 
 from codegen.dtypes import dtypes
-from codegen.helpers import prod
 from codegen.ops import BinaryOps, LoadOps, ReduceOps, TernaryOps, UnaryOps
+from lazyten.autograd.function import Function
+from lazyten.autograd.stable import stable_values
 from lazyten.lazy import LazyBuffer
-
-
-class Function:
-    """Base: remembers which inputs need a gradient."""
-    versions: tuple[int, ...] | None = None  # the inputs' `_version`s, set by Tensor.apply
-
-    def __init__(self, needs_input_grad: list[bool]):
-        self.needs_input_grad = needs_input_grad
-        self.requires_grad = any(needs_input_grad)
-
-    def forward(self, *args, **kwargs) -> LazyBuffer:
-        raise NotImplementedError
-
-    def backward(self, grad: LazyBuffer):
-        raise NotImplementedError
 
 
 # ---- unary ----
@@ -370,56 +357,30 @@ class Flip(Function):
         return grad.stride(self.arg)
 
 
-# ---- values read by several kernels ----
-# Float ops whose result is the same bit for bit in whichever kernel computes it: exact
-# ones (fmod is exact too), and for float32/float64 the correctly rounded ADD and MUL as
-# long as no MUL feeds an ADD, which a backend may contract into one fma in one kernel and
-# not in another. Ops with a bool or integer result are exact. Division and the
-# transcendental ops are not here: backends may approximate them, differently per kernel.
-_EXACT = {UnaryOps.NEG, UnaryOps.CAST, BinaryOps.MAX, BinaryOps.MOD, TernaryOps.WHERE}
-_ROUNDED = {BinaryOps.ADD, BinaryOps.MUL}
-
-
-def stable_values(x: LazyBuffer) -> LazyBuffer:
-    """`x`, or a stored copy of it, such that every kernel that reads the result sees the
-    same values bit for bit.
-
-    The scheduler inlines an elementwise graph into each kernel that reads it, and two
-    kernels may round it differently (an fma in one, a multiply and an add in the other).
-    A max's backward compares the input with the maximum: both must come from the same
-    values, or whole rows lose their gradient. Leaves (realized buffers, constants, load
-    ops, reduces: a reduce read by a reduce is always stored) read the same memory
-    everywhere; so does an inlined graph of the ops above. Anything else is computed once
-    into memory: the base, or the view when it reads fewer elements (a shrink of a large
-    base)."""
-    if _reproducible(x.base):
+# ---- identities and copies ----
+class Same(Function):
+    """The identity, for `Tensor._same` on a tensor that needs a gradient."""
+    def forward(self, x: LazyBuffer) -> LazyBuffer:
         return x
-    if x._base is None or prod(x.shape) <= prod(x.base.shape):
-        return x.materialize()
-    return x.base.materialize()._view(x.st)
+
+    def backward(self, grad):
+        return grad
 
 
-def _reproducible(root: LazyBuffer) -> bool:
-    stack, seen = [root], set()
-    while stack:
-        base = stack.pop()
-        if id(base) in seen or base.realized is not None or \
-                isinstance(base.op, (LoadOps, ReduceOps)):
-            continue
-        seen.add(id(base))
-        if base.dtype.is_float and base.op not in _EXACT:
-            if base.op not in _ROUNDED or base.dtype not in (dtypes.float32, dtypes.float64):
-                return False  # (halves may be computed in float32 and rounded late)
-            if base.op is BinaryOps.ADD and any(_under(s, BinaryOps.MUL) for s in base.srcs):
-                return False
-        stack.extend(s.base for s in base.srcs)
-    return True
+class Clone(Function):
+    def forward(self, x: LazyBuffer) -> LazyBuffer:
+        return LazyBuffer.loadop(LoadOps.CONTIGUOUS, x.shape, x.dtype, x.device, srcs=(x,))
+
+    def backward(self, grad):
+        return grad
 
 
-def _under(lb: LazyBuffer, op) -> bool:
-    """Is `lb` an inlined `op`, possibly behind negations and casts (which a backend can
-    fold into an fma too)?"""
-    base = lb.base
-    while base.realized is None and base.op in (UnaryOps.NEG, UnaryOps.CAST):
-        base = base.srcs[0].base
-    return base.realized is None and base.op is op
+class ToDevice(Function):
+    """Gradient of a device copy (Tensor.to, which makes the copy): copy the gradient back."""
+
+    def __init__(self, device: str, needs: list[bool]):
+        super().__init__(needs)
+        self.device = device
+
+    def backward(self, grad):
+        return grad.copy_to_device(self.device)

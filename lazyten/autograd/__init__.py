@@ -1,0 +1,14 @@
+"""Autograd: every Function and the reverse traversal that runs their backwards.
+
+- function.py: `Function`, the base: `forward` on LazyBuffers beside its `backward`.
+- primitives.py: one Function per Tensor primitive (unary, binary, ternary, reduce,
+  movement, copies), written in LazyBuffer ops.
+- special.py: Functions whose forward is a composite of Tensor ops (mathfn.py's special
+  functions, atan2, copysign, pow) and whose backward is PyTorch's closed-form formula.
+- conv.py: convolution, whose gradients are convolutions.
+- stable.py: values several kernels must read bit for bit alike (`stable_values`, `Stable`).
+- engine.py: the reverse traversal behind `Tensor.backward` and `Tensor.gradient`.
+
+Tensor methods (the mixins) only apply these, through `Tensor.apply`. This file imports
+nothing, so a module may import one of these without loading the others.
+"""

@@ -1,0 +1,26 @@
+"""Function: the base of every autograd op (primitives.py, special.py, conv.py, stable.py).
+
+`forward` takes LazyBuffers (and keyword arguments) and returns one LazyBuffer; `backward`
+takes the output's gradient and returns one gradient per input (None where that input
+needs none). Gradients are lazy, so they fuse with the rest of a training step.
+`Tensor.apply` (tensor.py) makes a Function, runs its forward and records it in the graph;
+engine.py runs the backwards.
+"""
+from __future__ import annotations
+
+from lazyten.lazy import LazyBuffer
+
+
+class Function:
+    """Base: remembers which inputs need a gradient."""
+    versions: tuple[int, ...] | None = None  # the inputs' `_version`s, set by Tensor.apply
+
+    def __init__(self, needs_input_grad: list[bool]):
+        self.needs_input_grad = needs_input_grad
+        self.requires_grad = any(needs_input_grad)
+
+    def forward(self, *args, **kwargs) -> LazyBuffer:
+        raise NotImplementedError
+
+    def backward(self, grad: LazyBuffer):
+        raise NotImplementedError
