@@ -260,7 +260,7 @@ def _record(fn: Callable, args: tuple, kwargs: dict, inputs: list[Buffer],
             if lb.base.realized is not None and id(lb.base.realized) not in fresh:
                 if id(lb) not in copies:
                     copies[id(lb)] = LazyBuffer.loadop(LoadOps.CONTIGUOUS, lb.shape, lb.dtype,
-                                                       lb.device, srcs=(lb,))
+                                                       lb.device, src=(lb,))
                 lb = copies[id(lb)]
             lazy.append(lb)
         if copies:

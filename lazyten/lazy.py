@@ -25,13 +25,13 @@ class LazyBuffer:
     index_check: tuple | None = None
 
     def __init__(self, device: str, st: ShapeTracker, dtype: DType, op=None,
-                 srcs: tuple[LazyBuffer, ...] = (), arg: Any = None,
+                 src: tuple[LazyBuffer, ...] = (), arg: Any = None,
                  base: LazyBuffer | None = None):
         self.device, self.st, self.dtype = device, st, dtype
         self.shape = st.shape
         self._base = base
         if base is None:
-            self.op, self.srcs, self.arg = op, srcs, arg
+            self.op, self.src, self.arg = op, src, arg
             self.realized: Buffer | None = None
 
     # ---- identity ----
@@ -51,8 +51,8 @@ class LazyBuffer:
     # ---- creation ----
     @staticmethod
     def loadop(op: LoadOps, shape: tuple[int, ...], dtype: DType, device: str,
-               arg: Any = None, srcs: tuple[LazyBuffer, ...] = ()) -> LazyBuffer:
-        return LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, op, srcs, arg)
+               arg: Any = None, src: tuple[LazyBuffer, ...] = ()) -> LazyBuffer:
+        return LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, op, src, arg)
 
     @staticmethod
     def const_like(value, shape: tuple[int, ...], dtype: DType, device: str) -> LazyBuffer:
@@ -99,7 +99,7 @@ class LazyBuffer:
                 continue
             seen.add(id(base))
             found.extend(flag for flag in base.checks if flag.realized is None)
-            stack.extend(src.base for src in base.srcs)
+            stack.extend(src.base for src in base.src)
         return tuple(found)
 
     def cast(self, dtype: DType) -> LazyBuffer:
@@ -127,7 +127,7 @@ class LazyBuffer:
         if self.base.op is not LoadOps.CONST and (self._base is None or self.st.contiguous):
             return self  # already in memory order (a pure reshape of its base)
         return LazyBuffer.loadop(LoadOps.CONTIGUOUS, self.shape, self.dtype, self.device,
-                                 srcs=(self,))
+                                 src=(self,))
 
     def materialize(self) -> LazyBuffer:
         """Computed once into its own buffer, even if it is elementwise (which the
@@ -135,17 +135,17 @@ class LazyBuffer:
         if self.base.realized is not None and self._base is None:
             return self
         return LazyBuffer.loadop(LoadOps.CONTIGUOUS, self.shape, self.dtype, self.device,
-                                 srcs=(self,))
+                                 src=(self,))
 
     def copy_to_device(self, device: str) -> LazyBuffer:
         src = self.contiguous()
-        return LazyBuffer.loadop(LoadOps.COPY, self.shape, self.dtype, device, srcs=(src,))
+        return LazyBuffer.loadop(LoadOps.COPY, self.shape, self.dtype, device, src=(src,))
 
     def assign(self, value: LazyBuffer) -> LazyBuffer:
         """Write `value` into this (realized, contiguous) buffer's memory. (The scheduler
         makes a value that reads this buffer through another view read a copy.)"""
         out = LazyBuffer.loadop(LoadOps.ASSIGN, self.shape, self.dtype, self.device,
-                                srcs=(value, self))
+                                src=(value, self))
         _ASSIGNS.made.add(out)
         return out
 

@@ -65,7 +65,7 @@ class Optimizer:
             except BaseException:  # an update that did not run is dropped, not left
                 for t in written:  # pending (a bad label would raise on every read)
                     if t.lazydata.base.realized is None and t.lazydata.op is LoadOps.ASSIGN:
-                        t.lazydata = t.lazydata.srcs[1]
+                        t.lazydata = t.lazydata.src[1]
                 raise
 
     def _update(self) -> list[Tensor]:

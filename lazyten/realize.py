@@ -176,7 +176,7 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
                     Capture.items.append(Launch(None, partial(raise_if_bad, out.index_check),
                                                 [out.realized]))
                 verify(out)
-        out.srcs, out.arg = (), None  # drop the graph so its buffers can be freed
+        out.src, out.arg = (), None  # drop the graph so its buffers can be freed
         item.inputs = []
 
 
@@ -231,11 +231,11 @@ def _keep_old_value(assign: LazyBuffer) -> Buffer:
     the engine drops its own references to the target (the assign's sources; the inputs
     of the items that ran, which `run_schedule` clears) and asks a weak reference whether
     the target is still alive."""
-    target = assign.srcs[1].base
+    target = assign.src[1].base
     memory = target.realized
     assert memory is not None, "an ASSIGN targets a realized buffer"
     alive = weakref.ref(target)
-    assign.srcs = ()  # the value's graph is in the kernel's AST now
+    assign.src = ()  # the value's graph is in the kernel's AST now
     del target
     old = alive()
     if old is not None:

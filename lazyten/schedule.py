@@ -59,7 +59,7 @@ class _Graph:
             seen.add(id(base))
             self.consumers.setdefault(base, [])
             stack.append((base, True))
-            for src in base.srcs:
+            for src in base.src:
                 if src.base.realized is None:
                     self.consumers.setdefault(src.base, []).append((base, src))
                     stack.append((src.base, False))
@@ -77,8 +77,8 @@ class _Graph:
         for base in self.order:
             if isinstance(base.op, LoadOps) and base.op is not LoadOps.CONST:
                 self.realize.add(base)
-            if base.op is LoadOps.COPY and base.srcs[0].base.realized is None:
-                self.realize.add(base.srcs[0].base)
+            if base.op is LoadOps.COPY and base.src[0].base.realized is None:
+                self.realize.add(base.src[0].base)
             for _, view in self.consumers[base]:
                 if _has_mask(view.st) and base.op not in (LoadOps.CONST,) and \
                         not self._zero_preserving(base):
@@ -123,7 +123,7 @@ class _Graph:
 
     def _reads_reduce(self, user: LazyBuffer, group: set) -> bool:
         """Does `user` inline another unrealized reduce (a kernel holds only one)?"""
-        stack, seen = [s.base for s in user.srcs if s.base not in group], set()
+        stack, seen = [s.base for s in user.src if s.base not in group], set()
         while stack:
             b = stack.pop()
             if id(b) in seen or b.realized is not None or b in self.realize or b in group:
@@ -132,7 +132,7 @@ class _Graph:
             if isinstance(b.op, ReduceOps):
                 return True
             if not isinstance(b.op, LoadOps):
-                stack.extend(s.base for s in b.srcs)
+                stack.extend(s.base for s in b.src)
         return False
 
     def _zero_preserving(self, base: LazyBuffer) -> bool:
@@ -146,7 +146,7 @@ class _Graph:
                 continue
             if b.op not in ZERO_PRESERVING:
                 return False
-            stack.extend(s.base for s in b.srcs)
+            stack.extend(s.base for s in b.src)
         return True
 
 
@@ -157,13 +157,13 @@ class _KernelBuilder:
         self.graph, self.out = graph, out
         self.inputs: list[LazyBuffer] = []
         self.memo: dict[tuple, LazyOp] = {}
-        self.assign_target = out.srcs[1].base if out.op is LoadOps.ASSIGN else None
+        self.assign_target = out.src[1].base if out.op is LoadOps.ASSIGN else None
         self.old_target: LazyBuffer | None = None  # a copy of the target, when one is read
 
     def build(self) -> LazyOp:
         out = self.out
         if out.op is LoadOps.ASSIGN:
-            body = self.lazyop(out.srcs[0], ShapeTracker.from_shape(out.shape))
+            body = self.lazyop(out.src[0], ShapeTracker.from_shape(out.shape))
             kernel_shape = out.shape
         elif out in self.graph.fused_reduce:
             reduce = self.graph.fused_reduce[out]
@@ -215,11 +215,11 @@ class _KernelBuilder:
         """The AST of `base`'s own op (not a load of it)."""
         if isinstance(base.op, ReduceOps):
             assert st.contiguous and prod(st.shape) == prod(base.shape), "reduce fused by a view"
-            src = base.srcs[0]
+            src = base.src[0]
             return LazyOp(base.op, (self.lazyop(src, ShapeTracker.from_shape(src.shape)),), base.arg)
         if base.op is LoadOps.CONTIGUOUS:
-            return self.lazyop(base.srcs[0], st)
-        srcs = tuple(self.lazyop(s, st) for s in base.srcs)
+            return self.lazyop(base.src[0], st)
+        srcs = tuple(self.lazyop(s, st) for s in base.src)
         return LazyOp(base.op, srcs, base.arg)
 
 
@@ -268,12 +268,12 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
             if base.op in _UNCACHED:
                 return None, nodes
             stack.append((base, True))
-            stack.extend([(src.base, False) for src in reversed(base.srcs)])
+            stack.extend([(src.base, False) for src in reversed(base.src)])
             stack.extend([(flag, False) for flag in base.checks])
             continue
         else:
             srcs = tuple([(index[id(src.base)], None if src._base is None else src.st)
-                          for src in base.srcs])
+                          for src in base.src])
             arg = repr(base.arg) if type(base.arg) is float else base.arg  # -0.0 is not 0.0
             part = (base.op, arg, base.shape, base.dtype.name, base.device, srcs)
             if base.checks:
@@ -296,7 +296,7 @@ def _template(items: list[ScheduleItem], nodes: list[LazyBuffer]) -> list[tuple]
         if id(item.out) not in index:
             index[id(item.out)] = ("new", sum(t[3] is not None for t in out))
             new = (item.out.device, item.out.shape, item.out.dtype, item.out.op,
-                   index[id(item.out.srcs[0].base)])
+                   index[id(item.out.src[0].base)])
         out.append((item.ast, index[id(item.out)], [index[id(b)] for b in item.inputs], new))
     return out
 
@@ -325,7 +325,7 @@ def _schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
         if base.op in (LoadOps.EMPTY, LoadOps.CUSTOM):
             items.append(ScheduleItem(None, base))
         elif base.op is LoadOps.COPY:
-            items.append(ScheduleItem(None, base, [base.srcs[0].base]))
+            items.append(ScheduleItem(None, base, [base.src[0].base]))
         elif base.op is LoadOps.CONST:
             raise AssertionError("constants are never materialised on their own")
         else:
@@ -333,7 +333,7 @@ def _schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
             ast = builder.build()
             old = builder.old_target
             if old is not None:
-                items.append(ScheduleItem(copy_ast(old.shape, old.dtype), old, [old.srcs[0]]))
+                items.append(ScheduleItem(copy_ast(old.shape, old.dtype), old, [old.src[0]]))
             items.append(ScheduleItem(ast, base, builder.inputs))
     return pack_schedule(_order(_checks_first(items)))
 
@@ -364,7 +364,7 @@ def _order(items: list[ScheduleItem]) -> list[ScheduleItem]:
     assigns = {}  # id(target base) -> index of the assign item
     for i, item in enumerate(items):
         if item.out.op is LoadOps.ASSIGN:
-            assigns[id(item.out.srcs[1].base)] = i
+            assigns[id(item.out.src[1].base)] = i
     if not assigns:  # the graph's order already puts producers first
         return items
     after: list[set[int]] = [set() for _ in items]  # after[i]: items that must run before i

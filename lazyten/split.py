@@ -37,13 +37,13 @@ def split_reduces(outs: list[LazyBuffer]) -> None:
             if partial is not None:  # stage 1 is not split again
                 seen.add(id(partial))
                 base = partial
-        stack.extend(src.base for src in base.srcs)
+        stack.extend(src.base for src in base.src)
         stack.extend(base.checks)
 
 
 def _split(reduce: LazyBuffer, chunks: int) -> LazyBuffer | None:
     """Rewrite `reduce` into stage 2 and return stage 1, or None where it does not pay."""
-    src, axis, out_shape = reduce.srcs[0], reduce.arg, reduce.shape
+    src, axis, out_shape = reduce.src[0], reduce.arg, reduce.shape
     outputs = prod(out_shape)
     if not chunks or outputs >= _MAX_OUTPUTS or prod(src.shape) < outputs * _MIN_REDUCE:
         return None
@@ -56,6 +56,6 @@ def _split(reduce: LazyBuffer, chunks: int) -> LazyBuffer | None:
     partial = LazyBuffer(reduce.device, ShapeTracker.from_shape(
         tuple(1 if i in inner else s for i, s in enumerate(parts))), reduce.dtype, reduce.op,
         (src.reshape(parts),), tuple(sorted(inner)))
-    reduce.srcs = (partial.reshape(out_shape[:a] + (d,) + out_shape[a + 1:]),)
+    reduce.src = (partial.reshape(out_shape[:a] + (d,) + out_shape[a + 1:]),)
     reduce.arg = (a,)
     return partial

@@ -369,7 +369,7 @@ class Same(Function):
 
 class Clone(Function):
     def forward(self, x: LazyBuffer) -> LazyBuffer:
-        return LazyBuffer.loadop(LoadOps.CONTIGUOUS, x.shape, x.dtype, x.device, srcs=(x,))
+        return LazyBuffer.loadop(LoadOps.CONTIGUOUS, x.shape, x.dtype, x.device, src=(x,))
 
     def backward(self, grad):
         return grad

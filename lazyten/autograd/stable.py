@@ -52,9 +52,9 @@ def _reproducible(root: LazyBuffer) -> bool:
         if base.dtype.is_float and base.op not in _EXACT:
             if base.op not in _ROUNDED or base.dtype not in (dtypes.float32, dtypes.float64):
                 return False  # (halves may be computed in float32 and rounded late)
-            if base.op is BinaryOps.ADD and any(_under(s, BinaryOps.MUL) for s in base.srcs):
+            if base.op is BinaryOps.ADD and any(_under(s, BinaryOps.MUL) for s in base.src):
                 return False
-        stack.extend(s.base for s in base.srcs)
+        stack.extend(s.base for s in base.src)
     return True
 
 
@@ -63,7 +63,7 @@ def _under(lb: LazyBuffer, op) -> bool:
     fold into an fma too)?"""
     base = lb.base
     while base.realized is None and base.op in (UnaryOps.NEG, UnaryOps.CAST):
-        base = base.srcs[0].base
+        base = base.src[0].base
     return base.realized is None and base.op is op
 
 

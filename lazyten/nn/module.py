@@ -378,7 +378,7 @@ def load_tensors(targets: dict[str, Tensor], state_dict: dict[str, Any], strict:
             target.assign(value)  # same storage, so views and optimisers stay valid
         else:  # a copy of its own, never a view of the state dict's tensor
             target.lazydata = LazyBuffer.loadop(LoadOps.CONTIGUOUS, value.shape, value.dtype,
-                                                value.device, srcs=(value.lazydata,))
+                                                value.device, src=(value.lazydata,))
         updated.append(target)
     if updated:
         Tensor.realize(*updated)

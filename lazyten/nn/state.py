@@ -101,7 +101,7 @@ def realize_owned(tensors: list[Tensor]) -> None:
         lazy = t.lazydata
         if lazy._base is not None or lazy.op is LoadOps.CONST:
             t.lazydata = LazyBuffer.loadop(LoadOps.CONTIGUOUS, t.shape, t.dtype, t.device,
-                                           srcs=(lazy,))
+                                           src=(lazy,))
         todo.append(t)  # an unrealized base (a pending assign too) becomes its own buffer
     if todo:
         Tensor.realize(*todo)

@@ -211,7 +211,7 @@ def test_the_graph_is_the_same_for_every_device_and_splitting_is_a_schedule_pass
     x = rnd((256, 6, 24, 24))
     for device in ("CPU", "NULL"):
         lb = Tensor(x, device=device).sum(axis=(0, 2, 3)).lazydata
-        assert lb.base.op is ReduceOps.SUM and lb.base.srcs[0].base.op is not ReduceOps.SUM
+        assert lb.base.op is ReduceOps.SUM and lb.base.src[0].base.op is not ReduceOps.SUM
     want = x.astype(np.float64).sum(axis=(0, 2, 3))
     for _ in range(2):  # the second time from the schedule cache
         s = Tensor(x).sum(axis=(0, 2, 3))
