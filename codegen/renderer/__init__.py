@@ -3,11 +3,14 @@
 A renderer is passed in by the runtime; codegen never picks a device.
 """
 from __future__ import annotations
+import functools
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from codegen.dtypes import DType
 from codegen.linearizer import LinearKernel
 from codegen.target import Target
+from codegen.uops import UOp, UOps
 
 
 @dataclass
@@ -36,6 +39,13 @@ class Renderer:
 
     def render(self, kernel: LinearKernel) -> str:
         raise NotImplementedError
+
+    @functools.cached_property
+    def _rules(self) -> dict[UOps, Callable[[Any, UOp], None]]:
+        """uop kind -> the renderer's `_render_<kind>` method (bound once per renderer); a
+        kind it has no method for is missing, and rendering it raises."""
+        methods = {op: getattr(self, f"_render_{op.name.lower()}", None) for op in UOps}
+        return {op: method for op, method in methods.items() if method is not None}
 
     def program(self, kernel: LinearKernel) -> ProgramSpec:
         """Render and package with the launch facts."""

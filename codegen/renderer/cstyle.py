@@ -28,7 +28,6 @@ Conventions every dialect shares:
   with a barrier tree, and only work-item 0 stores.
 """
 from __future__ import annotations
-import functools
 import math
 from typing import Callable
 
@@ -40,7 +39,7 @@ from codegen.ops import EXACT_OPS, BinaryOps, Op, TernaryOps, UnaryOps
 from codegen.renderer import Renderer
 from codegen.renderer.c_helpers import (BF16, BF16_DOUBLE, bf16_through_double,
                                         needs_double_bf16, uses)
-from codegen.uops import UOp, UOps, dtype_of
+from codegen.uops import UOp, dtype_of
 
 
 # C promotes these to int before multiplying: 65535 * 65535 would overflow int (undefined)
@@ -232,18 +231,6 @@ class CStyleRenderer(Renderer):
             rule(k, u)
         head = f"{self.kernel_prefix}void {kernel.name}({', '.join(k.args)}) {{"
         return "\n".join([*self.prelude(kernel), head, *k.prologue, *k.body, "}"]) + "\n"
-
-    @functools.cached_property
-    def _rules(self) -> dict[UOps, Callable[[_CKernel, UOp], None]]:
-        """uop kind -> the method that renders it (bound once per renderer)."""
-        return {UOps.DEFINE_GLOBAL: self._render_define_global,
-                UOps.DEFINE_VAR: self._render_define_var, UOps.SPECIAL: self._render_special,
-                UOps.CONST: self._render_const, UOps.LOOP: self._render_loop,
-                UOps.END: self._render_end, UOps.DEFINE_ACC: self._render_define_acc,
-                UOps.ACC_READ: self._render_acc_read, UOps.ACC_UPDATE: self._render_acc_update,
-                UOps.LOAD: self._render_load, UOps.STORE: self._render_store,
-                UOps.ALU: self._render_alu, UOps.CAST: self._render_cast,
-                UOps.BITCAST: self._render_bitcast}
 
     def _value(self, k: _CKernel, u: UOp, expr: str) -> None:
         """Name the value of `u` and declare it as `expr`."""

@@ -9,9 +9,7 @@ Each uop kind has a `_render_<kind>` method. Types and constants are spelled in
 llvm_types.py, ALU instructions in llvm_alu.py, casts and bfloat16 rounding in llvm_casts.py.
 """
 from __future__ import annotations
-import functools
 import hashlib
-from typing import Callable
 
 from codegen.dtypes import DType, dtypes
 from codegen.linearizer import LinearKernel
@@ -93,18 +91,6 @@ class LLVMRenderer(Renderer):
         if k.no_unroll:
             lines += ['!0 = !{!"llvm.loop.unroll.disable"}'] + k.no_unroll
         return "\n".join(lines) + "\n"
-
-    @functools.cached_property
-    def _rules(self) -> dict[UOps, Callable[[_LLVMKernel, UOp], None]]:
-        """uop kind -> the method that renders it (bound once per renderer)."""
-        return {UOps.DEFINE_GLOBAL: self._render_define_global,
-                UOps.DEFINE_VAR: self._render_define_var, UOps.CONST: self._render_const,
-                UOps.LOOP: self._render_loop, UOps.END: self._render_end,
-                UOps.DEFINE_ACC: self._render_define_acc, UOps.ACC_READ: self._render_acc_read,
-                UOps.ACC_UPDATE: self._render_acc_update, UOps.LOAD: self._render_load,
-                UOps.STORE: self._render_store, UOps.ALU: self._render_alu,
-                UOps.VECTORIZE: self._render_vectorize, UOps.EXTRACT: self._render_extract,
-                UOps.CAST: self._render_cast, UOps.BITCAST: self._render_bitcast}
 
     def _render_define_global(self, k: _LLVMKernel, u: UOp) -> None:
         k.names[u] = f"%{u.arg[0]}"
