@@ -15,6 +15,7 @@ RUNTIMES = {  # device name -> module with make_runtime(name)
     "OPENCL": "runtimes.opencl",
     "CUDA": "runtimes.cuda",
     "NULL": "runtimes.null",
+    "NULL_CUDA": "runtimes.null",
     "CLANG": "runtimes.clang",
 }
 _OPEN: dict[str, Runtime] = {}

@@ -256,7 +256,10 @@ class Program:
 
 class Runtime:
     """One device: its allocator, compiler, Program maker and renderer. `program(spec,
-    binary)` makes a Program: the class itself, or a partial that adds per-device state."""
+    binary)` makes a Program: the class itself, or a partial that adds per-device state.
+    `computes` is False for a device whose kernels compute no values (NULL): the engine
+    then reads no index-check flags from it."""
+    computes = True
 
     def __init__(self, name: str, allocator: Allocator, compiler: Compiler,
                  program: Callable[[ProgramSpec, bytes], Program], renderer: Renderer):

@@ -4,11 +4,16 @@ It renders kernels with the OpenCL renderer (so DEBUG=4 shows real source), comp
 nothing and runs nothing: a launch only increments `launches`. Buffers are host
 bytearrays, so copies in and out work; values computed by kernels are not (they stay
 zero). docs/porting.md walks through this file.
+
+NULL_CUDA is the same device rendering CUDA C: it exercises the CUDA renderer on any
+machine (CI has no GPU), and `sources` keeps every kernel's source so a test can hand
+them all to nvcc where one is installed (tests/backend/test_cuda.py).
 """
 from __future__ import annotations
 import functools
 
-from codegen.renderer import ProgramSpec
+from codegen.renderer import ProgramSpec, Renderer
+from codegen.renderer.cuda import CUDARenderer
 from codegen.renderer.opencl import OpenCLRenderer
 from runtimes.base import Allocator, Compiler, Program, Runtime
 
@@ -40,6 +45,7 @@ class NullProgram(Program):
     def __init__(self, spec: ProgramSpec, binary: bytes, runtime: NullRuntime):
         super().__init__(spec, binary)
         self.runtime = runtime
+        runtime.sources.add(spec.src)
 
     def __call__(self, *bufs, global_size, local_size, wait=False):
         self.runtime.launches += 1
@@ -48,13 +54,15 @@ class NullProgram(Program):
 
 class NullRuntime(Runtime):
     """A device that counts kernel launches."""
+    computes = False
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, renderer: Renderer):
         super().__init__(name, NullAllocator(), NullCompiler(),
-                         functools.partial(NullProgram, runtime=self), OpenCLRenderer())
+                         functools.partial(NullProgram, runtime=self), renderer)
         self.launches = 0
+        self.sources: set[str] = set()  # the source of every program loaded
 
 
 def make_runtime(name: str = "NULL") -> Runtime:
-    """The NULL device."""
-    return NullRuntime(name)
+    """The NULL device (OpenCL C), or NULL_CUDA (CUDA C)."""
+    return NullRuntime(name, CUDARenderer() if name.startswith("NULL_CUDA") else OpenCLRenderer())

@@ -11,6 +11,7 @@ from codegen.linearizer import LinearKernel
 from codegen.ops import BinaryOps, UnaryOps
 from codegen.renderer.c_helpers import HalfFunctions, uses
 from codegen.renderer.cstyle import CStyleRenderer
+from codegen.target import gpu
 
 _HALF = [
     "__device__ float h2f(unsigned short h) { float f; "
@@ -40,6 +41,7 @@ def _mod(a: str, b: str, dtype: DType) -> str:
 
 class CUDARenderer(HalfFunctions, CStyleRenderer):
     """`extern "C" __global__` functions indexed by blockIdx * blockDim + threadIdx."""
+    target = gpu("CUDA", local_size=256)
     kernel_prefix = 'extern "C" __global__ '
     smem_prefix = "__shared__ "
     barrier = "__syncthreads();"

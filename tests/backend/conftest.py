@@ -2,15 +2,16 @@
 
 CPU always; every other runtime in the registry (runtimes.RUNTIMES) when it loads, otherwise
 it shows as skipped, with the reason. `DEVICE=NAME pytest tests/backend` checks just that
-device and fails if it cannot load. The NULL device computes nothing: it runs only when
-chosen, and then only tests marked `null_ok`.
+device and fails if it cannot load. The NULL devices (NULL: OpenCL C, NULL_CUDA: CUDA C)
+compute nothing: they run only when chosen, and then only tests marked `null_ok`.
 """
 import pytest
 
 from codegen.helpers import getenv
 from runtimes import RUNTIMES, canonical, get_runtime
 
-OPTIONAL = [name for name in RUNTIMES if name not in ("CPU", "NULL")]  # NULL: only by DEVICE=
+# the NULL devices compute nothing: only when chosen by DEVICE=
+OPTIONAL = [name for name in RUNTIMES if name != "CPU" and not name.startswith("NULL")]
 
 
 def _device_params() -> list:
@@ -44,5 +45,5 @@ def pytest_generate_tests(metafunc):
 def _skip_values_on_null(request):
     params = getattr(request.node, "callspec", None)
     device = params.params.get("device") if params else None
-    if device == "NULL" and request.node.get_closest_marker("null_ok") is None:
+    if device and device.startswith("NULL") and request.node.get_closest_marker("null_ok") is None:
         pytest.skip("NULL computes no values")
