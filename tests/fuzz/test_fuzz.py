@@ -3,8 +3,9 @@
 CI runs a fixed number of programs from a fixed seed. FUZZ_SECONDS=N runs as many as fit
 in N seconds (per test), FUZZ_SEED=S starts from another seed, FUZZ_SHRINK=1 stops at the
 first failure and lets hypothesis shrink it to a minimal program, FUZZ_REPORT=path appends
-every distinct failure to a file. A failure prints each distinct problem with a program
-that reproduces it.
+every distinct failure to a file, FUZZ_TRACE=path writes each program to a file before it
+runs (the last one is what crashed a process). A failure prints each distinct problem with
+a program that reproduces it.
 """
 from __future__ import annotations
 import os
@@ -45,6 +46,7 @@ def fuzz(strategy, check, examples: int) -> None:
         getenv("FUZZ_SHRINK", 0)
     failures: dict[str, tuple[int, str]] = {}
     count = [0]
+    trace = getenv("FUZZ_TRACE", "")
     shrink_left = [MINIMIZE_SECONDS[1] if seconds <= 0 else max(MINIMIZE_SECONDS[1], seconds / 4)]
 
     def run_chunk(chunk_seed: int, n: int) -> None:
@@ -55,6 +57,9 @@ def fuzz(strategy, check, examples: int) -> None:
         @given(strategy)
         def one(prog):
             count[0] += 1
+            if trace:  # the program about to run, for a crash that kills the process
+                with open(trace, "w") as out:
+                    out.write(f"# FUZZ_SEED={chunk_seed}, program {count[0]}\n{prog}\n")
             failure = check(prog)
             if failure is None:
                 return
