@@ -62,8 +62,9 @@ class ElementwiseMixin(TensorMixin):
         x, y = self, self._to_tensor(other, dtype)
         if reverse:
             x, y = y, x
-        if match_dtype:
-            x, y = x.cast(dtype), y.cast(dtype)
+        if match_dtype:  # an operand already of `dtype` goes in as it is: no Same node
+            x = x if x.dtype == dtype else x.cast(dtype)
+            y = y if y.dtype == dtype else y.cast(dtype)
         if x.shape == y.shape:
             return x, y
         shape = broadcast_shape(x.shape, y.shape)

@@ -254,34 +254,46 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
     Dtypes go in by name (graph dtypes are scalars, and a str hashes faster than a
     DType). The key is None for graphs with copies; an op argument that cannot be
     hashed makes the lookup raise TypeError."""
-    index: dict[int, int] = {}
+    # one pass over the graph per realize, so written for speed: bases are dict keys by
+    # identity, `_base or lb` is `lb.base` without a property call, and a base is pushed
+    # twice, under `_FINISH`, to number it after its sources
+    index: dict[LazyBuffer, int] = {}
     nodes: list[LazyBuffer] = []
     parts: list[tuple] = []
-    stack = [(o.base, False) for o in reversed(outs)]
+    stack: list = [o._base or o for o in reversed(outs)]
     while stack:  # iterative post-order, like _Graph
-        base, done = stack.pop()
-        if id(base) in index:
+        base = stack.pop()
+        if base is _FINISH:
+            base = stack.pop()
+            if base in index:
+                continue
+            srcs = tuple([(index[src._base or src], None if src._base is None else src.st)
+                          for src in base.src])
+            arg = base.arg
+            part: tuple = (base.op, repr(arg) if type(arg) is float else arg,  # -0.0 is not 0.0
+                           base.shape, base.dtype.name, base.device, srcs)
+            if base.checks:
+                part += (tuple([index[flag] for flag in base.checks]),)
+        elif base in index:
             continue
-        if base.realized is not None:
-            part: tuple = ("buffer", base.shape, base.dtype.name, base.device)
-        elif not done:
+        elif base.realized is not None:
+            part = ("buffer", base.shape, base.dtype.name, base.device)
+        else:
             if base.op in _UNCACHED:
                 return None, nodes
-            stack.append((base, True))
-            stack.extend([(src.base, False) for src in reversed(base.src)])
-            stack.extend([(flag, False) for flag in base.checks])
-            continue
-        else:
-            srcs = tuple([(index[id(src.base)], None if src._base is None else src.st)
-                          for src in base.src])
-            arg = repr(base.arg) if type(base.arg) is float else base.arg  # -0.0 is not 0.0
-            part = (base.op, arg, base.shape, base.dtype.name, base.device, srcs)
+            stack.append(base)
+            stack.append(_FINISH)
+            stack.extend([src._base or src for src in reversed(base.src)])
             if base.checks:
-                part += (tuple([index[id(flag)] for flag in base.checks]),)
-        index[id(base)] = len(nodes)
+                stack.extend(base.checks)
+            continue
+        index[base] = len(nodes)
         nodes.append(base)
         parts.append(part)
-    return (tuple(parts), tuple(index[id(o.base)] for o in outs)), nodes
+    return (tuple(parts), tuple([index[o._base or o] for o in outs])), nodes
+
+
+_FINISH = object()  # on _signature's stack: the base below it has its sources numbered
 
 
 def _template(items: list[ScheduleItem], nodes: list[LazyBuffer]) -> list[tuple]:
