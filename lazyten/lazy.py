@@ -57,9 +57,11 @@ class LazyBuffer:
     @staticmethod
     def const_like(value, shape: tuple[int, ...], dtype: DType, device: str) -> LazyBuffer:
         """A constant broadcast to `shape`: a scalar base viewed with zero strides."""
-        value = _coerce(value, dtype)
-        scalar = LazyBuffer.loadop(LoadOps.CONST, (), dtype, device, value)
-        return scalar.reshape((1,) * len(shape)).expand(shape)
+        scalar = LazyBuffer.loadop(LoadOps.CONST, (), dtype, device, _coerce(value, dtype))
+        if not shape:
+            return scalar
+        # one view of the scalar, not a view of a view (the trackers are memoised)
+        return scalar._view(scalar.st.reshape((1,) * len(shape)).expand(shape))
 
     @staticmethod
     def from_buffer(buffer: Buffer, shape: tuple[int, ...]) -> LazyBuffer:
@@ -85,7 +87,9 @@ class LazyBuffer:
             dtype = srcs[0].dtype
         else:
             dtype = self.dtype
-        return LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), dtype, op, all_srcs, arg)
+        # a base's tracker is already the contiguous one of its shape
+        st = self.st if self._base is None else ShapeTracker.from_shape(self.shape)
+        return LazyBuffer(self.device, st, dtype, op, all_srcs, arg)
 
     def pending_checks(self) -> tuple[LazyBuffer, ...]:
         """The unrealized index checks (index_check.py) anywhere in this buffer's graph:

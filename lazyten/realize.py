@@ -219,7 +219,11 @@ def _run_kernel(item: ScheduleItem, found: tuple[ProgramSpec, Program] | None) -
         return
     buffers = [b.realized for b in item.inputs]
     out.realized = _keep_old_value(out) if out.op is LoadOps.ASSIGN else _allocate(out)
-    _record_and_run(Launch(found[0], found[1], [out.realized] + buffers))
+    buffers.insert(0, out.realized)
+    if Capture.items is None:  # not recording: launch straight away
+        launch(found[0], found[1], buffers, out.device)
+    else:
+        _record_and_run(Launch(found[0], found[1], buffers))
 
 
 def _record_and_run(step: Launch) -> None:

@@ -297,16 +297,18 @@ _FINISH = object()  # on _signature's stack: the base below it has its sources n
 
 
 def _template(items: list[ScheduleItem], nodes: list[LazyBuffer]) -> list[tuple]:
-    """Items with buffers as positions in `nodes`, or ("new", j) for the j-th copy the
-    scheduler made (a pack panel, an assign target's old value: a fresh buffer each
+    """Items with buffers as positions: i >= 0 for nodes[i], ~j (< 0) for the j-th copy
+    the scheduler made (a pack panel, an assign target's old value: a fresh buffer each
     time the schedule is reused): (ast, out, inputs, how to make the fresh output or
     None)."""
-    index = {id(n): ("node", i) for i, n in enumerate(nodes)}
+    index = {id(n): i for i, n in enumerate(nodes)}
     out: list[tuple] = []
+    fresh = 0
     for item in items:
         new = None
         if id(item.out) not in index:
-            index[id(item.out)] = ("new", sum(t[3] is not None for t in out))
+            index[id(item.out)] = ~fresh
+            fresh += 1
             new = (item.out.device, item.out.shape, item.out.dtype, item.out.op,
                    index[id(item.out.src[0].base)])
         out.append((item.ast, index[id(item.out)], [index[id(b)] for b in item.inputs], new))
@@ -315,15 +317,17 @@ def _template(items: list[ScheduleItem], nodes: list[LazyBuffer]) -> list[tuple]
 
 def _rebind(template: list[tuple], nodes: list[LazyBuffer]) -> list[ScheduleItem]:
     fresh: list[LazyBuffer] = []
-
-    def get(ref):
-        return nodes[ref[1]] if ref[0] == "node" else fresh[ref[1]]
     items = []
     for ast, out, inputs, new in template:
         if new is not None:
             device, shape, dtype, op, src = new
-            fresh.append(LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, op, (get(src),)))
-        items.append(ScheduleItem(ast, get(out), [get(r) for r in inputs]))
+            fresh.append(LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, op,
+                                    (nodes[src] if src >= 0 else fresh[~src],)))
+        if fresh:
+            items.append(ScheduleItem(ast, nodes[out] if out >= 0 else fresh[~out],
+                                      [nodes[r] if r >= 0 else fresh[~r] for r in inputs]))
+        else:  # most schedules make no copies: every buffer is a node of the graph
+            items.append(ScheduleItem(ast, nodes[out], [nodes[r] for r in inputs]))
     return items
 
 
