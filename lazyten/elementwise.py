@@ -53,15 +53,16 @@ class ElementwiseMixin(TensorMixin):
         """(x, y) broadcast to one shape (and promoted to one dtype)."""
         tensor_type = type(self)
         if isinstance(other, tensor_type):
-            if other.device != self.device:
+            if other.lazydata.device != self.lazydata.device:
                 raise ValueError(f"tensors on different devices: {self.device} and {other.device}")
-            dtype = promote(self.dtype, other.dtype)
+            dtype = promote(self.lazydata.dtype, other.lazydata.dtype)
+            x, y = self, other
         else:
             if not isinstance(other, (bool, int, float)) and hasattr(other, "item"):
                 other = other.item()  # a numpy scalar acts as a Python number, as in PyTorch
             dtype = scalar_result(self.dtype, other)
-        # a number is made at this tensor's shape at once (what broadcasting would give)
-        x, y = self, self._to_tensor(other, dtype, self.shape)
+            # a number is made at this tensor's shape at once (what broadcasting would give)
+            x, y = self, self._to_tensor(other, dtype, self.shape)
         if reverse:
             x, y = y, x
         if match_dtype:  # an operand already of `dtype` goes in as it is: no Same node

@@ -267,7 +267,8 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
             base = stack.pop()
             if base in index:
                 continue
-            srcs = tuple([(index[src._base or src], None if src._base is None else src.st)
+            # a source that is a base is its number; a view is (its base's number, view)
+            srcs = tuple([index[src] if src._base is None else (index[src._base], src.st)
                           for src in base.src])
             arg = base.arg
             part: tuple = (base.op, repr(arg) if type(arg) is float else arg,  # -0.0 is not 0.0
