@@ -66,9 +66,9 @@ class ElementwiseMixin(TensorMixin):
         if reverse:
             x, y = y, x
         if match_dtype:  # an operand already of `dtype` goes in as it is: no Same node
-            x = x if x.dtype == dtype else x.cast(dtype)
-            y = y if y.dtype == dtype else y.cast(dtype)
-        if x.shape == y.shape:
+            x = x if x.lazydata.dtype is dtype or x.dtype == dtype else x.cast(dtype)
+            y = y if y.lazydata.dtype is dtype or y.dtype == dtype else y.cast(dtype)
+        if x.lazydata.shape == y.lazydata.shape:
             return x, y
         shape = broadcast_shape(x.shape, y.shape)
         return x._broadcast_to(shape), y._broadcast_to(shape)

@@ -320,8 +320,10 @@ def _si(n: float) -> str:
 
 def realize(outs: list[LazyBuffer]) -> None:
     """Schedule and run everything needed for `outs`."""
-    if all(o.base.realized is not None for o in outs):  # `.numpy()` after `.realize()`
-        return  # (a realized base's index checks ran with it)
+    # all realized already (`.numpy()` after `.realize()`): nothing to schedule, since a
+    # realized base's index checks ran with it
+    if all([(o._base or o).realized is not None for o in outs]):
+        return
     schedule = create_schedule(outs)
     if schedule:
         Stats.schedules += 1
