@@ -184,22 +184,22 @@ def _programs(schedule: list[ScheduleItem]) -> list[tuple[ProgramSpec, Program] 
     once: the programs not in memory are made together (`prepare`), so they compile in
     parallel."""
     found: list[tuple[ProgramSpec, Program] | None] = []
-    missing = []
+    missing: list[tuple[int, tuple]] = []  # (position in the schedule, (device, ast))
     for item in schedule:
         program = None
         if item.ast is not None and 0 not in item.out.shape:
             key = (item.out.device, item.ast)
             program = _PROGRAMS.get(key)
             if program is None:
-                missing.append(key)
+                missing.append((len(found), key))
             else:
                 _PROGRAMS.move_to_end(key)
         found.append(program)
-    if not missing:
-        return found
-    prepare([(ast, device) for device, ast in missing])
-    return [_PROGRAMS[(item.out.device, item.ast)] if item.ast is not None and program is None
-            and 0 not in item.out.shape else program for item, program in zip(schedule, found)]
+    if missing:
+        prepare([(ast, device) for _, (device, ast) in missing])
+        for i, key in missing:  # prepare keeps at least the programs it was asked for
+            found[i] = _PROGRAMS[key]
+    return found
 
 
 def _allocate(out: LazyBuffer) -> Buffer:
