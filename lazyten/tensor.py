@@ -182,7 +182,11 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, ReduceM
         return out
 
     def detach(self) -> Tensor:
-        return Tensor(self.lazydata, device=self.device, requires_grad=False)
+        """The same value outside the autograd graph (optimisers detach every parameter
+        and gradient on every step, so this skips __init__'s argument checks)."""
+        out = Tensor._wrap(self.lazydata)
+        out.requires_grad = False
+        return out
 
     def clone(self) -> Tensor:
         """A copy in its own memory (gradients flow through, as in PyTorch)."""
