@@ -79,7 +79,9 @@ class LazyBuffer:
         all_srcs = (self,) + srcs
         for s in srcs:
             assert s.shape == self.shape, f"elementwise {op} on shapes {[x.shape for x in all_srcs]}"
-        if op is UnaryOps.CAST:
+        if op in _OWN_DTYPE:  # the common case: the result has the first source's dtype
+            dtype = self.dtype
+        elif op is UnaryOps.CAST:
             dtype = arg[0]
         elif op in (BinaryOps.CMPLT, BinaryOps.CMPNE):
             dtype = dtypes.bool
@@ -192,6 +194,13 @@ class LazyBuffer:
     def allocate(self) -> Buffer:
         """Create (not yet fill) this base's device buffer."""
         return Buffer(get_runtime(self.device), prod(self.shape), self.dtype)
+
+
+# elementwise ops whose result has their first source's dtype (a set: an enum member's
+# class lookup costs more than a set probe, and `e` runs once per op)
+_OWN_DTYPE = frozenset(op for op in (*UnaryOps, *BinaryOps, *TernaryOps)
+                       if op not in (UnaryOps.CAST, BinaryOps.CMPLT, BinaryOps.CMPNE,
+                                     TernaryOps.WHERE))
 
 
 class _Assigns(threading.local):
