@@ -38,7 +38,8 @@ class ElementwiseMixin(TensorMixin):
     """Arithmetic, comparisons, logic and activation functions."""
 
     # ---- broadcasting ----
-    def _to_tensor(self, other, dtype):
+    def _to_tensor(self, other, dtype, shape: tuple[int, ...] = ()):
+        """`other` as a Tensor: a Python number becomes a constant of `shape`."""
         tensor_type = type(self)
         if isinstance(other, tensor_type):
             return other
@@ -46,25 +47,28 @@ class ElementwiseMixin(TensorMixin):
             other = getattr(other, "item", lambda: other)()
             if not isinstance(other, (bool, int, float)):
                 raise TypeError(f"cannot combine a Tensor with {type(other).__name__}")
-        return tensor_type._wrap(LazyBuffer.const_like(other, (), dtype, self.device))
+        return tensor_type._wrap(LazyBuffer.const_like(other, shape, dtype, self.device))
 
     def _broadcasted(self, other, reverse: bool = False, match_dtype: bool = True):
         """(x, y) broadcast to one shape (and promoted to one dtype)."""
         tensor_type = type(self)
         if isinstance(other, tensor_type):
-            if other.device != self.device:
+            if other.lazydata.device != self.lazydata.device:
                 raise ValueError(f"tensors on different devices: {self.device} and {other.device}")
-            dtype = promote(self.dtype, other.dtype)
+            dtype = promote(self.lazydata.dtype, other.lazydata.dtype)
+            x, y = self, other
         else:
             if not isinstance(other, (bool, int, float)) and hasattr(other, "item"):
                 other = other.item()  # a numpy scalar acts as a Python number, as in PyTorch
             dtype = scalar_result(self.dtype, other)
-        x, y = self, self._to_tensor(other, dtype)
+            # a number is made at this tensor's shape at once (what broadcasting would give)
+            x, y = self, self._to_tensor(other, dtype, self.shape)
         if reverse:
             x, y = y, x
-        if match_dtype:
-            x, y = x.cast(dtype), y.cast(dtype)
-        if x.shape == y.shape:
+        if match_dtype:  # an operand already of `dtype` goes in as it is: no Same node
+            x = x if x.lazydata.dtype is dtype or x.dtype == dtype else x.cast(dtype)
+            y = y if y.lazydata.dtype is dtype or y.dtype == dtype else y.cast(dtype)
+        if x.lazydata.shape == y.lazydata.shape:
             return x, y
         shape = broadcast_shape(x.shape, y.shape)
         return x._broadcast_to(shape), y._broadcast_to(shape)

@@ -57,9 +57,11 @@ class LazyBuffer:
     @staticmethod
     def const_like(value, shape: tuple[int, ...], dtype: DType, device: str) -> LazyBuffer:
         """A constant broadcast to `shape`: a scalar base viewed with zero strides."""
-        value = _coerce(value, dtype)
-        scalar = LazyBuffer.loadop(LoadOps.CONST, (), dtype, device, value)
-        return scalar.reshape((1,) * len(shape)).expand(shape)
+        scalar = LazyBuffer.loadop(LoadOps.CONST, (), dtype, device, _coerce(value, dtype))
+        if not shape:
+            return scalar
+        # one view of the scalar, not a view of a view (the trackers are memoised)
+        return scalar._view(scalar.st.reshape((1,) * len(shape)).expand(shape))
 
     @staticmethod
     def from_buffer(buffer: Buffer, shape: tuple[int, ...]) -> LazyBuffer:
@@ -77,7 +79,9 @@ class LazyBuffer:
         all_srcs = (self,) + srcs
         for s in srcs:
             assert s.shape == self.shape, f"elementwise {op} on shapes {[x.shape for x in all_srcs]}"
-        if op is UnaryOps.CAST:
+        if op in _OWN_DTYPE:  # the common case: the result has the first source's dtype
+            dtype = self.dtype
+        elif op is UnaryOps.CAST:
             dtype = arg[0]
         elif op in (BinaryOps.CMPLT, BinaryOps.CMPNE):
             dtype = dtypes.bool
@@ -85,7 +89,9 @@ class LazyBuffer:
             dtype = srcs[0].dtype
         else:
             dtype = self.dtype
-        return LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), dtype, op, all_srcs, arg)
+        # a base's tracker is already the contiguous one of its shape
+        st = self.st if self._base is None else ShapeTracker.from_shape(self.shape)
+        return LazyBuffer(self.device, st, dtype, op, all_srcs, arg)
 
     def pending_checks(self) -> tuple[LazyBuffer, ...]:
         """The unrealized index checks (index_check.py) anywhere in this buffer's graph:
@@ -188,6 +194,13 @@ class LazyBuffer:
     def allocate(self) -> Buffer:
         """Create (not yet fill) this base's device buffer."""
         return Buffer(get_runtime(self.device), prod(self.shape), self.dtype)
+
+
+# elementwise ops whose result has their first source's dtype (a set: an enum member's
+# class lookup costs more than a set probe, and `e` runs once per op)
+_OWN_DTYPE = frozenset(op for op in (*UnaryOps, *BinaryOps, *TernaryOps)
+                       if op not in (UnaryOps.CAST, BinaryOps.CMPLT, BinaryOps.CMPNE,
+                                     TernaryOps.WHERE))
 
 
 class _Assigns(threading.local):

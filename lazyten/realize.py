@@ -159,9 +159,8 @@ def _write_stages(directory: str, name: str, ast, stages: dict[str, str]) -> Non
 def run_schedule(schedule: list[ScheduleItem]) -> None:
     """Execute schedule items in order and mark their outputs realized. The schedule is
     consumed: each item lets go of its inputs once it has run (see `_keep_old_value`)."""
-    prepare([(item.ast, item.out.device) for item in schedule
-             if item.ast is not None and prod(item.out.shape) > 0])
-    for item in schedule:
+    programs = _programs(schedule)
+    for item, found in zip(schedule, programs):
         out = item.out
         if item.ast is None:
             if out.op is LoadOps.COPY:
@@ -170,7 +169,7 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
             elif out.realized is None:
                 out.realized = _allocate(out)
         else:
-            _run_kernel(item)
+            _run_kernel(item, found)
             if out.index_check is not None:  # raise before anything reads bad indices
                 if Capture.items is not None:
                     Capture.items.append(Launch(None, partial(raise_if_bad, out.index_check),
@@ -178,6 +177,29 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
                 verify(out)
         out.src, out.arg = (), None  # drop the graph so its buffers can be freed
         item.inputs = []
+
+
+def _programs(schedule: list[ScheduleItem]) -> list[tuple[ProgramSpec, Program] | None]:
+    """Each item's compiled program (None for host steps and empty outputs), looked up
+    once: the programs not in memory are made together (`prepare`), so they compile in
+    parallel."""
+    found: list[tuple[ProgramSpec, Program] | None] = []
+    missing: list[tuple[int, tuple]] = []  # (position in the schedule, (device, ast))
+    for item in schedule:
+        program = None
+        if item.ast is not None and 0 not in item.out.shape:
+            key = (item.out.device, item.ast)
+            program = _PROGRAMS.get(key)
+            if program is None:
+                missing.append((len(found), key))
+            else:
+                _PROGRAMS.move_to_end(key)
+        found.append(program)
+    if missing:
+        prepare([(ast, device) for _, (device, ast) in missing])
+        for i, key in missing:  # prepare keeps at least the programs it was asked for
+            found[i] = _PROGRAMS[key]
+    return found
 
 
 def _allocate(out: LazyBuffer) -> Buffer:
@@ -190,15 +212,18 @@ def _allocated(buffer: Buffer) -> Buffer:
     return buffer
 
 
-def _run_kernel(item: ScheduleItem) -> None:
+def _run_kernel(item: ScheduleItem, found: tuple[ProgramSpec, Program] | None) -> None:
     out = item.out
-    if prod(out.shape) == 0:  # nothing to compute: the output gets its (empty) memory
+    if found is None:  # nothing to compute: the output gets its (empty) memory
         out.realized = _keep_old_value(out) if out.op is LoadOps.ASSIGN else _allocate(out)
         return
-    spec, program = get_program(item.ast, out.device)
     buffers = [b.realized for b in item.inputs]
     out.realized = _keep_old_value(out) if out.op is LoadOps.ASSIGN else _allocate(out)
-    _record_and_run(Launch(spec, program, [out.realized] + buffers))
+    buffers.insert(0, out.realized)
+    if Capture.items is None:  # not recording: launch straight away
+        launch(found[0], found[1], buffers, out.device)
+    else:
+        _record_and_run(Launch(found[0], found[1], buffers))
 
 
 def _record_and_run(step: Launch) -> None:
@@ -295,6 +320,10 @@ def _si(n: float) -> str:
 
 def realize(outs: list[LazyBuffer]) -> None:
     """Schedule and run everything needed for `outs`."""
+    # all realized already (`.numpy()` after `.realize()`): nothing to schedule, since a
+    # realized base's index checks ran with it
+    if all([(o._base or o).realized is not None for o in outs]):
+        return
     schedule = create_schedule(outs)
     if schedule:
         Stats.schedules += 1

@@ -254,47 +254,62 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
     Dtypes go in by name (graph dtypes are scalars, and a str hashes faster than a
     DType). The key is None for graphs with copies; an op argument that cannot be
     hashed makes the lookup raise TypeError."""
-    index: dict[int, int] = {}
+    # one pass over the graph per realize, so written for speed: bases are dict keys by
+    # identity, `_base or lb` is `lb.base` without a property call, and a base is pushed
+    # twice, under `_FINISH`, to number it after its sources
+    index: dict[LazyBuffer, int] = {}
     nodes: list[LazyBuffer] = []
     parts: list[tuple] = []
-    stack = [(o.base, False) for o in reversed(outs)]
+    stack: list = [o._base or o for o in reversed(outs)]
     while stack:  # iterative post-order, like _Graph
-        base, done = stack.pop()
-        if id(base) in index:
+        base = stack.pop()
+        if base is _FINISH:
+            base = stack.pop()
+            if base in index:
+                continue
+            # a source that is a base is its number; a view is (its base's number, view)
+            srcs = tuple([index[src] if src._base is None else (index[src._base], src.st)
+                          for src in base.src])
+            arg = base.arg
+            part: tuple = (base.op, repr(arg) if type(arg) is float else arg,  # -0.0 is not 0.0
+                           base.shape, base.dtype.name, base.device, srcs)
+            if base.checks:
+                part += (tuple([index[flag] for flag in base.checks]),)
+        elif base in index:
             continue
-        if base.realized is not None:
-            part: tuple = ("buffer", base.shape, base.dtype.name, base.device)
-        elif not done:
+        elif base.realized is not None:
+            part = ("buffer", base.shape, base.dtype.name, base.device)
+        else:
             if base.op in _UNCACHED:
                 return None, nodes
-            stack.append((base, True))
-            stack.extend([(src.base, False) for src in reversed(base.src)])
-            stack.extend([(flag, False) for flag in base.checks])
-            continue
-        else:
-            srcs = tuple([(index[id(src.base)], None if src._base is None else src.st)
-                          for src in base.src])
-            arg = repr(base.arg) if type(base.arg) is float else base.arg  # -0.0 is not 0.0
-            part = (base.op, arg, base.shape, base.dtype.name, base.device, srcs)
+            stack.append(base)
+            stack.append(_FINISH)
+            stack.extend([src._base or src for src in reversed(base.src)])
             if base.checks:
-                part += (tuple([index[id(flag)] for flag in base.checks]),)
-        index[id(base)] = len(nodes)
+                stack.extend(base.checks)
+            continue
+        index[base] = len(nodes)
         nodes.append(base)
         parts.append(part)
-    return (tuple(parts), tuple(index[id(o.base)] for o in outs)), nodes
+    return (tuple(parts), tuple([index[o._base or o] for o in outs])), nodes
+
+
+_FINISH = object()  # on _signature's stack: the base below it has its sources numbered
 
 
 def _template(items: list[ScheduleItem], nodes: list[LazyBuffer]) -> list[tuple]:
-    """Items with buffers as positions in `nodes`, or ("new", j) for the j-th copy the
-    scheduler made (a pack panel, an assign target's old value: a fresh buffer each
+    """Items with buffers as positions: i >= 0 for nodes[i], ~j (< 0) for the j-th copy
+    the scheduler made (a pack panel, an assign target's old value: a fresh buffer each
     time the schedule is reused): (ast, out, inputs, how to make the fresh output or
     None)."""
-    index = {id(n): ("node", i) for i, n in enumerate(nodes)}
+    index = {id(n): i for i, n in enumerate(nodes)}
     out: list[tuple] = []
+    fresh = 0
     for item in items:
         new = None
         if id(item.out) not in index:
-            index[id(item.out)] = ("new", sum(t[3] is not None for t in out))
+            index[id(item.out)] = ~fresh
+            fresh += 1
             new = (item.out.device, item.out.shape, item.out.dtype, item.out.op,
                    index[id(item.out.src[0].base)])
         out.append((item.ast, index[id(item.out)], [index[id(b)] for b in item.inputs], new))
@@ -303,15 +318,17 @@ def _template(items: list[ScheduleItem], nodes: list[LazyBuffer]) -> list[tuple]
 
 def _rebind(template: list[tuple], nodes: list[LazyBuffer]) -> list[ScheduleItem]:
     fresh: list[LazyBuffer] = []
-
-    def get(ref):
-        return nodes[ref[1]] if ref[0] == "node" else fresh[ref[1]]
     items = []
     for ast, out, inputs, new in template:
         if new is not None:
             device, shape, dtype, op, src = new
-            fresh.append(LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, op, (get(src),)))
-        items.append(ScheduleItem(ast, get(out), [get(r) for r in inputs]))
+            fresh.append(LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, op,
+                                    (nodes[src] if src >= 0 else fresh[~src],)))
+        if fresh:
+            items.append(ScheduleItem(ast, nodes[out] if out >= 0 else fresh[~out],
+                                      [nodes[r] if r >= 0 else fresh[~r] for r in inputs]))
+        else:  # most schedules make no copies: every buffer is a node of the graph
+            items.append(ScheduleItem(ast, nodes[out], [nodes[r] for r in inputs]))
     return items
 
 

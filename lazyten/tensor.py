@@ -182,7 +182,11 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, ReduceM
         return out
 
     def detach(self) -> Tensor:
-        return Tensor(self.lazydata, device=self.device, requires_grad=False)
+        """The same value outside the autograd graph (optimisers detach every parameter
+        and gradient on every step, so this skips __init__'s argument checks)."""
+        out = Tensor._wrap(self.lazydata)
+        out.requires_grad = False
+        return out
 
     def clone(self) -> Tensor:
         """A copy in its own memory (gradients flow through, as in PyTorch)."""
@@ -228,10 +232,13 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, ReduceM
     def apply(self, fn: type[Function], *others: Tensor, **kwargs) -> Tensor:
         """Run an autograd Function with this tensor (and `others`) as inputs."""
         tensors = (self,) + others
-        record = not Tensor.no_grad  # forward saves what backward needs only if recording
+        # forward saves what backward needs only if recording (the switch's variable is
+        # read directly: this runs once per op)
+        record = not _NO_GRAD.get()
         ctx = fn([record and bool(t.requires_grad) for t in tensors])
-        out = Tensor._wrap(ctx.forward(*[t.lazydata for t in tensors], **kwargs))
-        if ctx.requires_grad and out.dtype.is_float:  # as in PyTorch: only floats have grads
+        lazy = ctx.forward(*[t.lazydata for t in tensors], **kwargs)
+        out = Tensor._wrap(lazy)
+        if ctx.requires_grad and lazy.dtype.is_float:  # as in PyTorch: only floats have grads
             out.requires_grad, out._ctx, out._parents = True, ctx, tensors
             ctx.versions = tuple([t._version for t in tensors])  # see autograd.engine.inputs
         return out

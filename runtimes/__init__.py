@@ -42,6 +42,8 @@ def _canonical(device: str) -> str:
 
 def get_runtime(device: str) -> Runtime:
     """The Runtime for a device, created on first use."""
+    if type(device) is str and device in _OPEN:  # an open device by its canonical name
+        return _OPEN[device]
     device = canonical(device)
     if device not in _OPEN:
         module = importlib.import_module(RUNTIMES[device.split(":")[0]])

@@ -66,17 +66,23 @@ class CPUProgram(Program):
         if self.threaded:
             self.pieces = host.piece_loop(len(spec.buf_dtypes))
         self.work = max(spec.flops, spec.mem_bytes // 4)
+        # too little work for two threads whatever THREADS says: decided once, here
+        self.serial = self.work < 2 * _MIN_WORK_PER_THREAD
 
     def __call__(self, *bufs, global_size, local_size, wait=False):
         ptrs = [b[1] for b in bufs]
-        start, n = time.perf_counter(), global_size[0]
-        threads = min(getenv("THREADS", _CPUS), n) if self.threaded else 1
+        start = time.perf_counter() if wait else 0.0
         if not self.threaded:
             self.fn(*ptrs)
-        elif threads <= 1 or self.work < threads * _MIN_WORK_PER_THREAD:
-            self.fn(*ptrs, 0, n)
+        elif self.serial:
+            self.fn(*ptrs, 0, global_size[0])
         else:
-            self.run_pieces(ptrs, n, min(n, threads * _CHUNKS_PER_THREAD), threads - 1)
+            n = global_size[0]
+            threads = min(getenv("THREADS", _CPUS), n)
+            if threads <= 1 or self.work < threads * _MIN_WORK_PER_THREAD:
+                self.fn(*ptrs, 0, n)
+            else:
+                self.run_pieces(ptrs, n, min(n, threads * _CHUNKS_PER_THREAD), threads - 1)
         return time.perf_counter() - start if wait else None
 
     def run_pieces(self, ptrs: list[int], n: int, chunks: int, helpers: int) -> None:

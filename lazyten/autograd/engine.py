@@ -77,7 +77,7 @@ def toposort(root: Any) -> list[Any]:
             continue
         seen.add(id(node))
         stack.append((node, True))
-        stack.extend((p, False) for p in inputs(node) if p._ctx is not None or p.requires_grad)
+        stack.extend([(p, False) for p in inputs(node) if p._ctx is not None or p.requires_grad])
     return order
 
 
@@ -85,8 +85,8 @@ def inputs(node: Any) -> tuple[Any, ...]:
     """The tensors `node` was computed from, as they were then: a parent updated in place
     since (inplace.py) is replaced by its value of that time."""
     versions = getattr(node._ctx, "versions", None)
-    if versions is None or all(p._version == v for p, v in zip(node._parents, versions)):
-        return node._parents
+    if versions is None or tuple([p._version for p in node._parents]) == versions:
+        return node._parents  # (versions has one entry per parent)
     out = []
     for parent, version in zip(node._parents, versions):
         while parent._version != version:
