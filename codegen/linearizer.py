@@ -324,6 +324,8 @@ class Linearizer:
         if acc is None:  # defined once the value's lanes are known; it lands before the loops
             acc = self.g.add(UOps.DEFINE_ACC, value.dtype, (), init,
                              extra_loops=frozenset(self.global_loops))
+        else:  # the peeled step: a load that reads nothing there is one scalar zero
+            value = self.widen(value, dtype_of(acc).count)
         current = self.g.add(UOps.ACC_READ, acc.dtype, (acc,), None, extra_loops=frozenset(loops))
         # an untiled reduce may be reassociated: split into vector lanes and partial sums.
         # A tiled one already has independent accumulators; its vectors run across the tile
