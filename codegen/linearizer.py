@@ -20,8 +20,8 @@ from codegen.ops import (BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, O
                          TernaryOps, UnaryOps)
 from codegen.opt import optimize
 from codegen.opt.gpu import hardware_dims
-from codegen.shape.symbolic import (AndNode, DivNode, LtNode, ModNode, MulNode, Node,
-                                    NumNode, RenderOps, SumNode, Variable)
+from codegen.index_render import NODE_OPS, as_bool
+from codegen.shape.symbolic import Node, NumNode, Variable
 from codegen.target import Target
 from codegen.uops import UOp, UOpGraph, UOps, dtype_of
 
@@ -206,7 +206,7 @@ class Linearizer:
                                           self.extract(value, k)))
 
     def render_index(self, node: Node) -> UOp:
-        out: UOp = node.render(_NODE_OPS, self)
+        out: UOp = node.render(NODE_OPS, self)
         return out
 
     def emit(self, node: LazyOp) -> UOp:
@@ -266,7 +266,7 @@ class Linearizer:
         zero = self.const(0, arg.dtype) if arg.dtype != dtypes.bool else self.const(False, arg.dtype)
         if valid.min == valid.max == 0:
             return zero
-        gate = None if valid.min == 1 else _as_bool(self.render_index(valid), self)
+        gate = None if valid.min == 1 else as_bool(self.render_index(valid), self)
         if isinstance(arg, ConstBuffer):
             value = self.const(arg.val, arg.dtype)
             return value if gate is None else self.alu(TernaryOps.WHERE, arg.dtype, gate, value, zero)
@@ -349,8 +349,8 @@ class Linearizer:
         """Where `valid` holds: one bool, or one per lane when it depends on the lane."""
         lane = self.lane
         if lane is None or lane not in valid.vars():
-            return _as_bool(self.render_index(valid), self)
-        return self.vectorize([_as_bool(self.render_index(valid.substitute({lane: k})), self)
+            return as_bool(self.render_index(valid), self)
+        return self.vectorize([as_bool(self.render_index(valid.substitute({lane: k})), self)
                                for k in range(self.lanes)])
 
     def _across_lanes(self, op: BinaryOps, acc: UOp) -> UOp:
@@ -398,56 +398,3 @@ def _identity(op: Op, dtype: DType) -> Any:
     if dtype == dtypes.bool:
         return bool(init)
     return float(init) if dtype.is_float else init
-
-
-def _floor_shift(node: DivNode | ModNode, ctx: Linearizer) -> tuple[UOp, int]:
-    """Render `node.a` shifted by k*b >= 0 so C-style (truncating) div/mod act as floor."""
-    k = -(node.a.min // node.b) if node.a.min < 0 else 0
-    return ctx.render_index(node.a + k * node.b), k
-
-
-def _div(node: DivNode, ops: RenderOps, ctx: Linearizer) -> UOp:
-    a, k = _floor_shift(node, ctx)
-    q = ctx.alu(BinaryOps.IDIV, ctx.idx_dtype, a, ctx.const(node.b))
-    return q if k == 0 else ctx.alu(BinaryOps.ADD, ctx.idx_dtype, q, ctx.const(-k))
-
-
-def _mod(node: ModNode, ops: RenderOps, ctx: Linearizer) -> UOp:
-    a, _ = _floor_shift(node, ctx)
-    return ctx.alu(BinaryOps.MOD, ctx.idx_dtype, a, ctx.const(node.b))
-
-
-def _sum(node: SumNode, ops: RenderOps, ctx: Linearizer) -> UOp:
-    parts: list[UOp] = [n.render(ops, ctx) for n in node.nodes]
-    out = parts[0]
-    for p in parts[1:]:
-        out = ctx.alu(BinaryOps.ADD, ctx.idx_dtype, out, p)
-    return out
-
-
-def _and(node: AndNode, ops: RenderOps, ctx: Linearizer) -> UOp:
-    parts = [_as_bool(n.render(ops, ctx), ctx) for n in node.nodes]
-    out = parts[0]
-    for p in parts[1:]:
-        out = ctx.alu(BinaryOps.AND, dtypes.bool, out, p)
-    return out
-
-
-def _as_bool(x: UOp, ctx: Linearizer) -> UOp:
-    if x.dtype == dtypes.bool:
-        return x
-    return ctx.alu(BinaryOps.CMPNE, dtypes.bool, x, ctx.const(0))
-
-
-_NODE_OPS: RenderOps = {
-    NumNode: lambda n, ops, ctx: ctx.const(n.b),
-    Variable: lambda n, ops, ctx: ctx.vars[n.expr],
-    MulNode: lambda n, ops, ctx: ctx.alu(BinaryOps.MUL, ctx.idx_dtype, n.a.render(ops, ctx),
-                                         ctx.const(n.b)),
-    DivNode: _div,
-    ModNode: _mod,
-    SumNode: _sum,
-    LtNode: lambda n, ops, ctx: ctx.alu(BinaryOps.CMPLT, dtypes.bool, n.a.render(ops, ctx),
-                                        ctx.const(n.b)),
-    AndNode: _and,
-}
