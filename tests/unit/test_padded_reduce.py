@@ -179,3 +179,12 @@ def test_a_padded_reduce_inside_an_outer_reduce_loop():
     k = lowered(out)
     assert k.padded and len(k.reduce_shape) == 2, k.applied
     np.testing.assert_allclose(out.numpy(), x.sum(axis=(0, 2)), rtol=1e-5, atol=1e-4)
+
+
+def test_special_values_in_the_last_partial_vector():
+    """NaN, inf and -inf in the peeled step and in the loop propagate as numpy's do."""
+    x = rnd((8, 1000))
+    x[0, -1], x[1, 500], x[2, -1], x[3, -3], x[4, :] = np.nan, np.nan, np.inf, -np.inf, -np.inf
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_equal(Tensor(x).amax(-1).numpy(), x.max(-1))
+        np.testing.assert_allclose(Tensor(x).sum(-1).numpy(), x.sum(-1), rtol=1e-5)
