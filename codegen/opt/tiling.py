@@ -166,8 +166,8 @@ def reduce_lanes(k: Kernel, target: Target) -> list[Opt]:
         return []
     size = k.full_shape[axis]
     lanes, pad = _reduce_lane_width(size, target)
-    opts = [Opt(OptOps.PAD, axis, lanes, f"{size} is no multiple of {lanes}: pad the last vector")] \
-        if pad else []
+    why = f"{size} is no multiple of {lanes}: pad the last vector"
+    opts = [Opt(OptOps.PAD, axis, lanes, why)] if pad else []
     opts.append(Opt(OptOps.REDUCE_LANES, axis, lanes, "an input is contiguous along the reduce"))
     t = k.copy()
     for opt in opts:
