@@ -27,6 +27,7 @@ class OptOps(Enum):
     MERGE = auto()         # merge `axis` with axis + 1 (both walked contiguously)
     UPCAST = auto()        # split global `axis` by `amount`; the new axis is unrolled in registers
     LANES = auto()         # the last upcast axis (`amount` wide) becomes vector lanes
+    PAD = auto()           # pad the innermost reduce axis to a multiple of `amount` (identity)
     REDUCE_LANES = auto()  # split the innermost reduce axis: `amount` lanes across it
     OUTER = auto()         # move `axis` outermost (the loop the threads split)
     GROUP = auto()         # GPU: one work-group of `amount` work-items per output reduces together
@@ -57,6 +58,10 @@ class OptError(ValueError):
     """A decision that does not apply to this kernel (the passes never make one)."""
 
 
+# the key of the tracker whose validity says which reduce elements are real, after a PAD
+REDUCE_VALID = 0
+
+
 def leaves(ast: LazyOp) -> list[LazyOp]:
     return [n for n in ast.walk() if n.op in (BufferOps.LOAD, BufferOps.CONST, BufferOps.STORE)]
 
@@ -78,6 +83,7 @@ class Kernel:
         self.upcasts: list[int] = []  # sizes of the trailing axes unrolled into registers
         self.lanes = 0                # > 1: the last upcast axis is vector lanes this wide
         self.reduce_lanes = False     # the lane axis is a reduce axis (summed after the loops)
+        self.padded = False           # the innermost reduce axis was padded (sts[REDUCE_VALID])
         self.group = 0                # GPU: work-items per work-group of a group reduce
         self.local: dict[int, int] = {}  # GPU: hardware dim -> work-group size
         self.flat = False             # GPU: all global axes in hardware dim 0
@@ -144,15 +150,16 @@ class Kernel:
         return True
 
     def _move(self, fn_full: Callable[[ShapeTracker], ShapeTracker],
-              fn_out: Callable[[ShapeTracker], ShapeTracker], merged: int | None = None) -> None:
+              fn_out: Callable[[ShapeTracker], ShapeTracker], merged: int | None = None,
+              grow: bool = False) -> None:
         """Apply a movement to every tracker, or raise OptError if a tracker would grow a
-        view or, for a merge, the merged axis would not read every multi-view tracker
-        affinely: merging the rows of an upsampled view (y // 2, x // 2) turns its index
-        into a div/mod tangle that no vector lane can follow."""
+        view (unless `grow`: splitting a padded axis) or, for a merge, the merged axis would
+        not read every multi-view tracker affinely: merging the rows of an upsampled view
+        (y // 2, x // 2) turns its index into a div/mod tangle that no vector lane can follow."""
         new = {}
         for key, st in self.sts.items():
             moved = fn_full(st) if key in self.pre else fn_out(st)
-            if len(moved.views) > len(st.views):
+            if len(moved.views) > len(st.views) and not grow:
                 raise OptError(f"a view of leaf {key} does not survive the movement")
             if merged is not None and len(moved.views) > 1 and \
                     moved.real_strides(ignore_valid=True)[merged] is None:
@@ -160,8 +167,9 @@ class Kernel:
             new[key] = moved
         self.sts = new
 
-    def _reshape(self, full: tuple[int, ...], out: tuple[int, ...], merged: int | None = None) -> None:
-        self._move(lambda st: st.reshape(full), lambda st: st.reshape(out), merged)
+    def _reshape(self, full: tuple[int, ...], out: tuple[int, ...], merged: int | None = None,
+                 grow: bool = False) -> None:
+        self._move(lambda st: st.reshape(full), lambda st: st.reshape(out), merged, grow)
         self.full_shape, self.out_shape = full, out
 
     def _permute(self, order: tuple[int, ...]) -> None:
@@ -186,6 +194,8 @@ def _merge(k: Kernel, opt: Opt) -> None:
     i, full, out = opt.axis, k.full_shape, k.out_shape
     if not 0 <= i < len(full) - 1 or (full[i] == out[i]) != (full[i + 1] == out[i + 1]):
         raise OptError(f"axes {i} and {i + 1} of {full} are not both global or both reduce")
+    if k.padded and full[i] != out[i]:
+        raise OptError("a padded reduce keeps its axes: its last step is the partial one")
     k._reshape(full[:i] + (full[i] * full[i + 1],) + full[i + 2:],
                out[:i] + (out[i] * out[i + 1],) + out[i + 2:], merged=i)
     k.name_shape = k._split_shape()
@@ -214,6 +224,23 @@ def _lanes(k: Kernel, opt: Opt) -> None:
     k.lanes = opt.amount
 
 
+def _pad(k: Kernel, opt: Opt) -> None:
+    """Pad the innermost reduce axis up to a multiple of `amount`, so that it splits into
+    whole vectors. The loads under the reduce read nothing in the padding; the tracker
+    kept at REDUCE_VALID says where the reduce's input is real, so the linearizer adds
+    the reduce's identity there instead."""
+    axis, amount = k.n_global + k.n_reduce - 1, opt.amount
+    if k.lanes or k.padded or not k.n_reduce or k.group or amount < 2 or \
+            axis != opt.axis or k.full_shape[axis] % amount == 0:
+        raise OptError(f"cannot pad reduce axis {opt.axis} of {k.full_shape} to {amount}")
+    arg = tuple((0, -size % amount if i == axis else 0) for i, size in enumerate(k.full_shape))
+    k.sts[REDUCE_VALID] = ShapeTracker.from_shape(k.full_shape)
+    k.pre = k.pre | {REDUCE_VALID}
+    k._move(lambda st: st.pad(arg), lambda st: st)
+    k.full_shape = tuple(s + a for s, (_, a) in zip(k.full_shape, arg))
+    k.padded = True
+
+
 def _reduce_lanes(k: Kernel, opt: Opt) -> None:
     """Split the innermost reduce axis into (size // lanes, lanes) and make the lanes the
     last axis; a size-1 reduce axis left behind would pass for an output, so a reduce
@@ -223,7 +250,8 @@ def _reduce_lanes(k: Kernel, opt: Opt) -> None:
         raise OptError(f"cannot take {lanes} reduce lanes from {k.full_shape}")
     full, out = k.full_shape, k.out_shape
     if full[axis] > lanes:
-        k._reshape(_split(full, axis, lanes), out[:axis] + (1, 1) + out[axis + 1:])
+        k._reshape(_split(full, axis, lanes), out[:axis] + (1, 1) + out[axis + 1:],
+                   grow=k.padded)
         axis += 1
     k._permute(tuple(i for i in range(len(k.full_shape)) if i != axis) + (axis,))
     k.upcasts.append(lanes)
@@ -237,7 +265,7 @@ def _outer(k: Kernel, opt: Opt) -> None:
 
 
 def _group(k: Kernel, opt: Opt) -> None:
-    if k.reduceop is None or opt.amount < 2 or opt.amount & (opt.amount - 1):
+    if k.reduceop is None or k.padded or opt.amount < 2 or opt.amount & (opt.amount - 1):
         raise OptError(f"a group reduce needs a reduce and a power of two, got {opt.amount}")
     k.group = opt.amount
 
@@ -252,5 +280,5 @@ def _flatten(k: Kernel, opt: Opt) -> None:
 
 _APPLY: dict[OptOps, Callable[[Kernel, Opt], None]] = {
     OptOps.SQUEEZE: _squeeze, OptOps.MERGE: _merge, OptOps.UPCAST: _upcast,
-    OptOps.LANES: _lanes, OptOps.REDUCE_LANES: _reduce_lanes, OptOps.OUTER: _outer,
-    OptOps.GROUP: _group, OptOps.LOCAL: _local, OptOps.FLATTEN: _flatten}
+    OptOps.LANES: _lanes, OptOps.PAD: _pad, OptOps.REDUCE_LANES: _reduce_lanes,
+    OptOps.OUTER: _outer, OptOps.GROUP: _group, OptOps.LOCAL: _local, OptOps.FLATTEN: _flatten}

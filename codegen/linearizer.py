@@ -14,14 +14,14 @@ from typing import Any
 
 from codegen.dtypes import DType, dtypes
 from codegen.helpers import prod
-from codegen.kernel import Kernel, Opt, leaves
+from codegen.kernel import REDUCE_VALID, Kernel, Opt, leaves
 from codegen.lanes import along_lanes, lane_window
 from codegen.ops import (BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, Op, ReduceOps,
                          TernaryOps, UnaryOps)
 from codegen.opt import optimize
 from codegen.opt.gpu import hardware_dims
-from codegen.shape.symbolic import (AndNode, DivNode, LtNode, ModNode, MulNode, Node,
-                                    NumNode, RenderOps, SumNode, Variable)
+from codegen.index_render import NODE_OPS, as_bool
+from codegen.shape.symbolic import Node, NumNode, Variable
 from codegen.target import Target
 from codegen.uops import UOp, UOpGraph, UOps, dtype_of
 
@@ -206,7 +206,7 @@ class Linearizer:
                                           self.extract(value, k)))
 
     def render_index(self, node: Node) -> UOp:
-        out: UOp = node.render(_NODE_OPS, self)
+        out: UOp = node.render(NODE_OPS, self)
         return out
 
     def emit(self, node: LazyOp) -> UOp:
@@ -258,10 +258,7 @@ class Linearizer:
     def _masked_load(self, arg: MemBuffer, start: Node, valid: Node) -> UOp:
         """Contiguous lanes whose validity depends on the lane (a padded row): one vector
         load that reads only the valid lanes (a vector gate; 0 in the others)."""
-        assert self.lane is not None
-        lane = self.lane
-        gate = self.vectorize([_as_bool(self.render_index(valid.substitute({lane: k})), self)
-                               for k in range(self.lanes)])
+        gate = self._gate(valid)
         return self.g.add(UOps.LOAD, arg.dtype.vec(self.lanes),
                           (self.bufs[arg.idx], self.render_index(start), gate))
 
@@ -269,7 +266,7 @@ class Linearizer:
         zero = self.const(0, arg.dtype) if arg.dtype != dtypes.bool else self.const(False, arg.dtype)
         if valid.min == valid.max == 0:
             return zero
-        gate = None if valid.min == 1 else _as_bool(self.render_index(valid), self)
+        gate = None if valid.min == 1 else as_bool(self.render_index(valid), self)
         if isinstance(arg, ConstBuffer):
             value = self.const(arg.val, arg.dtype)
             return value if gate is None else self.alu(TernaryOps.WHERE, arg.dtype, gate, value, zero)
@@ -277,48 +274,84 @@ class Linearizer:
         return self.g.add(UOps.LOAD, arg.dtype.vec(lanes) if lanes > 1 else arg.dtype, src)
 
     def _reduce(self, node: LazyOp, combos: list[tuple[int, ...]]) -> dict[tuple[int, ...], UOp]:
-        """One accumulator per upcast combination, all updated in the same reduce loops."""
-        g = self.g
+        """One accumulator per upcast combination, all updated in the same reduce loops. A
+        padded reduce (OptOps.PAD) runs its innermost loop one step short and takes the
+        last, partial step after it: the loop body has no masks."""
         src_dtype = self._dtype_of(node.src[0])
         acc_dtype = src_dtype.opmath  # 16-bit floats accumulate in float32
-        init = 0 if node.op is ReduceOps.SUM else dtypes.min(acc_dtype)
-        if acc_dtype == dtypes.bool:
-            init = bool(init)
-        elif acc_dtype.is_float:
-            init = float(init)
-        rsizes = self.k.reduce_shape
-        self.ridx = [Variable(f"ridx{j}", 0, s - 1) for j, s in enumerate(rsizes)]
-        if self.group is not None:
-            loops = [self._group_loop(rsizes)]
-        else:
-            loops = []
-            for j, s in enumerate(rsizes):
-                loop = g.add(UOps.LOOP, self.idx_dtype, (self.const(0), self.const(s)), f"ridx{j}")
-                loops.append(loop)
-                self.vars[f"ridx{j}"] = loop
         op = BinaryOps.ADD if node.op is ReduceOps.SUM else BinaryOps.MAX
-        # an untiled reduce may be reassociated: split into vector lanes and partial sums.
-        # A tiled one already has independent accumulators; its vectors run across the tile
-        reassoc = not self.k.upcasts
-        accs = []
-        for self.combo in combos:
-            self.cache = {}
-            value = self.cast(self.emit(node.src[0]), acc_dtype)
-            if self.reduce_lanes:
-                value = self.widen(value, self.lanes)
-            # defined once the value's lanes are known; it still lands before the reduce loops
-            acc = g.add(UOps.DEFINE_ACC, value.dtype, (), init,
-                        extra_loops=frozenset(self.global_loops))
-            accs.append(acc)
-            current = g.add(UOps.ACC_READ, acc.dtype, (acc,), None, extra_loops=frozenset(loops))
-            g.add(UOps.ACC_UPDATE, None, (acc, self.alu(op, acc_dtype, current, value)),
-                  reassoc)
+        rsizes = self.k.reduce_shape
+        peel = self.k.padded and self.group is None and bool(rsizes)
+        loops = self._reduce_loops(rsizes, peel)
+        accs = [self._accumulate(node, combo, op, acc_dtype, loops) for combo in combos]
+        if peel:  # the last step of the innermost loop, after it
+            self.g.end_loop(loops.pop())
+            self.ridx[-1] = NumNode(rsizes[-1] - 1)
+            for combo, acc in zip(combos, accs):
+                self._accumulate(node, combo, op, acc_dtype, loops, acc)
         for loop in reversed(loops):
-            g.end_loop(loop)
-        finals = [g.add(UOps.ACC_READ, acc.dtype, (acc,)) for acc in accs]
+            self.g.end_loop(loop)
+        finals = [self.g.add(UOps.ACC_READ, acc.dtype, (acc,)) for acc in accs]
         if self.reduce_lanes:
             finals = [self._across_lanes(op, acc) for acc in finals]
         return {c: self.cast(acc, src_dtype) for c, acc in zip(combos, finals)}
+
+    def _reduce_loops(self, rsizes: tuple[int, ...], peel: bool) -> list[UOp]:
+        """The reduce loops (a peeled innermost loop stops one step short) and their
+        index variables."""
+        ends = list(rsizes[:-1]) + [rsizes[-1] - peel] if rsizes else []
+        self.ridx = [Variable(f"ridx{j}", 0, max(s - 1, 0)) for j, s in enumerate(ends)]
+        if self.group is not None:
+            return [self._group_loop(rsizes)]
+        loops = []
+        for j, s in enumerate(ends):
+            loop = self.g.add(UOps.LOOP, self.idx_dtype, (self.const(0), self.const(s)), f"ridx{j}")
+            loops.append(loop)
+            self.vars[f"ridx{j}"] = loop
+        return loops
+
+    def _accumulate(self, node: LazyOp, combo: tuple[int, ...], op: BinaryOps, acc_dtype: DType,
+                    loops: list[UOp], acc: UOp | None = None) -> UOp:
+        """acc = op(acc, value) for one upcast copy, in the open reduce loops; the value is
+        the reduce's identity where a padded reduce reads padding. Defines acc if None."""
+        self.combo, self.cache = combo, {}
+        init = _identity(node.op, acc_dtype)
+        value = self.cast(self.emit(node.src[0]), acc_dtype)
+        if self.reduce_lanes:
+            value = self.widen(value, self.lanes)
+        if self.k.padded:
+            value = self._mask_padding(value, init)
+        if acc is None:  # defined once the value's lanes are known; it lands before the loops
+            acc = self.g.add(UOps.DEFINE_ACC, value.dtype, (), init,
+                             extra_loops=frozenset(self.global_loops))
+        else:  # the peeled step: a load that reads nothing there is one scalar zero
+            value = self.widen(value, dtype_of(acc).count)
+        current = self.g.add(UOps.ACC_READ, acc.dtype, (acc,), None, extra_loops=frozenset(loops))
+        # an untiled reduce may be reassociated: split into vector lanes and partial sums.
+        # A tiled one already has independent accumulators; its vectors run across the tile
+        self.g.add(UOps.ACC_UPDATE, None, (acc, self.alu(op, acc_dtype, current, value)),
+                   not self.k.upcasts)
+        return acc
+
+    def _mask_padding(self, value: UOp, init: Any) -> UOp:
+        """The reduce's identity where the reduce input is padding (after OptOps.PAD)."""
+        _, valid = self.sts[REDUCE_VALID].expr_idxs(self._idxs(True))
+        if valid.min == 1:
+            return value
+        lanes = dtype_of(value).count
+        identity = self.widen(self.const(init, dtype_of(value).scalar), lanes)
+        if valid.max == 0:
+            return identity
+        gate = self.widen(self._gate(valid), lanes)
+        return self.alu(TernaryOps.WHERE, dtype_of(value), gate, value, identity)
+
+    def _gate(self, valid: Node) -> UOp:
+        """Where `valid` holds: one bool, or one per lane when it depends on the lane."""
+        lane = self.lane
+        if lane is None or lane not in valid.vars():
+            return as_bool(self.render_index(valid), self)
+        return self.vectorize([as_bool(self.render_index(valid.substitute({lane: k})), self)
+                               for k in range(self.lanes)])
 
     def _across_lanes(self, op: BinaryOps, acc: UOp) -> UOp:
         """Reduce lanes end in one value: combine the lanes pairwise."""
@@ -359,54 +392,9 @@ class Linearizer:
         return flops, mem
 
 
-def _floor_shift(node: DivNode | ModNode, ctx: Linearizer) -> tuple[UOp, int]:
-    """Render `node.a` shifted by k*b >= 0 so C-style (truncating) div/mod act as floor."""
-    k = -(node.a.min // node.b) if node.a.min < 0 else 0
-    return ctx.render_index(node.a + k * node.b), k
-
-
-def _div(node: DivNode, ops: RenderOps, ctx: Linearizer) -> UOp:
-    a, k = _floor_shift(node, ctx)
-    q = ctx.alu(BinaryOps.IDIV, ctx.idx_dtype, a, ctx.const(node.b))
-    return q if k == 0 else ctx.alu(BinaryOps.ADD, ctx.idx_dtype, q, ctx.const(-k))
-
-
-def _mod(node: ModNode, ops: RenderOps, ctx: Linearizer) -> UOp:
-    a, _ = _floor_shift(node, ctx)
-    return ctx.alu(BinaryOps.MOD, ctx.idx_dtype, a, ctx.const(node.b))
-
-
-def _sum(node: SumNode, ops: RenderOps, ctx: Linearizer) -> UOp:
-    parts: list[UOp] = [n.render(ops, ctx) for n in node.nodes]
-    out = parts[0]
-    for p in parts[1:]:
-        out = ctx.alu(BinaryOps.ADD, ctx.idx_dtype, out, p)
-    return out
-
-
-def _and(node: AndNode, ops: RenderOps, ctx: Linearizer) -> UOp:
-    parts = [_as_bool(n.render(ops, ctx), ctx) for n in node.nodes]
-    out = parts[0]
-    for p in parts[1:]:
-        out = ctx.alu(BinaryOps.AND, dtypes.bool, out, p)
-    return out
-
-
-def _as_bool(x: UOp, ctx: Linearizer) -> UOp:
-    if x.dtype == dtypes.bool:
-        return x
-    return ctx.alu(BinaryOps.CMPNE, dtypes.bool, x, ctx.const(0))
-
-
-_NODE_OPS: RenderOps = {
-    NumNode: lambda n, ops, ctx: ctx.const(n.b),
-    Variable: lambda n, ops, ctx: ctx.vars[n.expr],
-    MulNode: lambda n, ops, ctx: ctx.alu(BinaryOps.MUL, ctx.idx_dtype, n.a.render(ops, ctx),
-                                         ctx.const(n.b)),
-    DivNode: _div,
-    ModNode: _mod,
-    SumNode: _sum,
-    LtNode: lambda n, ops, ctx: ctx.alu(BinaryOps.CMPLT, dtypes.bool, n.a.render(ops, ctx),
-                                        ctx.const(n.b)),
-    AndNode: _and,
-}
+def _identity(op: Op, dtype: DType) -> Any:
+    """The value a reduce starts from: 0 for a sum, the lowest value for a max."""
+    init = 0 if op is ReduceOps.SUM else dtypes.min(dtype)
+    if dtype == dtypes.bool:
+        return bool(init)
+    return float(init) if dtype.is_float else init

@@ -10,7 +10,8 @@ The passes, in order:
   simplify      drop size-1 axes, merge neighbouring axes walked contiguously (all targets)
   tile          unroll output axes of a reduce into a register tile, vector lanes (CPU)
   stream_rows   several rows of a long streaming reduce at once (CPU)
-  reduce_lanes  vector lanes across the reduce, for a tile without output lanes (CPU)
+  reduce_lanes  vector lanes across the reduce (padded to whole vectors where the width is
+                odd), for a tile without output lanes (CPU)
   order_loops   the outer loop re-reads the fewest bytes (CPU)
   gather_lanes  explicit lanes for elementwise kernels LLVM cannot vectorise (CPU)
   gpu_layout    work-group sizes, or one work-group per output of a long reduce (GPU)

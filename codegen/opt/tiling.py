@@ -20,6 +20,7 @@ _STREAM_MIN = 256            # reduces this long stream several rows at a time
 _SHORT_REDUCE = 16           # reduces this short may take vector lanes across strided outputs
 _WHOLE = 8                   # an axis this short may be unrolled whole, whatever its size
 _TILE_ROUNDS = 4             # most upcasts in one tile
+_PAD_VECTORS = 4             # a reduce this many vectors long pads its last one (D53)
 
 
 def _halvings(start: int) -> list[int]:
@@ -130,37 +131,58 @@ def _first_lanes(k: Kernel) -> Opt | None:
 
 def stream_rows(k: Kernel, target: Target) -> list[Opt]:
     """A long contiguous reduce with no reuse (a row sum) streams its input once; doing
-    several rows at once keeps more memory requests in flight per core. The rows become a
-    tile, so the reduce takes vector lanes (reduce_lanes). On the 2-core machine a
-    4096 x 4096 row sum went from 3.2 to 3.0 ms (8 rows)."""
+    several rows at once keeps more memory requests in flight per core and gives the
+    reduce independent accumulators. The rows become a tile, so the reduce takes vector
+    lanes (reduce_lanes, padded where the width is odd). On the 2-core machine a 4096 x
+    4096 row sum went from 3.2 to 3.0 ms (8 rows); the rows are taken from the innermost
+    output axis that 8 (else 4, 2) divides: a split reduce's chunks (64 x 29) from the 64."""
     if k.reduceop is None or not target.tile or k.upcasts:
         return []
     inner = k.n_global + k.n_reduce - 1
-    if not k.n_global or not k.n_reduce or k.full_shape[inner] % 8 or \
-            prod(k.reduce_shape) < _STREAM_MIN:
+    if not k.n_global or not k.n_reduce or prod(k.reduce_shape) < _STREAM_MIN or \
+            not _reduce_lane_width(k.full_shape[inner], target)[0]:
         return []
     if not any(k.strides(key, inner) == 1 for key in k.loads):
         return []
-    axis = k.n_global - 1
-    rows = next((r for r in (8, 4, 2) if k.full_shape[axis] % r == 0), 0)
-    opt = Opt(OptOps.UPCAST, axis, rows, "a long streaming reduce: rows at once")
-    return [opt] if rows and k.can_apply(opt) else []
+    for rows in (8, 4, 2):
+        for axis in reversed(range(k.n_global)):
+            opt = Opt(OptOps.UPCAST, axis, rows, "a long streaming reduce: rows at once")
+            if k.full_shape[axis] % rows == 0 and k.can_apply(opt):
+                return [opt]
+    return []
 
 
 def reduce_lanes(k: Kernel, target: Target) -> list[Opt]:
     """Vector lanes along the innermost reduce axis, for a tile whose output rows form
-    no vectors (a conv weight gradient: its output is a 5 x 5 window of taps) while an
-    input walks the reduce contiguously. Each accumulator becomes a vector of partial
-    reductions, summed across its lanes once, after the reduce loops."""
+    no vectors (a conv weight gradient: its output is a 5 x 5 window of taps; a row sum)
+    while an input walks the reduce contiguously. Each accumulator becomes a vector of
+    partial reductions, summed across its lanes once, after the reduce loops. A full
+    vector wide where the axis divides; else, from 4 vectors long, padded to whole
+    vectors (the last step is masked, after the loop); else half a vector."""
     if k.reduceop is None or not target.tile or not k.upcasts or k.lanes:
         return []
     axis = k.n_global + k.n_reduce - 1
     if not any(k.strides(key, axis) == 1 for key in k.loads):
         return []
     size = k.full_shape[axis]
-    lanes = next((d for d in (target.lanes, target.lanes // 2) if d and size % d == 0), 0)
-    opt = Opt(OptOps.REDUCE_LANES, axis, lanes, "an input is contiguous along the reduce")
-    return [opt] if lanes and k.can_apply(opt) else []
+    lanes, pad = _reduce_lane_width(size, target)
+    why = f"{size} is no multiple of {lanes}: pad the last vector"
+    opts = [Opt(OptOps.PAD, axis, lanes, why)] if pad else []
+    opts.append(Opt(OptOps.REDUCE_LANES, axis, lanes, "an input is contiguous along the reduce"))
+    t = k.copy()
+    for opt in opts:
+        if not lanes or not t.can_apply(opt):
+            return []
+        t.apply(opt)
+    return opts
+
+
+def _reduce_lane_width(size: int, target: Target) -> tuple[int, bool]:
+    """(lanes, whether to pad) for a reduce axis of `size`; (0, False): no lanes."""
+    wide = target.lanes
+    if wide and size % wide and size >= _PAD_VECTORS * wide:
+        return wide, True
+    return next((d for d in (wide, wide // 2) if d and size % d == 0), 0), False
 
 
 def order_loops(k: Kernel, target: Target) -> list[Opt]:
