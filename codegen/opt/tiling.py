@@ -20,7 +20,7 @@ _STREAM_MIN = 256            # reduces this long stream several rows at a time
 _SHORT_REDUCE = 16           # reduces this short may take vector lanes across strided outputs
 _WHOLE = 8                   # an axis this short may be unrolled whole, whatever its size
 _TILE_ROUNDS = 4             # most upcasts in one tile
-_PAD_VECTORS = 4             # a reduce this many vectors long pads its last one (D53)
+_PAD_VECTORS = 4             # a reduce this many vectors long pads its last one (D54)
 
 
 def _halvings(start: int) -> list[int]:

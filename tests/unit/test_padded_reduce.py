@@ -3,7 +3,7 @@
 A contiguous reduce at least 4 vectors long whose length is no multiple of the vector
 width is padded to whole vectors: the loop runs over the whole vectors without masks and
 the last, partial vector is taken after it, with masked loads and the reduce's identity
-in the padding (D53). The tests compare softmax, log_softmax, layernorm, sums and maxes
+in the padding (D54). The tests compare softmax, log_softmax, layernorm, sums and maxes
 with numpy at widths with every remainder, on sliced, transposed and broadcast inputs and
 in float32, float16 and float64; they check the pass chose PAD where the rule says, so
 they exercise it, and that a padded max of negative numbers or a sum of exp (whose value
@@ -104,7 +104,7 @@ def test_row_ops_on_views(width, layout, op, dtype):
 def test_the_pass_pads_odd_rows_and_only_them():
     """Widths the vector divides keep 16 exact lanes; odd rows long enough to stream
     several at once (256 or more) are padded to 16 lanes; short rows are left to LLVM
-    (measured no faster padded, D53)."""
+    (measured no faster padded, D54)."""
     for width, padded in ((1024, False), (1000, True), (1001, True), (257, True), (255, False),
                           (65, False), (24, False)):
         k = lowered(Tensor(rnd((64, width))).sum(-1))

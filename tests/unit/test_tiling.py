@@ -294,7 +294,7 @@ def test_weight_gradient_reduces_in_lanes(batch, cout, cin, k, ow, op, dtype):
             ref[:, :, ky, kx] = getattr(prod, op)(axis=(0, 3, 4))
     if ow % 8 == 0 and (cout > 1 or k > 1):
         lin = linearized(out)
-        # 16 lanes where they divide the reduce, or pad it when it is 4 vectors long (D53)
+        # 16 lanes where they divide the reduce, or pad it when it is 4 vectors long (D54)
         wide = ow % 16 == 0 or lin.k.padded
         assert lin.k.reduce_lanes and lin.k.lanes == (16 if wide else 8), lin.k.applied
     tol = 1e-4 if dtype == np.float32 else 1e-10
