@@ -248,7 +248,7 @@ class ReduceMixin(TensorMixin):
     def softmax(self, axis: int = -1):
         x = self._float()
         e = (x - x.detach().amax(axis, keepdim=True)).exp()
-        return e / e.sum(axis, keepdim=True)
+        return e * e.sum(axis, keepdim=True).reciprocal()  # one division per row, as PyTorch
 
     @keywords(dim="axis")
     def log_softmax(self, axis: int = -1):
