@@ -115,9 +115,8 @@ class _Graph:
                  any(u not in group for u, _ in self.consumers[n]) or not self.consumers[n]]
         if len(exits) != 1 or exits[0] is reduce:
             return reduce
-        for n in group:  # every path from the reduce must read in memory order
-            if n is not reduce and not all(_reshape_only(v, n) for u, v in self.consumers[n]
-                                           if u in group):
+        for n in group:  # every read inside the group is in memory order, the reduce's too
+            if not all(_reshape_only(v, n) for u, v in self.consumers[n] if u in group):
                 return reduce
         return exits[0]
 

@@ -13,7 +13,7 @@ from tests.helpers import fast
 def _step(draw, t, a):
     """One random op on a (Tensor, ndarray) pair of the same shape."""
     kind = draw(st.sampled_from(["shrink", "pad", "flip", "permute", "expand", "exp", "affine",
-                                 "neg", "reshape", "gather_row"]))
+                                 "neg", "reshape", "gather_row", "by_element", "by_flip"]))
     if kind == "shrink":
         d = draw(st.integers(0, a.ndim - 1))
         n = a.shape[d]
@@ -41,6 +41,12 @@ def _step(draw, t, a):
         i = draw(st.integers(0, a.shape[d] - 1))
         idx = np.full(tuple(1 if k == d else s for k, s in enumerate(a.shape)), i)
         return t.gather(d, Tensor(idx.astype(np.int32))), np.take_along_axis(a, idx, d)
+    if kind == "by_element":  # the value and one of its elements, broadcast: r / r[-1]
+        i = draw(st.integers(0, a.size - 1))
+        return t * t.reshape(-1)[i], a * a.reshape(-1)[i]
+    if kind == "by_flip":  # the value and a flipped view of itself
+        d = draw(st.integers(0, a.ndim - 1))
+        return t + t.flip(d), a + np.flip(a, d)
     if kind == "exp":
         return (t * 0.1).exp(), np.exp(a * np.float32(0.1))
     if kind == "neg":
@@ -68,6 +74,12 @@ def test_ops_after_a_reduce_match_numpy(reduce, data):
     Tensor.realize(*[o for o, _ in outs])
     for got, want in outs:
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_reduce_divided_by_its_last_element():
+    x = np.random.default_rng(0).random((5, 3)).astype(np.float32)
+    r = Tensor(x).sum(1)
+    np.testing.assert_allclose((r / r[-1]).numpy(), x.sum(1) / x.sum(1)[-1], rtol=1e-6)
 
 
 def test_shrink_of_a_reduce_then_exp_then_pad():
