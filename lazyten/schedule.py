@@ -7,19 +7,28 @@ Fusion rules, applied to the graph of bases reachable from the outputs:
   3. A reduce whose only consumer is elementwise, read in memory order (a pure reshape),
      moves into that consumer's kernel, and so on up a chain of single consumers.
   4. Materialised once: outputs, LoadOps (copy, contiguous, assign), reduces not fused
-     by rule 3 (a reduce read by several consumers, or expanded), and an elementwise base
-     read through padding when one of its ops does not map 0 to 0 (exp, log, recip...).
+     by rule 3 (a reduce read by several consumers, or expanded), an elementwise base
+     read through padding when one of its ops does not map 0 to 0 (exp, log, recip...),
+     and an elementwise base read through an expand that would repeat much work: each
+     element read `_EXPAND_MIN` times or more, repeating `_RECOMPUTE_MIN` ops or more (the
+     relu mask of an MLP's gradient, re-read for every input feature of a weight
+     gradient, is computed once instead of 784 times).
 """
 from __future__ import annotations
 from dataclasses import dataclass, field
 
 from codegen.helpers import getenv, prod
-from codegen.ops import (BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer, ReduceOps,
-                         ZERO_PRESERVING)
+from codegen.ops import (BinaryOps, BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer,
+                         ReduceOps, TernaryOps, UnaryOps, ZERO_PRESERVING)
 from codegen.shape.shapetracker import ShapeTracker
 from lazyten.lazy import LazyBuffer
 from lazyten.pack import pack_schedule
 from lazyten.split import split_reduces
+
+_ELEMENTWISE = (UnaryOps, BinaryOps, TernaryOps)
+_EXPAND_MIN = 8            # reads per element that make an expanded elementwise base...
+_RECOMPUTE_MIN = 1 << 16   # ...worth materialising, when this many ops would be repeated
+_OPS_COUNTED = 16          # inlined ops counted per base (enough to pass the bar)
 
 
 @dataclass
@@ -83,6 +92,8 @@ class _Graph:
                 if _has_mask(view.st) and base.op not in (LoadOps.CONST,) and \
                         not self._zero_preserving(base):
                     self.realize.add(base)
+                elif isinstance(base.op, _ELEMENTWISE) and self._repeats_work(base, view):
+                    self.realize.add(base)
         for base in self.order:
             if isinstance(base.op, ReduceOps):
                 top = self._chain_top(base)
@@ -133,6 +144,27 @@ class _Graph:
             if not isinstance(b.op, LoadOps):
                 stack.extend(s.base for s in b.src)
         return False
+
+    def _repeats_work(self, base: LazyBuffer, view: LazyBuffer) -> bool:
+        """Would inlining `base` where `view` reads it repeat much work (rule 4)?"""
+        size, reads = prod(base.shape), prod(view.shape)
+        if reads < _EXPAND_MIN * size:
+            return False
+        return (reads - size) * self._inlined_ops(base) >= _RECOMPUTE_MIN
+
+    def _inlined_ops(self, base: LazyBuffer) -> int:
+        """Elementwise ops a kernel reading `base` computes for each element (up to
+        _OPS_COUNTED): base's own and those of the unmaterialised bases it inlines."""
+        count, stack, seen = 0, [base], set()
+        while stack and count < _OPS_COUNTED:
+            b = stack.pop()
+            if id(b) in seen or b.realized is not None or (b in self.realize and b is not base):
+                continue
+            seen.add(id(b))
+            if isinstance(b.op, _ELEMENTWISE):
+                count += 1
+                stack.extend(s.base for s in b.src)
+        return count
 
     def _zero_preserving(self, base: LazyBuffer) -> bool:
         stack, seen = [base], set()
