@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 FULL = {"repeat": 5, "budget": 6.0}
 GRACE = 15.0  # seconds a lazyten child may run past its deadline before it is stopped
 QUICK = {"repeat": 3, "budget": 2.5}
+COMPILE_S = 60.0  # allowance per torch.compile measurement: one compile takes 10-40 s here
 
 
 def parse(argv) -> argparse.Namespace:
@@ -37,7 +38,11 @@ def parse(argv) -> argparse.Namespace:
     p.add_argument("--json", metavar="PATH", help="write every figure to this JSON file")
     p.add_argument("--only", metavar="NAME[,NAME]",
                    help="run only these workloads (names or groups: matmul, elementwise, "
-                        "reduce, conv, train, startup)")
+                        "reduce, conv, train, startup; and, outside the default run, "
+                        "softmax_widths, attention, conv3x3, mlp_train, dispatch)")
+    p.add_argument("--all", action="store_true",
+                   help="also run the groups outside the default run (softmax_widths, "
+                        "attention, conv3x3, mlp_train, dispatch)")
     p.add_argument("--repeat", type=int, metavar="N",
                    help=f"timed calls per measurement (default {FULL['repeat']}, "
                         f"--quick {QUICK['repeat']}); fast workloads get more, up to fill the "
@@ -48,6 +53,9 @@ def parse(argv) -> argparse.Namespace:
     p.add_argument("--budget", type=float, metavar="SECONDS",
                    help=f"timed seconds per measurement before stopping early (default "
                         f"{FULL['budget']:g}, --quick {QUICK['budget']:g})")
+    p.add_argument("--stat", choices=["median", "min"], default="median",
+                   help="the time the table and the targets compare: the median call "
+                        "(default), or each side's best call, steadier on a busy machine")
     args = p.parse_args(argv)
     defaults = QUICK if args.quick else FULL
     args.repeat = max(1, args.repeat if args.repeat is not None else defaults["repeat"])
@@ -114,7 +122,8 @@ def measure_baselines(selected: list[Workload], args, results: dict, meta: dict)
     by_key = {w.key: w for w in selected}
     count = sum(len(by_key[k].baselines) for k in keys)
     per = max(3 * args.budget, 10.0)
-    deadline = count * per + 30
+    compiles = sum("torch_compile" in by_key[k].baselines for k in keys)
+    deadline = count * per + compiles * COMPILE_S + 30
     log(f"baselines (numpy, torch eager, torch.compile) for {len(keys)} workloads ...")
     t0 = time.monotonic()
     records, failure = run_worker("baseline", keys, args, deadline, deadline + 120)
@@ -175,7 +184,8 @@ def measure_startup(selected: list[Workload], args, results: dict) -> None:
                 rec = json.loads(lines[-1])
                 status = rec.pop("status", "error")
                 if status == "ok":
-                    rec.update(median_s=rec["first_step_s"], runs=1, process_s=wall)
+                    rec.update(median_s=rec["first_step_s"], min_s=rec["first_step_s"], runs=1,
+                               process_s=wall)
                     entry = {"status": "ok", "result": rec}
                 else:
                     entry = {"status": status, "reason": rec.get("reason", "")}
@@ -212,7 +222,7 @@ def cpu_model() -> str:
 def main(argv=None) -> int:
     args = parse(argv)
     try:
-        selected = select(args.only)
+        selected = select(args.only, args.all)
     except ValueError as e:
         print(f"python -m bench: {e}", file=sys.stderr)
         return 2
@@ -226,7 +236,7 @@ def main(argv=None) -> int:
     meta = {
         "started": datetime.datetime.now().isoformat(timespec="seconds"),
         "args": {"quick": args.quick, "repeat": args.repeat, "budget_s": args.budget,
-                 "only": args.only},
+                 "only": args.only, "all": args.all, "stat": args.stat},
         "python": sys.version.split()[0], "platform": platform.platform(),
         "cpu": cpu_model(), "cpu_count": os.cpu_count(), "numpy": numpy.__version__,
         "env": {k: os.environ[k] for k in ("DEVICE", "THREADS", "OPT", "CACHEDIR", "DISABLE_CACHE",
@@ -257,10 +267,11 @@ def main(argv=None) -> int:
     measure_startup(measured, args, results)
     meta["loadavg_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
     meta["wall_s"] = time.monotonic() - start
-    rows = [(w, report.row_data(w, results[w.name])) for w in selected]
+    rows = [(w, report.row_data(w, results[w.name], args.stat)) for w in selected]
+    stat = "medians" if args.stat == "median" else "each side's best call"
     print(f"lazyten benchmarks  ({meta['cpu']}, {meta['cpu_count']} cpus, python {meta['python']}, "
           f"numpy {meta['numpy']}, torch {meta.get('torch', {}).get('version', 'n/a')}; "
-          f"{'quick' if args.quick else 'full'} run, --repeat {args.repeat}; times are medians)")
+          f"{'quick' if args.quick else 'full'} run, --repeat {args.repeat}; times are {stat})")
     print(report.table(rows))
     print(report.details(rows))
     load = meta["loadavg_start"]

@@ -136,22 +136,21 @@ class LeNet:
         return f3(f2(f1(x).relu()).relu())
 
 
-def make_train_step(batch_size: int, use_jit: bool, n_batches: int = 4):
-    """(step() -> loss Tensor, info, reference() -> numpy loss of the first step)."""
+def train_step(params: list[Tensor], forward: Callable[[Tensor], Tensor],
+               data: list[tuple[np.ndarray, np.ndarray]], use_jit: bool):
+    """(run() -> loss Tensor, info): one Adam (lr 1e-3) step of `forward` per call, on the
+    batches of `data` in turn."""
     Adam = find_adam()
     jit = find_jit() if use_jit else None
-    params = lenet.init_params()
-    model = LeNet(params)
-    opt = Adam(model.params, lr=1e-3)
-    data = [lenet.batch(batch_size, seed=1 + i) for i in range(n_batches)]
+    opt = Adam(params, lr=1e-3)
     batches = [(_t(x), _t(y)) for x, y in data]
 
     def step(x: Tensor, y: Tensor) -> Tensor:
         opt.zero_grad()
-        loss = model(x).sparse_categorical_crossentropy(y)
+        loss = forward(x).sparse_categorical_crossentropy(y)
         loss.backward()
         # forward, backward and the gradients in one realize, then the in-place update
-        loss.realize(*[p.grad for p in model.params if p.grad is not None])
+        loss.realize(*[p.grad for p in params if p.grad is not None])
         opt.step()
         return loss
 
@@ -159,16 +158,36 @@ def make_train_step(batch_size: int, use_jit: bool, n_batches: int = 4):
     counter = [0]
 
     def run():
-        x, y = batches[counter[0] % n_batches]
+        x, y = batches[counter[0] % len(batches)]
         counter[0] += 1
         return fn(x, y)
 
-    info = {"model": model.kind, "optimizer": f"{Adam.__module__}.{Adam.__name__}",
+    info = {"optimizer": f"{Adam.__module__}.{Adam.__name__}",
             "jit": (f"{getattr(jit, '__module__', '?')}.{getattr(jit, '__name__', '?')}"
                     if jit is not None else None)}
+    return run, info
+
+
+def make_train_step(batch_size: int, use_jit: bool, n_batches: int = 4):
+    """(step() -> loss Tensor, info, reference() -> numpy loss of the first step)."""
+    params = lenet.init_params()
+    model = LeNet(params)
+    data = [lenet.batch(batch_size, seed=1 + i) for i in range(n_batches)]
+    run, info = train_step(model.params, model, data, use_jit)
+    info = {"model": model.kind, **info}
+
     def reference() -> float:
         return lenet.np_loss(data[0][0], data[0][1].astype(np.int64), params)
     return run, info, reference
+
+
+def train_check(reference: Callable[[], float]) -> Callable[[Tensor], dict]:
+    """Check of a training step's first loss against the float64 numpy loss."""
+    def check(loss):
+        value, ref = float(loss.numpy()), reference()
+        ok = bool(np.isfinite(value) and abs(value - ref) <= 1e-4 * max(1.0, abs(ref)))
+        return {"ok": ok, "loss": value, "reference_loss": ref}
+    return check
 
 
 # ---- the cases ----
@@ -216,11 +235,6 @@ def case(name: str) -> Case:
     if w.group == "train":
         use_jit = w.params["jit"]
         run, info, reference = make_train_step(w.params["batch"], use_jit)
-
-        def check(loss):
-            value, ref = float(loss.numpy()), reference()
-            ok = bool(np.isfinite(value) and abs(value - ref) <= 1e-4 * max(1.0, abs(ref)))
-            return {"ok": ok, "loss": value, "reference_loss": ref}
         # jit: call 1 runs normally, call 2 captures, call 3 is the first replay
-        return Case(run, check, warmup=3 if use_jit else 2, info=info)
+        return Case(run, train_check(reference), warmup=3 if use_jit else 2, info=info)
     raise KeyError(f"lazyten has no case for {name}")

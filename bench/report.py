@@ -11,9 +11,15 @@ IMPLS = ("lazyten", "numpy", "torch", "torch_compile")
 BASELINES = ("numpy", "torch", "torch_compile")
 
 
-def seconds(entry: dict | None) -> float | None:
+STATS = {"median": "median_s", "min": "min_s"}  # --stat: which time the table compares
+# median / best call above this is noted: on a quiet machine calls vary by well under 2x,
+# while torch's 2-thread eager ops on a busy 2-core machine were seen 20-100x slower
+SPREAD = 2.0
+
+
+def seconds(entry: dict | None, stat: str = "median") -> float | None:
     if entry and entry.get("status") == "ok":
-        return entry["result"]["median_s"]
+        return entry["result"][STATS[stat]]
     return None
 
 
@@ -27,6 +33,8 @@ def lower_bound(entry: dict | None) -> float | None:
 def fmt_time(s: float | None) -> str:
     if s is None:
         return "n/a"
+    if s < 1e-5:
+        return f"{s * 1e6:.2g} us"
     if s < 1e-3:
         return f"{s * 1e6:.0f} us"
     if s < 1.0:
@@ -34,7 +42,7 @@ def fmt_time(s: float | None) -> str:
     return f"{s:.2f} s" if s < 100 else f"{s:.0f} s"
 
 
-def fmt_cell(entry: dict | None, applies: bool) -> str:
+def fmt_cell(entry: dict | None, applies: bool, stat: str = "median") -> str:
     if not applies:
         return "-"
     if entry is not None and entry.get("status") == "skipped":
@@ -43,7 +51,7 @@ def fmt_cell(entry: dict | None, applies: bool) -> str:
         return "n/a"
     status = entry.get("status")
     if status == "ok":
-        return fmt_time(entry["result"]["median_s"])
+        return fmt_time(seconds(entry, stat))
     if status == "timeout" and entry.get("lower_bound_s"):
         return "> " + fmt_time(entry["lower_bound_s"])
     return {"timeout": "timeout", "error": "error", "skipped": "skipped"}.get(status, "n/a")
@@ -64,24 +72,27 @@ def fmt_rate(value: float | None, unit: str) -> str:
     return f"{value:.3g} {unit}" if value < 1000 else f"{value:.0f} {unit}"
 
 
-def row_data(w: Workload, impls: dict[str, dict]) -> dict:
-    """Everything the table and the JSON say about one workload."""
-    lazy = seconds(impls.get("lazyten"))
+def row_data(w: Workload, impls: dict[str, dict], stat: str = "median") -> dict:
+    """Everything the table and the JSON say about one workload; ratios and targets compare
+    the `stat` time ("median", or "min": each side's best call) of every side."""
+    lazy = seconds(impls.get("lazyten"), stat)
     bound = lower_bound(impls.get("lazyten"))
     rate, unit = w.rate(lazy)
     ratios = {}
     for b in BASELINES:
         if b in w.baselines:
-            base, ref = seconds(impls.get(b)), lazy or bound
+            base, ref = seconds(impls.get(b), stat), lazy or bound
             ratios[b] = base / ref if (base is not None and ref) else None
     targets = []
     for t in w.targets:
-        value, ok = t.evaluate(lazy or bound, seconds(impls.get(t.against)) if t.against else None,
+        value, ok = t.evaluate(lazy or bound,
+                               seconds(impls.get(t.against), stat) if t.against else None,
                                lower_bound=lazy is None and bound is not None)
         targets.append({"text": t.text, "kind": t.kind, "against": t.against,
                         "threshold": t.threshold, "value": value, "pass": ok,
                         "bound": lazy is None and value is not None})
-    data = {"name": w.name, "group": w.group, "desc": w.desc, "flops": w.flops or None,
+    data = {"name": w.name, "group": w.group, "desc": w.desc, "stat": stat,
+            "flops": w.flops or None,
             "bytes": w.nbytes or None, "items": w.items or None,
             "rate": {"value": rate, "unit": unit}, "ratios": ratios,
             "ratios_are_upper_bounds": lazy is None and bound is not None, "targets": targets}
@@ -106,10 +117,9 @@ def table(rows: list[tuple[Workload, dict]]) -> str:
         else:
             target = "n/a" if all(v is None for v in verdicts) else "PASS?"  # some n/a
         lines.append([
-            w.name, fmt_cell(d.get("lazyten"), True), fmt_rate(d["rate"]["value"], d["rate"]["unit"]),
-            fmt_cell(d.get("numpy"), "numpy" in w.baselines),
-            fmt_cell(d.get("torch"), "torch" in w.baselines),
-            fmt_cell(d.get("torch_compile"), "torch_compile" in w.baselines),
+            w.name, fmt_cell(d.get("lazyten"), True, d["stat"]),
+            fmt_rate(d["rate"]["value"], d["rate"]["unit"]),
+            *[fmt_cell(d.get(b), b in w.baselines, d["stat"]) for b in BASELINES],
             *[fmt_ratio(d["ratios"][b], d["ratios_are_upper_bounds"]) if b in d["ratios"] else "-"
               for b in BASELINES],
             target])
@@ -156,6 +166,9 @@ def details(rows: list[tuple[Workload, dict]]) -> str:
                              f"{json.dumps({k: v for k, v in chk.items() if k != 'ok'})}")
             if r.get("note"):
                 notes.append(f"  {w.name} [{impl}]: {r['note']}")
+            if r.get("min_s") and r["median_s"] > SPREAD * r["min_s"]:
+                notes.append(f"  {w.name} [{impl}]: calls vary: median {fmt_time(r['median_s'])}, "
+                             f"best {fmt_time(r['min_s'])} (a busy machine? see --stat min)")
             if impl == "torch_compile" and r.get("compile_s") is not None:
                 notes.append(f"  {w.name} [torch.compile]: first call (compile) {fmt_time(r['compile_s'])}")
             if w.group == "startup":

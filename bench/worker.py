@@ -14,8 +14,11 @@ import json
 import time
 import traceback
 
+from bench import layers
 from bench.measure import Unavailable, measure
 from bench.workloads import BY_NAME
+
+LAYER_NAMES = {w.name for w in layers.WORKLOADS}
 
 
 class Sink:
@@ -32,10 +35,22 @@ def _error(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}\n" + "".join(tb[-3:])
 
 
+def per_op(result: dict, calls: int) -> dict:
+    """Times of a call that ran `calls` operations, made per operation."""
+    if calls > 1:
+        for key in ("median_s", "min_s", "max_s"):
+            result[key] /= calls
+        result["times_s"] = [t / calls for t in result["times_s"]]
+        if "kernels_per_call" in result:
+            result["kernels_per_call"] /= calls
+        result["ops_per_call"] = calls
+    return result
+
+
 def run_lazyten(name: str, args, sink: Sink, end: float) -> None:
     try:
-        from bench import lazy_side
-        c = lazy_side.case(name)
+        from bench import lazy_layers, lazy_side
+        c = (lazy_layers if name in LAYER_NAMES else lazy_side).case(name)
         counter = lazy_side.kernel_counter()
         last_kernels = [None]
 
@@ -51,6 +66,7 @@ def run_lazyten(name: str, args, sink: Sink, end: float) -> None:
         result.update(c.info)
         if last_kernels[0] is not None:
             result["kernels_per_call"] = last_kernels[0]
+        per_op(result, BY_NAME[name].calls)
         sink.write({"workload": name, "impl": "lazyten", "status": "ok", "result": result})
     except Unavailable as e:
         sink.write({"workload": name, "impl": "lazyten", "status": "n/a", "reason": str(e)})
@@ -59,7 +75,7 @@ def run_lazyten(name: str, args, sink: Sink, end: float) -> None:
 
 
 def run_baselines(names: list[str], args, sink: Sink, end: float) -> None:
-    from bench import baselines
+    from bench import base_layers, baselines
     sink.write({"meta": {"torch": baselines.torch_info()}})
     cap = max(3 * args.budget, 10.0)
     plan = [(n, impl) for impl in ("numpy", "torch") for n in names
@@ -68,13 +84,14 @@ def run_baselines(names: list[str], args, sink: Sink, end: float) -> None:
     plan += [(n, "torch_compile") for n in names if "torch_compile" in BY_NAME[n].baselines]
     for name, impl in plan:
         try:
-            fn = baselines.CASES[impl](name)
+            fn = (base_layers if name in LAYER_NAMES else baselines).CASES[impl](name)
             # the warm-up always runs (torch.compile compiles there); the limits only
             # stop further timed calls, and the parent's timeout bounds the whole child
             result = measure(fn, warmup=2 if impl == "torch" else 1, repeat=args.repeat,
                              budget=args.budget, deadline=end, timed_limit=cap)
             if impl == "torch_compile":
                 result["compile_s"] = result["warmup_s"][0]
+            per_op(result, BY_NAME[name].calls)
             sink.write({"workload": name, "impl": impl, "status": "ok", "result": result})
         except Unavailable as e:
             sink.write({"workload": name, "impl": impl, "status": "n/a", "reason": str(e)})

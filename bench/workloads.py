@@ -5,72 +5,14 @@ Imports numpy only. The implementations live in lazy_side.py (lazyten) and basel
 sees the same shapes and the same seeded random data.
 """
 from __future__ import annotations
-from dataclasses import dataclass, field
-
 import numpy as np
+
+from bench import layers
+from bench.spec import Target, Workload
 
 CHAIN_N = 1 << 24          # fused elementwise chain: 16M float32 elements
 REDUCE_SHAPE = (4096, 4096)  # sum and softmax over the last axis
 CONV_BATCH = 64            # LeNet conv layers forward
-
-
-@dataclass(frozen=True)
-class Target:
-    """One goal. kind "speed": speed ratio against `against` (its time / lazyten's time)
-    must be >= threshold. kind "seconds": lazyten's time must be < threshold."""
-    text: str
-    kind: str
-    threshold: float
-    against: str | None = None
-
-    def evaluate(self, lazy_s: float | None, base_s: float | None,
-                 lower_bound: bool = False) -> tuple[float | None, bool | None]:
-        """(the value compared, passed?), or (None, None) when a figure is missing.
-        lower_bound: lazy_s is only a lower bound (lazyten hit its time limit), which
-        still decides a miss when even the bound misses."""
-        if lazy_s is None or lazy_s <= 0:
-            return None, None
-        if self.kind == "seconds":
-            value = lazy_s
-            ok = value < self.threshold
-        else:
-            if base_s is None:
-                return None, None
-            value = base_s / lazy_s
-            ok = value >= self.threshold
-        if lower_bound and ok:
-            return None, None
-        return value, ok
-
-
-@dataclass(frozen=True)
-class Workload:
-    name: str
-    group: str
-    desc: str
-    flops: float = 0.0        # floating-point operations per call (GFLOP/s column)
-    nbytes: float = 0.0       # minimum bytes moved per call (GB/s column, when no flops)
-    items: int = 0            # images per call (img/s column, training)
-    baselines: tuple[str, ...] = ()   # of "numpy", "torch", "torch_compile"
-    baseline_key: str = ""    # workloads sharing one baseline measurement
-    targets: tuple[Target, ...] = ()
-    deadline: tuple[float, float] = (60.0, 30.0)  # lazyten child's time limit: full, quick
-    quick: bool = True        # part of --quick (else only when named in --only)
-    params: dict = field(default_factory=dict)
-
-    @property
-    def key(self) -> str:
-        return self.baseline_key or self.name
-
-    def rate(self, seconds: float | None) -> tuple[float | None, str]:
-        """Throughput for a time, and its unit."""
-        if self.flops:
-            return (self.flops / seconds / 1e9 if seconds else None), "GFLOP/s"
-        if self.nbytes:
-            return (self.nbytes / seconds / 1e9 if seconds else None), "GB/s"
-        if self.items:
-            return (self.items / seconds if seconds else None), "img/s"
-        return None, ""
 
 
 def _conv_flops(batch: int) -> float:
@@ -87,10 +29,9 @@ def _matmul(n: int, deadline: tuple[float, float], target: bool, quick: bool = T
 
 
 def _train(batch: int, jit: bool) -> Workload:
-    targets = ()
-    if jit and batch == 256:
-        targets = (Target("LeNet train step b256, jitted, <= 1.5x torch eager time", "speed",
-                          1 / 1.5, "torch"),)
+    ratio = 1.5 if jit else 1.0
+    targets = (Target(f"LeNet train step b{batch}{', jit' if jit else ''} >= {ratio:g}x torch "
+                      "eager", "speed", ratio, "torch"),)
     return Workload(f"train_b{batch}" + ("_jit" if jit else ""), "train",
                     f"LeNet train step (fwd+bwd+Adam), batch {batch}" + (", lazyten.jit" if jit else ""),
                     items=batch, baselines=("torch",), baseline_key=f"train_b{batch}",
@@ -124,19 +65,20 @@ WORKLOADS: list[Workload] = [
     _train(64, True),
     _train(256, True),
     Workload("startup_cold", "startup", "first train step b64, empty kernel cache (new process)",
-             targets=(Target("first step, empty cache < 2 s", "seconds", 2.0),),
+             targets=(Target("first step, empty cache < 1 s", "seconds", 1.0),),
              deadline=(120.0, 90.0), params={"batch": 64}),
     Workload("startup_warm", "startup", "first train step b64, warm kernel cache (new process)",
              targets=(Target("first step, warm cache, new process < 0.3 s", "seconds", 0.3),),
              deadline=(120.0, 90.0), params={"batch": 64}),
-]
+] + layers.WORKLOADS
 BY_NAME = {w.name: w for w in WORKLOADS}
 
 
-def select(only: str | None) -> list[Workload]:
-    """Workloads named by --only: comma-separated names or group names ("matmul")."""
+def select(only: str | None, everything: bool = False) -> list[Workload]:
+    """Workloads named by --only: comma-separated names or group names ("matmul"); without
+    --only the default ones (`Workload.default`), or all of them with `everything`."""
     if not only:
-        return list(WORKLOADS)
+        return [w for w in WORKLOADS if w.default or everything]
     wanted = [s.strip() for s in only.split(",") if s.strip()]
     groups = {w.group for w in WORKLOADS}
     unknown = [s for s in wanted if s not in BY_NAME and s not in groups]
@@ -158,4 +100,6 @@ def inputs(name: str, seed: int = 0) -> dict[str, np.ndarray]:
         return {k: rng.standard_normal(CHAIN_N, dtype=np.float32) for k in "abc"}
     if w.group == "reduce":
         return {"x": rng.standard_normal(REDUCE_SHAPE, dtype=np.float32)}
+    if w in layers.WORKLOADS:
+        return layers.inputs(w, rng)
     raise KeyError(f"no generic inputs for {name}")

@@ -1,0 +1,156 @@
+"""Registry of the layer-class workloads (issue 15): the shapes people run, not only ours.
+
+Groups (none is part of a plain run: name them in --only, or pass --all):
+  softmax_widths  softmax, log_softmax, layernorm (affine) over the last axis, at widths
+                  that are not a multiple of the vector width (1000, 3000, 50257)
+  attention       softmax(q @ k^T * scale) @ v over (batch, heads, seq, head_dim); forward,
+                  and forward + backward (gradients of q, k, v)
+  conv3x3         3x3 conv, padding 1, stride 1, with bias, 16-256 channels, 8-56 pixels;
+                  forward, and forward + backward (gradients of input, weight, bias)
+  mlp_train       one training step of a 784-256-256-10 MLP with Adam, with and without jit
+  dispatch        one small realized op (16 elements), per call
+
+Imports numpy only. `inputs(w, rng)` builds every workload's seeded float32 inputs, which
+lazy_layers.py (lazyten) and base_layers.py (numpy, torch) both use.
+"""
+from __future__ import annotations
+import math
+
+import numpy as np
+
+from bench.spec import Target, Workload
+
+NORM_SHAPES = [(64, 1000), (4096, 1000), (1024, 3000), (256, 50257)]  # (rows, width)
+ATTN_SHAPES = [(2, 8, 256, 64), (1, 12, 512, 64), (4, 4, 128, 32)]  # (batch, heads, seq, dim)
+CONV_SHAPES = [(8, 16, 56), (16, 64, 28), (16, 128, 14), (8, 256, 8)]  # (N, C in = out, H = W)
+MLP_SIZES = (784, 256, 256, 10)
+DISPATCH_N = 16
+DISPATCH_CALLS = 200  # ops per timed call: one op is a few microseconds
+
+
+def _speed(text: str, ratio: float) -> tuple[Target, ...]:
+    return (Target(text, "speed", ratio, "torch"),)
+
+
+def _norms() -> list[Workload]:
+    out = []
+    for op in ("softmax", "log_softmax", "layernorm"):
+        for rows, width in NORM_SHAPES:
+            # torch.compile only for softmax: each compile costs 10-30 s on 2 cores
+            compiled = ("torch_compile",) if op == "softmax" else ()
+            out.append(Workload(
+                f"{op}_{rows}x{width}", "softmax_widths",
+                f"{op} over the last axis of {rows}x{width} fp32"
+                + (" (weight, bias)" if op == "layernorm" else ""),
+                nbytes=4.0 * 2 * rows * width, baselines=("numpy", "torch") + compiled,
+                targets=_speed(f"{op} width {width} >= 1.0x torch eager", 1.0),
+                deadline=(40.0, 25.0), default=False,
+                params={"op": op, "rows": rows, "width": width}))
+    return out
+
+
+def _attention() -> list[Workload]:
+    out = []
+    for shape in ATTN_SHAPES:
+        b, h, s, d = shape
+        tag = "x".join(map(str, shape))
+        fwd = 4.0 * b * h * s * s * d  # two batched matmuls
+        out.append(Workload(
+            f"attn_fwd_{tag}", "attention", f"softmax(q @ k^T * scale) @ v, b,h,s,d = {tag}",
+            flops=fwd, baselines=("numpy", "torch", "torch_compile"),
+            targets=_speed(f"attention fwd {tag} >= 1.0x torch eager", 1.0),
+            deadline=(40.0, 25.0), default=False, params={"shape": shape, "backward": False}))
+        out.append(Workload(
+            f"attn_fwdbwd_{tag}", "attention", f"attention {tag} forward + grads of q, k, v",
+            flops=3 * fwd, baselines=("numpy", "torch"),
+            targets=_speed(f"attention fwd+bwd {tag} >= 1.0x torch eager", 1.0),
+            deadline=(60.0, 35.0), default=False, params={"shape": shape, "backward": True}))
+    return out
+
+
+def _conv() -> list[Workload]:
+    out = []
+    for shape in CONV_SHAPES:
+        n, c, hw = shape
+        tag = f"{n}x{c}x{hw}"
+        fwd = 2.0 * n * c * c * hw * hw * 9
+        out.append(Workload(
+            f"conv3x3_fwd_{tag}", "conv3x3",
+            f"conv {c}->{c} 3x3 pad 1 + bias, batch {n}, {hw}x{hw}", flops=fwd,
+            baselines=("numpy", "torch", "torch_compile"),
+            targets=_speed(f"3x3 conv fwd {tag} >= 0.8x torch eager", 0.8),
+            deadline=(40.0, 25.0), default=False, params={"shape": shape, "backward": False}))
+        out.append(Workload(
+            f"conv3x3_fwdbwd_{tag}", "conv3x3",
+            f"3x3 conv {tag} forward + grads of input, weight, bias", flops=3 * fwd,
+            baselines=("numpy", "torch"),
+            targets=_speed(f"3x3 conv fwd+bwd {tag} >= 0.8x torch eager", 0.8),
+            deadline=(60.0, 35.0), default=False, params={"shape": shape, "backward": True}))
+    return out
+
+
+def _mlp(batch: int, jit: bool) -> Workload:
+    ratio = 1.5 if jit else 1.0
+    return Workload(
+        f"mlp_b{batch}" + ("_jit" if jit else ""), "mlp_train",
+        f"MLP 784-256-256-10 train step (fwd+bwd+Adam), batch {batch}"
+        + (", lazyten.jit" if jit else ""),
+        items=batch, baselines=("torch",), baseline_key=f"mlp_b{batch}",
+        targets=_speed(f"MLP step b{batch}{', jit' if jit else ''} >= {ratio:g}x torch eager",
+                       ratio),
+        deadline=(40.0, 30.0), default=False, params={"batch": batch, "jit": jit})
+
+
+def _dispatch() -> list[Workload]:
+    return [Workload(
+        f"dispatch_{kind}", "dispatch",
+        f"(a + b){'.numpy()' if kind == 'numpy' else '.realize()'} on {DISPATCH_N} fp32, per op",
+        baselines=("numpy", "torch"), calls=DISPATCH_CALLS,
+        targets=_speed(f"dispatch {kind}: within 3x torch eager's time", 1 / 3),
+        deadline=(30.0, 20.0), default=False, params={"kind": kind}) for kind in ("realize", "numpy")]
+
+
+WORKLOADS: list[Workload] = (_norms() + _attention() + _conv()
+                             + [_mlp(b, j) for b in (64, 256) for j in (False, True)]
+                             + _dispatch())
+
+
+def mlp_params(seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(weight (out, in), bias (out,)) per layer, PyTorch-like uniform init, float32."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for fan_in, fan_out in zip(MLP_SIZES, MLP_SIZES[1:]):
+        bound = 1 / math.sqrt(fan_in)
+        out.append((rng.uniform(-bound, bound, (fan_out, fan_in)).astype(np.float32),
+                    rng.uniform(-bound, bound, (fan_out,)).astype(np.float32)))
+    return out
+
+
+def mlp_batch(n: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Inputs (n, 784) float32 and labels (n,) int32."""
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((n, MLP_SIZES[0]), dtype=np.float32),
+            rng.integers(0, MLP_SIZES[-1], n).astype(np.int32))
+
+
+def inputs(w: Workload, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """The seeded float32 inputs of one layer-class workload (MLP data: mlp_batch)."""
+    normal = lambda *shape: rng.standard_normal(shape, dtype=np.float32)  # noqa: E731
+    if w.group == "softmax_widths":
+        d = {"x": normal(w.params["rows"], w.params["width"])}
+        if w.params["op"] == "layernorm":
+            d["weight"] = 1 + 0.1 * normal(w.params["width"])
+            d["bias"] = 0.1 * normal(w.params["width"])
+        return d
+    if w.group == "attention":
+        return {k: normal(*w.params["shape"]) for k in ("q", "k", "v", "grad")}
+    if w.group == "conv3x3":
+        n, c, hw = w.params["shape"]
+        bound = 1 / math.sqrt(c * 9)
+        return {"x": normal(n, c, hw, hw),
+                "weight": rng.uniform(-bound, bound, (c, c, 3, 3)).astype(np.float32),
+                "bias": rng.uniform(-bound, bound, c).astype(np.float32),
+                "grad": normal(n, c, hw, hw)}
+    if w.group == "dispatch":
+        return {"a": normal(DISPATCH_N), "b": normal(DISPATCH_N)}
+    raise KeyError(f"no generic inputs for {w.name}")

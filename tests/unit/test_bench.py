@@ -1,0 +1,109 @@
+"""The benchmark suite's registry and oracles (bench/): every workload is selectable and has
+inputs; the numpy gradients the layer workloads are checked against agree with finite
+differences; a few cheap lazyten cases pass their own checks. Runs without torch; the
+torch-side test is skipped when torch is missing."""
+import numpy as np
+import pytest
+
+from bench import layers, reference
+from bench.spec import Target
+from bench.worker import per_op
+from bench.workloads import BY_NAME, WORKLOADS, inputs, select
+
+LAYER_GROUPS = {"softmax_widths", "attention", "conv3x3", "mlp_train", "dispatch"}
+
+
+def test_names_unique_and_groups_selectable():
+    assert len(BY_NAME) == len(WORKLOADS), "duplicate workload names"
+    for group in {w.group for w in WORKLOADS}:
+        chosen = select(group)
+        assert chosen and all(w.group == group for w in chosen), f"--only {group}: {chosen}"
+    with pytest.raises(ValueError, match="unknown workload"):
+        select("no_such_workload")
+
+
+def test_layer_groups_only_when_asked():
+    default = {w.group for w in select(None)}
+    assert not default & LAYER_GROUPS, f"layer groups in the default run: {default & LAYER_GROUPS}"
+    assert LAYER_GROUPS <= {w.group for w in select(None, everything=True)}
+
+
+def test_layer_workloads_have_targets_and_float32_inputs():
+    for w in layers.WORKLOADS:
+        assert w.targets and all(t.against in w.baselines for t in w.targets), w.name
+        assert "torch" in w.baselines, f"{w.name}: no torch eager baseline"
+        if w.group == "mlp_train":
+            continue
+        d = inputs(w.name)
+        assert all(v.dtype == np.float32 for v in d.values()), f"{w.name}: {d.keys()}"
+        if w.group == "softmax_widths":
+            assert d["x"].shape == (w.params["rows"], w.params["width"])
+        if w.group in ("attention", "conv3x3") and w.params["backward"]:
+            out = d["q"] if w.group == "attention" else d["x"]
+            assert d["grad"].shape == out.shape, f"{w.name}: grad {d['grad'].shape}"
+
+
+def _numeric_grads(f, args, grad, eps=1e-6):
+    """Central differences of (f(*args) * grad).sum() with respect to every arg."""
+    out = []
+    for i, a in enumerate(args):
+        g = np.zeros_like(a)
+        for idx in np.ndindex(a.shape):
+            plus, minus = [x.copy() for x in args], [x.copy() for x in args]
+            plus[i][idx] += eps
+            minus[i][idx] -= eps
+            g[idx] = ((f(*plus) - f(*minus)) * grad).sum() / (2 * eps)
+        out.append(g)
+    return out
+
+
+def test_attention_grads_match_finite_differences():
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((2, 3, 4)) for _ in range(3))
+    grad = rng.standard_normal((2, 3, 4))
+    expected = _numeric_grads(lambda *a: reference.attention(*a)[0], [q, k, v], grad)
+    for name, got, want in zip("qkv", reference.attention_grads(q, k, v, grad), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7, err_msg=f"d{name}")
+
+
+def test_conv3x3_grads_match_finite_differences():
+    rng = np.random.default_rng(1)
+    x, w, b = rng.standard_normal((2, 3, 4, 5)), rng.standard_normal((2, 3, 3, 3)), \
+        rng.standard_normal(2)
+    grad = rng.standard_normal((2, 2, 4, 5))
+    assert reference.conv3x3(x, w, b).shape == grad.shape
+    expected = _numeric_grads(reference.conv3x3, [x, w, b], grad)
+    for name, got, want in zip(("x", "weight", "bias"), reference.conv3x3_grads(x, w, b, grad),
+                               expected):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7, err_msg=f"d{name}")
+
+
+@pytest.mark.parametrize("name", ["softmax_64x1000", "log_softmax_64x1000", "layernorm_64x1000",
+                                  "attn_fwdbwd_4x4x128x32", "dispatch_numpy", "mlp_b64_jit"])
+def test_lazyten_case_passes_its_check(name):
+    from bench import lazy_layers
+    c = lazy_layers.case(name)
+    result = c.check(c.run())  # the suite checks the first call
+    assert result["ok"], f"{name}: lazyten result differs from the numpy reference: {result}"
+    for _ in range(c.warmup):  # later calls (a jit's capture and replay) run too
+        c.run()
+
+
+def test_per_op_divides_by_the_calls():
+    result = {"median_s": 2.0, "min_s": 1.0, "max_s": 4.0, "times_s": [1.0, 2.0, 4.0],
+              "kernels_per_call": 200}
+    per_op(result, 200)
+    assert result["median_s"] == 0.01 and result["times_s"] == [0.005, 0.01, 0.02]
+    assert result["kernels_per_call"] == 1 and result["ops_per_call"] == 200
+    dispatch = Target("within 3x", "speed", 1 / 3, "torch")
+    assert dispatch.evaluate(9e-6, 3e-6) == (pytest.approx(1 / 3), True)
+    assert dispatch.evaluate(1e-5, 3e-6)[1] is False
+
+
+def test_torch_side_agrees_with_lazyten():
+    pytest.importorskip("torch")
+    from bench import base_layers, lazy_layers
+    for name in ("softmax_64x1000", "attn_fwd_4x4x128x32", "conv3x3_fwd_8x256x8"):
+        want = base_layers.torch_case(name)().numpy()
+        got = lazy_layers.case(name).run().numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=name)
