@@ -10,10 +10,9 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-import numpy as np
 
 from bench import reference
-from bench.baselines import F, _need_torch, _no_grad, torch
+from bench.baselines import F, _need_torch, _no_grad, torch, torch_train_step
 from bench.layers import MLP_SIZES, mlp_batch, mlp_params
 from bench.measure import Unavailable
 from bench.workloads import BY_NAME, inputs
@@ -123,22 +122,7 @@ def _mlp_step(batch: int, n_batches: int = 4) -> Callable[[], Any]:
             layer.weight.copy_(torch.from_numpy(weight))
             layer.bias.copy_(torch.from_numpy(bias))
     model = torch.nn.Sequential(layers[0], torch.nn.ReLU(), layers[1], torch.nn.ReLU(), layers[2])
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    batches = []
-    for i in range(n_batches):
-        x, y = mlp_batch(batch, seed=1 + i)
-        batches.append((torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))))
-    counter = [0]
-
-    def step():
-        x, y = batches[counter[0] % n_batches]
-        counter[0] += 1
-        opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    return step
+    return torch_train_step(model, [mlp_batch(batch, seed=1 + i) for i in range(n_batches)])
 
 
 CASES = {"numpy": numpy_case, "torch": torch_case, "torch_compile": torch_compile_case}

@@ -137,15 +137,17 @@ def _torch_train(batch_size: int, n_batches: int = 4) -> Callable[[], Any]:
         for name, layer in zip(lenet.LAYERS, layers):
             layer.weight.copy_(torch.from_numpy(params[f"{name}.weight"]))
             layer.bias.copy_(torch.from_numpy(params[f"{name}.bias"]))
+    return torch_train_step(model, [lenet.batch(batch_size, seed=1 + i) for i in range(n_batches)])
+
+
+def torch_train_step(model: Any, batches: list[tuple[np.ndarray, np.ndarray]]) -> Callable[[], Any]:
+    """One Adam step of `model` (cross entropy) per call, cycling through `batches`."""
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    batches = []
-    for i in range(n_batches):
-        x, y = lenet.batch(batch_size, seed=1 + i)
-        batches.append((torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))))
+    tensors = [(torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))) for x, y in batches]
     counter = [0]
 
     def step():
-        x, y = batches[counter[0] % n_batches]
+        x, y = tensors[counter[0] % len(tensors)]
         counter[0] += 1
         opt.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(x), y)
