@@ -207,7 +207,7 @@ class _Assigns(threading.local):
     """The ASSIGNs this thread made, held weakly: the JIT finishes the unrealized ones so
     a call's in-place updates happen inside that call."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.made: weakref.WeakSet[LazyBuffer] = weakref.WeakSet()
 
 

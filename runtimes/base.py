@@ -28,7 +28,7 @@ class Allocator:
     """Raw device memory. Freed blocks are kept by size for reuse, up to ALLOC_CACHE_MB
     bytes in all; past that the blocks freed longest ago go back to the device."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.cache: dict[int, list[int]] = defaultdict(list)  # size -> tokens, newest last
         self.blocks: OrderedDict[int, tuple[int, Any]] = OrderedDict()  # token -> block
         self.cached_bytes = 0
@@ -152,7 +152,7 @@ class Compiler:
     key = "base"
     threaded = False
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.compiled = 0  # real compilations (cache misses), for the cache tests
         # by source digest, the most recently used COMPILER_CACHE binaries: one process
         # compiles a source once while it is in use
