@@ -15,7 +15,7 @@ from codegen.ops import BinaryOps
 from lazyten.autograd import primitives as F
 from lazyten.aliases import keywords
 from lazyten.dims import as_int, norm_dim
-from lazyten.elementwise import broadcast_shape
+from lazyten.elementwise import broadcasts_to
 from lazyten.errors import ShapeError
 from lazyten.mixin import TensorMixin
 
@@ -363,11 +363,7 @@ for _name, _hint in _SPELLINGS.items():
 
 
 def _scaled_sum(base, product, beta: float, alpha: float, name: str):
-    try:
-        shape = broadcast_shape(base.shape, product.shape)
-    except ValueError:
-        shape = None
-    if shape != product.shape:
+    if not broadcasts_to(base.shape, product.shape):
         raise ShapeError(f"{name}: input of shape {base.shape} does not broadcast to the "
                          f"product's shape {product.shape}")
     product = product if alpha == 1 else product * alpha

@@ -34,6 +34,14 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
+def broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """Does `shape` broadcast to exactly `target` (numpy rules, in one direction)?"""
+    try:
+        return broadcast_shape(shape, target) == target
+    except ValueError:
+        return False
+
+
 class ElementwiseMixin(TensorMixin):
     """Arithmetic, comparisons, logic and activation functions."""
 

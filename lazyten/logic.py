@@ -8,7 +8,7 @@ import math
 from codegen.dtypes import dtypes
 from codegen.ops import BinaryOps
 from lazyten.autograd import primitives as F
-from lazyten.elementwise import broadcast_shape
+from lazyten.elementwise import broadcasts_to
 from lazyten.mixin import TensorMixin
 
 
@@ -89,11 +89,7 @@ class LogicMixin(TensorMixin):
         else:
             raise TypeError(f"masked_fill value must be a number or a 0-d tensor, "
                             f"got {type(value).__name__}")
-        try:
-            shape = broadcast_shape(mask.shape, self.shape)
-        except ValueError:
-            shape = None
-        if shape != self.shape:
+        if not broadcasts_to(mask.shape, self.shape):
             raise ValueError(f"masked_fill: mask of shape {mask.shape} does not broadcast to "
                              f"the tensor's shape {self.shape}")
         return mask.where(fill, self)

@@ -24,13 +24,14 @@ from codegen.ops import BufferOps, LazyOp, LoadOps, MemBuffer, ReduceOps
 from codegen.shape.shapetracker import ShapeTracker
 from codegen.shape.view import View
 from lazyten.lazy import LazyBuffer
+from lazyten.schedule_item import ScheduleItem
 from runtimes import get_runtime
 
 _MIN_STRIDE = 256          # elements between consecutive reduce steps
 _MIN_BYTES = 1 << 18       # smaller operands stay in cache anyway
 
 
-def pack_schedule(items: list) -> list:
+def pack_schedule(items: list[ScheduleItem]) -> list[ScheduleItem]:
     """The schedule with pack kernels inserted before the kernels that benefit."""
     out = []
     for item in items:
@@ -43,7 +44,7 @@ def pack_schedule(items: list) -> list:
     return out
 
 
-def _pack_width(item) -> int:
+def _pack_width(item: ScheduleItem) -> int:
     if item.ast is None or all(prod(b.shape) * b.dtype.itemsize < _MIN_BYTES for b in item.inputs):
         return 0
     width = get_runtime(item.out.device).renderer.target.pack
@@ -52,10 +53,10 @@ def _pack_width(item) -> int:
     return width
 
 
-def _pack(item, width: int):
+def _pack(item: ScheduleItem, width: int) -> tuple[ScheduleItem, ScheduleItem | None]:
     """(kernel item reading the packed copy, the copy's item), or (item, None)."""
-    make_item = type(item)  # ScheduleItem (schedule.py imports this module)
     ast = item.ast
+    assert ast is not None, "_pack_width passes only kernel items"
     reduce = next(n for n in ast.walk() if isinstance(n.op, ReduceOps))
     full = next((n.arg.st.shape for n in reduce.walk() if n.op is BufferOps.LOAD), None)
     if full is None:
@@ -103,7 +104,7 @@ def _pack(item, width: int):
         inputs = list(item.inputs)
         inputs[leaf.arg.idx - 1] = packed
         new_ast = ast.replace(leaf, LazyOp(BufferOps.LOAD, (), new_leaf))
-        return make_item(new_ast, item.out, inputs), make_item(copy, packed, [src])
+        return ScheduleItem(new_ast, item.out, inputs), ScheduleItem(copy, packed, [src])
     return item, None
 
 

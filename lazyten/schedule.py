@@ -15,28 +15,24 @@ Fusion rules, applied to the graph of bases reachable from the outputs:
      gradient, is computed once instead of 784 times).
 """
 from __future__ import annotations
-from dataclasses import dataclass, field
 
-from codegen.helpers import getenv, prod
+from codegen.helpers import prod
 from codegen.ops import (BinaryOps, BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer,
                          ReduceOps, TernaryOps, UnaryOps, ZERO_PRESERVING)
 from codegen.shape.shapetracker import ShapeTracker
 from lazyten.lazy import LazyBuffer
 from lazyten.pack import pack_schedule
+from lazyten.schedule_cache import cached_schedule
+from lazyten.schedule_item import ScheduleItem, copy_ast
+from lazyten.schedule_order import order_items
 from lazyten.split import split_reduces
+
+__all__ = ["ScheduleItem", "copy_ast", "create_schedule"]
 
 _ELEMENTWISE = (UnaryOps, BinaryOps, TernaryOps)
 _EXPAND_MIN = 8            # reads per element that make an expanded elementwise base...
 _RECOMPUTE_MIN = 1 << 16   # ...worth materialising, when this many ops would be repeated
 _OPS_COUNTED = 16          # inlined ops counted per base (enough to pass the bar)
-
-
-@dataclass
-class ScheduleItem:
-    """One step: a kernel `ast` (None for COPY/EMPTY) writing `out` from `inputs`."""
-    ast: LazyOp | None
-    out: LazyBuffer
-    inputs: list[LazyBuffer] = field(default_factory=list)
 
 
 def _has_mask(st: ShapeTracker) -> bool:
@@ -258,109 +254,7 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     """Every step needed to realize `outs`, in an order that respects dependencies.
     A graph with the same structure as one scheduled before (eager code run again)
     reuses that schedule, rebound to this graph's buffers."""
-    key, nodes = _signature(outs)
-    try:
-        template = _SCHEDULES.get(key) if key is not None else None
-    except TypeError:  # an unhashable op argument: schedule without the cache
-        key = template = None
-    if template is not None:
-        return _rebind(template, nodes)
-    items = _schedule(outs)
-    if key is not None:
-        if len(_SCHEDULES) >= getenv("SCHEDULE_CACHE", 1024):
-            _SCHEDULES.clear()
-        _SCHEDULES[key] = _template(items, nodes)
-    return items
-
-
-# ---- the schedule cache ----
-_SCHEDULES: dict[tuple, list[tuple]] = {}
-_UNCACHED = (LoadOps.COPY, LoadOps.EMPTY, LoadOps.CUSTOM)
-
-
-def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
-    """(key, nodes): everything the scheduler decides from, as a key (each unrealized
-    base's op, arg, shape, dtype, device and sources with their views; each realized
-    buffer's shape, dtype and device), and the bases in the order the key numbers them.
-    Dtypes go in by name (graph dtypes are scalars, and a str hashes faster than a
-    DType). The key is None for graphs with copies; an op argument that cannot be
-    hashed makes the lookup raise TypeError."""
-    # one pass over the graph per realize, so written for speed: bases are dict keys by
-    # identity, `_base or lb` is `lb.base` without a property call, and a base is pushed
-    # twice, under `_FINISH`, to number it after its sources
-    index: dict[LazyBuffer, int] = {}
-    nodes: list[LazyBuffer] = []
-    parts: list[tuple] = []
-    stack: list = [o._base or o for o in reversed(outs)]
-    while stack:  # iterative post-order, like _Graph
-        base = stack.pop()
-        if base is _FINISH:
-            base = stack.pop()
-            if base in index:
-                continue
-            # a source that is a base is its number; a view is (its base's number, view)
-            srcs = tuple([index[src] if src._base is None else (index[src._base], src.st)
-                          for src in base.src])
-            arg = base.arg
-            part: tuple = (base.op, repr(arg) if type(arg) is float else arg,  # -0.0 is not 0.0
-                           base.shape, base.dtype.name, base.device, srcs)
-            if base.checks:
-                part += (tuple([index[flag] for flag in base.checks]),)
-        elif base in index:
-            continue
-        elif base.realized is not None:
-            part = ("buffer", base.shape, base.dtype.name, base.device)
-        else:
-            if base.op in _UNCACHED:
-                return None, nodes
-            stack.append(base)
-            stack.append(_FINISH)
-            stack.extend([src._base or src for src in reversed(base.src)])
-            if base.checks:
-                stack.extend(base.checks)
-            continue
-        index[base] = len(nodes)
-        nodes.append(base)
-        parts.append(part)
-    return (tuple(parts), tuple([index[o._base or o] for o in outs])), nodes
-
-
-_FINISH = object()  # on _signature's stack: the base below it has its sources numbered
-
-
-def _template(items: list[ScheduleItem], nodes: list[LazyBuffer]) -> list[tuple]:
-    """Items with buffers as positions: i >= 0 for nodes[i], ~j (< 0) for the j-th copy
-    the scheduler made (a pack panel, an assign target's old value: a fresh buffer each
-    time the schedule is reused): (ast, out, inputs, how to make the fresh output or
-    None)."""
-    index = {id(n): i for i, n in enumerate(nodes)}
-    out: list[tuple] = []
-    fresh = 0
-    for item in items:
-        new = None
-        if id(item.out) not in index:
-            index[id(item.out)] = ~fresh
-            fresh += 1
-            new = (item.out.device, item.out.shape, item.out.dtype, item.out.op,
-                   index[id(item.out.src[0].base)])
-        out.append((item.ast, index[id(item.out)], [index[id(b)] for b in item.inputs], new))
-    return out
-
-
-def _rebind(template: list[tuple], nodes: list[LazyBuffer]) -> list[ScheduleItem]:
-    fresh: list[LazyBuffer] = []
-    items = []
-    for ast, out, inputs, new in template:
-        if new is not None:
-            device, shape, dtype, op, src = new
-            fresh.append(LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, op,
-                                    (nodes[src] if src >= 0 else fresh[~src],)))
-        if fresh:
-            items.append(ScheduleItem(ast, nodes[out] if out >= 0 else fresh[~out],
-                                      [nodes[r] if r >= 0 else fresh[~r] for r in inputs]))
-        else:  # most schedules make no copies: every buffer is a node of the graph
-            items.append(ScheduleItem(ast, nodes[out], [nodes[r] for r in inputs]))
-    return items
+    return cached_schedule(outs, _schedule)
 
 
 def _schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
@@ -383,78 +277,4 @@ def _schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
             if old is not None:
                 items.append(ScheduleItem(copy_ast(old.shape, old.dtype), old, [old.src[0]]))
             items.append(ScheduleItem(ast, base, builder.inputs))
-    return pack_schedule(_order(_checks_first(items)))
-
-
-def _checks_first(items: list[ScheduleItem]) -> list[ScheduleItem]:
-    """Index checks (and the kernels they need) run before everything else, so a bad index
-    raises before any kernel has written into a buffer in place."""
-    if not any(item.out.index_check is not None for item in items):
-        return items
-    producer = {id(item.out): item for item in items}
-    first: set[int] = set()
-    stack = [item for item in items if item.out.index_check is not None]
-    while stack:
-        item = stack.pop()
-        if id(item) not in first:
-            first.add(id(item))
-            stack.extend(producer[id(b)] for b in item.inputs if id(b) in producer)
-    return [i for i in items if id(i) in first] + [i for i in items if id(i) not in first]
-
-
-def _order(items: list[ScheduleItem]) -> list[ScheduleItem]:
-    """Topological order with one extra rule: every kernel that reads a buffer's old value
-    runs before the ASSIGN that overwrites it in place. Two assigns can each read the
-    other's target (updates whose gradients are elementwise in the other parameter,
-    fused into the update kernels); then the targets' old values are copied first and
-    their other readers read the copies."""
-    producer = {id(item.out): i for i, item in enumerate(items)}
-    assigns = {}  # id(target base) -> index of the assign item
-    for i, item in enumerate(items):
-        if item.out.op is LoadOps.ASSIGN:
-            assigns[id(item.out.src[1].base)] = i
-    if not assigns:  # the graph's order already puts producers first
-        return items
-    after: list[set[int]] = [set() for _ in items]  # after[i]: items that must run before i
-    for i, item in enumerate(items):
-        for inp in item.inputs:
-            if id(inp) in producer:
-                after[i].add(producer[id(inp)])
-            if id(inp) in assigns and assigns[id(inp)] != i:
-                after[assigns[id(inp)]].add(i)
-    done: set[int] = set()
-    order: list[ScheduleItem] = []
-    pending = list(range(len(items)))
-    while pending:
-        ready = [i for i in pending if after[i] <= done]
-        if not ready:
-            return _order(_snapshot_targets(items, assigns))
-        for i in ready:
-            done.add(i)
-            order.append(items[i])
-        pending = [i for i in pending if i not in done]
-    return order
-
-
-def _snapshot_targets(items: list[ScheduleItem], assigns: dict[int, int]) -> list[ScheduleItem]:
-    """`items` with a copy of each assign target's old value made first; every kernel
-    but the target's own assign reads the copy (same shape and layout: targets are
-    contiguous), so no kernel has to run before an assign any more."""
-    copies: dict[int, ScheduleItem] = {}
-    for i, item in enumerate(items):
-        for inp in item.inputs:
-            if id(inp) in assigns and assigns[id(inp)] != i and id(inp) not in copies:
-                old = LazyBuffer(inp.device, ShapeTracker.from_shape(inp.shape), inp.dtype,
-                                 LoadOps.CONTIGUOUS, (inp,))
-                copies[id(inp)] = ScheduleItem(copy_ast(inp.shape, inp.dtype), old, [inp])
-    rebound = [ScheduleItem(item.ast, item.out, [
-        copies[id(inp)].out if id(inp) in copies and assigns[id(inp)] != i else inp
-        for inp in item.inputs]) for i, item in enumerate(items)]
-    return list(copies.values()) + rebound
-
-
-def copy_ast(shape: tuple[int, ...], dtype) -> LazyOp:
-    """The kernel that copies buffer 1 into buffer 0, both contiguous of `shape`."""
-    st = ShapeTracker.from_shape(shape)
-    return LazyOp(BufferOps.STORE, (LazyOp(BufferOps.LOAD, (), MemBuffer(1, dtype, st)),),
-                  MemBuffer(0, dtype, st))
+    return pack_schedule(order_items(items))

@@ -21,15 +21,17 @@ from __future__ import annotations
 import os
 import pathlib
 import shutil
-import stat
 import sys
 import tempfile
 import threading
 
 from codegen.helpers import debug_level, getenv
 from runtimes.cache_entry import MAGIC, MAX_ENTRY, decode, encode, sha256
+from runtimes.cache_files import entries, makedirs_private, trusted_dir, unsafe
 
 __all__ = ["MAGIC", "DiskCache"]
+_KINDS = ("kernels", "programs")
+
 
 class DiskCache:
     """Entries under `root/<kind>/<2 hex>/<digest>`; see the module docstring."""
@@ -54,8 +56,8 @@ class DiskCache:
         except OSError as e:
             self._reject(path, f"cannot stat it ({e.strerror})")
             return None
-        problem = self._unsafe(info, "entry")
-        if problem is None and not self._dir_ok(path.parent):
+        problem = unsafe(info, "entry")
+        if problem is None and not trusted_dir(path.parent):
             problem = "its directory is writable by other users or owned by another user"
         if problem is not None:
             self._reject(path, problem)
@@ -89,7 +91,7 @@ class DiskCache:
         data = encode(kind, key, meta, payload)
         path = self._path(kind, key)
         try:
-            _makedirs(path.parent)
+            makedirs_private(path.parent)
             with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
                 tmp.write(data)  # NamedTemporaryFile creates the file 0600
             os.replace(tmp.name, path)
@@ -108,35 +110,16 @@ class DiskCache:
 
     def _check_root(self) -> bool:
         try:
-            _makedirs(self.root)
+            makedirs_private(self.root)
             info = os.stat(self.root)
         except OSError as e:
             return self._warn(f"cannot create or use it ({e.strerror or e})")
-        problem = self._unsafe(info, "directory", directory=True)
+        problem = unsafe(info, "directory", directory=True)
         if problem is not None:
             return self._warn(problem)
         if not os.access(self.root, os.W_OK | os.X_OK):
             return self._warn("it is not writable")
         return True
-
-    def _dir_ok(self, path: pathlib.Path) -> bool:
-        try:
-            return self._unsafe(os.lstat(path), "directory", directory=True) is None
-        except OSError:
-            return False
-
-    @staticmethod
-    def _unsafe(info: os.stat_result, what: str, directory: bool = False) -> str | None:
-        """Why a file or directory may not be trusted, or None."""
-        if directory and not stat.S_ISDIR(info.st_mode):
-            return f"the {what} is not a directory"
-        if not directory and not stat.S_ISREG(info.st_mode):
-            return f"the {what} is not a regular file"
-        if hasattr(os, "getuid") and info.st_uid != os.getuid():
-            return f"the {what} belongs to another user (uid {info.st_uid})"
-        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            return f"the {what} is writable by other users (mode {stat.S_IMODE(info.st_mode):o})"
-        return None
 
     def _path(self, kind: str, key: str) -> pathlib.Path:
         digest = sha256(f"{kind}\n{key}".encode())
@@ -147,13 +130,13 @@ class DiskCache:
         limit = getenv("CACHE_MAX_MB", 1024) << 20
         with self.lock:
             if self.size is None:
-                self.size = sum(size for _, _, size in self._entries())
+                self.size = sum(size for _, _, size in entries(self.root, _KINDS))
             else:
                 self.size += added
             if self.size <= limit:
                 return
             # least recently used first, down to 3/4 of the bound
-            for _, path, size in sorted(self._entries()):
+            for _, path, size in sorted(entries(self.root, _KINDS)):
                 if self.size <= limit * 3 // 4:
                     break
                 try:
@@ -161,19 +144,6 @@ class DiskCache:
                     self.size -= size
                 except OSError:
                     pass
-
-    def _entries(self) -> list[tuple[float, pathlib.Path, int]]:
-        found = []
-        for kind in ("kernels", "programs"):
-            for sub in _scandir(self.root / kind):
-                for entry in _scandir(pathlib.Path(sub.path)):
-                    try:
-                        info = entry.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    if stat.S_ISREG(info.st_mode):
-                        found.append((info.st_mtime, pathlib.Path(entry.path), info.st_size))
-        return found
 
     # ---- reporting ----
     def _reject(self, path: pathlib.Path, reason: str) -> None:
@@ -199,24 +169,3 @@ class DiskCache:
         if line not in self.said:
             self.said.add(line)
             print(line, file=sys.stderr)
-
-
-def _makedirs(path: pathlib.Path) -> None:
-    """Create `path` and each missing parent private to this user (0700; mkdir's own
-    `parents=True` would give the parents the umask's mode)."""
-    missing = []
-    while not path.is_dir():
-        missing.append(path)
-        if path.parent == path:
-            break
-        path = path.parent
-    for directory in reversed(missing):
-        directory.mkdir(mode=0o700, exist_ok=True)
-
-
-def _scandir(path: pathlib.Path) -> list:
-    try:
-        with os.scandir(path) as it:
-            return [e for e in it if e.is_dir(follow_symlinks=False) or e.is_file(follow_symlinks=False)]
-    except OSError:
-        return []

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lazyten import Tensor
-from lazyten import schedule as S
+from lazyten import schedule_cache as S
+from lazyten.schedule import create_schedule
 
 
 def rnd(*shape, seed=0):
@@ -21,7 +22,7 @@ def rnd(*shape, seed=0):
 
 
 def scheduled(t: Tensor) -> list:
-    return S.create_schedule([t.lazydata])
+    return create_schedule([t.lazydata])
 
 
 def test_same_structure_reuses_the_asts_with_new_buffers():

@@ -1,0 +1,118 @@
+"""The schedule cache: a graph with the same structure as one scheduled before (eager code
+run again) reuses that schedule, rebound to the new graph's buffers (D27). The key is
+built in one pass over the graph per realize, so it is written for speed."""
+from __future__ import annotations
+from typing import Callable
+
+from codegen.helpers import getenv
+from codegen.ops import LoadOps
+from codegen.shape.shapetracker import ShapeTracker
+from lazyten.lazy import LazyBuffer
+from lazyten.schedule_item import ScheduleItem
+
+
+def cached_schedule(outs: list[LazyBuffer],
+                    schedule: Callable[[list[LazyBuffer]], list[ScheduleItem]]) -> list[ScheduleItem]:
+    """The schedule of `outs` from the cache, else `schedule(outs)`, remembered."""
+    key, nodes = _signature(outs)
+    try:
+        template = _SCHEDULES.get(key) if key is not None else None
+    except TypeError:  # an unhashable op argument: schedule without the cache
+        key = template = None
+    if template is not None:
+        return _rebind(template, nodes)
+    items = schedule(outs)
+    if key is not None:
+        if len(_SCHEDULES) >= getenv("SCHEDULE_CACHE", 1024):
+            _SCHEDULES.clear()
+        _SCHEDULES[key] = _template(items, nodes)
+    return items
+
+
+_SCHEDULES: dict[tuple, list[tuple]] = {}
+_UNCACHED = (LoadOps.COPY, LoadOps.EMPTY, LoadOps.CUSTOM)
+
+
+def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
+    """(key, nodes): everything the scheduler decides from, as a key (each unrealized
+    base's op, arg, shape, dtype, device and sources with their views; each realized
+    buffer's shape, dtype and device), and the bases in the order the key numbers them.
+    Dtypes go in by name (graph dtypes are scalars, and a str hashes faster than a
+    DType). The key is None for graphs with copies; an op argument that cannot be
+    hashed makes the lookup raise TypeError."""
+    # one pass over the graph per realize, so written for speed: bases are dict keys by
+    # identity, `_base or lb` is `lb.base` without a property call, and a base is pushed
+    # twice, under `_FINISH`, to number it after its sources
+    index: dict[LazyBuffer, int] = {}
+    nodes: list[LazyBuffer] = []
+    parts: list[tuple] = []
+    stack: list = [o._base or o for o in reversed(outs)]
+    while stack:  # iterative post-order, like _Graph
+        base = stack.pop()
+        if base is _FINISH:
+            base = stack.pop()
+            if base in index:
+                continue
+            # a source that is a base is its number; a view is (its base's number, view)
+            srcs = tuple([index[src] if src._base is None else (index[src._base], src.st)
+                          for src in base.src])
+            arg = base.arg
+            part: tuple = (base.op, repr(arg) if type(arg) is float else arg,  # -0.0 is not 0.0
+                           base.shape, base.dtype.name, base.device, srcs)
+            if base.checks:
+                part += (tuple([index[flag] for flag in base.checks]),)
+        elif base in index:
+            continue
+        elif base.realized is not None:
+            part = ("buffer", base.shape, base.dtype.name, base.device)
+        else:
+            if base.op in _UNCACHED:
+                return None, nodes
+            stack.append(base)
+            stack.append(_FINISH)
+            stack.extend([src._base or src for src in reversed(base.src)])
+            if base.checks:
+                stack.extend(base.checks)
+            continue
+        index[base] = len(nodes)
+        nodes.append(base)
+        parts.append(part)
+    return (tuple(parts), tuple([index[o._base or o] for o in outs])), nodes
+
+
+_FINISH = object()  # on _signature's stack: the base below it has its sources numbered
+
+
+def _template(items: list[ScheduleItem], nodes: list[LazyBuffer]) -> list[tuple]:
+    """Items with buffers as positions: i >= 0 for nodes[i], ~j (< 0) for the j-th copy
+    the scheduler made (a pack panel, an assign target's old value: a fresh buffer each
+    time the schedule is reused): (ast, out, inputs, how to make the fresh output or
+    None)."""
+    index = {id(n): i for i, n in enumerate(nodes)}
+    out: list[tuple] = []
+    fresh = 0
+    for item in items:
+        new = None
+        if id(item.out) not in index:
+            index[id(item.out)] = ~fresh
+            fresh += 1
+            new = (item.out.device, item.out.shape, item.out.dtype, item.out.op,
+                   index[id(item.out.src[0].base)])
+        out.append((item.ast, index[id(item.out)], [index[id(b)] for b in item.inputs], new))
+    return out
+
+
+def _rebind(template: list[tuple], nodes: list[LazyBuffer]) -> list[ScheduleItem]:
+    fresh: list[LazyBuffer] = []
+    items = []
+    for ast, out, inputs, new in template:
+        if new is not None:
+            device, shape, dtype, op, src = new
+            fresh.append(LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, op,
+                                    (nodes[src] if src >= 0 else fresh[~src],)))
+        if fresh:
+            items.append(ScheduleItem(ast, nodes[out] if out >= 0 else fresh[~out],
+                                      [nodes[r] if r >= 0 else fresh[~r] for r in inputs]))
+        else:  # most schedules make no copies: every buffer is a node of the graph
+            items.append(ScheduleItem(ast, nodes[out], [nodes[r] for r in inputs]))
+    return items
