@@ -16,7 +16,7 @@ from typing import Any, Callable, NamedTuple, cast
 from codegen.helpers import debug_level, getenv, prod
 from codegen.kernel import Kernel, format_opts
 from codegen.linearizer import linearize
-from codegen.opt import optimize
+from codegen.opt import opt_settings, optimize
 from codegen.ops import LoadOps
 from codegen.renderer import ProgramSpec
 from codegen.uops import format_uops
@@ -61,9 +61,15 @@ class Stats:
     copies_on_write = 0
 
 
-# (device, ast) -> (spec, loaded program), the PROGRAM_CACHE most recently used: an
-# evicted program comes back from the disk cache, and the CPU frees its machine code
+# (device, ast, settings) -> (spec, loaded program), the PROGRAM_CACHE most recently used:
+# an evicted program comes back from the disk cache, and the CPU frees its machine code
 _PROGRAMS: OrderedDict[tuple, tuple[ProgramSpec, Program]] = OrderedDict()
+
+
+def _key(device: str, ast) -> tuple:
+    """A program's key in memory: the AST (it hashes once and compares by structure), the
+    device, and the settings that change what the passes decide (NOOPT)."""
+    return (device, ast, opt_settings())
 
 
 def log(text: str) -> None:
@@ -72,7 +78,7 @@ def log(text: str) -> None:
 
 def get_program(ast, device: str) -> tuple[ProgramSpec, Program]:
     """The compiled program for an AST on a device (memory cache, then disk cache)."""
-    key = (device, ast)  # the AST hashes (once) and compares by structure
+    key = _key(device, ast)
     found = _PROGRAMS.get(key)
     if found is None:
         prepare([(ast, device)])
@@ -87,13 +93,13 @@ def prepare(kernels: list[tuple]) -> None:
     program cache, else lower and compile them."""
     seen, compiling = set(), []
     for ast, device in kernels:
-        key = (device, ast)
+        key = _key(device, ast)
         if key in _PROGRAMS or key in seen:
             continue
         seen.add(key)
         runtime = get_runtime(device)
         # the disk cache by AST skips lowering; DEBUG=5 wants the linear IR, so it lowers
-        disk_key = f"{runtime.renderer.target!r}\n{ast.key()!r}"
+        disk_key = f"{runtime.renderer.target!r}\n{opt_settings()}\n{ast.key()!r}"
         lowers = debug_level() >= 5 or getenv("DEBUG_DIR", "")  # they want the uops too
         saved = runtime.compiler.load_program(disk_key) if not lowers else None
         if saved is not None:
@@ -184,11 +190,11 @@ def _programs(schedule: list[ScheduleItem]) -> list[tuple[ProgramSpec, Program] 
     once: the programs not in memory are made together (`prepare`), so they compile in
     parallel."""
     found: list[tuple[ProgramSpec, Program] | None] = []
-    missing: list[tuple[int, tuple]] = []  # (position in the schedule, (device, ast))
+    missing: list[tuple[int, tuple]] = []  # (position in the schedule, key)
     for item in schedule:
         program = None
         if item.ast is not None and 0 not in item.out.shape:
-            key = (item.out.device, item.ast)
+            key = _key(item.out.device, item.ast)
             program = _PROGRAMS.get(key)
             if program is None:
                 missing.append((len(found), key))
@@ -196,7 +202,7 @@ def _programs(schedule: list[ScheduleItem]) -> list[tuple[ProgramSpec, Program] 
                 _PROGRAMS.move_to_end(key)
         found.append(program)
     if missing:
-        prepare([(ast, device) for _, (device, ast) in missing])
+        prepare([(ast, device) for _, (device, ast, _) in missing])
         for i, key in missing:  # prepare keeps at least the programs it was asked for
             found[i] = _PROGRAMS[key]
     return found

@@ -38,6 +38,12 @@ def apply_opts(k: Kernel, opts: list[Opt]) -> Kernel:
     return k
 
 
+def opt_settings() -> str:
+    """The settings that change what `optimize` decides, for the program caches' keys (a
+    program tuned by the passes must not be reused with NOOPT=1)."""
+    return f"NOOPT={getenv('NOOPT', 0)}"
+
+
 def optimize(k: Kernel, target: Target) -> Kernel:
     """Run every pass, applying its decisions; with NOOPT=1, none."""
     if getenv("NOOPT", 0):

@@ -86,6 +86,25 @@ def test_noopt_applies_no_decision_and_computes_the_same():
     np.testing.assert_allclose(out, a @ b + 0.5, rtol=1e-4, atol=1e-4)
 
 
+def test_noopt_is_part_of_the_program_caches_key(tmp_path):
+    """A program compiled with the passes on is not reused with NOOPT=1, from memory or
+    from the disk cache (it was: NOOPT=1 ran the tuned kernel and DEBUG=3 printed no
+    decisions for it)."""
+    from lazyten import realize
+    a, b = _rnd((33, 64)), _rnd((64, 48), 1)
+    ast = create_schedule([(Tensor(a) @ Tensor(b)).lazydata])[-1].ast
+    renderer = get_runtime("CPU").renderer
+    with Context(CACHEDIR=str(tmp_path)):
+        tuned, _ = realize.get_program(ast, "CPU")
+        with Context(NOOPT=1):
+            plain = renderer.program(linearize(ast, renderer.target)).src
+            from_memory, _ = realize.get_program(ast, "CPU")
+            realize._PROGRAMS.clear()
+            from_disk, _ = realize.get_program(ast, "CPU")
+    assert tuned.src != plain
+    assert from_memory.src == plain and from_disk.src == plain
+
+
 def test_the_vector_width_comes_from_the_target():
     """A machine with AVX2 gets 8-lane vectors and a 4 x 32 tile; with AVX-512, 16 and 4 x 64."""
     a, b = Tensor(_rnd((128, 128))), Tensor(_rnd((128, 128), 1))
