@@ -3,7 +3,10 @@ decisions (`Opt`s) applied to it so far.
 
 A kernel AST is one STORE of elementwise ops over LOAD/CONST leaves with at most one
 REDUCE. Every leaf's ShapeTracker views the kernel's full shape (leaves under the reduce)
-or its output shape (the others: reduced axes have size 1). A `Kernel` keeps the two
+or its output shape (the others: reduced axes have size 1). A row kernel (D55) stores at
+the full shape and may hold several reduces over the same axes, each read as one value per
+row: all its leaves view the full shape, and its output shape is that of the reduces'
+outputs, so its axes split into global and reduce axes as in any kernel. A `Kernel` keeps the two
 shapes and the trackers in step while the passes (codegen/opt/) reshape and permute
 them. Its axes are, in order: global axes (loops on a CPU, work-items on a GPU), reduce
 axes, then upcast axes (unrolled into registers; the last may be vector lanes).
@@ -71,15 +74,21 @@ class Kernel:
 
     def __init__(self, ast: LazyOp):
         self.ast = ast
-        reduces = [n for n in ast.walk() if isinstance(n.op, ReduceOps)]
-        assert len(reduces) <= 1, "a kernel holds at most one reduce"
-        self.reduceop = reduces[0] if reduces else None
-        under = leaves(self.reduceop) if self.reduceop else []
+        self.reduceops = _reduces_inner_first(ast)
+        self.reduceop = self.reduceops[-1] if self.reduceops else None
+        self.rows = self.reduceop is not None and _is_row_kernel(ast, self.reduceop)
+        assert self.rows or len(self.reduceops) <= 1, "only a row kernel holds several reduces"
+        assert all(r.arg == self.reduceops[0].arg for r in self.reduceops), \
+            "the reduces of a row kernel reduce the same axes"
+        under = leaves(ast if self.rows else self.reduceop) if self.reduceop else []
         self.pre = set(map(id, under))  # leaves under the reduce: they view the full shape
         self.mem = {id(n) for n in leaves(ast) if n.op is BufferOps.LOAD}
         self.sts: dict[int, ShapeTracker] = {id(n): n.arg.st for n in leaves(ast)}
         self.out_shape: tuple[int, ...] = ast.arg.st.shape
         self.full_shape: tuple[int, ...] = under[0].arg.st.shape if under else self.out_shape
+        if self.rows:  # axes are global or reduce as in the reduces' output
+            assert self.reduceop is not None
+            self.out_shape = _kept(self.full_shape, self.reduceop.arg)
         self.upcasts: list[int] = []  # sizes of the trailing axes unrolled into registers
         self.lanes = 0                # > 1: the last upcast axis is vector lanes this wide
         self.reduce_lanes = False     # the lane axis is a reduce axis (summed after the loops)
@@ -176,6 +185,40 @@ class Kernel:
         self._move(lambda st: st.permute(order), lambda st: st.permute(order))
         self.full_shape = tuple(self.full_shape[i] for i in order)
         self.out_shape = tuple(self.out_shape[i] for i in order)
+
+
+def _reduces_inner_first(ast: LazyOp) -> list[LazyOp]:
+    """The reduces of an AST, each after the reduces its input reads (a row kernel's order
+    of evaluation): an iterative post-order walk."""
+    order: list[LazyOp] = []
+    seen: set[int] = set()
+    stack: list[tuple[LazyOp, bool]] = [(ast, False)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            if isinstance(node.op, ReduceOps):
+                order.append(node)
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((src, False) for src in reversed(node.src))
+    return order
+
+
+def is_row_kernel(ast: LazyOp) -> bool:
+    """Is this kernel AST a row kernel (D55)?"""
+    reduce = next((n for n in ast.walk() if isinstance(n.op, ReduceOps)), None)
+    return reduce is not None and _is_row_kernel(ast, reduce)
+
+
+def _is_row_kernel(ast: LazyOp, reduce: LazyOp) -> bool:
+    """Does the kernel store at the shape its reduce reads, reduced axes and all (D55)?"""
+    shape = leaves(reduce)[0].arg.st.shape
+    return ast.arg.st.shape == shape and _kept(shape, reduce.arg) != shape
+
+
+def _kept(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(1 if i in axes else s for i, s in enumerate(shape))
 
 
 def _reduce_last(full: tuple[int, ...], out: tuple[int, ...]) -> tuple[int, ...]:

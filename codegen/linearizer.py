@@ -43,7 +43,11 @@ class LinearKernel:
 
 def linearize(ast: LazyOp, target: Target) -> LinearKernel:
     """Lower one kernel AST for a target: optimise, then emit."""
-    return Linearizer(optimize(Kernel(ast), target), target).linearize()
+    k = optimize(Kernel(ast), target)
+    if k.rows:
+        from codegen.rows import RowLinearizer  # a subclass: it imports this module
+        return RowLinearizer(k, target).linearize()
+    return Linearizer(k, target).linearize()
 
 
 class Linearizer:
@@ -55,6 +59,20 @@ class Linearizer:
         self.combo: tuple[int, ...] = ()  # the upcast copy being emitted
 
     def linearize(self) -> LinearKernel:
+        launch = self._begin()
+        k = self.k
+        # one copy of the kernel body per upcast combination; CSE shares what they have in common
+        copies = k.upcasts[:-1] if self.lanes else k.upcasts
+        combos = list(itertools.product(*(range(u) for u in copies)))
+        self.reduced = self._reduce(k.reduceop, combos) if k.reduceop else {}
+        for self.combo in combos:
+            self.cache: dict[int, UOp] = {}
+            self._store(self.emit(self.ast.src[0]))
+        return self._finish(launch)
+
+    def _begin(self) -> tuple[list[int], list[int]]:
+        """The buffers and the global loops (or work-item indices); returns the launch
+        sizes (work-groups, work-group size)."""
         k, g = self.k, UOpGraph()
         self.g = g
         # CPU indexes are 64-bit (free on x86-64, no sign extensions); GPUs prefer 32 bits
@@ -71,20 +89,17 @@ class Linearizer:
         self.group: tuple[UOp, int] | None = None  # (local index, size) of a group reduce
         launch = self._gpu_indices(gsizes) if self.target.gpu else self._loops(gsizes)
         self.gidx = [Variable(f"gidx{i}", 0, s - 1) for i, s in enumerate(gsizes)]
-        # one copy of the kernel body per upcast combination; CSE shares what they have in common
-        copies = k.upcasts[:-1] if self.lanes else k.upcasts
-        combos = list(itertools.product(*(range(u) for u in copies)))
         self.lane = Variable("lane", 0, self.lanes - 1) if self.lanes else None
         self.ridx: list[Node] = []
-        self.reduced = self._reduce(k.reduceop, combos) if k.reduceop else {}
-        for self.combo in combos:
-            self.cache: dict[int, UOp] = {}
-            self._store(self.emit(self.ast.src[0]))
+        return launch
+
+    def _finish(self, launch: tuple[list[int], list[int]]) -> LinearKernel:
+        """Close the global loops; the kernel with its launch sizes and estimates."""
         for loop in reversed(self.global_loops):
-            g.end_loop(loop)
+            self.g.end_loop(loop)
         flops, mem = self._estimate()
-        return LinearKernel(self._name(), g.uops, self.buf_dtypes, launch[0], launch[1],
-                            flops, mem, self.ast, self.var_names, list(k.applied))
+        return LinearKernel(self._name(), self.g.uops, self.buf_dtypes, launch[0], launch[1],
+                            flops, mem, self.ast, self.var_names, list(self.k.applied))
 
     def _name(self) -> str:
         """r_<global>_<reduce> or E_<global>: the loop shape before tiling."""
@@ -377,7 +392,8 @@ class Linearizer:
         """FLOPs (ALU ops times the iterations they run) and bytes of every buffer touched."""
         k = self.k
         full, out = prod(k.full_shape), prod(k.out_shape)
-        pre_ops = set(map(id, k.reduceop.walk())) if k.reduceop else set()
+        under = k.ast if k.rows else k.reduceop  # a row kernel runs every op per element
+        pre_ops = set(map(id, under.walk())) if under is not None else set()
         flops = 0
         for n in self.ast.walk():
             if isinstance(n.op, (UnaryOps, BinaryOps, TernaryOps, ReduceOps)) and \

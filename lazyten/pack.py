@@ -20,6 +20,7 @@ layout of the original (B, or a transposed B). The copy costs one pass over B (a
 from __future__ import annotations
 
 from codegen.helpers import prod
+from codegen.kernel import is_row_kernel
 from codegen.ops import BufferOps, LazyOp, LoadOps, MemBuffer, ReduceOps
 from codegen.shape.shapetracker import ShapeTracker
 from codegen.shape.view import View
@@ -48,7 +49,8 @@ def _pack_width(item: ScheduleItem) -> int:
     if item.ast is None or all(prod(b.shape) * b.dtype.itemsize < _MIN_BYTES for b in item.inputs):
         return 0
     width = get_runtime(item.out.device).renderer.target.pack
-    if not width or not any(isinstance(n.op, ReduceOps) for n in item.ast.walk()):
+    if not width or not any(isinstance(n.op, ReduceOps) for n in item.ast.walk()) or \
+            is_row_kernel(item.ast):  # a row kernel walks its rows in memory order
         return 0
     return width
 

@@ -13,6 +13,11 @@ Fusion rules, applied to the graph of bases reachable from the outputs:
      element read `_EXPAND_MIN` times or more, repeating `_RECOMPUTE_MIN` ops or more (the
      relu mask of an MLP's gradient, re-read for every input feature of a weight
      gradient, is computed once instead of 784 times).
+  5. Row kernels (D55): on a loop target (a CPU), a reduce materialised by rule 4 whose
+     only reader is one elementwise kernel of the reduce's input shape, reading it one
+     value per row (a reduce over the trailing axes expanded back: softmax's max and sum,
+     layernorm's mean and variance), moves into that kernel, which then computes it per
+     row before storing the row. Rows up to `_ROW_MAX` elements (they stay in the cache).
 """
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ from lazyten.schedule_cache import cached_schedule
 from lazyten.schedule_item import ScheduleItem, copy_ast
 from lazyten.schedule_order import order_items
 from lazyten.split import split_reduces
+from runtimes import get_runtime
 
 __all__ = ["ScheduleItem", "copy_ast", "create_schedule"]
 
@@ -33,6 +39,7 @@ _ELEMENTWISE = (UnaryOps, BinaryOps, TernaryOps)
 _EXPAND_MIN = 8            # reads per element that make an expanded elementwise base...
 _RECOMPUTE_MIN = 1 << 16   # ...worth materialising, when this many ops would be repeated
 _OPS_COUNTED = 16          # inlined ops counted per base (enough to pass the bar)
+_ROW_MAX = 1 << 16         # rule 5: elements in a row of a row kernel (256 KB of float32)
 
 
 def _has_mask(st: ShapeTracker) -> bool:
@@ -76,7 +83,12 @@ class _Graph:
                                          and o.base.op is not LoadOps.CONST}
         self.realize.update(checks)
         self.fused_reduce: dict[LazyBuffer, LazyBuffer] = {}  # chain top -> its reduce
+        self.outs = {o.base for o in outs}
         self._decide()
+        for base in self.order:
+            if base in self.realize and isinstance(base.op, _ELEMENTWISE) and \
+                    base not in self.fused_reduce and _loop_target(base.device):
+                self.realize -= _RowGroup(self, base).reduces()
 
     def _decide(self) -> None:
         for base in self.order:
@@ -177,6 +189,86 @@ class _Graph:
         return True
 
 
+def _loop_target(device: str) -> bool:
+    return not get_runtime(device).renderer.target.gpu
+
+
+class _RowGroup:
+    """Rule 5: the materialised reduces that the kernel of `out` (elementwise, of shape S)
+    can compute itself, one value per row. The walk follows the kernel builder: every
+    base `out`'s kernel inlines, at the view it is read through. A candidate is a reduce
+    (or a rule-3 chain top) over the trailing axes of S, whose input has shape S, read
+    as its one value per row (the expand of its kept shape onto S); the walk continues
+    into it, so a reduce read by another (softmax's max, by the sum) joins too. The
+    group is taken only if every read of a candidate is such a read, and nothing but
+    this kernel reads a candidate, directly or through ops another kernel inlines."""
+
+    def __init__(self, graph: _Graph, out: LazyBuffer):
+        self.graph, self.out, self.shape = graph, out, out.shape
+        self.axes: tuple[int, ...] | None = None
+        self.group: set[LazyBuffer] = set()
+        self.bad = False  # a candidate also read another way (a flipped row value)
+
+    def reduces(self) -> set[LazyBuffer]:
+        stack, seen = [(self.out, ShapeTracker.from_shape(self.shape))], set()
+        while stack:
+            base, st = stack.pop()
+            if (id(base), st) in seen:
+                continue
+            seen.add((id(base), st))
+            if isinstance(base.op, ReduceOps):  # its input is read at the kernel's shape
+                st = ShapeTracker.from_shape(base.src[0].shape)
+            for src in base.src:
+                self._visit(src.base, st if src._base is None else src.st + st, stack)
+        if self.bad or not all(self._only_here(b) for b in self.group):
+            return set()
+        return self.group
+
+    def _visit(self, base: LazyBuffer, st: ShapeTracker, stack: list) -> None:
+        graph = self.graph
+        if base.realized is not None or base.op is LoadOps.CONST:
+            return
+        if base in graph.realize and not self._candidate(base, st):
+            return  # read from memory
+        if base not in graph.realize and not isinstance(base.op, (*_ELEMENTWISE, ReduceOps)):
+            return
+        stack.append((base, st))
+
+    def _candidate(self, base: LazyBuffer, st: ShapeTracker) -> bool:
+        reduce = base if isinstance(base.op, ReduceOps) else self.graph.fused_reduce.get(base)
+        if reduce is None or base in self.graph.outs or base.checks or \
+                reduce.src[0].shape != self.shape:
+            return False
+        axes, n = reduce.arg, len(self.shape)
+        kept = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
+        if axes != tuple(range(n - len(axes), n)) or self.axes not in (None, axes) or \
+                prod(self.shape) // prod(kept) > _ROW_MAX or prod(base.shape) != prod(kept):
+            return False
+        view = st.simplify()
+        if len(view.views) != 1 or view.views[0] != ShapeTracker.from_shape(kept).expand(
+                self.shape).views[0]:
+            self.bad = True  # read one value per row here, and otherwise elsewhere
+            return False
+        self.axes = axes
+        self.group.add(base)
+        return True
+
+    def _only_here(self, base: LazyBuffer) -> bool:
+        """Does every read of `base` end in this kernel (`out`, or another candidate)?
+        Elementwise ops that read it are inlined wherever they are read, so follow them."""
+        graph, stack, seen = self.graph, [base], set()
+        while stack:
+            node = stack.pop()
+            for user, _ in graph.consumers[node]:
+                if user is self.out or user in self.group or id(user) in seen:
+                    continue
+                if user in graph.realize:
+                    return False
+                seen.add(id(user))
+                stack.append(user)
+        return True
+
+
 class _KernelBuilder:
     """Builds the AST of the kernel that materialises one base."""
 
@@ -241,9 +333,15 @@ class _KernelBuilder:
     def expand_base(self, base: LazyBuffer, st: ShapeTracker) -> LazyOp:
         """The AST of `base`'s own op (not a load of it)."""
         if isinstance(base.op, ReduceOps):
-            assert st.contiguous and prod(st.shape) == prod(base.shape), "reduce fused by a view"
             src = base.src[0]
-            return LazyOp(base.op, (self.lazyop(src, ShapeTracker.from_shape(src.shape)),), base.arg)
+            # rule 3 reads it in memory order; a row kernel (rule 5) one value per row
+            assert (st.contiguous and prod(st.shape) == prod(base.shape)) or \
+                st.shape == src.shape, "reduce fused by a view"
+            key = ("reduce", id(base))  # one node, however the kernel reaches it
+            if key not in self.memo:
+                self.memo[key] = LazyOp(base.op, (self.lazyop(src, ShapeTracker.from_shape(
+                    src.shape)),), base.arg)
+            return self.memo[key]
         if base.op is LoadOps.CONTIGUOUS:
             return self.lazyop(base.src[0], st)
         srcs = tuple(self.lazyop(s, st) for s in base.src)

@@ -158,8 +158,9 @@ def reduce_lanes(k: Kernel, target: Target) -> list[Opt]:
     while an input walks the reduce contiguously. Each accumulator becomes a vector of
     partial reductions, summed across its lanes once, after the reduce loops. A full
     vector wide where the axis divides; else, from 4 vectors long, padded to whole
-    vectors (the last step is masked, after the loop); else half a vector."""
-    if k.reduceop is None or not target.tile or not k.upcasts or k.lanes:
+    vectors (the last step is masked, after the loop); else half a vector. A row kernel
+    (D55) takes them with no tile: its reduce and store loops walk the row in vectors."""
+    if k.reduceop is None or not target.tile or not (k.upcasts or k.rows) or k.lanes:
         return []
     axis = k.n_global + k.n_reduce - 1
     if not any(k.strides(key, axis) == 1 for key in k.loads):

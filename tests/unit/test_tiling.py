@@ -177,7 +177,7 @@ def test_reductions_are_not_packed():
     x = rnd((512, 640))
     for out, kernels, ref in ((Tensor(x).sum(axis=1), 1, x.sum(1)),
                               (Tensor(x).sum(axis=0), 1, x.sum(0)),
-                              (Tensor(x).softmax(-1), 3, None)):
+                              (Tensor(x).softmax(-1), 1, None)):  # one row kernel (D55)
         assert len(create_schedule([out.lazydata])) == kernels
         if ref is not None:
             np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4)

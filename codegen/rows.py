@@ -1,0 +1,84 @@
+"""Row kernels (D55): several reduces over the same axes and the elementwise ops that read
+them, in one kernel that walks each row while it is in the cache.
+
+softmax(x) is max over a row, a sum of exp(x - max) over it, and exp(x - max) / sum at
+every element. As three kernels it reads x from memory three times; as a row kernel each
+row of x is read from memory once and then from the cache:
+
+    for each row (the global loops; threads split the outer one):
+        max = reduce over the row          (inner reduces first)
+        sum = reduce over the row, reading max
+        for each element of the row: out = exp(x - max) / sum
+
+The Kernel (codegen/kernel.py) has the usual global and reduce axes; the reduce loops and
+the store loop all walk the reduce axes, with the same vector lanes and padding.
+"""
+from __future__ import annotations
+
+from codegen.linearizer import LinearKernel, Linearizer
+from codegen.lanes import along_lanes
+from codegen.ops import LazyOp, ReduceOps
+from codegen.shape.symbolic import NumNode
+from codegen.uops import UOp, UOps
+
+
+class RowLinearizer(Linearizer):
+    """Emits a row kernel: per row, each reduce in loops of its own (inner reduces first),
+    then the store, in loops over the same axes."""
+
+    def linearize(self) -> LinearKernel:
+        launch = self._begin()
+        self.combo = ()
+        self.row_values: dict[int, UOp] = {}
+        for node in self.k.reduceops:
+            self.row_values[id(node)] = self._reduce(node, [()])[()]
+        self._store_rows()
+        return self._finish(launch)
+
+    def _name(self) -> str:
+        """R_<rows>_<row>: a row kernel."""
+        glob, red = self.k.name_shape
+        return f"R_{'_'.join(map(str, glob or (1,)))}_{'_'.join(map(str, red))}"
+
+    def _emit(self, node: LazyOp) -> UOp:
+        if isinstance(node.op, ReduceOps):  # one value per row, computed before this loop
+            return self.row_values[id(node)]
+        return super()._emit(node)
+
+    def _store_rows(self) -> None:
+        """The store loops; a padded row stores its last, partial vector after them."""
+        rsizes = self.k.reduce_shape
+        peel = self.k.padded and bool(rsizes)
+        loops = self._reduce_loops(rsizes, peel)
+        self._store_step()
+        if peel:
+            self.g.end_loop(loops.pop())
+            self.ridx[-1] = NumNode(rsizes[-1] - 1)
+            self._store_step()
+        for loop in reversed(loops):
+            self.g.end_loop(loop)
+
+    def _store_step(self) -> None:
+        """Store one step of the row: a vector where the output is contiguous along the
+        lanes and every lane is real, else lane by lane, leaving out the padding."""
+        self.cache = {}
+        out = self.ast.arg
+        value = self.cast(self.emit(self.ast.src[0]), out.dtype)
+        idx, valid = self.sts[id(self.ast)].expr_idxs(self._idxs(True))
+        buf, lane = self.bufs[out.idx], self.lane
+        if lane is None:
+            assert valid.min == 1, "only a padded row has lanes to leave out"
+            self.g.add(UOps.STORE, None, (buf, self.render_index(idx), value))
+            return
+        value = self.widen(value, self.lanes)
+        at0 = along_lanes(idx, lane, self.lanes) if valid.min == 1 else None
+        if at0 is not None:
+            self.g.add(UOps.STORE, None, (buf, self.render_index(at0), value))
+            return
+        for k in range(self.lanes):
+            real = valid.substitute({lane: k})
+            if real.max == 0:
+                continue
+            assert real.min == 1, "the padding of a row is known where it is stored"
+            self.g.add(UOps.STORE, None, (buf, self.render_index(idx.substitute({lane: k})),
+                                          self.extract(value, k)))

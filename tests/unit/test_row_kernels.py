@@ -1,0 +1,182 @@
+"""Row kernels (schedule rule 5, codegen/rows.py, D55): a reduce over the trailing axes
+that only one elementwise kernel reads, one value per row, is computed inside that
+kernel, row by row. softmax, log_softmax and layernorm become one kernel each; the
+results match numpy at odd widths, with non-contiguous and broadcast inputs, NaN and
+infinities, and whatever does not qualify keeps its own kernel."""
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from codegen.kernel import is_row_kernel
+from codegen.ops import ReduceOps
+from lazyten import Context, Tensor
+from lazyten.schedule import create_schedule
+from tests.gradcheck import check_grad
+from tests.helpers import fast
+
+
+def _kernels(t: Tensor) -> list:
+    return [i.ast for i in create_schedule([t.lazydata]) if i.ast is not None]
+
+
+def _reduces(ast) -> int:
+    return sum(isinstance(n.op, ReduceOps) for n in ast.walk())
+
+
+def _softmax(a, axis=-1):
+    e = np.exp(a - a.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+
+
+def _log_softmax(a, axis=-1):
+    s = a - a.max(axis, keepdims=True)
+    return s - np.log(np.exp(s).sum(axis, keepdims=True))
+
+
+def _layernorm(a, eps=1e-5):
+    y = a - a.mean(-1, keepdims=True)
+    return y / np.sqrt((y * y).mean(-1, keepdims=True) + eps)
+
+
+OPS = {"softmax": (lambda t: t.softmax(-1), _softmax),
+       "log_softmax": (lambda t: t.log_softmax(-1), _log_softmax),
+       "layernorm": (lambda t: t.layernorm(), _layernorm),
+       "centre": (lambda t: t - t.mean(-1, keepdim=True), lambda a: a - a.mean(-1, keepdims=True))}
+
+
+@pytest.mark.parametrize("name", list(OPS))
+def test_a_row_op_is_one_kernel(name):
+    """Before rule 5, softmax was three kernels (max, sum, the output) and read x three
+    times; now one kernel holds both reduces."""
+    ours, _ = OPS[name]
+    asts = _kernels(ours(Tensor(np.ones((6, 1000), np.float32))))
+    assert len(asts) == 1 and is_row_kernel(asts[0])
+    assert _reduces(asts[0]) == {"softmax": 2, "log_softmax": 2, "layernorm": 2, "centre": 1}[name]
+
+
+@pytest.mark.parametrize("name", list(OPS))
+@pytest.mark.parametrize("width", [1, 2, 15, 16, 17, 63, 65, 100, 1000, 1003])
+def test_row_ops_match_numpy_at_odd_widths(name, width):
+    ours, ref = OPS[name]
+    a = np.random.default_rng(width).standard_normal((5, width)).astype(np.float32) * 3
+    np.testing.assert_allclose(ours(Tensor(a)).numpy(), ref(a.astype(np.float64)),
+                               rtol=2e-5, atol=2e-5)
+
+
+def _view(draw, a: np.ndarray):
+    """A (Tensor, ndarray) pair viewing `a` as it is, transposed, flipped or sliced."""
+    kind = draw(st.sampled_from(["plain", "transpose", "flip", "slice", "broadcast"]))
+    t = Tensor(a)
+    if kind == "transpose":
+        return t.T.contiguous().T if a.ndim == 2 else t, a
+    if kind == "flip":
+        return t.flip(a.ndim - 1), np.flip(a, a.ndim - 1)
+    if kind == "slice" and a.shape[-1] > 2:
+        return t[..., 1:-1], a[..., 1:-1]
+    if kind == "broadcast":  # one row read by every row of a batch
+        return t[:1].expand(*a.shape), np.broadcast_to(a[:1], a.shape)
+    return t, a
+
+
+@fast(30)
+@given(data=st.data())
+def test_row_kernels_match_numpy(data):
+    """Random shapes (leading axes, widths around vector sizes), views of the input, a
+    broadcast affine after the op, and float16/float32/float64."""
+    lead = data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=2))
+    width = data.draw(st.sampled_from([3, 16, 31, 33, 64, 97, 130]))
+    dtype = data.draw(st.sampled_from([np.float32, np.float64, np.float16]))
+    name = data.draw(st.sampled_from(list(OPS)))
+    rng = np.random.default_rng(data.draw(st.integers(0, 99)))
+    a = (rng.standard_normal((*lead, width)) * 4).astype(dtype)
+    t, a = _view(data.draw, a)
+    ours, ref = OPS[name]
+    w = rng.standard_normal(a.shape[-1]).astype(dtype)
+    out = (ours(t) * Tensor(w) + 1).numpy()
+    expected = ref(np.asarray(a, np.float64)) * w.astype(np.float64) + 1
+    tol = 2e-2 if dtype == np.float16 else 1e-4 if dtype == np.float32 else 1e-10
+    assert out.dtype == dtype
+    np.testing.assert_allclose(out, expected, rtol=tol, atol=tol)
+
+
+def test_nan_and_infinity_in_a_row():
+    """A NaN makes its row NaN (max propagates it, as numpy's); a row of -inf is NaN in
+    softmax (0 / 0, as PyTorch); +inf is NaN too (inf - inf)."""
+    a = np.random.default_rng(0).standard_normal((4, 37)).astype(np.float32)
+    a[0, 5], a[1, :], a[2, 36] = np.nan, -np.inf, np.inf
+    with np.errstate(invalid="ignore"):
+        expected = _softmax(a.astype(np.float64))
+    np.testing.assert_allclose(Tensor(a).softmax(-1).numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_what_does_not_qualify_keeps_its_kernel():
+    """A reduce that is an output itself, is read by two kernels, or reduces leading axes
+    is materialised as before; the results still match."""
+    a = np.random.default_rng(1).standard_normal((8, 40)).astype(np.float32)
+    x = Tensor(a)
+    s = x.sum(-1, keepdim=True)
+    y = x - s
+    items = [i for i in create_schedule([y.lazydata, s.lazydata]) if i.ast is not None]
+    assert len(items) == 2 and not any(is_row_kernel(i.ast) for i in items)
+    Tensor.realize(y, s)
+    np.testing.assert_allclose(y.numpy(), a - a.sum(-1, keepdims=True), rtol=1e-5, atol=1e-5)
+    # reduced over the leading axis: a column walk, left to the tiled kernels
+    col = x - x.mean(0, keepdim=True)
+    assert not any(is_row_kernel(ast) for ast in _kernels(col))
+    np.testing.assert_allclose(col.numpy(), a - a.mean(0, keepdims=True), rtol=1e-5, atol=1e-5)
+    # two kernels read the mean (one through a flip): it stays a buffer both read
+    m = x.mean(-1, keepdim=True)
+    two = (x - m).relu().sum(-1) + (x.flip(0) * m).sum(-1)
+    expected = np.maximum(a - a.mean(-1, keepdims=True), 0).sum(-1) + \
+        (np.flip(a, 0) * a.mean(-1, keepdims=True)).sum(-1)
+    np.testing.assert_allclose(two.numpy(), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_a_row_value_also_read_through_another_view_stays_a_buffer():
+    """`x * s + s.flip(0)` reads s one value per row and, flipped, another row's value: a
+    row kernel computes only its own row's, so s keeps its kernel. (The first version of
+    rule 5 checked only the first read it met, and this came out wrong.)"""
+    a = np.random.default_rng(5).standard_normal((8, 40)).astype(np.float32)
+    sa = a.sum(-1, keepdims=True)
+    for flipped_first in (False, True):  # whichever read the scheduler meets first
+        x = Tensor(a)
+        s = x.sum(-1, keepdim=True)
+        y = s.flip(0) + x * s if flipped_first else x * s + s.flip(0)
+        assert len(_kernels(y)) == 2
+        np.testing.assert_allclose(y.numpy(), a * sa + np.flip(sa, 0), rtol=1e-5, atol=1e-5)
+
+
+def test_rows_longer_than_the_limit_are_not_fused():
+    from lazyten import schedule
+    a = np.random.default_rng(2).standard_normal((2, 300)).astype(np.float32)
+    old = schedule._ROW_MAX
+    try:
+        schedule._ROW_MAX = 256
+        asts = _kernels(Tensor(a).softmax(-1))
+    finally:
+        schedule._ROW_MAX = old
+    assert len(asts) > 1 and not any(is_row_kernel(ast) for ast in asts)
+
+
+def test_gpu_targets_keep_separate_kernels():
+    """Rule 5 is for loop targets; a GPU schedule keeps a kernel per reduce."""
+    x = Tensor(np.ones((4, 64), np.float32), device="NULL_CUDA")
+    asts = _kernels(x.softmax(-1))
+    assert len(asts) == 3 and not any(is_row_kernel(ast) for ast in asts)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "layernorm"])
+def test_row_op_gradients(name):
+    """The backward passes reduce over rows too (sum(g * y) read per row): against float64
+    finite differences, at an odd width."""
+    ours, _ = OPS[name]
+    rng = np.random.default_rng(3)
+    check_grad(ours, rng.standard_normal((3, 19)))
+
+
+def test_noopt_row_kernel_matches():
+    """With NOOPT=1 (no lanes, no padding) the row kernel's scalar loops agree."""
+    a = np.random.default_rng(4).standard_normal((3, 50)).astype(np.float32)
+    with Context(NOOPT=1):
+        out = Tensor(a).softmax(-1).numpy()
+    np.testing.assert_allclose(out, _softmax(a.astype(np.float64)), rtol=1e-5, atol=1e-6)
