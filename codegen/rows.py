@@ -11,15 +11,22 @@ row of x is read from memory once and then from the cache:
         for each element of the row: out = exp(x - max) / sum
 
 The Kernel (codegen/kernel.py) has the usual global and reduce axes; the reduce loops and
-the store loop all walk the reduce axes, with the same vector lanes and padding.
+the store loop all walk the reduce axes, with the same vector lanes and padding. Where the
+store needs the last reduce's input again and it is costly (softmax's exp(x - max)), the
+reduce loop also stores it into the output row and the store loop reads it back from the
+cache instead of computing it twice.
 """
 from __future__ import annotations
 
+from codegen.dtypes import DType
 from codegen.linearizer import LinearKernel, Linearizer
 from codegen.lanes import along_lanes
-from codegen.ops import LazyOp, ReduceOps
-from codegen.shape.symbolic import NumNode
+from codegen.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, UnaryOps
+from codegen.shape.symbolic import Node, NumNode
 from codegen.uops import UOp, UOps
+
+# ops that cost tens of instructions: a value made with one is read back, not recomputed
+_COSTLY = {UnaryOps.EXP2, UnaryOps.EXP, UnaryOps.LOG2, UnaryOps.SIN, UnaryOps.COS}
 
 
 class RowLinearizer(Linearizer):
@@ -30,10 +37,43 @@ class RowLinearizer(Linearizer):
         launch = self._begin()
         self.combo = ()
         self.row_values: dict[int, UOp] = {}
+        self.sts = dict(self.sts)  # plus the output row, read back (the Kernel's stay)
+        out = self.ast.arg
+        self.row_leaf = LazyOp(BufferOps.LOAD, (), MemBuffer(out.idx, out.dtype, out.st))
+        self.sts[id(self.row_leaf)] = self.sts[id(self.ast)]
+        self.forward, self.storing = self._forwarded(), False
         for node in self.k.reduceops:
             self.row_values[id(node)] = self._reduce(node, [()])[()]
+        self.storing = True
         self._store_rows()
         return self._finish(launch)
+
+    def _forwarded(self) -> LazyOp | None:
+        """The last reduce's input, if the store reads it too (not only through the reduce),
+        it has a costly op, and the output's dtype holds it exactly."""
+        value = self.k.reduceops[-1].src[0]
+        if self._dtype_of(value) != self.ast.arg.dtype or \
+                not any(n.op in _COSTLY for n in value.walk()):
+            return None
+        stack, seen = [self.ast.src[0]], set()
+        while stack:  # the store's own ops: reduces are values computed before
+            node = stack.pop()
+            if node is value:
+                return value
+            if id(node) not in seen and not isinstance(node.op, ReduceOps):
+                seen.add(id(node))
+                stack.extend(node.src)
+        return None
+
+    def _idxs(self, pre: bool) -> list[Node]:
+        return super()._idxs(True)  # every leaf of a row kernel views the full shape
+
+    def _accumulate(self, node: LazyOp, combo: tuple[int, ...], op: BinaryOps, acc_dtype: DType,
+                    loops: list[UOp], acc: UOp | None = None) -> UOp:
+        out = super()._accumulate(node, combo, op, acc_dtype, loops, acc)
+        if self.forward is not None and node is self.k.reduceops[-1]:
+            self._store_value(self.cache[id(self.forward)])  # emitted by the accumulation
+        return out
 
     def _name(self) -> str:
         """R_<rows>_<row>: a row kernel."""
@@ -43,6 +83,8 @@ class RowLinearizer(Linearizer):
     def _emit(self, node: LazyOp) -> UOp:
         if isinstance(node.op, ReduceOps):  # one value per row, computed before this loop
             return self.row_values[id(node)]
+        if self.storing and node is self.forward:  # stored by the last reduce's loop
+            return self._leaf(self.row_leaf)
         return super()._emit(node)
 
     def _store_rows(self) -> None:
@@ -59,11 +101,14 @@ class RowLinearizer(Linearizer):
             self.g.end_loop(loop)
 
     def _store_step(self) -> None:
+        self.cache = {}
+        self._store_value(self.emit(self.ast.src[0]))
+
+    def _store_value(self, value: UOp) -> None:
         """Store one step of the row: a vector where the output is contiguous along the
         lanes and every lane is real, else lane by lane, leaving out the padding."""
-        self.cache = {}
         out = self.ast.arg
-        value = self.cast(self.emit(self.ast.src[0]), out.dtype)
+        value = self.cast(value, out.dtype)
         idx, valid = self.sts[id(self.ast)].expr_idxs(self._idxs(True))
         buf, lane = self.bufs[out.idx], self.lane
         if lane is None:

@@ -180,3 +180,16 @@ def test_noopt_row_kernel_matches():
     with Context(NOOPT=1):
         out = Tensor(a).softmax(-1).numpy()
     np.testing.assert_allclose(out, _softmax(a.astype(np.float64)), rtol=1e-5, atol=1e-6)
+
+
+def test_softmax_computes_exp_once_per_element():
+    """The sum's loop stores exp(x - max) into the output row and the store loop scales it
+    in place: one exp per element, not two (the row is still in the cache)."""
+    from codegen.linearizer import linearize
+    from codegen.ops import UnaryOps
+    from codegen.uops import UOps
+    from runtimes import get_runtime
+    (ast,) = _kernels(Tensor(np.ones((4, 64), np.float32)).softmax(-1))
+    kernel = linearize(ast, get_runtime("CPU").renderer.target)
+    exps = [u for u in kernel.uops if u.op is UOps.ALU and u.arg is UnaryOps.EXP]
+    assert len(exps) == 1
