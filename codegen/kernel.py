@@ -213,8 +213,8 @@ def is_row_kernel(ast: LazyOp) -> bool:
 
 def _is_row_kernel(ast: LazyOp, reduce: LazyOp) -> bool:
     """Does the kernel store at the shape its reduce reads, reduced axes and all (D55)?"""
-    shape = leaves(reduce)[0].arg.st.shape
-    return ast.arg.st.shape == shape and _kept(shape, reduce.arg) != shape
+    shape: tuple[int, ...] = leaves(reduce)[0].arg.st.shape
+    return bool(ast.arg.st.shape == shape and _kept(shape, reduce.arg) != shape)
 
 
 def _kept(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:

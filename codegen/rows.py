@@ -17,6 +17,7 @@ reduce loop also stores it into the output row and the store loop reads it back 
 cache instead of computing it twice.
 """
 from __future__ import annotations
+import itertools
 
 from codegen.dtypes import DType
 from codegen.linearizer import LinearKernel, Linearizer
@@ -35,15 +36,18 @@ class RowLinearizer(Linearizer):
 
     def linearize(self) -> LinearKernel:
         launch = self._begin()
-        self.combo = ()
-        self.row_values: dict[int, UOp] = {}
+        # several rows at once (an upcast global axis): one copy of every loop body per row
+        copies = self.k.upcasts[:-1] if self.lanes else self.k.upcasts
+        self.combos = list(itertools.product(*(range(u) for u in copies)))
+        self.row_values: dict[tuple[int, tuple[int, ...]], UOp] = {}
         self.sts = dict(self.sts)  # plus the output row, read back (the Kernel's stay)
         out = self.ast.arg
         self.row_leaf = LazyOp(BufferOps.LOAD, (), MemBuffer(out.idx, out.dtype, out.st))
         self.sts[id(self.row_leaf)] = self.sts[id(self.ast)]
         self.forward, self.storing = self._forwarded(), False
         for node in self.k.reduceops:
-            self.row_values[id(node)] = self._reduce(node, [()])[()]
+            for combo, value in self._reduce(node, self.combos).items():
+                self.row_values[(id(node), combo)] = value
         self.storing = True
         self._store_rows()
         return self._finish(launch)
@@ -82,7 +86,7 @@ class RowLinearizer(Linearizer):
 
     def _emit(self, node: LazyOp) -> UOp:
         if isinstance(node.op, ReduceOps):  # one value per row, computed before this loop
-            return self.row_values[id(node)]
+            return self.row_values[(id(node), self.combo)]
         if self.storing and node is self.forward:  # stored by the last reduce's loop
             return self._leaf(self.row_leaf)
         return super()._emit(node)
@@ -92,11 +96,13 @@ class RowLinearizer(Linearizer):
         rsizes = self.k.reduce_shape
         peel = self.k.padded and bool(rsizes)
         loops = self._reduce_loops(rsizes, peel)
-        self._store_step()
+        for self.combo in self.combos:
+            self._store_step()
         if peel:
             self.g.end_loop(loops.pop())
             self.ridx[-1] = NumNode(rsizes[-1] - 1)
-            self._store_step()
+            for self.combo in self.combos:
+                self._store_step()
         for loop in reversed(loops):
             self.g.end_loop(loop)
 

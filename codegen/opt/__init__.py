@@ -15,7 +15,7 @@ The passes, in order:
   order_loops   the outer loop re-reads the fewest bytes (CPU)
   gather_lanes  explicit lanes for elementwise kernels LLVM cannot vectorise (CPU)
   gpu_layout    work-group sizes, or one work-group per output of a long reduce (GPU)
-A row kernel (D55) gets simplify and reduce_lanes only.
+A row kernel (D55) gets simplify, stream_rows and reduce_lanes only.
 """
 from __future__ import annotations
 from typing import Callable
@@ -31,7 +31,7 @@ Pass = Callable[[Kernel, Target], list[Opt]]
 PASSES: list[Pass] = [simplify, tile, stream_rows, reduce_lanes, order_loops, gather_lanes,
                       gpu_layout]
 # a row kernel (codegen/rows.py): its reduce and store loops share the lanes across the row
-ROW_PASSES: list[Pass] = [simplify, reduce_lanes]
+ROW_PASSES: list[Pass] = [simplify, stream_rows, reduce_lanes]
 
 
 def apply_opts(k: Kernel, opts: list[Opt]) -> Kernel:

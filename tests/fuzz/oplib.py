@@ -38,10 +38,26 @@ def small(shape) -> bool:
 
 
 def partner(g, x: Var, pred=lambda v: True, dtype=None, lo=None, hi=None) -> Var:
-    """A second operand broadcasting with x: from the pool, or a fresh input."""
+    """A second operand broadcasting with x: from the pool, or a fresh input. Now and then
+    a row value and its rows, as softmax and layernorm pair them (the scheduler's row
+    kernels: a keepdim reduce over trailing axes, read back one value per row)."""
     def fits(v: Var) -> bool:
         return broadcastable(v.shape, x.shape) and small(bshape(v.shape, x.shape)) and pred(v)
+    if g.chance(30):
+        rows = g.var(lambda v: fits(v) and _row_pair(v.shape, x.shape))
+        if rows is not None:
+            return rows
     return g.operand(fits, partner_shape(g, x.shape), dtype, lo, hi)
+
+
+def _row_pair(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """Is one shape the other with its trailing axes (not all 1) set to 1?"""
+    if len(a) != len(b) or a == b:
+        return False
+    low, high = (a, b) if int(np.prod(a)) < int(np.prod(b)) else (b, a)
+    n = len(a)
+    return any(low == high[:k] + (1,) * (n - k) and high[k:] != (1,) * (n - k)
+               for k in range(n))
 
 
 def scalar_for(g, dtype: str):

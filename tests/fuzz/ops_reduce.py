@@ -272,8 +272,56 @@ def draw_sort(g):
     return g.add(Step("reduce", src, ref, var))
 
 
+def draw_row(g):
+    """A row op in one step, its row value never an output of its own (so the scheduler
+    may compute it in the kernel that reads it, a row kernel): x - x.max(...) over the
+    trailing axes, x * x.sum(...), or x.softmax(-1) / x.log_softmax(-1)."""
+    op = g.pick(["centre", "scale", "softmax", "log_softmax"])
+    x = g.var(lambda v: v.ndim >= 1 and is_float(v.dtype) and v.dtype != "bfloat16" and
+              v.shape[-1] > 0 and (op == "centre" or v.bound <= 16))
+    if x is None:
+        return None
+    k = g.int(1, x.ndim) if op in ("centre", "scale") else 1  # trailing axes reduced
+    axes = tuple(range(x.ndim - k, x.ndim))
+    n = int(np.prod([x.shape[a] for a in axes]))
+    if n == 0 or (op == "scale" and n * x.bound * x.bound > 1e4):
+        return None
+    shown = f"axis={axes}" if k > 1 else "-1"
+    src = {"centre": f"{x.name} - {x.name}.amax({shown}, keepdim=True)",
+           "scale": f"{x.name} * {x.name}.sum({shown}, keepdim=True)",
+           "softmax": f"{x.name}.softmax(-1)", "log_softmax": f"{x.name}.log_softmax(-1)"}[op]
+    lo, hi = {"centre": (x.lo - x.hi, 0.0), "scale": (-n * x.bound ** 2, n * x.bound ** 2),
+              "softmax": (0.0, 1.0), "log_softmax": (-2 * x.bound - math.log(n) - 1, 0.0)}[op]
+    var = g.new(x.shape, x.dtype, lo, hi, [x], grid=None).but(exact=False)
+
+    def ref(interp: Interp, name=x.name) -> Ref:
+        src_ref = interp.env[name]
+        a, e = arg(interp, src_ref, x.dtype), src_ref.e()
+        unit = UNIT[ACCUMULATE[x.dtype]]
+        with np.errstate(all="ignore"):
+            if op == "centre":
+                z, err = a - a.max(axes, keepdims=True), e + e.max(axes, keepdims=True)
+            elif op == "scale":
+                s = a.sum(axes, keepdims=True)
+                s_err = e.sum(axes, keepdims=True) + n * unit * np.abs(a).sum(axes, keepdims=True)
+                z = a * s
+                err = np.abs(a) * s_err + e * (np.abs(s) + s_err) + UNIT[x.dtype] * np.abs(z)
+            else:  # a loose bound: each exp, the sum and the division round a few times
+                shifted = a - a.max(-1, keepdims=True)
+                spread = 2 * e.max(-1, keepdims=True) + (n + 16) * unit
+                if op == "softmax":
+                    z = np.exp(shifted) / np.exp(shifted).sum(-1, keepdims=True)
+                    err = z * 2 * spread + (n + 16) * UNIT[x.dtype] * z
+                else:
+                    z = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+                    err = 2 * spread + (n + 16) * UNIT[x.dtype] * (1 + np.abs(z))
+        return interp.out(z, x.dtype, err)
+    return g.add(Step("reduce", src, ref, var))
+
+
 OPS = [
     ("reduce", "reduce", draw_reduce, True),
+    ("row", "reduce", draw_row, True),
     ("any_all", "reduce", draw_any_all, False),
     ("matmul", "matmul", draw_matmul, True),
     ("sort", "reduce", draw_sort, False),
