@@ -22,14 +22,14 @@ from typing import Callable
 
 from codegen.helpers import getenv
 from codegen.kernel import Kernel, Opt
-from codegen.opt.gpu import gpu_layout
+from codegen.opt.gpu import gpu_layout, item_tile
 from codegen.opt.simplify import simplify
 from codegen.opt.tiling import gather_lanes, order_loops, reduce_lanes, stream_rows, tile
 from codegen.target import Target
 
 Pass = Callable[[Kernel, Target], list[Opt]]
 PASSES: list[Pass] = [simplify, tile, stream_rows, reduce_lanes, order_loops, gather_lanes,
-                      gpu_layout]
+                      item_tile, gpu_layout]
 # a row kernel (codegen/rows.py): its reduce and store loops share the lanes across the row
 ROW_PASSES: list[Pass] = [simplify, reduce_lanes]
 

@@ -39,13 +39,53 @@ def launch_sizes(sizes: list[int], budget: int) -> tuple[list[int], list[int]]:
     return groups, local
 
 
+_ITEM_UNROLLS = (4, 2)      # an output axis of a work-item's tile is unrolled by these...
+_ITEM_WHOLE = 8             # ...or whole, when it is this short (a 5-wide conv window)
+_ITEM_MIN_ITEMS = 64        # work-items left per thread after tiling, at least
+
+
+def item_tile(k: Kernel, target: Target) -> list[Opt]:
+    """Register tile of a work-item: unroll output axes along which an input of the reduce
+    does not change, so one load feeds several accumulators."""
+    if not target.item_tile or k.reduceop is None:
+        return []
+    t, opts = k.copy(), []
+    while True:
+        room = target.item_tile // prod(t.upcasts)
+        best = None
+        for axis in range(t.n_global):
+            if not _reused(t, axis):
+                continue
+            size = t.full_shape[axis]
+            amount = next((a for a in _ITEM_UNROLLS if size % a == 0 and a <= room),
+                          size if 2 <= size <= min(room, _ITEM_WHOLE) else 0)
+            items = prod(t.global_shape) // max(amount, 1)
+            if amount and items >= _ITEM_MIN_ITEMS * target.threads and \
+                    (best is None or amount >= best.amount):
+                best = Opt(OptOps.UPCAST, axis, amount, "reuse: an input ignores this axis")
+        if best is None or not t.can_apply(best):
+            return opts
+        t.apply(best)
+        opts.append(best)
+
+
+def _reused(k: Kernel, axis: int) -> bool:
+    """Some input read in the reduce loop does not depend on this axis."""
+    red = range(k.n_global, k.n_global + k.n_reduce)
+    for key in k.loads:
+        strides = k.sts[key].real_strides(ignore_valid=True)
+        if strides[axis] == 0 and any(strides[r] != 0 for r in red):
+            return True
+    return False
+
+
 def gpu_layout(k: Kernel, target: Target) -> list[Opt]:
     """A group reduce, or the work-group size of each hardware dim (and FLATTEN when a dim
     would pass its launch limit: everything then goes to dim 0)."""
     if not target.gpu:
         return []
     gsizes, rsize = k.global_shape, prod(k.reduce_shape)
-    if (k.reduceop is not None and target.local_size > 1 and rsize >= _GROUP_MIN_REDUCE
+    if (k.reduceop is not None and target.local_size > 1 and target.local_memory > 0 and rsize >= _GROUP_MIN_REDUCE
             and prod(gsizes) <= _GROUP_MAX_OUTPUTS):
         size = 1 << (min(target.local_size, rsize).bit_length() - 1)  # a power of two
         return [Opt(OptOps.GROUP, 0, size, f"a {rsize}-long reduce into {prod(gsizes)} outputs")]
