@@ -1,4 +1,4 @@
-"""A counter on stderr while kernels build: `building kernels: 12/40`, then a summary.
+"""A counter on stderr while kernels build: `building kernels: 12/40`, erased when done.
 
 Fed by the compile pool (runtimes/compile_pool.py): `queued` when a kernel is handed to
 it, `done` when its binary (or error) is ready. Shown only where a person is watching.
@@ -15,14 +15,16 @@ _PROGRESS_AFTER = 1.0  # seconds a build runs before its counter shows (shorter:
 
 class BuildProgress:
     """`building kernels: 12/40`, redrawn in place on stderr once a build (kernels queued
-    since the pool was last idle) has run for a second, then `built 40 kernels in 6.2 s`.
-    Only where stderr is a terminal, DEBUG < 3 (which prints every kernel as it lowers)
-    and BUILD_PROGRESS is not 0. The total grows while the engine is still lowering."""
+    since the pool was last idle) has run for a second, and erased when it ends, so what
+    the program prints next takes the line. Only where stderr is a terminal, DEBUG < 3
+    (which prints every kernel as it lowers) and BUILD_PROGRESS is not 0. The total grows
+    while the engine is still lowering."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.total = self.finished = 0
         self._start, self._shown = 0.0, False
+        self._width = 0  # of the longest line written, to erase it
 
     def queued(self) -> None:
         with self._lock:
@@ -36,9 +38,11 @@ class BuildProgress:
             self.finished += 1
             elapsed = time.perf_counter() - self._start
             if self.finished == self.total and self._shown:
-                self._write(f"\rbuilt {self.total} kernels in {elapsed:.1f} s".ljust(40) + "\n")
+                self._write("\r" + " " * self._width + "\r")
             elif self.finished < self.total and elapsed >= _PROGRESS_AFTER and self._visible():
-                self._write(f"\rbuilding kernels: {self.finished}/{self.total}")
+                line = f"building kernels: {self.finished}/{self.total}"
+                self._width = max(self._width, len(line))
+                self._write("\r" + line)
                 self._shown = True
 
     @staticmethod
