@@ -14,6 +14,7 @@ The passes, in order:
                 odd), for a tile without output lanes (CPU)
   order_loops   the outer loop re-reads the fewest bytes (CPU)
   gather_lanes  explicit lanes for elementwise kernels LLVM cannot vectorise (CPU)
+  item_tile     a register tile of accumulators per work-item (a CPU through work-items)
   gpu_layout    work-group sizes, or one work-group per output of a long reduce (GPU)
 A row kernel (D55) gets simplify and reduce_lanes only.
 """
