@@ -76,7 +76,7 @@ def gpu(name: str, local_size: int = 256, local_memory: int = 48 << 10) -> Targe
 
 
 def work_item_cpu(name: str, threads: int, local_size: int = 256) -> Target:
-    """A CPU driven through work-items (an OpenCL CPU driver such as pocl, D55). A
+    """A CPU driven through work-items (an OpenCL CPU driver such as pocl, D56). A
     work-group runs as a loop over its work-items on one thread, and local memory is
     ordinary memory whose barriers cut that loop into pieces: so no group reduce (a long
     reduce with few outputs is split into chunks, as on the CPU target), and each

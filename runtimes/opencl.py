@@ -44,7 +44,7 @@ class OpenCLDevice:
 
 def device_target(dev: OpenCLDevice) -> Target:
     """What the passes may assume, from the device's type: a CPU (pocl) gets loops of
-    work-items without group reduces (D55), anything else the GPU target.
+    work-items without group reduces (D56), anything else the GPU target.
     OPENCL_TARGET=gpu or cpu overrides the choice (to see the other kind's kernels)."""
     d = dev.device
     local = min(256, d.max_work_group_size)

@@ -6,7 +6,7 @@ memory; dim 1 the next; the rest are merged into dim 2 (the linearizer splits th
 with // and %). A large reduce with few outputs becomes a group reduce instead: one
 work-group per output, each work-item a strided share of the reduce, combined in local
 memory by the renderer, where the target has local memory worth using (not on a CPU
-driven through work-items, pocl: D55). Such a target asks for a register tile instead.
+driven through work-items, pocl: D56). Such a target asks for a register tile instead.
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def launch_sizes(sizes: list[int], budget: int) -> tuple[list[int], list[int]]:
     return groups, local
 
 
-# the tile of a work-item (D55; LeNet's step on pocl: 41 -> 19 ms of kernels with 8, 20 with 16)
+# the tile of a work-item (D56; LeNet's step on pocl: 41 -> 19 ms of kernels with 8, 20 with 16)
 _ITEM_UNROLLS = (4, 2)      # an output axis of the tile is unrolled by these...
 _ITEM_WHOLE = 8             # ...or whole, when it is this short (a 5-wide conv window)
 _ITEM_MIN_ITEMS = 64        # work-items left per thread after tiling, at least

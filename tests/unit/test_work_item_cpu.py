@@ -1,4 +1,4 @@
-"""The work-item CPU target (an OpenCL CPU driver such as pocl, D55) and its passes.
+"""The work-item CPU target (an OpenCL CPU driver such as pocl, D56) and its passes.
 
 Such a device runs a work-group as a loop over its work-items, with local memory as
 ordinary memory behind barriers, so its kernels must have no group reduce; each work-item
@@ -133,7 +133,7 @@ def test_both_targets_compute_the_same_on_opencl_at_odd_sizes(target):
 
 def test_opencl_builds_run_on_the_compile_pool():
     compiler = _opencl().compiler
-    assert compiler.threaded and compiler.worker_args, "OpenCL builds in parallel (D55)"
+    assert compiler.threaded and compiler.worker_args, "OpenCL builds in parallel (D56)"
     assert type(compiler)(*compiler.worker_args).key == compiler.key, \
         "a worker process must build for the same device"
 
