@@ -3,13 +3,15 @@
 `OPENCL:N` is the N-th device counting across every platform (`OPENCL` is `OPENCL:0`).
 Launch sizes from the renderer are work-groups and work-group sizes per dim; OpenCL wants
 total work-items, so the Program multiplies them. Events on a profiling queue time kernels.
+The kernels are lowered for the device's type (`device_target`): a CPU (pocl) as a CPU
+driven through work-items, anything else as a GPU (D56).
 """
 from __future__ import annotations
 import functools
 
+from codegen.helpers import getenv
 from codegen.renderer import ProgramSpec
 from codegen.renderer.opencl import OpenCLRenderer
-from codegen.helpers import getenv
 from codegen.target import Target, gpu, work_item_cpu
 from runtimes.base import Allocator, Compiler, Program, Runtime
 
