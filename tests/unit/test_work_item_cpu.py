@@ -6,6 +6,7 @@ keeps a register tile instead. A GPU device keeps the GPU target's kernels. Kern
 lowered for either target must compute the same values (checked on OPENCL when a driver
 is installed).
 """
+import random
 import types
 
 import numpy as np
@@ -21,6 +22,8 @@ from lazyten.realize import launch, run_schedule
 from lazyten.schedule import create_schedule
 from runtimes import Buffer, get_runtime
 from runtimes.build_progress import BuildProgress
+from runtimes.compile_pool import CompilePool
+from runtimes.cpu_llvm import LLVMCompiler
 import runtimes.build_progress as build_progress
 
 
@@ -136,6 +139,32 @@ def test_opencl_builds_run_on_the_compile_pool():
     assert compiler.threaded and compiler.worker_args, "OpenCL builds in parallel (D56)"
     assert type(compiler)(*compiler.worker_args).key == compiler.key, \
         "a worker process must build for the same device"
+
+
+class TaggedCompiler(LLVMCompiler):
+    """Marks each binary with the argument it was made with: here "here", in a worker
+    process what `worker_args` passed."""
+
+    def __init__(self, tag: str = "here"):
+        super().__init__()
+        self.tag, self.worker_args = tag, ("worker",)
+
+    def compile(self, src: str) -> bytes:
+        return super().compile(src) + self.tag.encode()
+
+
+def test_a_worker_process_makes_its_compiler_from_worker_args():
+    pool = CompilePool(TaggedCompiler(), workers=1)
+    try:
+        nonce = random.getrandbits(40)  # no earlier run left these in the disk cache
+        sources = [f"define void @tagged{i}() {{\n  ret void\n}}\n; {nonce}" for i in range(12)]
+        binaries = [job.result() for job in [pool.submit(f"t{i}", src)
+                                             for i, src in enumerate(sources)]]
+    finally:
+        pool.close()
+    assert pool.workers_started == 1
+    tags = {b[-6:] for b in binaries}
+    assert b"worker" in tags, f"no binary came from a worker made with worker_args: {tags}"
 
 
 class _Terminal:
