@@ -25,7 +25,8 @@ class Target:
     reduce with few outputs is cut into at most `split_reduce` chunks so `threads` threads
     share it; an input under `cached_bytes` (the L1 data cache) is cheap to re-read.
     GPU targets: work-groups of up to `local_size` work-items, at most `max_global`
-    work-groups per hardware dim, `local_memory` bytes shared in a work-group."""
+    work-groups per hardware dim, `local_memory` bytes shared in a work-group (0: none
+    worth using, so no group reduce), `item_tile` accumulators per work-item (0: one)."""
     name: str
     gpu: bool = False
     vector_bits: int = 0           # 0: no explicit vectors (the backend vectorises, or none)
@@ -38,6 +39,7 @@ class Target:
     local_size: int = 1            # work-group size (1: no work-groups)
     max_global: tuple[int, ...] = (2**31 - 1, 65535, 65535)
     local_memory: int = 0
+    item_tile: int = 0             # most accumulators one work-item keeps (0: no tile)
 
     @property
     def lanes(self) -> int:
@@ -71,3 +73,14 @@ def _host_vector_bits() -> int:
 def gpu(name: str, local_size: int = 256, local_memory: int = 48 << 10) -> Target:
     """A GPU: work-items, no explicit vectors or register tiles yet."""
     return Target(name, gpu=True, local_size=local_size, local_memory=local_memory)
+
+
+def work_item_cpu(name: str, threads: int, local_size: int = 256) -> Target:
+    """A CPU driven through work-items (an OpenCL CPU driver such as pocl, D56). A
+    work-group runs as a loop over its work-items on one thread, and local memory is
+    ordinary memory whose barriers cut that loop into pieces: so no group reduce (a long
+    reduce with few outputs is split into chunks, as on the CPU target), and each
+    work-item keeps a register tile of accumulators (independent chains the driver's
+    compiler can schedule, and vectorise where the tile is contiguous)."""
+    return Target(name, gpu=True, local_size=local_size, local_memory=0, split_reduce=32,
+                  threads=threads, item_tile=8)

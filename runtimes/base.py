@@ -148,9 +148,11 @@ class HostAllocator(Allocator):
 class Compiler:
     """Source -> binary. `key` names the compiler and version; it is part of the cache key.
     A compiler whose `compile` may run on a worker thread sets `threaded`: the engine
-    then lowers the next kernels while this one compiles."""
+    then lowers the next kernels while this one compiles, and worker processes build
+    with `type(compiler)(*compiler.worker_args)`."""
     key = "base"
     threaded = False
+    worker_args: tuple[str, ...] = ()  # what a compile worker process constructs it with
 
     def __init__(self) -> None:
         self.compiled = 0  # real compilations (cache misses), for the cache tests

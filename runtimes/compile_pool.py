@@ -1,10 +1,11 @@
 """Compiling kernels in parallel, for a Compiler that sets `threaded`.
 
-One thread compiles in this process while the engine lowers the next kernels (LLVM
-releases the GIL). With more cores, more threads each feed a worker process,
-`python -m runtimes.compile_pool MODULE:CLASS`, which compiles with its own instance of
-the same Compiler class (llvmlite runs one LLVM call at a time per process, so threads
-alone would not use a second core). A worker starts when its thread first gets a job;
+One thread compiles in this process while the engine lowers the next kernels (LLVM and
+OpenCL drivers release the GIL). With more cores, more threads each feed a worker process,
+`python -m runtimes.compile_pool MODULE:CLASS ARGS...`, which compiles with its own
+instance of the same Compiler class, made from the compiler's `worker_args` (llvmlite
+runs one LLVM call at a time per process, and pocl one build, so threads alone would not
+use a second core). A worker starts when its thread first gets a job;
 one that cannot start or dies leaves its jobs to this process. COMPILE_WORKERS sets the
 number of worker processes (default: one per core beyond the first, at most 3).
 
@@ -12,6 +13,9 @@ Memory: LLVM keeps about 60 KB per compiled module in the compiling process, wha
 freed (docs/design.md). So a long-running process compiles at most COMPILE_HERE_MAX kernels
 itself and sends the rest to worker processes, and a worker is replaced after
 COMPILE_WORKER_JOBS compiles: the growth stays bounded by those two settings.
+
+While a build takes more than a second, a counter on stderr says how far it is
+(runtimes/build_progress.py): on a terminal only, so logs, pipes and tests see nothing.
 
 Protocol on the worker's stdin/stdout: a little-endian u32 length, then the bytes; the
 request is the source, the reply is b"K" + binary or b"E" + the error text.
@@ -30,6 +34,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from codegen.helpers import getenv
+from runtimes.build_progress import BuildProgress
 from runtimes.compile_error import CompileError
 
 
@@ -50,6 +55,7 @@ class CompilePool:
         self.compiled_here = 0
         self.workers_started = 0
         self._procs: list[subprocess.Popen] = []
+        self.progress = BuildProgress()
         atexit.register(self.close)
 
     def _start_thread(self) -> None:
@@ -58,9 +64,11 @@ class CompilePool:
     def submit(self, name: str, src: str) -> Future:
         job = self._pending.get(src)
         if job is None:
+            self.progress.queued()
             job = self._executor.submit(self._job, name, src)
             self._pending[src] = job
             job.add_done_callback(lambda _: self._pending.pop(src, None))
+            job.add_done_callback(lambda _: self.progress.done())
         return job
 
     def close(self) -> None:
@@ -104,7 +112,8 @@ class CompilePool:
             path = os.pathsep.join(p for p in sys.path if p)
             try:
                 self._local.proc = subprocess.Popen(
-                    [sys.executable, "-m", "runtimes.compile_pool", f"{cls.__module__}:{cls.__qualname__}"],
+                    [sys.executable, "-m", "runtimes.compile_pool",
+                     f"{cls.__module__}:{cls.__qualname__}", *self.compiler.worker_args],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                     env={**os.environ, "PYTHONPATH": path})
                 self._procs.append(self._local.proc)
@@ -155,12 +164,13 @@ def _receive(stream) -> bytes | None:
 
 
 def main(argv: list[str]) -> int:
-    """The worker: compile each source read from stdin until stdin closes."""
+    """The worker: compile each source read from stdin until stdin closes, with a
+    compiler made as `CLASS(*ARGS)` from `MODULE:CLASS ARGS...`."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything printed goes to stderr, not into the replies
     module, _, cls = argv[0].partition(":")
-    compiler = getattr(importlib.import_module(module), cls)()
+    compiler = getattr(importlib.import_module(module), cls)(*argv[1:])
     while (request := _receive(sys.stdin.buffer)) is not None:
         try:
             reply = b"K" + compiler.compile(request.decode())

@@ -3,12 +3,16 @@
 `OPENCL:N` is the N-th device counting across every platform (`OPENCL` is `OPENCL:0`).
 Launch sizes from the renderer are work-groups and work-group sizes per dim; OpenCL wants
 total work-items, so the Program multiplies them. Events on a profiling queue time kernels.
+The kernels are lowered for the device's type (`device_target`): a CPU (pocl) as a CPU
+driven through work-items, anything else as a GPU (D56).
 """
 from __future__ import annotations
 import functools
 
+from codegen.helpers import getenv
 from codegen.renderer import ProgramSpec
 from codegen.renderer.opencl import OpenCLRenderer
+from codegen.target import Target, gpu, work_item_cpu
 from runtimes.base import Allocator, Compiler, Program, Runtime
 
 
@@ -34,10 +38,24 @@ class OpenCLDevice:
         if index >= len(devices):
             raise RuntimeError(f"OPENCL:{index} does not exist: {len(devices)} OpenCL device(s) "
                                "found; install a driver, e.g. pip install pocl-binary-distribution")
-        self.device = devices[index]
+        self.index, self.device = index, devices[index]
         self.context = cl.Context([self.device])
         self.queue = cl.CommandQueue(self.context, self.device,
                                      properties=cl.command_queue_properties.PROFILING_ENABLE)
+
+
+def device_target(dev: OpenCLDevice) -> Target:
+    """What the passes may assume, from the device's type: a CPU (pocl) gets loops of
+    work-items without group reduces (D56), anything else the GPU target.
+    OPENCL_TARGET=gpu or cpu overrides the choice (to see the other kind's kernels)."""
+    d = dev.device
+    local = min(256, d.max_work_group_size)
+    kind = getenv("OPENCL_TARGET", "") or ("cpu" if d.type & dev.cl.device_type.CPU else "gpu")
+    if kind not in ("cpu", "gpu"):
+        raise ValueError(f"OPENCL_TARGET={kind!r}: expected 'cpu' or 'gpu'")
+    if kind == "cpu":
+        return work_item_cpu("OPENCL", d.max_compute_units, local)
+    return gpu("OPENCL", local_size=local)
 
 
 class OpenCLAllocator(Allocator):
@@ -61,11 +79,15 @@ class OpenCLAllocator(Allocator):
 
 
 class OpenCLCompiler(Compiler):
-    """OpenCL C -> the driver's program binary; the key names the device and driver."""
+    """OpenCL C -> the driver's program binary; the key names the device and driver.
+    Builds run on the compile pool: the driver releases the GIL while it builds, and
+    a worker process (which opens device `index` itself) builds beside this one."""
+    threaded = True
 
-    def __init__(self, dev: OpenCLDevice):
+    def __init__(self, index: str = "0", dev: OpenCLDevice | None = None):
         super().__init__()
-        self.dev = dev
+        dev = self.dev = dev if dev is not None else OpenCLDevice(int(index))
+        self.worker_args = (str(dev.index),)
         d = dev.device
         # OpenCL lets single-precision `/` and sqrt be off by up to 3 ulp unless asked
         # (FDIV promises IEEE division); devices that cannot do it exactly do not offer it
@@ -110,9 +132,9 @@ class OpenCLRuntime(Runtime):
     """An OpenCL device; synchronize waits for its queue."""
 
     def __init__(self, name: str, dev: OpenCLDevice):
-        local = min(256, dev.device.max_work_group_size)
-        super().__init__(name, OpenCLAllocator(dev), OpenCLCompiler(dev),
-                         functools.partial(OpenCLProgram, dev=dev), OpenCLRenderer(local))
+        super().__init__(name, OpenCLAllocator(dev), OpenCLCompiler(dev=dev),
+                         functools.partial(OpenCLProgram, dev=dev),
+                         OpenCLRenderer(device_target(dev)))
         self.dev = dev
 
     def synchronize(self) -> None:

@@ -14,6 +14,7 @@ The passes, in order:
                 odd), for a tile without output lanes (CPU)
   order_loops   the outer loop re-reads the fewest bytes (CPU)
   gather_lanes  explicit lanes for elementwise kernels LLVM cannot vectorise (CPU)
+  item_tile     a register tile of accumulators per work-item (a CPU through work-items)
   gpu_layout    work-group sizes, or one work-group per output of a long reduce (GPU)
 A row kernel (D55) gets simplify, stream_rows and reduce_lanes only.
 """
@@ -22,14 +23,14 @@ from typing import Callable
 
 from codegen.helpers import getenv
 from codegen.kernel import Kernel, Opt
-from codegen.opt.gpu import gpu_layout
+from codegen.opt.gpu import gpu_layout, item_tile
 from codegen.opt.simplify import simplify
 from codegen.opt.tiling import gather_lanes, order_loops, reduce_lanes, stream_rows, tile
 from codegen.target import Target
 
 Pass = Callable[[Kernel, Target], list[Opt]]
 PASSES: list[Pass] = [simplify, tile, stream_rows, reduce_lanes, order_loops, gather_lanes,
-                      gpu_layout]
+                      item_tile, gpu_layout]
 # a row kernel (codegen/rows.py): its reduce and store loops share the lanes across the row
 ROW_PASSES: list[Pass] = [simplify, stream_rows, reduce_lanes]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from codegen.dtypes import DType, dtypes
 from codegen.linearizer import LinearKernel
-from codegen.target import gpu
+from codegen.target import Target, gpu
 from codegen.renderer.c_helpers import needs_double_bf16, uses
 from codegen.renderer.cstyle import CStyleRenderer
 
@@ -39,8 +39,8 @@ class OpenCLRenderer(CStyleRenderer):
     specials = {"gidx": lambda d: f"get_global_id({d})", "lidx": lambda d: f"get_local_id({d})",
                 "grp": lambda d: f"get_group_id({d})"}
 
-    def __init__(self, local_size: int = 256):
-        self.target = gpu("OPENCL", local_size=local_size)
+    def __init__(self, target: Target | None = None):
+        self.target = target if target is not None else gpu("OPENCL")
 
     def prelude(self, kernel: LinearKernel) -> list[str]:
         lines = []
