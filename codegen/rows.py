@@ -96,19 +96,19 @@ class RowLinearizer(Linearizer):
         rsizes = self.k.reduce_shape
         peel = self.k.padded and bool(rsizes)
         loops = self._reduce_loops(rsizes, peel)
-        for self.combo in self.combos:
-            self._store_step()
+        self._store_steps()
         if peel:
             self.g.end_loop(loops.pop())
             self.ridx[-1] = NumNode(rsizes[-1] - 1)
-            for self.combo in self.combos:
-                self._store_step()
+            self._store_steps()
         for loop in reversed(loops):
             self.g.end_loop(loop)
 
-    def _store_step(self) -> None:
-        self.cache = {}
-        self._store_value(self.emit(self.ast.src[0]))
+    def _store_steps(self) -> None:
+        """One step of the store loop for each row taken at once."""
+        for combo in self.combos:
+            self.combo, self.cache = combo, {}
+            self._store_value(self.emit(self.ast.src[0]))
 
     def _store_value(self, value: UOp) -> None:
         """Store one step of the row: a vector where the output is contiguous along the

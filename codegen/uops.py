@@ -81,15 +81,21 @@ class UOpGraph:
         self.uops: list[UOp] = []
         self._open: list[UOp] = []          # loops not yet closed, outermost first
         self._cache: dict[tuple[Any, ...], UOp] = {}
+        self._written: set[int] = set()     # the buffers stored to so far
 
     def add(self, op: UOps, dtype: DType | None, src: tuple[UOp, ...] = (), arg: Any = None,
             extra_loops: frozenset[UOp] = frozenset()) -> UOp:
-        """Append (or reuse) a op; it lands after the innermost open loop it depends on."""
+        """Append (or reuse) a op; it lands after the innermost open loop it depends on.
+        A load of a buffer already stored to (a row kernel reading back its output row)
+        stays where it is added, after the stores, and is never shared."""
+        if op is UOps.STORE:
+            self._written.add(id(src[0]))
+        pinned = op is UOps.LOAD and id(src[0]) in self._written
         key = (op, dtype, tuple(id(v) for v in src), _hashable(arg))
-        if op not in _NEVER_CSE and key in self._cache:
+        if op not in _NEVER_CSE and not pinned and key in self._cache:
             return self._cache[key]
         loops = extra_loops.union(*(v.loops for v in src))
-        if op in _IN_PLACE:
+        if op in _IN_PLACE or pinned:
             loops |= frozenset(self._open)
         node = UOp(op, dtype, tuple(src), arg, loops)
         if op is UOps.LOOP:
@@ -97,7 +103,7 @@ class UOpGraph:
         self._insert(node, loops)
         if op is UOps.LOOP:
             self._open.append(node)
-        if op not in _NEVER_CSE:
+        if op not in _NEVER_CSE and not pinned:
             self._cache[key] = node
         return node
 

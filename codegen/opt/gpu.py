@@ -56,22 +56,28 @@ def item_tile(k: Kernel, target: Target) -> list[Opt]:
         return []
     t, opts = k.copy(), list[Opt]()
     while True:
-        room = target.item_tile // prod(t.upcasts)
-        best = None
-        for axis in range(t.n_global):
-            if not _reused(t, axis):
-                continue
-            size = t.full_shape[axis]
-            amount = next((a for a in _ITEM_UNROLLS if size % a == 0 and a <= room),
-                          size if 2 <= size <= min(room, _ITEM_WHOLE) else 0)
-            items = prod(t.global_shape) // max(amount, 1)
-            if amount and items >= _ITEM_MIN_ITEMS * target.threads and \
-                    (best is None or amount >= best.amount):
-                best = Opt(OptOps.UPCAST, axis, amount, "reuse: an input ignores this axis")
+        best = _item_unroll(t, target)
         if best is None or not t.can_apply(best):
             return opts
         t.apply(best)
         opts.append(best)
+
+
+def _item_unroll(t: Kernel, target: Target) -> Opt | None:
+    """The widest unroll one more round of item_tile can take (the innermost on ties)."""
+    room = target.item_tile // prod(t.upcasts)
+    best = None
+    for axis in range(t.n_global):
+        if not _reused(t, axis):
+            continue
+        size = t.full_shape[axis]
+        amount = next((a for a in _ITEM_UNROLLS if size % a == 0 and a <= room),
+                      size if 2 <= size <= min(room, _ITEM_WHOLE) else 0)
+        items = prod(t.global_shape) // max(amount, 1)
+        if amount and items >= _ITEM_MIN_ITEMS * target.threads and \
+                (best is None or amount >= best.amount):
+            best = Opt(OptOps.UPCAST, axis, amount, "reuse: an input ignores this axis")
+    return best
 
 
 def _reused(k: Kernel, axis: int) -> bool:
@@ -90,8 +96,8 @@ def gpu_layout(k: Kernel, target: Target) -> list[Opt]:
     if not target.gpu:
         return []
     gsizes, rsize = k.global_shape, prod(k.reduce_shape)
-    if (k.reduceop is not None and target.local_size > 1 and target.local_memory > 0 and rsize >= _GROUP_MIN_REDUCE
-            and prod(gsizes) <= _GROUP_MAX_OUTPUTS):
+    if (k.reduceop is not None and target.local_size > 1 and target.local_memory > 0
+            and rsize >= _GROUP_MIN_REDUCE and prod(gsizes) <= _GROUP_MAX_OUTPUTS):
         size = 1 << (min(target.local_size, rsize).bit_length() - 1)  # a power of two
         return [Opt(OptOps.GROUP, 0, size, f"a {rsize}-long reduce into {prod(gsizes)} outputs")]
     if not gsizes:

@@ -182,6 +182,22 @@ def test_noopt_row_kernel_matches():
     np.testing.assert_allclose(out, _softmax(a.astype(np.float64)), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("rows,width", [(8, 1000), (16, 1003), (24, 260), (8, 4096)])
+@pytest.mark.parametrize("sliced", [False, True])
+def test_several_rows_at_once_with_a_padded_row(rows, width, sliced):
+    """8 rows at a time, a padded last vector, exp read back from the output row: the
+    read-back of the last, partial vector once ran before the sum's loop had stored it
+    (the load of a row's constant address was hoisted out of the loops: garbage and NaN
+    in the last lanes of every row)."""
+    base = np.random.default_rng(width).standard_normal((rows + 4, width + 7)).astype(np.float32)
+    t, a = (Tensor(base)[2:rows + 2, 3:width + 3], base[2:rows + 2, 3:width + 3]) if sliced \
+        else (Tensor(base[:rows, :width].copy()), base[:rows, :width])
+    a = a.astype(np.float64)
+    for name in ("softmax", "log_softmax", "layernorm"):
+        ours, ref = OPS[name]
+        np.testing.assert_allclose(ours(t).numpy(), ref(a), rtol=2e-5, atol=2e-6, err_msg=name)
+
+
 def test_softmax_computes_exp_once_per_element():
     """The sum's loop stores exp(x - max) into the output row and the store loop scales it
     in place: one exp per element, not two (the row is still in the cache)."""
