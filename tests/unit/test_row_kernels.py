@@ -99,6 +99,21 @@ def test_row_kernels_match_numpy(data):
     np.testing.assert_allclose(out, expected, rtol=tol, atol=tol)
 
 
+@fast(10)
+@given(data=st.data())
+def test_wide_row_kernels_match_numpy(data):
+    """Rows long enough to stream several at once (256 and more) and to be padded, row
+    counts that 8, 4 or 2 divide or none does, views, and the three ops."""
+    rows = data.draw(st.sampled_from([2, 6, 8, 12, 16]))
+    width = data.draw(st.sampled_from([256, 257, 300, 1000, 1024, 1033]))
+    name = data.draw(st.sampled_from(["softmax", "log_softmax", "layernorm"]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 99)))
+    t, a = _view(data.draw, (rng.standard_normal((rows, width)) * 3).astype(np.float32))
+    ours, ref = OPS[name]
+    np.testing.assert_allclose(ours(t).numpy(), ref(np.asarray(a, np.float64)), rtol=2e-5,
+                               atol=2e-6)
+
+
 def test_nan_and_infinity_in_a_row():
     """A NaN makes its row NaN (max propagates it, as numpy's); a row of -inf is NaN in
     softmax (0 / 0, as PyTorch); +inf is NaN too (inf - inf)."""
