@@ -8,10 +8,11 @@ the same cache sets. BLAS libraries pack B first; so does this pass.
 
 Rule (for devices whose target asks for it with `Target.pack`, the CPU): in a
 kernel with a reduce, a load that reads one buffer through a single unmasked view that
-depends on exactly two axes, the axis `l` the output is contiguous in (the tile's vector
-lanes) and one reduce axis `r`, and is re-read along another output axis (a matmul's B
-does not depend on the row), is replaced by a read of a packed copy
-P[l // W, r, l % W] (W = the pack width), made by one extra copy kernel scheduled just
+depends on the axis `l` the output is contiguous in (the tile's vector lanes), one
+reduce axis `r` and maybe batch axes `b` (output axes: a batched matmul's, attention's
+batch and heads), and is re-read along another output axis (a matmul's B does not
+depend on the row), is replaced by a read of a packed copy
+P[b..., l // W, r, l % W] (W = the pack width), made by one extra copy kernel scheduled just
 before, unless it already reads well (stride 1 along l and under `_MIN_STRIDE` along r)
 or is small (under `_MIN_BYTES`). Walking r then reads P contiguously, whatever the
 layout of the original (B, or a transposed B). The copy costs one pass over B (about
@@ -80,27 +81,32 @@ def _pack(item: ScheduleItem, width: int) -> tuple[ScheduleItem, ScheduleItem | 
     for leaf in reduce.walk():
         if leaf.op is not BufferOps.LOAD or uses[leaf.arg.idx] != 1:
             continue
-        red_axis = _reduce_axis(leaf.arg, lane_axis, out_axes, width)
-        if red_axis is None:
+        found = _reduce_axis(leaf.arg, lane_axis, out_axes, width)
+        if found is None:
             continue
+        red_axis, batch = found
         src = item.inputs[leaf.arg.idx - 1]
         view = leaf.arg.st.views[0]
         lanes, steps = full[lane_axis], full[red_axis]
-        # the copy: P[l // W, r, l % W] = src[offset + r * stride_r + l * stride_l]
-        plane = View.create((steps, lanes), (view.strides[red_axis], view.strides[lane_axis]),
-                            view.offset)
-        read = ShapeTracker((plane,)).reshape((steps, lanes // width, width)).permute((1, 0, 2))
+        bshape = tuple(full[b] for b in batch)
+        nb = len(batch)
+        # the copy: P[b..., l // W, r, l % W] = src[offset + b.. + r * stride_r + l * stride_l]
+        plane = View.create((*bshape, steps, lanes), (*(view.strides[b] for b in batch),
+                            view.strides[red_axis], view.strides[lane_axis]), view.offset)
+        swap = (*range(nb), nb + 1, nb, nb + 2)  # (steps, panels) <-> (panels, steps)
+        read = ShapeTracker((plane,)).reshape((*bshape, steps, lanes // width, width)).permute(swap)
         packed = LazyBuffer(src.device, ShapeTracker.from_shape(read.shape), src.dtype,
                             LoadOps.CONTIGUOUS, (src,))
         load = LazyOp(BufferOps.LOAD, (), MemBuffer(1, src.dtype, read))
         copy = LazyOp(BufferOps.STORE, (load,),
                       MemBuffer(0, src.dtype, ShapeTracker.from_shape(read.shape)))
-        # the kernel reads P back in its own index space
-        st = ShapeTracker.from_shape(read.shape).permute((1, 0, 2)).reshape((steps, lanes))
-        if lane_axis < red_axis:
-            st = st.permute((1, 0))
+        # the kernel reads P back in its own index space: (batch..., r, l), in full's order
+        st = ShapeTracker.from_shape(read.shape).permute(swap).reshape((*bshape, steps, lanes))
+        axes = [*batch, red_axis, lane_axis]
+        st = st.permute(tuple(sorted(range(len(axes)), key=lambda i: axes[i])))
         shape = [1] * len(full)
-        shape[lane_axis], shape[red_axis] = lanes, steps
+        for a in axes:
+            shape[a] = full[a]
         st = st.reshape(tuple(shape)).expand(full)
         new_leaf = MemBuffer(leaf.arg.idx, leaf.arg.dtype, st)
         inputs = list(item.inputs)
@@ -110,24 +116,28 @@ def _pack(item: ScheduleItem, width: int) -> tuple[ScheduleItem, ScheduleItem | 
     return item, None
 
 
-def _reduce_axis(buf: MemBuffer, lane_axis: int, out_axes: list[int], width: int) -> int | None:
-    """The reduce axis of a load worth packing (it depends on that and `lane_axis` only),
-    else None."""
+def _reduce_axis(buf: MemBuffer, lane_axis: int, out_axes: list[int],
+                 width: int) -> tuple[int, tuple[int, ...]] | None:
+    """(the reduce axis, the batch axes) of a load worth packing, else None: it moves
+    along `lane_axis`, one reduce axis, and output axes the panels are copied for (a
+    batched matmul's batch: one set of panels per batch)."""
     if len(buf.st.views) != 1 or buf.st.views[0].mask is not None:
         return None
     view = buf.st.views[0]
     moving = [i for i, s in enumerate(view.strides) if s != 0]
-    if len(moving) != 2 or lane_axis not in moving:
+    if lane_axis not in moving:
         return None
     # it pays only when the operand is re-read: the kernel has an output axis it ignores
     if not any(view.strides[i] == 0 and view.shape[i] > 1 for i in out_axes):
         return None
-    red_axis = moving[1 - moving.index(lane_axis)]
-    if red_axis in out_axes:  # two output axes: a broadcast operand, not a panel to pack
+    reduce = [i for i in moving if i not in out_axes]
+    batch = tuple(i for i in moving if i in out_axes and i != lane_axis)
+    if len(reduce) != 1:  # two output axes and no reduce: a broadcast operand, no panel
         return None
+    red_axis = reduce[0]
     lanes, steps = view.shape[lane_axis], view.shape[red_axis]
     friendly = view.strides[lane_axis] == 1 and abs(view.strides[red_axis]) < _MIN_STRIDE
-    if friendly or lanes % width or lanes * steps * buf.dtype.itemsize < _MIN_BYTES:
+    size = lanes * steps * prod(view.shape[b] for b in batch) * buf.dtype.itemsize
+    if friendly or lanes % width or size < _MIN_BYTES:
         return None
-    return red_axis
-
+    return red_axis, batch

@@ -160,16 +160,34 @@ def test_packed_operand_every_layout(ta, tb):
     np.testing.assert_allclose(got, (a.T if ta else a) @ (b.T if tb else b), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("n,batch", [(200, 0), (256, 2), (64, 0)])
+@pytest.mark.parametrize("n,batch", [(200, 0), (64, 0), (200, 3)])
 def test_no_pack_where_it_does_not_apply(n, batch):
-    """Widths not divisible by the panel, batched operands (three moving axes) and small
-    operands are read in place."""
+    """Widths not divisible by the panel and small operands are read in place."""
     k = 512
     a = rnd((batch, 32, k) if batch else (32, k))
     b = rnd((batch, k, n) if batch else (k, n), seed=1)
     out = Tensor(a).realize() @ Tensor(b).realize()
     assert len(create_schedule([out.lazydata])) == 1
     np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape,transposed", [((2, 3, 128, 64), True), ((2, 3, 128, 64), False),
+                                              ((3, 512, 256), False), ((2, 256, 192), True)])
+def test_batched_operands_are_packed_per_batch(shape, transposed):
+    """A batched matmul's strided operand (attention's k^T: rows of k are 64 floats apart
+    along the output's vector lanes) gets one set of panels per batch (D25): the copy
+    kernel's output has the batch axes in front; the result is unchanged."""
+    *batch, rows, inner = shape
+    cols = 256
+    a = rnd((*batch, rows, inner))
+    b = rnd((*batch, cols, inner) if transposed else (*batch, inner, cols), seed=1)
+    bt = Tensor(b).realize()
+    out = Tensor(a).realize() @ (bt.transpose(-1, -2) if transposed else bt)
+    items = create_schedule([out.lazydata])
+    width = get_runtime("CPU").renderer.target.pack
+    assert len(items) == 2 and items[0].out.shape == (*batch, cols // width, inner, width)
+    ref = a @ (np.swapaxes(b, -1, -2) if transposed else b)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-4)
 
 
 def test_reductions_are_not_packed():
