@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 from codegen.dtypes import dtypes
 from codegen.helpers import prod
 from lazyten.autograd import primitives as F
+from lazyten.autograd.special import Softmax
 from lazyten.autograd.stable import Stable
 from lazyten.aliases import keywords
 from lazyten.dims import norm_axes
@@ -247,14 +248,12 @@ class ReduceMixin(TensorMixin):
     @keywords(dim="axis")
     def softmax(self, axis: int = -1):
         x = self._float()
-        e = (x - x.detach().amax(axis, keepdim=True)).exp()
-        return e * e.sum(axis, keepdim=True).reciprocal()  # one division per row, as PyTorch
+        return x.apply(Softmax, axis=axis, log=False, tensor=type(x))
 
     @keywords(dim="axis")
     def log_softmax(self, axis: int = -1):
         x = self._float()
-        shifted = x - x.detach().amax(axis, keepdim=True)
-        return shifted - shifted.exp().sum(axis, keepdim=True).log()
+        return x.apply(Softmax, axis=axis, log=True, tensor=type(x))
 
     @keywords(dim="axis")
     def cumsum(self, axis: int = 0):

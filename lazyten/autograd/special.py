@@ -110,3 +110,29 @@ class Pow(Function):
             flat = (x == 0) & (y >= 0)
             gy = flat.where(0.0, g * (wrap(self.ret) * x.log())).lazydata
         return gx, gy
+
+
+class Softmax(Function):
+    """y = softmax(x) or log_softmax(x) along `axis`, with PyTorch's backward from y alone:
+    dx = y * (g - sum(g * y)), or g - exp(y) * sum(g) for log_softmax. The derivative of
+    the composite would read exp(x - max) and the row max again, so the forward's reduces
+    could not stay inside its row kernel (D55) in a training step."""
+
+    def forward(self, x, axis: int = -1, log: bool = False, tensor=None):
+        self.axis, self.log, self.tensor = axis, log, tensor
+        t = tensor._wrap(x)
+        shifted = t - t.amax(axis, keepdim=True)
+        if log:
+            out = shifted - shifted.exp().sum(axis, keepdim=True).log()
+        else:
+            e = shifted.exp()
+            out = e * e.sum(axis, keepdim=True).reciprocal()  # one division per row, as PyTorch
+        self.ret = out.lazydata
+        return self.ret
+
+    def backward(self, grad):
+        wrap = self.tensor._wrap
+        y, g = wrap(self.ret), wrap(grad)
+        if self.log:
+            return (g - y.exp() * g.sum(self.axis, keepdim=True)).lazydata
+        return (y * (g - (g * y).sum(self.axis, keepdim=True))).lazydata
