@@ -191,19 +191,29 @@ class Linearizer:
         return x if dtype_of(x).count > 1 or lanes == 1 else self.vectorize([x] * lanes)
 
     def _store(self, value: UOp) -> None:
+        """One store per copy: a vector store where the lanes are contiguous (masked where
+        a padded row's lanes lie outside the output, OptOps.PAD_OUT), else lane by lane."""
         out = self.ast.arg
-        idx, _ = self.sts[id(self.ast)].expr_idxs(self._idxs(False))
+        idx, valid = self.sts[id(self.ast)].expr_idxs(self._idxs(False))
         value, buf = self.cast(value, out.dtype), self.bufs[out.idx]
+        if valid.max == 0:
+            return
         if self.lane is None or self.reduce_lanes:
+            assert valid.min == 1, f"a padded output axis without vector lanes: {self.k.applied}"
             self.g.add(UOps.STORE, None, (buf, self.render_index(idx), value))
             return
         at0 = along_lanes(idx, self.lane, self.lanes)
         if at0 is not None:
-            self.g.add(UOps.STORE, None, (buf, self.render_index(at0), self.widen(value, self.lanes)))
+            gate = () if valid.min == 1 else (self.widen(self._gate(valid), self.lanes),)
+            self.g.add(UOps.STORE, None, (buf, self.render_index(at0),
+                                          self.widen(value, self.lanes)) + gate)
             return
         for k in range(self.lanes):
-            self.g.add(UOps.STORE, None, (buf, self.render_index(idx.substitute({self.lane: k})),
-                                          self.extract(value, k)))
+            lane_valid = valid.substitute({self.lane: k})
+            assert lane_valid.min == 1 or lane_valid.max == 0, "a gated store lane by lane"
+            if lane_valid.max:
+                self.g.add(UOps.STORE, None, (buf, self.render_index(
+                    idx.substitute({self.lane: k})), self.extract(value, k)))
 
     def render_index(self, node: Node) -> UOp:
         out: UOp = node.render(NODE_OPS, self)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from codegen.helpers import prod
 from codegen.kernel import Kernel, Opt, OptOps
+from codegen.ops import BinaryOps
 from codegen.target import Target
 
 _MIN_OUTER = 8               # iterations the outermost loop needs to be worth splitting
@@ -53,6 +54,10 @@ def tile(k: Kernel, target: Target) -> list[Opt]:
         return []
     t, opts, split = k.copy(), [], set[int]()
     budget = tile_budget(t, target)
+    pad = _pad_row(t, budget, target)
+    if pad is not None:
+        t.apply(pad)
+        opts.append(pad)
     for _ in range(_TILE_ROUNDS):
         upcast = _best_upcast(t, budget, split, target)
         if upcast is None or not t.can_apply(upcast):
@@ -70,21 +75,90 @@ def tile(k: Kernel, target: Target) -> list[Opt]:
     return opts
 
 
+def _pad_row(k: Kernel, budget: int, target: Target) -> Opt | None:
+    """Pad the output's contiguous axis to whole vectors when that fills the registers
+    better than the widest power of two dividing it: a 28-wide conv row becomes two
+    16-lane vectors (the second masked: 28/32 of the lanes busy) instead of seven of 4
+    lanes (1/4) [D56]. Not with integer division in the kernel (the padded lanes compute
+    on zeros: a division by zero would trap)."""
+    wide = target.lanes
+    if budget < wide or any(n.op in (BinaryOps.IDIV, BinaryOps.MOD) for n in k.ast.walk()):
+        return None
+    for axis in range(k.n_global):
+        size = k.full_shape[axis]
+        if k.strides(k.out_key, axis) != 1 or size <= wide or size % wide == 0 or \
+                _worth_unrolling(k, axis) is None:
+            continue
+        exact = _unroll_amount(size, wide, budget)
+        if size * wide > exact * _round_up(size, wide):  # fuller lanes: size/padded > exact/wide
+            opt = Opt(OptOps.PAD_OUT, axis, wide, f"{size} is no multiple of {wide}: pad the row")
+            return opt if k.can_apply(opt) else None
+    return None
+
+
+def _round_up(size: int, amount: int) -> int:
+    return size + -size % amount
+
+
 def _best_upcast(k: Kernel, budget: int, split: set[int], target: Target) -> Opt | None:
-    """The most accumulators one more unroll can add: preferring an axis not unrolled
-    yet, then the one the output is most contiguous in."""
-    best: tuple[tuple[int, bool, int], Opt] | None = None
+    """The next unroll. The first is the vector axis (the widest); after it, the one that
+    leaves the fewest loads per accumulator update [D56], then the most accumulators,
+    preferring an axis not unrolled yet, then the one the output is most contiguous in."""
+    best: tuple[tuple, Opt] | None = None
     for axis in range(k.n_global):
         out_stride = k.strides(k.out_key, axis)
         why = _worth_unrolling(k, axis)
         if why is None or out_stride is None:
             continue
         want = target.lanes if not k.upcasts and out_stride == 1 else 4
-        amount = _unroll_amount(k.full_shape[axis], want, budget // prod(k.upcasts))
-        rank = (amount, axis not in split, -out_stride)
-        if amount and (best is None or rank > best[0]):
-            best = (rank, Opt(OptOps.UPCAST, axis, amount, why))
+        room = budget // prod(k.upcasts)
+        amount = _unroll_amount(k.full_shape[axis], want, room)
+        opt = Opt(OptOps.UPCAST, axis, amount, why)
+        if not amount or not k.can_apply(opt) or not _fits_registers(k, opt, target):
+            continue
+        rank = (-_loads_per_update(k, opt, target) if k.lanes else 0,
+                amount, axis not in split, -out_stride)
+        if best is None or rank > best[0]:
+            best = (rank, opt)
     return best[1] if best is not None else None
+
+
+def _registers(k: Kernel, target: Target) -> int:
+    """Registers the tile's accumulators take: a lane axis narrower than a register still
+    takes a whole one, a wider one several."""
+    if not k.lanes:
+        return prod(k.upcasts)
+    return prod(k.upcasts[:-1]) * -(-k.lanes // target.lanes)
+
+
+def _fits_registers(k: Kernel, opt: Opt, target: Target) -> bool:
+    """Whether the tile after `opt` still fits the target's accumulator registers."""
+    if not k.lanes:
+        return True
+    t = k.copy()
+    t.apply(opt)
+    return _registers(t, target) <= target.tile // target.lanes
+
+
+def _loads_per_update(k: Kernel, opt: Opt, target: Target) -> float:
+    """Loads per vector accumulator update in one step of the reduce, once `opt` is
+    applied: every input is loaded once per unrolled copy of the axes it depends on (a
+    vector per register of lanes along the vector axis, one broadcast where it does not
+    depend on it). A conv's input ignores the output channel, its weight every
+    position: unrolling channels shares the input's vector loads."""
+    t = k.copy()
+    t.apply(opt)
+    first = len(t.full_shape) - len(t.upcasts)
+    loads = 0
+    for key in t.loads:
+        copies = 1
+        for axis, amount in enumerate(t.upcasts, start=first):
+            if t.strides(key, axis) == 0:
+                continue
+            last = axis == len(t.full_shape) - 1
+            copies *= -(-amount // target.lanes) if last and t.lanes else amount
+        loads += copies
+    return loads / _registers(t, target)
 
 
 def _unroll_amount(size: int, want: int, room: int) -> int:
