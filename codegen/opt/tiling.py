@@ -239,7 +239,7 @@ def reduce_lanes(k: Kernel, target: Target) -> list[Opt]:
     if not any(k.strides(key, axis) == 1 for key in k.loads):
         return []
     size = k.full_shape[axis]
-    lanes, pad = _reduce_lane_width(size, target)
+    lanes, pad = _reduce_lane_width(size, target, _shares_loads(k))
     why = f"{size} is no multiple of {lanes}: pad the last vector"
     opts = [Opt(OptOps.PAD, axis, lanes, why)] if pad else []
     opts.append(Opt(OptOps.REDUCE_LANES, axis, lanes, "an input is contiguous along the reduce"))
@@ -251,12 +251,29 @@ def reduce_lanes(k: Kernel, target: Target) -> list[Opt]:
     return opts
 
 
-def _reduce_lane_width(size: int, target: Target) -> tuple[int, bool]:
-    """(lanes, whether to pad) for a reduce axis of `size`; (0, False): no lanes."""
+def _reduce_lane_width(size: int, target: Target, reuse: bool = False) -> tuple[int, bool]:
+    """(lanes, whether to pad) for a reduce axis of `size`; (0, False): no lanes. A tile
+    whose copies share loads (reuse: compute, not memory, bounds it) pads from one vector
+    on, where the padded vectors fill more lanes than the widest exact width: a conv
+    weight gradient's 28-wide rows take 2 x 16 lanes, 28/32 busy, not 4 [D56]; a
+    streaming reduce only from _PAD_VECTORS vectors (D54)."""
     wide = target.lanes
-    if wide and size % wide and size >= _PAD_VECTORS * wide:
+    exact = next((d for d in (wide, wide // 2) if d and size % d == 0), 0)
+    if not wide or size % wide == 0:
+        return exact, False
+    if reuse and size * wide > exact * (size + -size % wide):
         return wide, True
-    return next((d for d in (wide, wide // 2) if d and size % d == 0), 0), False
+    if size >= _PAD_VECTORS * wide:
+        return wide, True
+    return exact, False
+
+
+def _shares_loads(k: Kernel) -> bool:
+    """Whether some input is read once for several copies of the tile (it ignores an
+    unrolled axis)."""
+    first = len(k.full_shape) - len(k.upcasts)
+    return any(k.strides(key, axis) == 0 for key in k.loads
+               for axis in range(first, len(k.full_shape)))
 
 
 def order_loops(k: Kernel, target: Target) -> list[Opt]:
