@@ -250,9 +250,9 @@ class Linearizer:
         if lane is None or (lane not in idx.vars() and lane not in valid.vars()):
             return self._load(node.arg, idx, valid)
         window = lane_window(idx, lane, self.lanes) if isinstance(node.arg, MemBuffer) else None
-        if lane in valid.vars() and isinstance(node.arg, MemBuffer) and \
-                node.arg.dtype != dtypes.bool:
-            start = live_along_lanes(idx, valid, lane, self.lanes)
+        if lane in valid.vars():  # a masked vector load, else lane by lane
+            vector = isinstance(node.arg, MemBuffer) and node.arg.dtype != dtypes.bool
+            start = live_along_lanes(idx, valid, lane, self.lanes) if vector else None
             if start is not None:
                 return self._masked_load(node.arg, start, valid)
             window = None
