@@ -75,19 +75,28 @@ def tile(k: Kernel, target: Target) -> list[Opt]:
     return opts
 
 
+def _lane_loads(k: Kernel, key: int, lanes: int, target: Target) -> int:
+    """Loads of one input across `lanes` lanes: a vector per register where it is
+    contiguous, one per lane where it gathers (a strided operand)."""
+    return -(-lanes // target.lanes) if k.strides(key, len(k.full_shape) - 1) == 1 else lanes
+
+
 def _pad_row(k: Kernel, budget: int, target: Target) -> Opt | None:
     """Pad the output's contiguous axis to whole vectors when that fills the registers
     better than the widest power of two dividing it: a 28-wide conv row becomes two
     16-lane vectors (the second masked: 28/32 of the lanes busy) instead of seven of 4
-    lanes (1/4) [D56]. Not with integer division in the kernel (the padded lanes compute
-    on zeros: a division by zero would trap)."""
+    lanes (1/4) [D56]. Only where every input under the reduce is a vector load or a
+    broadcast along the row (a gathered operand gains nothing from wider lanes), and not
+    with integer division in the kernel (the padded lanes compute on zeros: a division
+    by zero would trap)."""
     wide = target.lanes
     if budget < wide or any(n.op in (BinaryOps.IDIV, BinaryOps.MOD) for n in k.ast.walk()):
         return None
     for axis in range(k.n_global):
         size = k.full_shape[axis]
         if k.strides(k.out_key, axis) != 1 or size <= wide or size % wide == 0 or \
-                _worth_unrolling(k, axis) is None:
+                _worth_unrolling(k, axis) is None or \
+                any(k.strides(key, axis) not in (0, 1) for key in k.loads):
             continue
         exact = _unroll_amount(size, wide, budget)
         if size * wide > exact * _round_up(size, wide):  # fuller lanes: size/padded > exact/wide
@@ -144,19 +153,20 @@ def _loads_per_update(k: Kernel, opt: Opt, target: Target) -> float:
     """Loads per vector accumulator update in one step of the reduce, once `opt` is
     applied: every input is loaded once per unrolled copy of the axes it depends on (a
     vector per register of lanes along the vector axis, one broadcast where it does not
-    depend on it). A conv's input ignores the output channel, its weight every
-    position: unrolling channels shares the input's vector loads."""
+    depend on it, a load per lane where it gathers). A conv's input ignores the output
+    channel, its weight every position: unrolling channels shares the input's vector
+    loads."""
     t = k.copy()
     t.apply(opt)
     first = len(t.full_shape) - len(t.upcasts)
+    lane_axis = len(t.full_shape) - 1 if t.lanes else -1
     loads = 0
     for key in t.loads:
         copies = 1
         for axis, amount in enumerate(t.upcasts, start=first):
             if t.strides(key, axis) == 0:
                 continue
-            last = axis == len(t.full_shape) - 1
-            copies *= -(-amount // target.lanes) if last and t.lanes else amount
+            copies *= _lane_loads(t, key, amount, target) if axis == lane_axis else amount
         loads += copies
     return loads / _registers(t, target)
 
@@ -253,15 +263,16 @@ def reduce_lanes(k: Kernel, target: Target) -> list[Opt]:
 
 def _reduce_lane_width(size: int, target: Target, reuse: bool = False) -> tuple[int, bool]:
     """(lanes, whether to pad) for a reduce axis of `size`; (0, False): no lanes. A tile
-    whose copies share loads (reuse: compute, not memory, bounds it) pads from one vector
-    on, where the padded vectors fill more lanes than the widest exact width: a conv
-    weight gradient's 28-wide rows take 2 x 16 lanes, 28/32 busy, not 4 [D56]; a
-    streaming reduce only from _PAD_VECTORS vectors (D54)."""
+    whose copies share loads (reuse: compute, not memory, bounds it) and that neither a
+    vector nor half a vector divides pads at any length: a conv weight gradient's 14- or
+    28-wide rows take 16 lanes, 14/16 or 28/32 busy, instead of scalar code [D56] (where
+    half a vector divides, it stays: LeNet's 24-wide rows were slower padded to 32); a
+    streaming reduce pads only from _PAD_VECTORS vectors (D54)."""
     wide = target.lanes
     exact = next((d for d in (wide, wide // 2) if d and size % d == 0), 0)
     if not wide or size % wide == 0:
         return exact, False
-    if reuse and size * wide > exact * (size + -size % wide):
+    if reuse and not exact and size > 2:
         return wide, True
     if size >= _PAD_VECTORS * wide:
         return wide, True
