@@ -397,7 +397,8 @@ class Linearizer:
     def _estimate(self) -> tuple[int, int]:
         """FLOPs (ALU ops times the iterations they run) and bytes of every buffer touched."""
         k = self.k
-        full, out = prod(k.full_shape), prod(k.out_shape)
+        glob, red = k.name_shape  # before padding (PAD, PAD_OUT): the work asked for
+        full, out = prod(glob) * prod(red), prod(glob)
         pre_ops = set(map(id, k.reduceop.walk())) if k.reduceop else set()
         flops = 0
         for n in self.ast.walk():
