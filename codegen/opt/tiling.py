@@ -90,7 +90,7 @@ def _pad_row(k: Kernel, budget: int, target: Target) -> Opt | None:
     with integer division in the kernel (the padded lanes compute on zeros: a division
     by zero would trap)."""
     wide = target.lanes
-    if budget < wide or any(n.op in (BinaryOps.IDIV, BinaryOps.MOD) for n in k.ast.walk()):
+    if budget < wide or _divides(k):
         return None
     for axis in range(k.n_global):
         size = k.full_shape[axis]
@@ -103,6 +103,12 @@ def _pad_row(k: Kernel, budget: int, target: Target) -> Opt | None:
             opt = Opt(OptOps.PAD_OUT, axis, wide, f"{size} is no multiple of {wide}: pad the row")
             return opt if k.can_apply(opt) else None
     return None
+
+
+def _divides(k: Kernel) -> bool:
+    """Whether the kernel divides integers: padded lanes compute on zeros, and an integer
+    division by zero is undefined (x86 traps; LLVM may assume it never happens)."""
+    return any(n.op in (BinaryOps.IDIV, BinaryOps.MOD) for n in k.ast.walk())
 
 
 def _round_up(size: int, amount: int) -> int:
@@ -224,7 +230,7 @@ def stream_rows(k: Kernel, target: Target) -> list[Opt]:
         return []
     inner = k.n_global + k.n_reduce - 1
     if not k.n_global or not k.n_reduce or prod(k.reduce_shape) < _STREAM_MIN or \
-            not _reduce_lane_width(k.full_shape[inner], target)[0]:
+            not _reduce_lane_width(k.full_shape[inner], target, may_pad=not _divides(k))[0]:
         return []
     if not any(k.strides(key, inner) == 1 for key in k.loads):
         return []
@@ -249,7 +255,7 @@ def reduce_lanes(k: Kernel, target: Target) -> list[Opt]:
     if not any(k.strides(key, axis) == 1 for key in k.loads):
         return []
     size = k.full_shape[axis]
-    lanes, pad = _reduce_lane_width(size, target, _shares_loads(k))
+    lanes, pad = _reduce_lane_width(size, target, _shares_loads(k), not _divides(k))
     why = f"{size} is no multiple of {lanes}: pad the last vector"
     opts = [Opt(OptOps.PAD, axis, lanes, why)] if pad else []
     opts.append(Opt(OptOps.REDUCE_LANES, axis, lanes, "an input is contiguous along the reduce"))
@@ -261,16 +267,18 @@ def reduce_lanes(k: Kernel, target: Target) -> list[Opt]:
     return opts
 
 
-def _reduce_lane_width(size: int, target: Target, reuse: bool = False) -> tuple[int, bool]:
+def _reduce_lane_width(size: int, target: Target, reuse: bool = False,
+                       may_pad: bool = True) -> tuple[int, bool]:
     """(lanes, whether to pad) for a reduce axis of `size`; (0, False): no lanes. A tile
     whose copies share loads (reuse: compute, not memory, bounds it) and that neither a
     vector nor half a vector divides pads at any length: a conv weight gradient's 14- or
     28-wide rows take 16 lanes, 14/16 or 28/32 busy, instead of scalar code [D56] (where
     half a vector divides, it stays: LeNet's 24-wide rows were slower padded to 32); a
-    streaming reduce pads only from _PAD_VECTORS vectors (D54)."""
+    streaming reduce pads only from _PAD_VECTORS vectors (D54). Never where the kernel
+    divides integers (`may_pad`: the padding computes on zeros)."""
     wide = target.lanes
     exact = next((d for d in (wide, wide // 2) if d and size % d == 0), 0)
-    if not wide or size % wide == 0:
+    if not may_pad or not wide or size % wide == 0:
         return exact, False
     if reuse and not exact and size > 2:
         return wide, True

@@ -79,7 +79,8 @@ def ops_of(k: Kernel) -> list[OptOps]:
 def test_conv_rows_pad_to_whole_vectors(width, n, cin, cout, padding, dtype):
     """A conv whose output rows no vector divides pads them: full 16-lane vectors, the
     last one masked on load and store, and the values match numpy."""
-    x, w, b = rnd((n, cin, 6, width), dtype), rnd((cout, cin, 3, 3), dtype, 1), rnd((cout,), dtype, 2)
+    x, w = rnd((n, cin, 6, width), dtype), rnd((cout, cin, 3, 3), dtype, 1)
+    b = rnd((cout,), dtype, 2)
     out = Tensor(x).conv2d(Tensor(w), Tensor(b), padding=padding)
     k = lowered(out)
     row = width + 2 * padding - 2
@@ -247,3 +248,19 @@ def test_a_padded_sum_of_products_needs_no_mask():
         wheres = [u for u in uops if u.op is UOps.ALU and u.arg.name == "WHERE"]
         assert bool(wheres) == masked, (masked, len(wheres))
         np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("width", [7, 70])
+def test_a_reduce_that_divides_integers_is_not_padded(width):
+    """The padding computes on zeros (constants too): an integer division there is
+    undefined. Found by the fuzzer: uint8 cummin of x // 3, whose 7-wide reduce (a tile
+    sharing loads) was padded and came out all zeros."""
+    xn = np.random.default_rng(3291).integers(0, 100, (3, width), endpoint=True).astype(np.uint8)
+    out = (Tensor(xn) // 3).cummin(1).values
+    k = lowered(out)
+    assert not k.padded, k.applied
+    np.testing.assert_array_equal(out.numpy(), np.minimum.accumulate(xn // 3, axis=1))
+    yn = np.random.default_rng(1).integers(1, 9, (5, width)).astype(np.int32)
+    total = (Tensor(yn) * 7 // Tensor(yn)).sum(1)
+    assert not lowered(total).padded, lowered(total).applied
+    np.testing.assert_array_equal(total.numpy(), (yn * 7 // yn).sum(1))
