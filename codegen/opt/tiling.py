@@ -76,9 +76,12 @@ def tile(k: Kernel, target: Target) -> list[Opt]:
 
 
 def _lane_loads(k: Kernel, key: int, lanes: int, target: Target) -> int:
-    """Loads of one input across `lanes` lanes: a vector per register where it is
-    contiguous, one per lane where it gathers (a strided operand)."""
-    return -(-lanes // target.lanes) if k.strides(key, len(k.full_shape) - 1) == 1 else lanes
+    """Loads of one input across `lanes` lanes: one per lane where it gathers (a known
+    stride over 1: a strided operand), else a vector per register (contiguous, or an
+    index the views hide, as through a padded window, which the linearizer loads as a
+    vector where the live lanes are contiguous)."""
+    stride = k.strides(key, len(k.full_shape) - 1)
+    return lanes if stride is not None and stride > 1 else -(-lanes // target.lanes)
 
 
 def _pad_row(k: Kernel, budget: int, target: Target) -> Opt | None:
