@@ -22,6 +22,7 @@ _SHORT_REDUCE = 16           # reduces this short may take vector lanes across s
 _WHOLE = 8                   # an axis this short may be unrolled whole, whatever its size
 _TILE_ROUNDS = 4             # most upcasts in one tile
 _PAD_VECTORS = 4             # a reduce this many vectors long pads its last one (D54)
+_ROW_VECTORS = 4             # an output row up to this many vectors pads to whole ones (D56)
 
 
 def _halvings(start: int) -> list[int]:
@@ -72,6 +73,10 @@ def tile(k: Kernel, target: Target) -> list[Opt]:
                 opts.append(lanes)
             else:  # copies without lanes are scalar code: keep them few (compile time)
                 budget = min(budget, _SCALAR_TILE)
+            whole = _whole_row(t)
+            if whole is not None:
+                t.apply(whole)
+                opts.append(whole)
     return opts
 
 
@@ -88,10 +93,11 @@ def _pad_row(k: Kernel, budget: int, target: Target) -> Opt | None:
     """Pad the output's contiguous axis to whole vectors when that fills the registers
     better than the widest power of two dividing it: a 28-wide conv row becomes two
     16-lane vectors (the second masked: 28/32 of the lanes busy) instead of seven of 4
-    lanes (1/4) [D56]. Only where every input under the reduce is a vector load or a
-    broadcast along the row (a gathered operand gains nothing from wider lanes), and not
-    with integer division in the kernel (the padded lanes compute on zeros: a division
-    by zero would trap)."""
+    lanes (1/4) [D56]. At most _ROW_VECTORS vectors, within the budget: the row is
+    unrolled whole (_whole_row). Only where every input under the reduce is a vector
+    load or a broadcast along the row (a gathered operand gains nothing from wider
+    lanes), and not where the kernel divides integers (the padded lanes compute on zeros:
+    a division by zero is undefined)."""
     wide = target.lanes
     if budget < wide or _divides(k):
         return None
@@ -101,11 +107,20 @@ def _pad_row(k: Kernel, budget: int, target: Target) -> Opt | None:
                 _worth_unrolling(k, axis) is None or \
                 any(k.strides(key, axis) not in (0, 1) for key in k.loads):
             continue
-        exact = _unroll_amount(size, wide, budget)
-        if size * wide > exact * _round_up(size, wide):  # fuller lanes: size/padded > exact/wide
+        exact, padded = _unroll_amount(size, wide, budget), _round_up(size, wide)
+        if padded <= min(_ROW_VECTORS * wide, budget) and size * wide > exact * padded:
             opt = Opt(OptOps.PAD_OUT, axis, wide, f"{size} is no multiple of {wide}: pad the row")
             return opt if k.can_apply(opt) else None
     return None
+
+
+def _whole_row(k: Kernel) -> Opt | None:
+    """A padded row's vectors are all unrolled: in each copy the padding's lanes are
+    constants, so a load through a window view (whose index wraps past the row's end,
+    where the mask is off) is one masked vector load, not a gather [D56]."""
+    rest = k.full_shape[k.padded_axis] if k.padded_axis >= 0 and k.lanes else 1
+    opt = Opt(OptOps.UPCAST, k.padded_axis, rest, "a padded row unrolls whole")
+    return opt if rest > 1 and k.can_apply(opt) else None
 
 
 def _divides(k: Kernel) -> bool:
@@ -274,8 +289,9 @@ def _reduce_lane_width(size: int, target: Target, reuse: bool = False,
                        may_pad: bool = True) -> tuple[int, bool]:
     """(lanes, whether to pad) for a reduce axis of `size`; (0, False): no lanes. A tile
     whose copies share loads (reuse: compute, not memory, bounds it) and that neither a
-    vector nor half a vector divides pads at any length: a conv weight gradient's 14- or
-    28-wide rows take 16 lanes, 14/16 or 28/32 busy, instead of scalar code [D56] (where
+    vector nor half a vector divides pads where over half the padded lanes are busy: a
+    conv weight gradient's 14- or 28-wide rows take 16 lanes, 14/16 or 28/32 busy,
+    instead of scalar code, a 3-tap reduce stays scalar [D56] (where
     half a vector divides, it stays: LeNet's 24-wide rows were slower padded to 32); a
     streaming reduce pads only from _PAD_VECTORS vectors (D54). Never where the kernel
     divides integers (`may_pad`: the padding computes on zeros)."""
@@ -283,7 +299,7 @@ def _reduce_lane_width(size: int, target: Target, reuse: bool = False,
     exact = next((d for d in (wide, wide // 2) if d and size % d == 0), 0)
     if not may_pad or not wide or size % wide == 0:
         return exact, False
-    if reuse and not exact and size > 2:
+    if reuse and not exact and 2 * size > size + -size % wide:  # over half the lanes busy
         return wide, True
     if size >= _PAD_VECTORS * wide:
         return wide, True
