@@ -289,9 +289,10 @@ def _reduce_lane_width(size: int, target: Target, reuse: bool = False,
                        may_pad: bool = True) -> tuple[int, bool]:
     """(lanes, whether to pad) for a reduce axis of `size`; (0, False): no lanes. A tile
     whose copies share loads (reuse: compute, not memory, bounds it) and that neither a
-    vector nor half a vector divides pads where over half the padded lanes are busy: a
-    conv weight gradient's 14- or 28-wide rows take 16 lanes, 14/16 or 28/32 busy,
-    instead of scalar code, a 3-tap reduce stays scalar [D56] (where
+    vector nor half a vector divides pads where 3/4 of the padded lanes are busy: a conv
+    weight gradient's 14- or 28-wide rows take 16 lanes, 14/16 or 28/32 busy, instead
+    of scalar code; a 3-tap reduce stays scalar, and a 17-long one (17/32: measured
+    slower) [D56] (where
     half a vector divides, it stays: LeNet's 24-wide rows were slower padded to 32); a
     streaming reduce pads only from _PAD_VECTORS vectors (D54). Never where the kernel
     divides integers (`may_pad`: the padding computes on zeros)."""
@@ -299,7 +300,7 @@ def _reduce_lane_width(size: int, target: Target, reuse: bool = False,
     exact = next((d for d in (wide, wide // 2) if d and size % d == 0), 0)
     if not may_pad or not wide or size % wide == 0:
         return exact, False
-    if reuse and not exact and 2 * size > size + -size % wide:  # over half the lanes busy
+    if reuse and not exact and 4 * size >= 3 * (size + -size % wide):  # 3/4 of lanes busy
         return wide, True
     if size >= _PAD_VECTORS * wide:
         return wide, True

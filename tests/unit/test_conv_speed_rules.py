@@ -217,14 +217,15 @@ def test_half_width_rows_keep_to_the_registers():
        cout=st.sampled_from([2, 4]), dtype=st.sampled_from([np.float32, np.float64]))
 @example(width=14, cin=3, cout=4, dtype=np.float32)
 def test_padded_weight_and_input_gradients(width, cin, cout, dtype):
-    """The weight gradient's reduce rows (14, 20, 28, 30 wide) pad to whole vectors in a
-    tile that shares loads; the input gradient's output rows pad too; both match numpy."""
+    """The weight gradient's reduce rows pad to whole vectors in a tile that shares loads
+    where 3/4 of the lanes are busy (14, 28, 30; not 20); the input gradient's output
+    rows pad too; both match numpy."""
     xn, wn = rnd((2, cin, 6, width), dtype), rnd((cout, cin, 3, 3), dtype, 1)
     gn = rnd((2, cout, 6, width), dtype, 2)
     x, w = Tensor(xn, requires_grad=True), Tensor(wn, requires_grad=True)
     (x.conv2d(w, padding=1) * Tensor(gn)).sum().backward()
     dw = lowered(w.grad)
-    if width % 16:
+    if width % 16 and 4 * width >= 3 * _padded(width):
         assert dw.padded and dw.reduce_lanes and dw.lanes == 16, dw.applied
     gx, gw = conv_grads(xn.astype(np.float64), wn.astype(np.float64), gn.astype(np.float64))
     tol = TOL[dtype] * (10 if dtype == np.float32 else 1)
