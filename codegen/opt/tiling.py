@@ -137,7 +137,7 @@ def _best_upcast(k: Kernel, budget: int, split: set[int], target: Target) -> Opt
     """The next unroll. The first is the vector axis (the widest); after it, the one that
     leaves the fewest loads per accumulator update [D56], then the most accumulators,
     preferring an axis not unrolled yet, then the one the output is most contiguous in."""
-    best: tuple[tuple, Opt] | None = None
+    best: tuple[tuple[float, int, bool, int], Opt] | None = None
     for axis in range(k.n_global):
         out_stride = k.strides(k.out_key, axis)
         why = _worth_unrolling(k, axis)
