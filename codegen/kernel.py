@@ -31,6 +31,7 @@ class OptOps(Enum):
     UPCAST = auto()        # split global `axis` by `amount`; the new axis is unrolled in registers
     LANES = auto()         # the last upcast axis (`amount` wide) becomes vector lanes
     PAD = auto()           # pad the innermost reduce axis to a multiple of `amount` (identity)
+    PAD_OUT = auto()       # pad global `axis` to a multiple of `amount` (not read, not stored)
     REDUCE_LANES = auto()  # split the innermost reduce axis: `amount` lanes across it
     OUTER = auto()         # move `axis` outermost (the loop the threads split)
     GROUP = auto()         # GPU: one work-group of `amount` work-items per output reduces together
@@ -93,6 +94,7 @@ class Kernel:
         self.lanes = 0                # > 1: the last upcast axis is vector lanes this wide
         self.reduce_lanes = False     # the lane axis is a reduce axis (summed after the loops)
         self.padded = False           # the innermost reduce axis was padded (sts[REDUCE_VALID])
+        self.padded_axis = -1         # the global axis OptOps.PAD_OUT padded (-1: none)
         self.group = 0                # GPU: work-items per work-group of a group reduce
         self.local: dict[int, int] = {}  # GPU: hardware dim -> work-group size
         self.flat = False             # GPU: all global axes in hardware dim 0
@@ -254,7 +256,9 @@ def _upcast(k: Kernel, opt: Opt) -> None:
     axis, amount = opt.axis, opt.amount
     if not 0 <= axis < k.n_global or amount < 2 or k.full_shape[axis] % amount:
         raise OptError(f"cannot upcast axis {axis} of {k.full_shape} by {amount}")
-    k._reshape(_split(k.full_shape, axis, amount), _split(k.out_shape, axis, amount))
+    # splitting a padded axis may split its mask: a view more
+    k._reshape(_split(k.full_shape, axis, amount), _split(k.out_shape, axis, amount),
+               grow=axis == k.padded_axis)
     rest = [i for i in range(len(k.full_shape)) if i != axis + 1]
     at = len(rest) - len(k.upcasts)
     k._permute(tuple(rest[:at] + [axis + 1] + rest[at:]))
@@ -284,6 +288,34 @@ def _pad(k: Kernel, opt: Opt) -> None:
     k.padded = True
 
 
+def _pad_out(k: Kernel, opt: Opt) -> None:
+    """Pad global `axis` up to a multiple of `amount`, so that an output row splits into
+    whole vectors [D57]. A leaf that depends on the axis reads nothing in the padding (its
+    view is padded: a mask), the store writes nothing there; a leaf that ignores the axis
+    (stride 0: a conv's weight across positions) is only widened, so it stays one
+    broadcast and gets no mask."""
+    axis, amount = opt.axis, opt.amount
+    if k.upcasts or k.group or k.padded_axis >= 0 or amount < 2 or \
+            not 0 <= axis < k.n_global or k.full_shape[axis] % amount == 0:
+        raise OptError(f"cannot pad global axis {axis} of {k.full_shape} to {amount}")
+    size = k.full_shape[axis]
+    new = size + -size % amount
+    k.sts = {key: _pad_axis(st, axis, new) for key, st in k.sts.items()}
+    k.full_shape = k.full_shape[:axis] + (new,) + k.full_shape[axis + 1:]
+    k.out_shape = k.out_shape[:axis] + (new,) + k.out_shape[axis + 1:]
+    k.padded_axis = axis
+
+
+def _pad_axis(st: ShapeTracker, axis: int, new: int) -> ShapeTracker:
+    """`st` with `axis` grown to `new`: widened where neither index nor mask depends on it,
+    else padded at the end (masked)."""
+    size = st.shape[axis]
+    if st.real_strides()[axis] == 0:
+        one = tuple((0, 1) if i == axis else (0, s) for i, s in enumerate(st.shape))
+        return st.shrink(one).expand(st.shape[:axis] + (new,) + st.shape[axis + 1:])
+    return st.pad(tuple((0, new - size) if i == axis else (0, 0) for i in range(len(st.shape))))
+
+
 def _reduce_lanes(k: Kernel, opt: Opt) -> None:
     """Split the innermost reduce axis into (size // lanes, lanes) and make the lanes the
     last axis; a size-1 reduce axis left behind would pass for an output, so a reduce
@@ -305,6 +337,8 @@ def _outer(k: Kernel, opt: Opt) -> None:
     if not 0 <= opt.axis < k.n_global:
         raise OptError(f"axis {opt.axis} is not a global axis of {k.full_shape}")
     k._permute((opt.axis,) + tuple(i for i in range(len(k.full_shape)) if i != opt.axis))
+    if 0 <= k.padded_axis <= opt.axis:
+        k.padded_axis = 0 if k.padded_axis == opt.axis else k.padded_axis + 1
 
 
 def _group(k: Kernel, opt: Opt) -> None:
@@ -323,5 +357,6 @@ def _flatten(k: Kernel, opt: Opt) -> None:
 
 _APPLY: dict[OptOps, Callable[[Kernel, Opt], None]] = {
     OptOps.SQUEEZE: _squeeze, OptOps.MERGE: _merge, OptOps.UPCAST: _upcast,
-    OptOps.LANES: _lanes, OptOps.PAD: _pad, OptOps.REDUCE_LANES: _reduce_lanes,
+    OptOps.LANES: _lanes, OptOps.PAD: _pad, OptOps.PAD_OUT: _pad_out,
+    OptOps.REDUCE_LANES: _reduce_lanes,
     OptOps.OUTER: _outer, OptOps.GROUP: _group, OptOps.LOCAL: _local, OptOps.FLATTEN: _flatten}

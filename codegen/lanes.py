@@ -43,3 +43,18 @@ def along_lanes(idx: Node, lane: Variable, lanes: int) -> Node | None:
     """idx at lane 0 if idx steps by exactly 1 per lane, else None."""
     window = lane_window(idx, lane, lanes)
     return window[0] if window is not None and window[1] == list(range(lanes)) else None
+
+
+def live_along_lanes(idx: Node, valid: Node, lane: Variable, lanes: int) -> Node | None:
+    """idx at lane 0 if every lane that may be valid reads idx(0) + lane, else None: the
+    lanes a padded axis masks off may index anywhere (they are never read), as the lanes
+    past a padded reduce's end do through a window view [D57]."""
+    live = [k for k in range(lanes) if valid.substitute({lane: k}).max != 0]
+    if not live:
+        return None
+    first = idx.substitute({lane: live[0]})
+    for k in live[1:]:
+        step = idx.substitute({lane: k}) - first
+        if not isinstance(step, NumNode) or step.b != k - live[0]:
+            return None
+    return first - live[0]

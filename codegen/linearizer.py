@@ -15,13 +15,13 @@ from typing import Any
 from codegen.dtypes import DType, dtypes
 from codegen.helpers import prod
 from codegen.kernel import REDUCE_VALID, Kernel, Opt, leaves
-from codegen.lanes import along_lanes, lane_window
+from codegen.lanes import along_lanes, lane_window, live_along_lanes
 from codegen.ops import (BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, Op, ReduceOps,
                          TernaryOps, UnaryOps)
 from codegen.opt import optimize
 from codegen.opt.gpu import hardware_dims
 from codegen.index_render import NODE_OPS, as_bool
-from codegen.shape.symbolic import Node, NumNode, Variable
+from codegen.shape.symbolic import AndNode, Node, NumNode, Variable, and_nodes
 from codegen.target import Target
 from codegen.uops import UOp, UOpGraph, UOps, dtype_of
 
@@ -206,19 +206,29 @@ class Linearizer:
         return x if dtype_of(x).count > 1 or lanes == 1 else self.vectorize([x] * lanes)
 
     def _store(self, value: UOp) -> None:
+        """One store per copy: a vector store where the lanes are contiguous (masked where
+        a padded row's lanes lie outside the output, OptOps.PAD_OUT), else lane by lane."""
         out = self.ast.arg
-        idx, _ = self.sts[id(self.ast)].expr_idxs(self._idxs(False))
+        idx, valid = self.sts[id(self.ast)].expr_idxs(self._idxs(False))
         value, buf = self.cast(value, out.dtype), self.bufs[out.idx]
+        if valid.max == 0:
+            return
         if self.lane is None or self.reduce_lanes:
+            assert valid.min == 1, f"a padded output axis without vector lanes: {self.k.applied}"
             self.g.add(UOps.STORE, None, (buf, self.render_index(idx), value))
             return
         at0 = along_lanes(idx, self.lane, self.lanes)
         if at0 is not None:
-            self.g.add(UOps.STORE, None, (buf, self.render_index(at0), self.widen(value, self.lanes)))
+            gate = () if valid.min == 1 else (self.widen(self._gate(valid), self.lanes),)
+            self.g.add(UOps.STORE, None, (buf, self.render_index(at0),
+                                          self.widen(value, self.lanes)) + gate)
             return
         for k in range(self.lanes):
-            self.g.add(UOps.STORE, None, (buf, self.render_index(idx.substitute({self.lane: k})),
-                                          self.extract(value, k)))
+            lane_valid = valid.substitute({self.lane: k})
+            assert lane_valid.min == 1 or lane_valid.max == 0, "a gated store lane by lane"
+            if lane_valid.max:
+                self.g.add(UOps.STORE, None, (buf, self.render_index(
+                    idx.substitute({self.lane: k})), self.extract(value, k)))
 
     def render_index(self, node: Node) -> UOp:
         out: UOp = node.render(NODE_OPS, self)
@@ -255,9 +265,11 @@ class Linearizer:
         if lane is None or (lane not in idx.vars() and lane not in valid.vars()):
             return self._load(node.arg, idx, valid)
         window = lane_window(idx, lane, self.lanes) if isinstance(node.arg, MemBuffer) else None
-        if window is not None and lane in valid.vars():
-            if window[1] == list(range(self.lanes)) and node.arg.dtype != dtypes.bool:
-                return self._masked_load(node.arg, window[0], valid)
+        if lane in valid.vars():  # a masked vector load, else lane by lane
+            vector = isinstance(node.arg, MemBuffer) and node.arg.dtype != dtypes.bool
+            start = live_along_lanes(idx, valid, lane, self.lanes) if vector else None
+            if start is not None:
+                return self._masked_load(node.arg, start, valid)
             window = None
         if window is not None:
             start, offsets = window
@@ -334,7 +346,7 @@ class Linearizer:
         value = self.cast(self.emit(node.src[0]), acc_dtype)
         if self.reduce_lanes:
             value = self.widen(value, self.lanes)
-        if self.k.padded:
+        if self.k.padded and not (node.op is ReduceOps.SUM and _zero_where_unread(node.src[0])):
             value = self._mask_padding(value, init)
         if acc is None:  # defined once the value's lanes are known; it lands before the loops
             acc = self.g.add(UOps.DEFINE_ACC, value.dtype, (), init,
@@ -365,8 +377,17 @@ class Linearizer:
         lane = self.lane
         if lane is None or lane not in valid.vars():
             return as_bool(self.render_index(valid), self)
-        return self.vectorize([as_bool(self.render_index(valid.substitute({lane: k})), self)
+        terms = valid.nodes if isinstance(valid, AndNode) else [valid]
+        per_lane = and_nodes([t for t in terms if lane in t.vars()])
+        gate = self.vectorize([as_bool(self.render_index(per_lane.substitute({lane: k})), self)
                                for k in range(self.lanes)])
+        rest = and_nodes([t for t in terms if lane not in t.vars()])
+        if rest.min == 1:
+            return gate
+        # the terms every lane shares are one bool, broadcast: a padded conv's row check
+        # per reduce step; the per-lane vector depends on fewer loops, so LLVM hoists it
+        shared = self.widen(as_bool(self.render_index(rest), self), self.lanes)
+        return self.alu(BinaryOps.AND, dtype_of(gate), gate, shared)
 
     def _across_lanes(self, op: BinaryOps, acc: UOp) -> UOp:
         """Reduce lanes end in one value: combine the lanes pairwise."""
@@ -391,7 +412,8 @@ class Linearizer:
     def _estimate(self) -> tuple[int, int]:
         """FLOPs (ALU ops times the iterations they run) and bytes of every buffer touched."""
         k = self.k
-        full, out = prod(k.full_shape), prod(k.out_shape)
+        glob, red = k.name_shape  # before padding (PAD, PAD_OUT): the work asked for
+        full, out = prod(glob) * prod(red), prod(glob)
         under = k.ast if k.rows else k.reduceop  # a row kernel runs every op per element
         pre_ops = set(map(id, under.walk())) if under is not None else set()
         flops = 0
@@ -406,6 +428,20 @@ class Linearizer:
                 seen.add(n.arg.idx)
                 mem += min(self.sts[id(n)].size, full) * n.arg.dtype.itemsize
         return flops, mem
+
+
+def _zero_where_unread(node: LazyOp) -> bool:
+    """Whether `node` is 0 wherever all its leaves read nothing (a load or constant reads 0
+    outside its view's mask): sums and products of leaves, through casts. After a PAD
+    every leaf under the reduce reads nothing in the padding, so a sum of such a value
+    needs no mask there [D57]: a padded conv weight gradient multiplies and adds (one
+    FMA) instead of multiplying, selecting and adding."""
+    if node.op in (BufferOps.LOAD, BufferOps.CONST):
+        return True
+    cast = node.op is UnaryOps.CAST and not node.arg[1]
+    if node.op not in (BinaryOps.ADD, BinaryOps.MUL) and not cast:
+        return False
+    return all(_zero_where_unread(s) for s in node.src)
 
 
 def _identity(op: Op, dtype: DType) -> Any:

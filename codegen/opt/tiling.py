@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from codegen.helpers import prod
 from codegen.kernel import Kernel, Opt, OptOps
+from codegen.ops import BinaryOps
 from codegen.target import Target
 
 _MIN_OUTER = 8               # iterations the outermost loop needs to be worth splitting
@@ -21,6 +22,7 @@ _SHORT_REDUCE = 16           # reduces this short may take vector lanes across s
 _WHOLE = 8                   # an axis this short may be unrolled whole, whatever its size
 _TILE_ROUNDS = 4             # most upcasts in one tile
 _PAD_VECTORS = 4             # a reduce this many vectors long pads its last one (D54)
+_ROW_VECTORS = 4             # an output row up to this many vectors pads to whole ones (D57)
 
 
 def _halvings(start: int) -> list[int]:
@@ -53,6 +55,10 @@ def tile(k: Kernel, target: Target) -> list[Opt]:
         return []
     t, opts, split = k.copy(), [], set[int]()
     budget = tile_budget(t, target)
+    pad = _pad_row(t, budget, target)
+    if pad is not None:
+        t.apply(pad)
+        opts.append(pad)
     for _ in range(_TILE_ROUNDS):
         upcast = _best_upcast(t, budget, split, target)
         if upcast is None or not t.can_apply(upcast):
@@ -67,24 +73,126 @@ def tile(k: Kernel, target: Target) -> list[Opt]:
                 opts.append(lanes)
             else:  # copies without lanes are scalar code: keep them few (compile time)
                 budget = min(budget, _SCALAR_TILE)
+            whole = _whole_row(t)
+            if whole is not None:
+                t.apply(whole)
+                opts.append(whole)
     return opts
 
 
+def _lane_loads(k: Kernel, key: int, lanes: int, target: Target) -> int:
+    """Loads of one input across `lanes` lanes: one per lane where it gathers (a known
+    stride over 1: a strided operand), else a vector per register (contiguous, or an
+    index the views hide, as through a padded window, which the linearizer loads as a
+    vector where the live lanes are contiguous)."""
+    stride = k.strides(key, len(k.full_shape) - 1)
+    return lanes if stride is not None and stride > 1 else -(-lanes // target.lanes)
+
+
+def _pad_row(k: Kernel, budget: int, target: Target) -> Opt | None:
+    """Pad the output's contiguous axis to whole vectors when that fills the registers
+    better than the widest power of two dividing it: a 28-wide conv row becomes two
+    16-lane vectors (the second masked: 28/32 of the lanes busy) instead of seven of 4
+    lanes (1/4) [D57]. At most _ROW_VECTORS vectors, within the budget: the row is
+    unrolled whole (_whole_row). Only where every input under the reduce is a vector
+    load or a broadcast along the row (a gathered operand gains nothing from wider
+    lanes), and not where the kernel divides integers (the padded lanes compute on zeros:
+    a division by zero is undefined)."""
+    wide = target.lanes
+    if budget < wide or _divides(k):
+        return None
+    for axis in range(k.n_global):
+        size = k.full_shape[axis]
+        if k.strides(k.out_key, axis) != 1 or size <= wide or size % wide == 0 or \
+                _worth_unrolling(k, axis) is None or \
+                any(k.strides(key, axis) not in (0, 1) for key in k.loads):
+            continue
+        exact, padded = _unroll_amount(size, wide, budget), _round_up(size, wide)
+        if padded <= min(_ROW_VECTORS * wide, budget) and size * wide > exact * padded:
+            opt = Opt(OptOps.PAD_OUT, axis, wide, f"{size} is no multiple of {wide}: pad the row")
+            return opt if k.can_apply(opt) else None
+    return None
+
+
+def _whole_row(k: Kernel) -> Opt | None:
+    """A padded row's vectors are all unrolled: in each copy the padding's lanes are
+    constants, so a load through a window view (whose index wraps past the row's end,
+    where the mask is off) is one masked vector load, not a gather [D57]."""
+    rest = k.full_shape[k.padded_axis] if k.padded_axis >= 0 and k.lanes else 1
+    opt = Opt(OptOps.UPCAST, k.padded_axis, rest, "a padded row unrolls whole")
+    return opt if rest > 1 and k.can_apply(opt) else None
+
+
+def _divides(k: Kernel) -> bool:
+    """Whether the kernel divides integers: padded lanes compute on zeros, and an integer
+    division by zero is undefined (x86 traps; LLVM may assume it never happens)."""
+    return any(n.op in (BinaryOps.IDIV, BinaryOps.MOD) for n in k.ast.walk())
+
+
+def _round_up(size: int, amount: int) -> int:
+    return size + -size % amount
+
+
 def _best_upcast(k: Kernel, budget: int, split: set[int], target: Target) -> Opt | None:
-    """The most accumulators one more unroll can add: preferring an axis not unrolled
-    yet, then the one the output is most contiguous in."""
-    best: tuple[tuple[int, bool, int], Opt] | None = None
+    """The next unroll. The first is the vector axis (the widest); after it, the one that
+    leaves the fewest loads per accumulator update [D57], then the most accumulators,
+    preferring an axis not unrolled yet, then the one the output is most contiguous in."""
+    best: tuple[tuple[float, int, bool, int], Opt] | None = None
     for axis in range(k.n_global):
         out_stride = k.strides(k.out_key, axis)
         why = _worth_unrolling(k, axis)
         if why is None or out_stride is None:
             continue
         want = target.lanes if not k.upcasts and out_stride == 1 else 4
-        amount = _unroll_amount(k.full_shape[axis], want, budget // prod(k.upcasts))
-        rank = (amount, axis not in split, -out_stride)
-        if amount and (best is None or rank > best[0]):
-            best = (rank, Opt(OptOps.UPCAST, axis, amount, why))
+        room = budget // prod(k.upcasts)
+        amount = _unroll_amount(k.full_shape[axis], want, room)
+        opt = Opt(OptOps.UPCAST, axis, amount, why)
+        if not amount or not k.can_apply(opt) or not _fits_registers(k, opt, target):
+            continue
+        rank = (-_loads_per_update(k, opt, target) if k.lanes else 0,
+                amount, axis not in split, -out_stride)
+        if best is None or rank > best[0]:
+            best = (rank, opt)
     return best[1] if best is not None else None
+
+
+def _registers(k: Kernel, target: Target) -> int:
+    """Registers the tile's accumulators take: a lane axis narrower than a register still
+    takes a whole one, a wider one several."""
+    if not k.lanes:
+        return prod(k.upcasts)
+    return prod(k.upcasts[:-1]) * -(-k.lanes // target.lanes)
+
+
+def _fits_registers(k: Kernel, opt: Opt, target: Target) -> bool:
+    """Whether the tile after `opt` still fits the target's accumulator registers."""
+    if not k.lanes:
+        return True
+    t = k.copy()
+    t.apply(opt)
+    return _registers(t, target) <= target.tile // target.lanes
+
+
+def _loads_per_update(k: Kernel, opt: Opt, target: Target) -> float:
+    """Loads per vector accumulator update in one step of the reduce, once `opt` is
+    applied: every input is loaded once per unrolled copy of the axes it depends on (a
+    vector per register of lanes along the vector axis, one broadcast where it does not
+    depend on it, a load per lane where it gathers). A conv's input ignores the output
+    channel, its weight every position: unrolling channels shares the input's vector
+    loads."""
+    t = k.copy()
+    t.apply(opt)
+    first = len(t.full_shape) - len(t.upcasts)
+    lane_axis = len(t.full_shape) - 1 if t.lanes else -1
+    loads = 0
+    for key in t.loads:
+        copies = 1
+        for axis, amount in enumerate(t.upcasts, start=first):
+            if t.strides(key, axis) == 0:
+                continue
+            copies *= _lane_loads(t, key, amount, target) if axis == lane_axis else amount
+        loads += copies
+    return loads / _registers(t, target)
 
 
 def _unroll_amount(size: int, want: int, room: int) -> int:
@@ -140,7 +248,7 @@ def stream_rows(k: Kernel, target: Target) -> list[Opt]:
         return []
     inner = k.n_global + k.n_reduce - 1
     if not k.n_global or not k.n_reduce or prod(k.reduce_shape) < _STREAM_MIN or \
-            not _reduce_lane_width(k.full_shape[inner], target)[0]:
+            not _reduce_lane_width(k.full_shape[inner], target, may_pad=not _divides(k))[0]:
         return []
     if not any(k.strides(key, inner) == 1 for key in k.loads):
         return []
@@ -166,7 +274,7 @@ def reduce_lanes(k: Kernel, target: Target) -> list[Opt]:
     if not any(k.strides(key, axis) == 1 for key in k.loads):
         return []
     size = k.full_shape[axis]
-    lanes, pad = _reduce_lane_width(size, target)
+    lanes, pad = _reduce_lane_width(size, target, _shares_loads(k), not _divides(k))
     why = f"{size} is no multiple of {lanes}: pad the last vector"
     opts = [Opt(OptOps.PAD, axis, lanes, why)] if pad else []
     opts.append(Opt(OptOps.REDUCE_LANES, axis, lanes, "an input is contiguous along the reduce"))
@@ -178,12 +286,34 @@ def reduce_lanes(k: Kernel, target: Target) -> list[Opt]:
     return opts
 
 
-def _reduce_lane_width(size: int, target: Target) -> tuple[int, bool]:
-    """(lanes, whether to pad) for a reduce axis of `size`; (0, False): no lanes."""
+def _reduce_lane_width(size: int, target: Target, reuse: bool = False,
+                       may_pad: bool = True) -> tuple[int, bool]:
+    """(lanes, whether to pad) for a reduce axis of `size`; (0, False): no lanes. A tile
+    whose copies share loads (reuse: compute, not memory, bounds it) and that neither a
+    vector nor half a vector divides pads where 3/4 of the padded lanes are busy: a conv
+    weight gradient's 14- or 28-wide rows take 16 lanes, 14/16 or 28/32 busy, instead
+    of scalar code; a 3-tap reduce stays scalar, and a 17-long one (17/32: measured
+    slower) [D57] (where
+    half a vector divides, it stays: LeNet's 24-wide rows were slower padded to 32); a
+    streaming reduce pads only from _PAD_VECTORS vectors (D54). Never where the kernel
+    divides integers (`may_pad`: the padding computes on zeros)."""
     wide = target.lanes
-    if wide and size % wide and size >= _PAD_VECTORS * wide:
+    exact = next((d for d in (wide, wide // 2) if d and size % d == 0), 0)
+    if not may_pad or not wide or size % wide == 0:
+        return exact, False
+    if reuse and not exact and 4 * size >= 3 * (size + -size % wide):  # 3/4 of lanes busy
         return wide, True
-    return next((d for d in (wide, wide // 2) if d and size % d == 0), 0), False
+    if size >= _PAD_VECTORS * wide:
+        return wide, True
+    return exact, False
+
+
+def _shares_loads(k: Kernel) -> bool:
+    """Whether some input is read once for several copies of the tile (it ignores an
+    unrolled axis)."""
+    first = len(k.full_shape) - len(k.upcasts)
+    return any(k.strides(key, axis) == 0 for key in k.loads
+               for axis in range(first, len(k.full_shape)))
 
 
 def order_loops(k: Kernel, target: Target) -> list[Opt]:

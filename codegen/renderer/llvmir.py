@@ -151,10 +151,28 @@ class LLVMRenderer(Renderer):
         k.body.append(f"  store {ltype(dtype_of(acc))} {k.names[val]}, ptr {k.names[acc]}")
 
     def _render_store(self, k: _LLVMKernel, u: UOp) -> None:
+        """A store; with a fourth source (a gate per lane: the padding of a padded row), an
+        llvm.masked.store that writes only the valid lanes."""
         dtype = dtype_of(u.src[2])
         val = self._to_memory(k, k.names[u.src[2]], dtype)
+        if len(u.src) == 4:
+            self._masked_store(k, u, val, dtype)
+            return
         ptr = k.gep(u.src[0], u.src[1])
         k.body.append(f"  store {mem_type(dtype)} {val}, ptr {ptr}, align {dtype.itemsize}")
+
+    @staticmethod
+    def _masked_store(k: _LLVMKernel, u: UOp, val: str, dtype: DType) -> None:
+        gate = u.src[3]
+        idx = u.src[1]  # no inbounds: lanes past the buffer's end are masked off
+        ptr = k.emit(f"getelementptr {mem_type(dtype.scalar)}, ptr {k.names[u.src[0]]}, "
+                     f"{LLVM_TYPES[dtype_of(idx)]} {k.names[idx]}")
+        stored = like(dtype, dtypes.uint16) if dtype.scalar == dtypes.bfloat16 else dtype
+        ty, mask = mem_type(dtype), ltype(dtype_of(gate))
+        fn = f"@llvm.masked.store.{suffix(stored)}.p0"
+        k.used.add(f"declare void {fn}({ty}, ptr, i32 immarg, {mask})")
+        k.body.append(f"  call void {fn}({ty} {val}, ptr {ptr}, i32 {dtype.itemsize}, "
+                      f"{mask} {k.names[gate]})")
 
     @staticmethod
     def _to_memory(k: _LLVMKernel, val: str, dtype: DType) -> str:

@@ -80,19 +80,19 @@ class Conv(Function):
         out_sp = g.shape[2:]
         grad_x = grad_w = None
         if self.needs_input_grad[0]:
-            # pad the dilated g so a stride-1 conv covers the padded input
+            # pad the dilated g so that a stride-1 conv yields exactly the input's positions:
+            # the full gradient over the padded input, shifted by the forward's padding
+            # (a negative pad crops gradient rows that only reach padding). Cropping the
+            # conv's output instead would compute the padding's gradient and throw it away
             reach = [d * (k - 1) for k, d in zip(kernel, dilation)]
             full = [xi + pb + pa for xi, (pb, pa) in zip(x.shape[2:], padding)]
             tail = [f - r - 1 - (o - 1) * s for f, r, o, s in zip(full, reach, out_sp, stride)]
+            pads = [(r - pb, r + t - pa) for r, t, (pb, pa) in zip(reach, tail, padding)]
             # materialised with its zeros: windows over a padded view would need a mask
             # per tap (a diagonal band, not one view); over memory they are one view
-            gd = dilate(g, stride).pad([(0, 0), (0, 0)] + [(r, r + t) for r, t in
-                                                           zip(reach, tail)]).contiguous()
-            gx = Conv.forward_tensors(gd, transposed_weight(w, groups),
-                                      Conv.Spec(groups, (1,) * nd, dilation, [(0, 0)] * nd))
-            # undo the forward's padding: crop what it added, zeros where it cropped
-            # (a negative pad: those inputs were never read)
-            grad_x = gx.pad([(0, 0), (0, 0)] + [(-pb, -pa) for pb, pa in padding]).lazydata
+            gd = dilate(g, stride).pad([(0, 0), (0, 0)] + pads).contiguous()
+            grad_x = Conv.forward_tensors(gd, transposed_weight(w, groups), Conv.Spec(
+                groups, (1,) * nd, dilation, [(0, 0)] * nd)).lazydata
         if self.needs_input_grad[1]:
             xw = grouped_windows(x, kernel, self.spec)
             gr = g.reshape((bs, groups, cout // groups, 1) + out_sp + (1,) * nd)
