@@ -15,15 +15,15 @@ from typing import Any
 from codegen.dtypes import DType, dtypes
 from codegen.helpers import prod
 from codegen.kernel import REDUCE_VALID, Kernel, Opt, leaves
-from codegen.lanes import along_lanes, lane_window, live_along_lanes
-from codegen.ops import (BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, Op, ReduceOps,
+from codegen.lanes import along_lanes
+from codegen.ops import (BinaryOps, BufferOps, LazyOp, MemBuffer, Op, ReduceOps,
                          TernaryOps, UnaryOps)
 from codegen.opt import optimize
 from codegen.opt.gpu import hardware_dims
-from codegen.index_render import NODE_OPS, as_bool
-from codegen.shape.symbolic import AndNode, Node, NumNode, Variable, and_nodes
+from codegen.shape.symbolic import Node, NumNode, Variable
 from codegen.target import Target
 from codegen.uops import UOp, UOpGraph, UOps, dtype_of
+from codegen.emit import Emitter
 
 
 @dataclass
@@ -50,13 +50,9 @@ def linearize(ast: LazyOp, target: Target) -> LinearKernel:
     return Linearizer(k, target).linearize()
 
 
-class Linearizer:
-    """Emits the uops of one optimised Kernel."""
-
-    def __init__(self, k: Kernel, target: Target):
-        self.k, self.target, self.ast, self.sts = k, target, k.ast, k.sts
-        self.lanes, self.reduce_lanes = k.lanes, k.reduce_lanes
-        self.combo: tuple[int, ...] = ()  # the upcast copy being emitted
+class Linearizer(Emitter):
+    """Emits the uops of one optimised Kernel: its loops, reduces and stores (the values
+    inside come from Emitter, codegen/emit.py)."""
 
     def linearize(self) -> LinearKernel:
         launch = self._begin()
@@ -167,44 +163,6 @@ class Linearizer:
         self._split(flat, list(rsizes), [f"ridx{j}" for j in range(len(rsizes))])
         return loop
 
-    def _idxs(self, pre: bool) -> list[Node]:
-        """The index of every axis of the kernel's shape in the copy being emitted."""
-        idxs: list[Node] = [*self.gidx]
-        idxs += self.ridx if pre else [NumNode(0)] * self.k.n_reduce
-        idxs += [NumNode(c) for c in self.combo]
-        if self.lane is not None:
-            idxs.append(NumNode(0) if self.reduce_lanes and not pre else self.lane)
-        return idxs
-
-    def _max_index(self) -> int:
-        return max([prod(self.k.full_shape)] + [st.size for st in self.sts.values()])
-
-    def const(self, value: Any, dtype: DType | None = None) -> UOp:
-        return self.g.add(UOps.CONST, dtype or self.idx_dtype, (), value)
-
-    def alu(self, op: Op, dtype: DType, *src: UOp) -> UOp:
-        return self.g.add(UOps.ALU, dtype, src, op)
-
-    def cast(self, x: UOp, dtype: DType) -> UOp:
-        have = dtype_of(x)
-        if have.count > 1:
-            if (have.scalar, dtype) == (dtypes.float64, dtypes.float16):  # a scalar helper
-                return self.vectorize([self.cast(self.extract(x, k), dtype)
-                                       for k in range(have.count)])
-            dtype = dtype.vec(have.count)
-        return x if have == dtype else self.g.add(UOps.CAST, dtype, (x,), None)
-
-    def vectorize(self, lanes: list[UOp]) -> UOp:
-        return self.g.add(UOps.VECTORIZE, dtype_of(lanes[0]).vec(len(lanes)), tuple(lanes))
-
-    def extract(self, x: UOp, lane: int) -> UOp:
-        dtype = dtype_of(x)
-        return x if dtype.count == 1 else self.g.add(UOps.EXTRACT, dtype.scalar, (x,), lane)
-
-    def widen(self, x: UOp, lanes: int) -> UOp:
-        """A scalar used where vectors flow: every lane gets it."""
-        return x if dtype_of(x).count > 1 or lanes == 1 else self.vectorize([x] * lanes)
-
     def _store(self, value: UOp) -> None:
         """One store per copy: a vector store where the lanes are contiguous (masked where
         a padded row's lanes lie outside the output, OptOps.PAD_OUT), else lane by lane."""
@@ -229,76 +187,6 @@ class Linearizer:
             if lane_valid.max:
                 self.g.add(UOps.STORE, None, (buf, self.render_index(
                     idx.substitute({self.lane: k})), self.extract(value, k)))
-
-    def render_index(self, node: Node) -> UOp:
-        out: UOp = node.render(NODE_OPS, self)
-        return out
-
-    def emit(self, node: LazyOp) -> UOp:
-        if id(node) not in self.cache:
-            self.cache[id(node)] = self._emit(node)
-        return self.cache[id(node)]
-
-    def _emit(self, node: LazyOp) -> UOp:
-        if node.op in (BufferOps.LOAD, BufferOps.CONST):
-            return self._leaf(node)
-        if isinstance(node.op, ReduceOps):
-            return self.reduced[self.combo]
-        srcs = [self.emit(s) for s in node.src]
-        if node.op is UnaryOps.CAST and node.arg[1]:  # a bitcast
-            lanes = dtype_of(srcs[0]).count
-            dtype = node.arg[0].vec(lanes) if lanes > 1 else node.arg[0]
-            return self.g.add(UOps.BITCAST, dtype, (srcs[0],), None)
-        if node.op is UnaryOps.CAST:
-            return self.cast(srcs[0], node.arg[0])
-        lanes = max(dtype_of(s).count for s in srcs)
-        srcs = [self.widen(s, lanes) for s in srcs]
-        if node.op in (BinaryOps.CMPLT, BinaryOps.CMPNE):
-            return self.alu(node.op, dtypes.bool.vec(lanes) if lanes > 1 else dtypes.bool, *srcs)
-        return self.alu(node.op, dtype_of(srcs[1] if node.op is TernaryOps.WHERE else srcs[0]), *srcs)
-
-    def _leaf(self, node: LazyOp) -> UOp:
-        """A scalar where the value is the same in every lane, one vector load where memory
-        is contiguous along the lanes, else a vector gathered lane by lane."""
-        idx, valid = self.sts[id(node)].expr_idxs(self._idxs(id(node) in self.k.pre))
-        lane = self.lane
-        if lane is None or (lane not in idx.vars() and lane not in valid.vars()):
-            return self._load(node.arg, idx, valid)
-        window = lane_window(idx, lane, self.lanes) if isinstance(node.arg, MemBuffer) else None
-        if lane in valid.vars():  # a masked vector load, else lane by lane
-            vector = isinstance(node.arg, MemBuffer) and node.arg.dtype != dtypes.bool
-            start = live_along_lanes(idx, valid, lane, self.lanes) if vector else None
-            if start is not None:
-                return self._masked_load(node.arg, start, valid)
-            window = None
-        if window is not None:
-            start, offsets = window
-            if offsets == list(range(self.lanes)):  # contiguous: one vector load
-                return self._load(node.arg, start, valid, self.lanes)
-            # one load of the span the lanes touch, then a shuffle
-            wide = self._load(node.arg, start, valid, max(offsets) + 1)
-            return self.vectorize([self.extract(wide, k) for k in offsets])
-        return self.vectorize([self._load(node.arg, idx.substitute({lane: k}),
-                                          valid.substitute({lane: k}))
-                               for k in range(self.lanes)])
-
-    def _masked_load(self, arg: MemBuffer, start: Node, valid: Node) -> UOp:
-        """Contiguous lanes whose validity depends on the lane (a padded row): one vector
-        load that reads only the valid lanes (a vector gate; 0 in the others)."""
-        gate = self._gate(valid)
-        return self.g.add(UOps.LOAD, arg.dtype.vec(self.lanes),
-                          (self.bufs[arg.idx], self.render_index(start), gate))
-
-    def _load(self, arg: MemBuffer | ConstBuffer, idx: Node, valid: Node, lanes: int = 1) -> UOp:
-        zero = self.const(0, arg.dtype) if arg.dtype != dtypes.bool else self.const(False, arg.dtype)
-        if valid.min == valid.max == 0:
-            return zero
-        gate = None if valid.min == 1 else as_bool(self.render_index(valid), self)
-        if isinstance(arg, ConstBuffer):
-            value = self.const(arg.val, arg.dtype)
-            return value if gate is None else self.alu(TernaryOps.WHERE, arg.dtype, gate, value, zero)
-        src = (self.bufs[arg.idx], self.render_index(idx)) + ((gate,) if gate is not None else ())
-        return self.g.add(UOps.LOAD, arg.dtype.vec(lanes) if lanes > 1 else arg.dtype, src)
 
     def _reduce(self, node: LazyOp, combos: list[tuple[int, ...]]) -> dict[tuple[int, ...], UOp]:
         """One accumulator per upcast combination, all updated in the same reduce loops. A
@@ -372,23 +260,6 @@ class Linearizer:
         gate = self.widen(self._gate(valid), lanes)
         return self.alu(TernaryOps.WHERE, dtype_of(value), gate, value, identity)
 
-    def _gate(self, valid: Node) -> UOp:
-        """Where `valid` holds: one bool, or one per lane when it depends on the lane."""
-        lane = self.lane
-        if lane is None or lane not in valid.vars():
-            return as_bool(self.render_index(valid), self)
-        terms = valid.nodes if isinstance(valid, AndNode) else [valid]
-        per_lane = and_nodes([t for t in terms if lane in t.vars()])
-        gate = self.vectorize([as_bool(self.render_index(per_lane.substitute({lane: k})), self)
-                               for k in range(self.lanes)])
-        rest = and_nodes([t for t in terms if lane not in t.vars()])
-        if rest.min == 1:
-            return gate
-        # the terms every lane shares are one bool, broadcast: a padded conv's row check
-        # per reduce step; the per-lane vector depends on fewer loops, so LLVM hoists it
-        shared = self.widen(as_bool(self.render_index(rest), self), self.lanes)
-        return self.alu(BinaryOps.AND, dtype_of(gate), gate, shared)
-
     def _across_lanes(self, op: BinaryOps, acc: UOp) -> UOp:
         """Reduce lanes end in one value: combine the lanes pairwise."""
         parts = [self.extract(acc, k) for k in range(dtype_of(acc).count)]
@@ -396,18 +267,6 @@ class Linearizer:
             pairs = [self.alu(op, dtype_of(a), a, b) for a, b in zip(parts[::2], parts[1::2])]
             parts = pairs + parts[len(pairs) * 2:]
         return parts[0]
-
-    def _dtype_of(self, node: LazyOp) -> DType:
-        """The dtype an AST node computes."""
-        if node.op in BufferOps:
-            dtype: DType = node.arg.dtype
-            return dtype
-        if node.op is UnaryOps.CAST:
-            cast_to: DType = node.arg[0]
-            return cast_to
-        if node.op in (BinaryOps.CMPLT, BinaryOps.CMPNE):
-            return dtypes.bool
-        return self._dtype_of(node.src[1] if node.op is TernaryOps.WHERE else node.src[0])
 
     def _estimate(self) -> tuple[int, int]:
         """FLOPs (ALU ops times the iterations they run) and bytes of every buffer touched."""
