@@ -24,7 +24,7 @@ class UOps(Enum):
     ACC_READ = auto()       # src=(acc,); current value of an accumulator
     ACC_UPDATE = auto()     # src=(acc, value); acc = value; arg=True: may be reassociated
     LOAD = auto()           # src=(buffer, idx) or (buffer, idx, valid): 0 where not valid
-    STORE = auto()          # src=(buffer, idx, value)
+    STORE = auto()          # src=(buffer, idx, value[, gate]): a gate stores only its lanes
     ALU = auto()            # arg=UnaryOps/BinaryOps/TernaryOps member
     CAST = auto()           # src=(x,), dtype=target
     BITCAST = auto()        # src=(x,), dtype=target of the same itemsize: the same bits
