@@ -171,6 +171,15 @@ def test_no_pack_where_it_does_not_apply(n, batch):
     np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-4)
 
 
+def test_batched_operands_that_fit_in_l1_are_read_in_place():
+    """A batch's operand under the L1 size (attention's 128 x 32 k^T per head, 16 KB) is
+    re-read from the cache: no copy kernel, however many batches there are."""
+    q, k = rnd((4, 4, 128, 32)), rnd((4, 4, 128, 32), seed=1)
+    out = Tensor(q).realize() @ Tensor(k).realize().transpose(-1, -2)
+    assert len(create_schedule([out.lazydata])) == 1
+    np.testing.assert_allclose(out.numpy(), q @ np.swapaxes(k, -1, -2), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("shape,transposed", [((2, 3, 128, 64), True), ((2, 3, 128, 64), False),
                                               ((3, 512, 256), False), ((2, 256, 192), True)])
 def test_batched_operands_are_packed_per_batch(shape, transposed):
