@@ -89,6 +89,10 @@ Op = UnaryOps | BinaryOps | TernaryOps | ReduceOps | BufferOps | LoadOps
 # result of them needs no rounding
 EXACT_OPS = {BinaryOps.MAX, UnaryOps.NEG, TernaryOps.WHERE, BinaryOps.MOD}
 
+# ops that cost tens of instructions each (polynomials in IR, D5): worth reading a value
+# back rather than computing it twice, and worth overlapping across rows
+TRANSCENDENTAL = {UnaryOps.EXP2, UnaryOps.EXP, UnaryOps.LOG2, UnaryOps.SIN, UnaryOps.COS}
+
 # ops where f(0, ..., 0) == 0: a padded (masked) region stays zero through them
 ZERO_PRESERVING = {BinaryOps.ADD, BinaryOps.MUL, BinaryOps.MAX, BinaryOps.CMPLT,
                    BinaryOps.CMPNE, BinaryOps.AND, BinaryOps.OR, BinaryOps.XOR,

@@ -22,12 +22,10 @@ import itertools
 from codegen.dtypes import DType
 from codegen.linearizer import LinearKernel, Linearizer
 from codegen.lanes import along_lanes
-from codegen.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, UnaryOps
+from codegen.ops import TRANSCENDENTAL, BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps
 from codegen.shape.symbolic import Node, NumNode
 from codegen.uops import UOp, UOps
 
-# ops that cost tens of instructions: a value made with one is read back, not recomputed
-_COSTLY = {UnaryOps.EXP2, UnaryOps.EXP, UnaryOps.LOG2, UnaryOps.SIN, UnaryOps.COS}
 
 
 class RowLinearizer(Linearizer):
@@ -57,7 +55,7 @@ class RowLinearizer(Linearizer):
         it has a costly op, and the output's dtype holds it exactly."""
         value = self.k.reduceops[-1].src[0]
         if self._dtype_of(value) != self.ast.arg.dtype or \
-                not any(n.op in _COSTLY for n in value.walk()):
+                not any(n.op in TRANSCENDENTAL for n in value.walk()):
             return None
         stack, seen = [self.ast.src[0]], set()
         while stack:  # the store's own ops: reduces are values computed before

@@ -16,7 +16,8 @@ The passes, in order:
   gather_lanes  explicit lanes for elementwise kernels LLVM cannot vectorise (CPU)
   item_tile     a register tile of accumulators per work-item (a CPU through work-items)
   gpu_layout    work-group sizes, or one work-group per output of a long reduce (GPU)
-A row kernel (D55) gets simplify, stream_rows and reduce_lanes only.
+A row kernel (D55) gets simplify, row_kernel_rows (several rows at once where it computes
+exp or log) and reduce_lanes only.
 """
 from __future__ import annotations
 from typing import Callable
@@ -25,14 +26,15 @@ from codegen.helpers import getenv
 from codegen.kernel import Kernel, Opt
 from codegen.opt.gpu import gpu_layout, item_tile
 from codegen.opt.simplify import simplify
-from codegen.opt.tiling import gather_lanes, order_loops, reduce_lanes, stream_rows, tile
+from codegen.opt.tiling import (gather_lanes, order_loops, reduce_lanes, row_kernel_rows,
+                                 stream_rows, tile)
 from codegen.target import Target
 
 Pass = Callable[[Kernel, Target], list[Opt]]
 PASSES: list[Pass] = [simplify, tile, stream_rows, reduce_lanes, order_loops, gather_lanes,
                       item_tile, gpu_layout]
 # a row kernel (codegen/rows.py): its reduce and store loops share the lanes across the row
-ROW_PASSES: list[Pass] = [simplify, stream_rows, reduce_lanes]
+ROW_PASSES: list[Pass] = [simplify, row_kernel_rows, reduce_lanes]
 
 
 def apply_opts(k: Kernel, opts: list[Opt]) -> Kernel:

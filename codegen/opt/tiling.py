@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from codegen.helpers import prod
 from codegen.kernel import Kernel, Opt, OptOps
-from codegen.ops import BinaryOps
+from codegen.ops import TRANSCENDENTAL, BinaryOps
 from codegen.target import Target
 
 _MIN_OUTER = 8               # iterations the outermost loop needs to be worth splitting
@@ -244,17 +244,35 @@ def stream_rows(k: Kernel, target: Target) -> list[Opt]:
     lanes (reduce_lanes, padded where the width is odd). On the 2-core machine a 4096 x
     4096 row sum went from 3.2 to 3.0 ms (8 rows); the rows are taken from the innermost
     output axis that 8 (else 4, 2) divides: a split reduce's chunks (64 x 29) from the 64."""
-    if k.reduceop is None or not target.tile or k.upcasts:
+    if k.reduceop is None or not target.tile or k.upcasts or prod(k.reduce_shape) < _STREAM_MIN:
         return []
+    return _rows_at_once(k, target, "a long streaming reduce: rows at once")
+
+
+def row_kernel_rows(k: Kernel, target: Target) -> list[Opt]:
+    """A row kernel (D55) takes several rows at once, whatever their width, where its
+    loops compute a transcendental op (softmax's exp): the rows' independent work hides
+    its latency (2048 x 128 softmax 0.14 -> 0.11 ms, 4096 x 1000 1.43 -> 1.20 ms,
+    interleaved, best of 30). Plain sums (layernorm) run at the cache's speed one row at
+    a time and lose a little with eight (4096 x 1000: 0.70 -> 0.78 ms), so they do not."""
+    if not k.rows or not target.tile or k.upcasts or \
+            not any(n.op in TRANSCENDENTAL for n in k.ast.walk()):
+        return []
+    return _rows_at_once(k, target, "a row kernel's exp or log: rows at once")
+
+
+def _rows_at_once(k: Kernel, target: Target, why: str) -> list[Opt]:
+    """Upcast the innermost output axis that 8 (else 4, 2) divides, for a reduce whose
+    input is contiguous along it and that takes vector lanes."""
     inner = k.n_global + k.n_reduce - 1
-    if not k.n_global or not k.n_reduce or prod(k.reduce_shape) < _STREAM_MIN or \
+    if not k.n_global or not k.n_reduce or \
             not _reduce_lane_width(k.full_shape[inner], target, may_pad=not _divides(k))[0]:
         return []
     if not any(k.strides(key, inner) == 1 for key in k.loads):
         return []
     for rows in (8, 4, 2):
         for axis in reversed(range(k.n_global)):
-            opt = Opt(OptOps.UPCAST, axis, rows, "a long streaming reduce: rows at once")
+            opt = Opt(OptOps.UPCAST, axis, rows, why)
             if k.full_shape[axis] % rows == 0 and k.can_apply(opt):
                 return [opt]
     return []

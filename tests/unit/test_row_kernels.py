@@ -222,7 +222,23 @@ def test_softmax_computes_exp_once_per_element():
     from codegen.ops import UnaryOps
     from codegen.uops import UOps
     from runtimes import get_runtime
-    (ast,) = _kernels(Tensor(np.ones((4, 64), np.float32)).softmax(-1))
-    kernel = linearize(ast, get_runtime("CPU").renderer.target)
-    exps = [u for u in kernel.uops if u.op is UOps.ALU and u.arg is UnaryOps.EXP]
-    assert len(exps) == 1
+    from codegen.kernel import OptOps
+    for rows in (5, 8):  # one row at a time; eight at once (one copy of the loops per row)
+        (ast,) = _kernels(Tensor(np.ones((rows, 64), np.float32)).softmax(-1))
+        kernel = linearize(ast, get_runtime("CPU").renderer.target)
+        copies = np.prod([o.amount for o in kernel.opts if o.op is OptOps.UPCAST], dtype=int)
+        exps = [u for u in kernel.uops if u.op is UOps.ALU and u.arg is UnaryOps.EXP]
+        assert len(exps) == copies == (1 if rows == 5 else 8)
+
+
+def test_rows_at_once_only_where_the_row_computes_exp_or_log():
+    """Several rows at once hide exp's latency (softmax, log_softmax); a row of plain sums
+    (layernorm) runs one row at a time, which measured faster (D55)."""
+    from codegen.kernel import OptOps
+    from codegen.linearizer import linearize
+    from runtimes import get_runtime
+    target = get_runtime("CPU").renderer.target
+    for name, streams in (("softmax", True), ("log_softmax", True), ("layernorm", False)):
+        (ast,) = _kernels(OPS[name][0](Tensor(np.ones((16, 100), np.float32))))
+        upcasts = [o for o in linearize(ast, target).opts if o.op is OptOps.UPCAST]
+        assert bool(upcasts) == streams, name
