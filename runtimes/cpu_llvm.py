@@ -24,6 +24,8 @@ _TARGET_MACHINE, _PLAIN_MACHINE = target_machine(), target_machine(0)  # the com
 _CPUS = os.cpu_count() or 1
 _CHUNKS_PER_THREAD = 16  # the outer loop is cut into this many pieces per thread
 _MIN_WORK_PER_THREAD = 1 << 16  # below this many loop iterations per thread, stay serial
+_TRY_SERIAL = 64  # below this many times that, time the first calls both ways...
+_TRIALS = 3       # ...this many each, and keep the faster
 
 
 class LLVMCompiler(Compiler):
@@ -68,6 +70,10 @@ class CPUProgram(Program):
         self.work = max(spec.flops, spec.mem_bytes // 4)
         # too little work for two threads whatever THREADS says: decided once, here
         self.serial = self.work < 2 * _MIN_WORK_PER_THREAD
+        # near that bound the hand-off to the workers can cost more than it saves: the
+        # first calls time both ways, then the faster is kept (the results are the same)
+        self.trials: tuple[list[float], list[float]] | None = \
+            ([], []) if self.work < _TRY_SERIAL * _MIN_WORK_PER_THREAD else None
 
     def __call__(self, *bufs, global_size, local_size, wait=False):
         ptrs = [b[1] for b in bufs]
@@ -81,9 +87,26 @@ class CPUProgram(Program):
             threads = min(getenv("THREADS", _CPUS), n)
             if threads <= 1 or self.work < threads * _MIN_WORK_PER_THREAD:
                 self.fn(*ptrs, 0, n)
+            elif self.trials is not None:
+                self.try_both(ptrs, n, threads)
             else:
                 self.run_pieces(ptrs, n, min(n, threads * _CHUNKS_PER_THREAD), threads - 1)
         return time.perf_counter() - start if wait else None
+
+    def try_both(self, ptrs: list[int], n: int, threads: int) -> None:
+        """One of the first calls: serial or split in turn, timed; after _TRIALS of each,
+        serial from then on if its best call was faster, else split (trials None)."""
+        assert self.trials is not None
+        serial, split = self.trials
+        begin = time.perf_counter()
+        if len(serial) <= len(split):
+            self.fn(*ptrs, 0, n)
+            serial.append(time.perf_counter() - begin)
+        else:
+            self.run_pieces(ptrs, n, min(n, threads * _CHUNKS_PER_THREAD), threads - 1)
+            split.append(time.perf_counter() - begin)
+        if len(split) >= _TRIALS:
+            self.serial, self.trials = min(serial) < min(split), None
 
     def run_pieces(self, ptrs: list[int], n: int, chunks: int, helpers: int) -> None:
         """The outer loop [0, n) in `chunks` pieces, on this thread and `helpers` workers:
