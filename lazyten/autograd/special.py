@@ -121,6 +121,9 @@ class Softmax(Function):
     def forward(self, x, axis: int = -1, log: bool = False, tensor=None):
         self.axis, self.log, self.tensor = axis, log, tensor
         t = tensor._wrap(x)
+        if t.ndim and t.shape[axis] == 0:  # over nothing: an empty result, as PyTorch's
+            self.ret = (t * 1).lazydata
+            return self.ret
         shifted = t - t.amax(axis, keepdim=True)
         if log:
             out = shifted - shifted.exp().sum(axis, keepdim=True).log()

@@ -242,3 +242,15 @@ def test_rows_at_once_only_where_the_row_computes_exp_or_log():
         (ast,) = _kernels(OPS[name][0](Tensor(np.ones((16, 100), np.float32))))
         upcasts = [o for o in linearize(ast, target).opts if o.op is OptOps.UPCAST]
         assert bool(upcasts) == streams, name
+
+
+@pytest.mark.parametrize("shape,axis", [((3, 0), -1), ((0, 3), -1), ((2, 0, 4), 1)])
+def test_softmax_over_an_empty_axis_is_empty(shape, axis):
+    """As PyTorch: softmax and log_softmax over a zero-size axis give an empty tensor of
+    the input's shape (this raised 'max of an empty tensor'); the gradient is empty too."""
+    for name in ("softmax", "log_softmax"):
+        t = Tensor(np.zeros(shape, np.float32), requires_grad=True)
+        out = getattr(t, name)(axis)
+        assert out.shape == shape and out.numpy().shape == shape
+        out.sum().backward()
+        assert t.grad.numpy().shape == shape
