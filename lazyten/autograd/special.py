@@ -10,6 +10,7 @@ functions. `tensor` is the Tensor class the ops run on (this package does not im
 from __future__ import annotations
 
 from lazyten.autograd.function import Function
+from lazyten.dims import norm_axes
 from lazyten.mathfn import atan2, signbit
 from lazyten.power import float_pow, int_power
 
@@ -121,7 +122,7 @@ class Softmax(Function):
     def forward(self, x, axis: int = -1, log: bool = False, tensor=None):
         self.axis, self.log, self.tensor = axis, log, tensor
         t = tensor._wrap(x)
-        if t.ndim and t.shape[axis] == 0:  # over nothing: an empty result, as PyTorch's
+        if t.ndim and t.shape[norm_axes(axis, t.ndim)[0]] == 0:  # over nothing: empty, as PyTorch
             self.ret = (t * 1).lazydata
             return self.ret
         shifted = t - t.amax(axis, keepdim=True)
