@@ -56,15 +56,18 @@ class Linearizer(Emitter):
 
     def linearize(self) -> LinearKernel:
         launch = self._begin()
-        k = self.k
-        # one copy of the kernel body per upcast combination; CSE shares what they have in common
-        copies = k.upcasts[:-1] if self.lanes else k.upcasts
-        combos = list(itertools.product(*(range(u) for u in copies)))
+        k, combos = self.k, self._combos()
         self.reduced = self._reduce(k.reduceop, combos) if k.reduceop else {}
         for self.combo in combos:
             self.cache: dict[int, UOp] = {}
             self._store(self.emit(self.ast.src[0]))
         return self._finish(launch)
+
+    def _combos(self) -> list[tuple[int, ...]]:
+        """The upcast copies (not the lanes): one copy of the body each; CSE shares what
+        they have in common."""
+        copies = self.k.upcasts[:-1] if self.lanes else self.k.upcasts
+        return list(itertools.product(*(range(u) for u in copies)))
 
     def _begin(self) -> tuple[list[int], list[int]]:
         """The buffers and the global loops (or work-item indices); returns the launch
@@ -171,7 +174,7 @@ class Linearizer(Emitter):
         value, buf = self.cast(value, out.dtype), self.bufs[out.idx]
         if valid.max == 0:
             return
-        if self.lane is None or self.reduce_lanes:
+        if self.lane is None or self.lane not in idx.vars():  # reduce lanes: one value
             assert valid.min == 1, f"a padded output axis without vector lanes: {self.k.applied}"
             self.g.add(UOps.STORE, None, (buf, self.render_index(idx), value))
             return

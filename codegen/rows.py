@@ -17,15 +17,12 @@ reduce loop also stores it into the output row and the store loop reads it back 
 cache instead of computing it twice.
 """
 from __future__ import annotations
-import itertools
 
 from codegen.dtypes import DType
 from codegen.linearizer import LinearKernel, Linearizer
-from codegen.lanes import along_lanes
 from codegen.ops import TRANSCENDENTAL, BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps
 from codegen.shape.symbolic import Node, NumNode
-from codegen.uops import UOp, UOps
-
+from codegen.uops import UOp
 
 
 class RowLinearizer(Linearizer):
@@ -34,9 +31,7 @@ class RowLinearizer(Linearizer):
 
     def linearize(self) -> LinearKernel:
         launch = self._begin()
-        # several rows at once (an upcast global axis): one copy of every loop body per row
-        copies = self.k.upcasts[:-1] if self.lanes else self.k.upcasts
-        self.combos = list(itertools.product(*(range(u) for u in copies)))
+        self.combos = self._combos()  # several rows at once: one copy of each loop's body per row
         self.row_values: dict[tuple[int, tuple[int, ...]], UOp] = {}
         self.sts = dict(self.sts)  # plus the output row, read back (the Kernel's stay)
         out = self.ast.arg
@@ -74,7 +69,7 @@ class RowLinearizer(Linearizer):
                     loops: list[UOp], acc: UOp | None = None) -> UOp:
         out = super()._accumulate(node, combo, op, acc_dtype, loops, acc)
         if self.forward is not None and node is self.k.reduceops[-1]:
-            self._store_value(self.cache[id(self.forward)])  # emitted by the accumulation
+            self._store(self.cache[id(self.forward)])  # emitted by the accumulation
         return out
 
     def _name(self) -> str:
@@ -106,28 +101,4 @@ class RowLinearizer(Linearizer):
         """One step of the store loop for each row taken at once."""
         for combo in self.combos:
             self.combo, self.cache = combo, {}
-            self._store_value(self.emit(self.ast.src[0]))
-
-    def _store_value(self, value: UOp) -> None:
-        """Store one step of the row: a vector where the output is contiguous along the
-        lanes and every lane is real, else lane by lane, leaving out the padding."""
-        out = self.ast.arg
-        value = self.cast(value, out.dtype)
-        idx, valid = self.sts[id(self.ast)].expr_idxs(self._idxs(True))
-        buf, lane = self.bufs[out.idx], self.lane
-        if lane is None:
-            assert valid.min == 1, "only a padded row has lanes to leave out"
-            self.g.add(UOps.STORE, None, (buf, self.render_index(idx), value))
-            return
-        value = self.widen(value, self.lanes)
-        at0 = along_lanes(idx, lane, self.lanes) if valid.min == 1 else None
-        if at0 is not None:
-            self.g.add(UOps.STORE, None, (buf, self.render_index(at0), value))
-            return
-        for k in range(self.lanes):
-            real = valid.substitute({lane: k})
-            if real.max == 0:
-                continue
-            assert real.min == 1, "the padding of a row is known where it is stored"
-            self.g.add(UOps.STORE, None, (buf, self.render_index(idx.substitute({lane: k})),
-                                          self.extract(value, k)))
+            self._store(self.emit(self.ast.src[0]))

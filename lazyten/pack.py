@@ -78,10 +78,10 @@ def _pack(item: ScheduleItem, width: int) -> tuple[ScheduleItem, ScheduleItem | 
     for n in ast.walk():
         if n.op is BufferOps.LOAD:
             uses[n.arg.idx] = uses.get(n.arg.idx, 0) + 1
+    cached = get_runtime(item.out.device).renderer.target.cached_bytes
     for leaf in reduce.walk():
         if leaf.op is not BufferOps.LOAD or uses[leaf.arg.idx] != 1:
             continue
-        cached = get_runtime(item.out.device).renderer.target.cached_bytes
         found = _reduce_axis(leaf.arg, lane_axis, out_axes, width, cached)
         if found is None:
             continue
