@@ -75,8 +75,11 @@ class JitError(ValueError):
 class TinyJit:
     """The decorator object; see the module docstring."""
 
-    def __init__(self, fn: Callable):
+    def __init__(self, fn: Callable, read_views: bool = False):
         self.fn = fn
+        # read a view of realized memory in place, and require the same view every call
+        # (the optimisers' replay: gradients are often transposed views); else copy it
+        self.read_views = read_views
         try:
             self._parameters: inspect.Signature | None = inspect.signature(fn)
         except (TypeError, ValueError):  # some builtins have no signature
@@ -113,14 +116,15 @@ class TinyJit:
         for name, value in self._named(args, kwargs):
             _leaves(value, name, leaves)
         tensors = [value for _, value in leaves if isinstance(value, Tensor)]
-        todo = [t for t in tensors if t.lazydata._base is not None or t.lazydata.realized is None]
+        todo = [t for t in tensors if not t.lazydata.is_realized or
+                (t.lazydata._base is not None and not self.read_views)]
         for t in todo:  # inputs get memory of their own, outside the capture
             t.replace(t.contiguous())
         pending = pending_assigns()
         if todo or pending:
             realize([t.lazydata for t in todo] + pending)
         first: dict[int, str] = {}  # buffer -> the first argument that holds it
-        parts = [(path, _spec(v, path, first) if isinstance(v, Tensor) else v)
+        parts = [(path, _spec(v, path, first, self.read_views) if isinstance(v, Tensor) else v)
                  for path, v in leaves]
         if self._parts is None:
             self._parts = parts
@@ -158,12 +162,14 @@ class _TensorSpec(NamedTuple):
     device: str
     requires_grad: bool
     same_as: str | None  # an earlier argument with the same buffer
+    view: Any  # read_views: how the memory is read, (its ShapeTracker, memory size)
 
 
-def _spec(t: Tensor, path: str, first: dict[int, str]) -> _TensorSpec:
-    earlier = first.setdefault(id(t.lazydata.realized), path)
+def _spec(t: Tensor, path: str, first: dict[int, str], read_views: bool) -> _TensorSpec:
+    earlier = first.setdefault(id(t.lazydata.buffer()), path)
+    view = (t.lazydata.st, t.lazydata.buffer().size) if read_views else None
     return _TensorSpec(t.shape, t.dtype, t.device, bool(t.requires_grad),
-                       None if earlier == path else earlier)
+                       None if earlier == path else earlier, view)
 
 
 class _Container(NamedTuple):

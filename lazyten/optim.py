@@ -4,7 +4,9 @@ buffer with `Tensor.assign`.
 Parameters and optimiser state (momentum, Adam's moments, the step count, the learning
 rate) are realized buffers that keep their storage across steps. `step()` builds every
 update lazily and realizes them all in one call, so the scheduler sees the whole update
-at once. Formulas follow PyTorch's SGD, Adam and AdamW.
+at once. The update is the same kernels on the same buffers every step, so from the
+third step on it is replayed (lazyten/jit.py) instead of built: no graph, no schedule,
+no Python per parameter (D59). Formulas follow PyTorch's SGD, Adam and AdamW.
 """
 from __future__ import annotations
 import math
@@ -13,7 +15,10 @@ import numpy as np
 
 from codegen.helpers import dedup
 from codegen.ops import LoadOps
+from lazyten.jit import JitError, TinyJit
+from lazyten.lazy import pending_assigns
 from lazyten.nn.state import realize_owned
+from lazyten.realize import realize
 from lazyten.tensor import Tensor, no_grad, to_numpy_dtype
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
@@ -53,20 +58,65 @@ class Optimizer:
     def step(self) -> None:
         """Apply one update to every parameter that has a gradient."""
         with no_grad():
-            live = [p for p in self.params if p.grad is not None]
-            if not live:
+            grads = [p.grad for p in self.params if p.grad is not None]
+            if not grads:
                 return
-            # one realize: the scheduler runs every read of a parameter's old value
-            # before the update that overwrites it (copying it first where two updates
-            # read each other's parameter)
-            written = self._update()
+            key = self._replay_key(grads)
+            if key is None or key != self._key:  # something the capture fixed has changed
+                self._key = key
+                self._replay = None if key is None else TinyJit(self._apply, read_views=True)
+            if self._replay is None:
+                self._apply(grads)
+                return
             try:
-                Tensor.realize(*written)
-            except BaseException:  # an update that did not run is dropped, not left
-                for t in written:  # pending (a bad label would raise on every read)
-                    if t.lazydata.base.realized is None and t.lazydata.op is LoadOps.ASSIGN:
-                        t.lazydata = t.lazydata.src[1]
-                raise
+                self._replay(grads)
+            except JitError:  # a gradient changed in a way the key does not see: start over
+                self._key = self._replay = None
+                self._apply(grads)
+
+    _key: tuple | None = None
+    _replay: TinyJit | None = None
+
+    def _apply(self, grads: list[Tensor]) -> None:
+        """Build the update (`_update` reads each parameter's `.grad`: `grads` are those,
+        passed so that a replay takes this step's) and realize it in one call: the
+        scheduler runs every read of a parameter's old value before the update that
+        overwrites it (copying it first where two updates read each other's parameter)."""
+        written = self._update()
+        try:
+            Tensor.realize(*written)
+        except BaseException:  # an update that did not run is dropped, not left
+            for t in written:  # pending (a bad label would raise on every read)
+                if t.lazydata.base.realized is None and t.lazydata.op is LoadOps.ASSIGN:
+                    t.lazydata = t.lazydata.src[1]
+            raise
+
+    def _replay_key(self, grads: list[Tensor]) -> tuple | None:
+        """What a replay of the update depends on beyond the gradients' values: which
+        parameters have one, each gradient's shape, dtype, device, flag and view (a
+        realized gradient is read in place, often a transposed view), the memory of
+        every parameter and state tensor (a tensor given new memory, `p.replace(...)` or a
+        loaded state, must not be written through the old one), and the settings
+        (numbers such as betas or momentum, fixed in the kernels). None when a parameter
+        or state tensor does not own realized memory: then the step runs as written."""
+        pending = pending_assigns()
+        if pending:  # this thread's lazy in-place updates land first (a jit would too)
+            realize(pending)
+        memory = []
+        for t in self._state():
+            lb = t.lazydata
+            if lb._base is not None or lb.realized is None:
+                return None
+            memory.append(id(lb.realized))
+        settings = tuple(sorted((k, v) for k, v in vars(self).items()
+                                if type(v) in (int, float, bool)))
+        return (tuple([p.grad is not None for p in self.params]), tuple(memory), settings,
+                tuple([(g.shape, g.dtype, g.device, bool(g.requires_grad), g.lazydata.st)
+                       for g in grads]))
+
+    def _state(self) -> list[Tensor]:
+        """Every tensor the update reads or writes besides the gradients."""
+        return self.params + [self.lr]
 
     def _update(self) -> list[Tensor]:
         raise NotImplementedError
@@ -92,6 +142,9 @@ class SGD(Optimizer):
         super().__init__(params, lr)
         self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, nesterov
         self.buffers = [_zeros_like(p) for p in self.params] if momentum else []
+
+    def _state(self) -> list[Tensor]:
+        return super()._state() + self.buffers
 
     def _update(self) -> list[Tensor]:
         written = [self.lr]
@@ -124,19 +177,23 @@ class Adam(Optimizer):
         self.m = [_zeros_like(p) for p in self.params]
         self.v = [_zeros_like(p) for p in self.params]
 
-    def _bias_correction(self, beta: float, p: Tensor) -> Tensor | float:
+    def _state(self) -> list[Tensor]:
+        return super()._state() + [self.t] + self.m + self.v
+
+    def _bias_correction(self, beta: float, p: Tensor, made: dict) -> Tensor | float:
         """1 - beta**t, computed on the device from the step count (no per-step constant);
-        one graph per (beta, dtype, device) in a step, shared by the parameters."""
+        one graph per (beta, dtype, device) in a step, shared by the parameters (`made`,
+        local to the step: kept after it, the graphs would hold the old step count)."""
         if beta == 0:
             return 1.0
         key = (beta, p.dtype, p.device)
-        if key not in self._corrections:
-            self._corrections[key] = 1 - (self.t.cast(p.dtype).to(p.device) * math.log(beta)).exp()
-        return self._corrections[key]
+        if key not in made:
+            made[key] = 1 - (self.t.cast(p.dtype).to(p.device) * math.log(beta)).exp()
+        return made[key]
 
     def _update(self) -> list[Tensor]:
         self.t.assign(self.t + 1)
-        self._corrections: dict[tuple, Tensor] = {}
+        corrections: dict[tuple, Tensor] = {}
         written = [self.lr, self.t]
         for i, p in enumerate(self.params):
             if p.grad is None:
@@ -148,8 +205,8 @@ class Adam(Optimizer):
                 weights = weights * (1 - lr * self.weight_decay)
             m = self.m[i].assign(self.m[i] * self.b1 + g * (1 - self.b1))
             v = self.v[i].assign(self.v[i] * self.b2 + g.square() * (1 - self.b2))
-            m_hat = m / self._bias_correction(self.b1, p)
-            v_hat = v / self._bias_correction(self.b2, p)
+            m_hat = m / self._bias_correction(self.b1, p, corrections)
+            v_hat = v / self._bias_correction(self.b2, p, corrections)
             written += [m, v, p.assign(weights - lr * m_hat / (v_hat.sqrt() + self.eps))]
         return written
 

@@ -253,6 +253,15 @@ def test_view_and_lazy_inputs_are_made_contiguous():
         np.testing.assert_allclose(jitted(Tensor(x) * 1).numpy(), x + 1, rtol=1e-6)
 
 
+def test_reshaped_inputs_are_read_in_place():
+    """A reshape of a realized tensor is already in memory order: the jit reads its base's
+    memory (it used to ask the view for a buffer of its own and fail)."""
+    jitted = lazyten.jit(lambda x: (x * 2).realize())
+    for x in _inputs(4, shape=(4, 3)):
+        flat = Tensor(x.reshape(-1)).realize().reshape(4, 3)
+        np.testing.assert_allclose(jitted(flat).numpy(), x * 2, rtol=1e-6)
+
+
 # ---- in-place updates ----
 def test_pending_in_place_updates_belong_to_their_call():
     """An assign the function leaves unrealized is realized inside each call, and one
