@@ -166,6 +166,7 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
     """Execute schedule items in order and mark their outputs realized. The schedule is
     consumed: each item lets go of its inputs once it has run (see `_keep_old_value`)."""
     programs = _programs(schedule)
+    timing = debug_level() >= 2  # read once per schedule, not per launch
     for item, found in zip(schedule, programs):
         out = item.out
         if item.ast is None:
@@ -175,7 +176,7 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
             elif out.realized is None:
                 out.realized = _allocate(out)
         else:
-            _run_kernel(item, found)
+            _run_kernel(item, found, timing)
             if out.index_check is not None:  # raise before anything reads bad indices
                 if Capture.items is not None:
                     Capture.items.append(Launch(None, partial(raise_if_bad, out.index_check),
@@ -191,10 +192,11 @@ def _programs(schedule: list[ScheduleItem]) -> list[tuple[ProgramSpec, Program] 
     parallel."""
     found: list[tuple[ProgramSpec, Program] | None] = []
     missing: list[tuple[int, tuple]] = []  # (position in the schedule, key)
+    settings = opt_settings()  # as _key, read once
     for item in schedule:
         program = None
         if item.ast is not None and 0 not in item.out.shape:
-            key = _key(item.out.device, item.ast)
+            key = (item.out.device, item.ast, settings)
             program = _PROGRAMS.get(key)
             if program is None:
                 missing.append((len(found), key))
@@ -218,7 +220,8 @@ def _allocated(buffer: Buffer) -> Buffer:
     return buffer
 
 
-def _run_kernel(item: ScheduleItem, found: tuple[ProgramSpec, Program] | None) -> None:
+def _run_kernel(item: ScheduleItem, found: tuple[ProgramSpec, Program] | None,
+                timing: bool) -> None:
     out = item.out
     if found is None:  # nothing to compute: the output gets its (empty) memory
         out.realized = _keep_old_value(out) if out.op is LoadOps.ASSIGN else _allocate(out)
@@ -227,7 +230,7 @@ def _run_kernel(item: ScheduleItem, found: tuple[ProgramSpec, Program] | None) -
     out.realized = _keep_old_value(out) if out.op is LoadOps.ASSIGN else _allocate(out)
     buffers.insert(0, out.realized)
     if Capture.items is None:  # not recording: launch straight away
-        launch(found[0], found[1], buffers, out.device)
+        launch(found[0], found[1], buffers, out.device, timing)
     else:
         _record_and_run(Launch(found[0], found[1], buffers))
 
@@ -293,9 +296,12 @@ def _launch_copy(dest: Buffer, src: Buffer, shape: tuple[int, ...], device: str)
     _record_and_run(Launch(spec, program, [dest, src]))
 
 
-def launch(spec: ProgramSpec, program: Program, buffers: list, device: str) -> None:
-    """Call a compiled program on device buffers (also used by JIT replay)."""
-    timing = debug_level() >= 2
+def launch(spec: ProgramSpec, program: Program, buffers: list, device: str,
+           timing: bool | None = None) -> None:
+    """Call a compiled program on device buffers (also used by JIT replay); `timing`
+    (waits and prints the DEBUG=2 line) defaults to DEBUG >= 2."""
+    if timing is None:
+        timing = debug_level() >= 2
     seconds = program(*[b.ensure_allocated() for b in buffers], global_size=spec.global_size,
                       local_size=spec.local_size, wait=timing)
     Stats.kernels += 1
