@@ -142,7 +142,10 @@ class HostAllocator(Allocator):
         dest[0][:src.nbytes] = np.frombuffer(src, dtype=np.uint8)
 
     def copyout(self, dest: memoryview, src) -> None:
-        np.frombuffer(dest, dtype=np.uint8)[:] = src[0][:dest.nbytes]
+        if dest.format == "B" and dest.ndim == 1:  # bytes to bytes, with no numpy views
+            dest[:] = src[0].data[:dest.nbytes]    # (what .numpy() passes: 1 us less)
+        else:
+            np.frombuffer(dest, dtype=np.uint8)[:] = src[0][:dest.nbytes]
 
 
 class Compiler:
