@@ -7,7 +7,7 @@ vector width and thread count from the machine it runs on; the rest are stated d
 """
 from __future__ import annotations
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from codegen.helpers import getenv
 
@@ -40,6 +40,7 @@ class Target:
     max_global: tuple[int, ...] = (2**31 - 1, 65535, 65535)
     local_memory: int = 0
     item_tile: int = 0             # most accumulators one work-item keeps (0: no tile)
+    scalef: bool = False           # AVX-512's vscalefps (x * 2^y in one instruction) for exp
 
     @property
     def lanes(self) -> int:
@@ -50,8 +51,11 @@ class Target:
 def host_cpu(name: str = "CPU") -> Target:
     """This machine's CPU, from LLVM's reading of its features (AVX-512: 16 float lanes,
     AVX2: 8, SSE2 or NEON: 4). `CPU_VECTOR_BITS` overrides the width (to see the code
-    another machine would get)."""
-    return cpu(getenv("CPU_VECTOR_BITS", 0) or _host_vector_bits(), os.cpu_count() or 1, name)
+    another machine would get). `scalef` where the host has AVX-512 (F and VL) and the
+    width is 512."""
+    bits = getenv("CPU_VECTOR_BITS", 0) or _host_vector_bits()
+    target = cpu(bits, os.cpu_count() or 1, name)
+    return replace(target, scalef=bits == 512 and _host_has("avx512f", "avx512vl"))
 
 
 def cpu(vector_bits: int, threads: int = 1, name: str = "CPU") -> Target:
@@ -68,6 +72,12 @@ def _host_vector_bits() -> int:
     import llvmlite.binding as llvm
     features = llvm.get_host_cpu_features()
     return next((bits for name, bits in _VECTOR_BITS if features.get(name)), 128)
+
+
+def _host_has(*names: str) -> bool:
+    import llvmlite.binding as llvm
+    features = llvm.get_host_cpu_features()
+    return all(features.get(name) for name in names)
 
 
 def gpu(name: str, local_size: int = 256, local_memory: int = 48 << 10) -> Target:

@@ -34,8 +34,9 @@ _BINARY: dict[Op, tuple[str, str, str, str]] = {
 }
 _FAST_MATH = {BinaryOps.ADD, BinaryOps.MUL}  # float instructions that carry `flags`
 
-# float32 functions written in IR (vectorisable); other dtypes call the LLVM intrinsics
-_IR_MATH: dict[Op, Callable[[int], tuple[str, list[str]]]] = {
+# float32 functions written in IR (vectorisable); other dtypes call the LLVM intrinsics.
+# They take the lane count and whether the target has AVX-512's vscalefps.
+_IR_MATH: dict[Op, Callable[[int, bool], tuple[str, list[str]]]] = {
     UnaryOps.EXP2: llvm_math.exp2, UnaryOps.EXP: llvm_math.exp, UnaryOps.LOG2: llvm_math.log2}
 _INTRINSICS: dict[Op, str] = {
     UnaryOps.SQRT: "sqrt", UnaryOps.EXP2: "exp2", UnaryOps.EXP: "exp", UnaryOps.LOG2: "log2",
@@ -51,10 +52,16 @@ def _kind(dtype: DType) -> int:
 
 
 def alu(op: Op, dtype: DType, src_dtype: DType, args: list[str], used: set[str],
-        flags: str = "contract") -> str:
+        flags: str = "contract", scalef: bool = False) -> str:
     """The right-hand side of one instruction for `op` on operands of `src_dtype` giving
-    `dtype`; declarations and helper functions it calls are added to `used`."""
+    `dtype`; declarations and helper functions it calls are added to `used`. `scalef`:
+    the target has AVX-512's vscalefps (exp and exp2 use it)."""
     names = _BINARY.get(op)
+    if op in _IR_MATH and src_dtype.scalar == dtypes.float32:
+        t = ltype(src_dtype)
+        name, definitions = _IR_MATH[op](src_dtype.count, scalef)
+        used.update(definitions)
+        return f"call {t} {name}({t} {args[0]})"
     if names is None:
         return _SPECIAL[op](dtype, src_dtype, args, used)
     kind = _kind(src_dtype)
@@ -91,13 +98,9 @@ def _recip(dtype: DType, src_dtype: DType, args: list[str], used: set[str]) -> s
 
 
 def _math_function(op: Op) -> Callable[[DType, DType, list[str], set[str]], str]:
-    """exp2, exp, log2 on float32 call our IR functions; the rest the LLVM intrinsics."""
+    """The LLVM intrinsic (exp2, exp, log2 on float32 call our IR functions: `alu`)."""
     def render(dtype: DType, src_dtype: DType, args: list[str], used: set[str]) -> str:
         t = ltype(src_dtype)
-        if op in _IR_MATH and src_dtype.scalar == dtypes.float32:
-            name, definitions = _IR_MATH[op](src_dtype.count)
-            used.update(definitions)
-            return f"call {t} {name}({t} {args[0]})"
         return f"{intrinsic(_INTRINSICS[op], src_dtype, 1, used)}({t} {args[0]})"
     return render
 

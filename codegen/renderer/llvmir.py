@@ -193,7 +193,7 @@ class LLVMRenderer(Renderer):
         flags = "reassoc contract" if id(u) in k.accumulations else "contract"
         dtype = dtype_of(u)
         k.names[u] = k.emit(alu(u.arg, dtype, src_dtype, [k.names[v] for v in u.src], k.used,
-                                flags))
+                                flags, self.target.scalef))
         if dtype.scalar == dtypes.bfloat16 and u.arg not in EXACT_OPS:
             k.names[u] = round_to_bf16(k.names[u], src_dtype, k.emit)
 

@@ -72,3 +72,61 @@ def test_on_vector_lanes(fn):
     got = getattr(Tensor(a)[:, :, None] * Tensor(b)[None], fn)().sum(axis=1).numpy()
     want = getattr(np, fn)(a[:, :, None].astype(np.float64) * b[None]).sum(axis=1)
     np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+_ENGINES: list = []  # the compiled code lives as long as its engine: kept for the run
+
+
+def _vector_function(fn: str, lanes: int, scalef: bool):
+    """exp or exp2 of llvm_math on <lanes x float>, compiled alone: f(in, out, vectors)."""
+    import ctypes
+    import llvmlite.binding as llvm
+    from codegen.renderer import llvm_math
+    from runtimes.cpu_host import target_machine
+    from runtimes.cpu_llvm import LLVMCompiler
+    name, definitions = getattr(llvm_math, fn)(lanes, scalef)
+    t = "float" if lanes == 1 else f"<{lanes} x float>"
+    entry = f"f_{fn}_{lanes}_{int(scalef)}"  # function names are process-wide
+    src = "\n".join([
+        f"define void @{entry}(ptr %src, ptr %dst, i64 %n) {{", "entry:", "  br label %loop", "loop:",
+        "  %i = phi i64 [0, %entry], [%j, %loop]",
+        f"  %off = mul i64 %i, {lanes}",
+        "  %p = getelementptr float, ptr %src, i64 %off",
+        "  %q = getelementptr float, ptr %dst, i64 %off",
+        f"  %x = load {t}, ptr %p, align 4", f"  %y = call {t} {name}({t} %x)",
+        f"  store {t} %y, ptr %q, align 4",
+        "  %j = add i64 %i, 1", "  %more = icmp slt i64 %j, %n",
+        "  br i1 %more, label %loop, label %exit", "exit:", "  ret void", "}", *definitions])
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target_machine())
+    engine.add_object_file(llvm.ObjectFileRef.from_data(LLVMCompiler().compile(src)))
+    engine.finalize_object()
+    _ENGINES.append(engine)
+    call = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(
+        engine.get_function_address(entry))
+
+    def run(x: np.ndarray) -> np.ndarray:
+        x = np.ascontiguousarray(x[: len(x) // lanes * lanes], np.float32)
+        out = np.empty_like(x)
+        call(x.ctypes.data, out.ctypes.data, len(x) // lanes)
+        return out
+    return run
+
+
+@pytest.mark.parametrize("lanes", [1, 4, 8, 16])
+@pytest.mark.parametrize("fn,low,high", [("exp", -110, 90), ("exp2", -160, 130)])
+def test_vscalef_whole_range(fn, low, high, lanes):
+    """With AVX-512, 2^n is one vscalefps (vectors; NaN runs through unguarded) or
+    llvm.ldexp (scalar code, vectorised by LLVM into vscalefps) [D60]: the same ulps,
+    subnormals, overflow and special values as the two-factor scaling, bit for bit."""
+    from codegen.target import host_cpu
+    if not host_cpu().scalef:
+        pytest.skip("the host has no AVX-512 vscalefps")
+    x = np.concatenate([np.linspace(low, high, 200_000), SPECIAL * lanes]).astype(np.float32)
+    run = _vector_function(fn, lanes, True)
+    got, x = run(x), x[: len(x) // lanes * lanes]
+    with np.errstate(over="ignore"):
+        want = getattr(np, fn)(x.astype(np.float64))
+    err = ulps(got, want)
+    assert err.max() <= 1.0, f"{fn}({x[err.argmax()]}) = {got[err.argmax()]}, want {want[err.argmax()]}"
+    plain = _vector_function(fn, lanes, False)
+    np.testing.assert_array_equal(got, plain(x))  # bit for bit, NaN where NaN

@@ -254,3 +254,39 @@ def test_softmax_over_an_empty_axis_is_empty(shape, axis):
         assert out.shape == shape and out.numpy().shape == shape
         out.sum().backward()
         assert t.grad.numpy().shape == shape
+
+
+@pytest.mark.parametrize("width,lanes", [(100, 16), (511, 16), (512, 32), (1000, 32),
+                                         (1023, 32), (1024, 64), (4097, 64)])
+def test_a_row_walked_alone_keeps_several_accumulators(width, lanes):
+    """A row kernel that takes one row at a time (layernorm) walks the row several vectors
+    at once from 32 vectors on, so each reduce has 2 or 4 independent accumulators (D60);
+    shorter rows keep one vector. Rows with exp take several rows instead."""
+    from codegen.kernel import OptOps
+    from codegen.linearizer import linearize
+    from codegen.target import cpu
+    (ast,) = _kernels(OPS["layernorm"][0](Tensor(np.ones((4, width), np.float32))))
+    opts = linearize(ast, cpu(512)).opts
+    assert [o.amount for o in opts if o.op is OptOps.REDUCE_LANES] == [lanes]
+    (ast,) = _kernels(OPS["softmax"][0](Tensor(np.ones((8, width), np.float32))))
+    assert [o.amount for o in linearize(ast, cpu(512)).opts if o.op is OptOps.REDUCE_LANES] == [16]
+
+
+@pytest.mark.parametrize("width", [511, 512, 513, 700, 1023, 1025, 2049, 3000, 4097])
+@pytest.mark.parametrize("view", ["plain", "slice", "transpose", "broadcast"])
+def test_wide_accumulators_match_numpy(width, view):
+    """Rows several vectors per step, padded or whole, read through views, for every row
+    op (layernorm and x - mean take the wide steps; softmax's rows check the rest)."""
+    rng = np.random.default_rng(width)
+    base = (rng.standard_normal((6, width + 2)) * 3 + 1).astype(np.float32)
+    if view == "slice":
+        t, a = Tensor(base)[1:5, 1:-1], base[1:5, 1:-1]
+    elif view == "transpose":
+        t, a = Tensor(base[:, :width].T.copy()).T, base[:, :width]
+    elif view == "broadcast":
+        t, a = Tensor(base[:1, :width]).expand(5, width), np.broadcast_to(base[:1, :width], (5, width))
+    else:
+        t, a = Tensor(base[:, :width].copy()), base[:, :width]
+    for name, (ours, ref) in OPS.items():
+        np.testing.assert_allclose(ours(t).numpy(), ref(np.asarray(a, np.float64)), rtol=2e-5,
+                                   atol=2e-5, err_msg=name)
