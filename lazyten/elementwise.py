@@ -87,7 +87,10 @@ class ElementwiseMixin(TensorMixin):
         padded = (1,) * (len(shape) - self.ndim) + self.shape
         if not self.requires_grad or type(self).no_grad:  # no gradient: views, no Functions
             return type(self)._wrap(self.lazydata.reshape(padded).expand(shape))
-        return self.reshape(padded).expand(shape)
+        # the shapes are known to broadcast: the primitives at once, with no `Same` node for
+        # a reshape that changes nothing (Tensor.expand's checks would make one)
+        x = self if padded == self.shape else self.apply(F.Reshape, shape=padded)
+        return x.apply(F.Expand, shape=shape)
 
     # ---- arithmetic ----
     def add(self, other, reverse: bool = False):

@@ -73,8 +73,10 @@ class MovementMixin(TensorMixin):
         for b, s in zip(base, new):
             if b != s and b != 1:
                 raise ShapeError(f"cannot expand {self.shape} to {shape}: only size-1 dims grow")
-        x = self.reshape(base)
-        return x if new == x.shape else x.apply(F.Expand, shape=new)
+        if base == self.shape:  # no reshape: no `Same` node for it
+            return self._same() if new == base else self.apply(F.Expand, shape=new)
+        x = self.apply(F.Reshape, shape=base)
+        return x if new == base else x.apply(F.Expand, shape=new)
 
     def shrink(self, arg):
         """Keep [start, end) of each axis (None keeps all)."""

@@ -6,7 +6,7 @@ too) and `keepdim=`. `max(dim)`/`min(dim)` with a positional int or `dim=` retur
 from __future__ import annotations
 from typing import Any, NamedTuple
 
-from codegen.dtypes import dtypes
+from codegen.dtypes import as_dtype, dtypes
 from codegen.helpers import prod
 from lazyten.autograd import primitives as F
 from lazyten.autograd.special import Softmax
@@ -60,8 +60,8 @@ class ReduceMixin(TensorMixin):
         accumulates in, and returns, that dtype."""
         x = self
         dtype = _one_dtype(dtype, acc_dtype, "sum")
-        if dtype is not None:
-            x = x.cast(dtype)
+        if dtype is not None:  # (the reduce below makes the new tensor: no `Same` node)
+            x = x if as_dtype(dtype) == x.dtype else x.cast(dtype)
         elif not x.dtype.is_float:
             x = x.cast(dtypes.int64)
         if x.dtype.opmath != x.dtype:

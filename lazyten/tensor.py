@@ -231,12 +231,23 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, ReduceM
     # ---- autograd ----
     def apply(self, fn: type[Function], *others: Tensor, **kwargs) -> Tensor:
         """Run an autograd Function with this tensor (and `others`) as inputs."""
-        tensors = (self,) + others
         # forward saves what backward needs only if recording (the switch's variable is
-        # read directly: this runs once per op)
+        # read directly: this runs once per op, so one and two inputs are spelt out)
         record = not _NO_GRAD.get()
-        ctx = fn([record and bool(t.requires_grad) for t in tensors])
-        lazy = ctx.forward(*[t.lazydata for t in tensors], **kwargs)
+        if not others:
+            tensors: tuple[Tensor, ...] = (self,)
+            ctx = fn([record and bool(self.requires_grad)])
+            lazy = ctx.forward(self.lazydata, **kwargs)
+        elif len(others) == 1:
+            other = others[0]
+            tensors = (self, other)
+            ctx = fn([record and bool(self.requires_grad),
+                      record and bool(other.requires_grad)])
+            lazy = ctx.forward(self.lazydata, other.lazydata, **kwargs)
+        else:
+            tensors = (self,) + others
+            ctx = fn([record and bool(t.requires_grad) for t in tensors])
+            lazy = ctx.forward(*[t.lazydata for t in tensors], **kwargs)
         out = Tensor._wrap(lazy)
         if ctx.requires_grad and lazy.dtype.is_float:  # as in PyTorch: only floats have grads
             out.requires_grad, out._ctx, out._parents = True, ctx, tensors
