@@ -1,0 +1,194 @@
+"""Graph building without Python per step (D61): the shortcuts build the same lazy graph
+the general Tensor path builds, so the scheduler sees no difference.
+
+`graph_key` writes a LazyBuffer graph as text (ops, arguments, dtypes, trackers; buffers
+numbered in the order they are met), so two graphs are compared exactly. Softmax's
+forward and backward are written in LazyBuffer ops: they are checked against the Tensor
+composite they replace, over drawn shapes, axes, dtypes and layouts (contiguous, permuted,
+broadcast), and against numpy. Broadcasting and `expand` record no `Same` nodes.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from lazyten import Tensor, dtypes
+from lazyten.autograd import primitives as F
+
+
+def graph_key(*roots) -> str:
+    """The graphs below `roots` (LazyBuffers) as text; realized buffers by shape and dtype."""
+    ids: dict[int, int] = {}
+    lines: list[str] = []
+
+    def walk(lb) -> int:
+        if id(lb) in ids:
+            return ids[id(lb)]
+        base = lb.base
+        if lb._base is not None:
+            line = f"view {walk(base)} {lb.st.views} {lb.dtype.name}"
+        elif base.realized is not None:
+            line = f"buffer {lb.shape} {lb.dtype.name}"
+        else:
+            srcs = [walk(s) for s in base.src]
+            line = f"{base.op} {srcs} {base.arg!r} {lb.dtype.name} {lb.st.views}"
+        ids[id(lb)] = len(lines)
+        lines.append(line)
+        return ids[id(lb)]
+    for root in roots:
+        walk(root)
+    return "\n".join(lines)
+
+
+def composite(t: Tensor, axis, log: bool) -> Tensor:
+    """softmax / log_softmax in Tensor ops: what Softmax's forward built before D61."""
+    shifted = t - t.amax(axis, keepdim=True)
+    if log:
+        return shifted - shifted.exp().sum(axis, keepdim=True).log()
+    e = shifted.exp()
+    return e * e.sum(axis, keepdim=True).reciprocal()
+
+
+def composite_backward(y: Tensor, g: Tensor, axis, log: bool) -> Tensor:
+    if log:
+        return g - y.exp() * g.sum(axis, keepdim=True)
+    return y * (g - (g * y).sum(axis, keepdim=True))
+
+
+@st.composite
+def softmax_inputs(draw):
+    """(array, layout, axis): odd sizes, 0 to 3 dims, any axis (or a tuple of them)."""
+    ndim = draw(st.integers(0, 3))
+    shape = tuple(draw(st.sampled_from([1, 2, 3, 5, 7, 17])) for _ in range(ndim))
+    layout = draw(st.sampled_from(["contiguous", "permuted", "broadcast"]))
+    if ndim == 0:
+        return np.float64(draw(st.floats(-3, 3))), "contiguous", draw(st.sampled_from([0, -1]))
+    axis = draw(st.one_of(st.integers(-ndim, ndim - 1),
+                          st.lists(st.integers(0, ndim - 1), min_size=1, max_size=ndim,
+                                   unique=True).map(tuple)))
+    values = np.random.default_rng(draw(st.integers(0, 99))).standard_normal(shape) * 3
+    return values, layout, axis
+
+
+def make(values: np.ndarray, layout: str, dtype, requires_grad: bool) -> tuple[Tensor, Tensor]:
+    """(leaf, tensor of `values`' shape): the leaf itself, a permuted view of it (its
+    values transposed), or a broadcast view (of its first row)."""
+    shape = np.shape(values)
+    if layout == "permuted":
+        leaf = Tensor(np.ascontiguousarray(np.transpose(values)), dtype=dtype,
+                      requires_grad=requires_grad)
+        return leaf, leaf.permute(tuple(reversed(range(len(shape)))))
+    if layout == "broadcast":
+        leaf = Tensor(np.asarray(values)[:1], dtype=dtype, requires_grad=requires_grad)
+        return leaf, leaf.expand(shape)
+    leaf = Tensor(values, dtype=dtype, requires_grad=requires_grad)
+    return leaf, leaf
+
+
+@settings(max_examples=40)
+@given(case=softmax_inputs(), log=st.booleans(),
+       dtype=st.sampled_from([dtypes.float32, dtypes.float16, dtypes.float64]))
+def test_softmax_builds_the_composites_graph(case, log, dtype):
+    values, layout, axis = case
+    _, x = make(values, layout, dtype, requires_grad=True)
+    y = x.log_softmax(axis) if log else x.softmax(axis)
+    plain = Tensor._wrap(x.lazydata)
+    assert graph_key(y.lazydata) == graph_key(composite(plain, axis, log).lazydata)
+    g = Tensor(np.random.default_rng(1).standard_normal(y.shape), dtype=dtype)
+    (dx,) = y.gradient(x, gradient=g)
+    # Softmax's backward is what the closed form in Tensor ops builds from y and g
+    expected = composite_backward(Tensor._wrap(y.lazydata), g, axis, log)
+    assert graph_key(dx.lazydata) == graph_key(expected.lazydata)
+
+
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("shape,axis", [((5, 17), -1), ((5, 17), 0), ((3, 7, 5), 1),
+                                         ((3, 7, 5), (0, 2)), ((1, 9), -1), ((4, 1), 1)])
+def test_softmax_values_and_gradients_match_numpy(shape, axis, log):
+    """Against float64 numpy on a non-contiguous input: the value, and the gradient of
+    sum(y * w)."""
+    rng = np.random.default_rng(0)
+    values, w = rng.standard_normal(shape) * 4, rng.standard_normal(shape)
+    leaf, x = make(values, "permuted", dtypes.float32, requires_grad=True)
+    y = x.log_softmax(axis) if log else x.softmax(axis)
+    (y * Tensor(w.astype(np.float32))).sum().backward()
+    shifted = values - values.max(axis=axis, keepdims=True)
+    p = np.exp(shifted) / np.exp(shifted).sum(axis=axis, keepdims=True)
+    if log:
+        ref = np.log(p)
+        grad = w - p * w.sum(axis=axis, keepdims=True)
+    else:
+        ref = p
+        grad = p * (w - (w * p).sum(axis=axis, keepdims=True))
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(leaf.grad.numpy(), np.transpose(grad), rtol=1e-4, atol=1e-5)
+
+
+def test_softmax_of_a_broadcast_input_sums_its_gradient():
+    """An expanded input (one row, 4 copies): the gradient sums over the copies."""
+    row = np.array([[0.5, -1.0, 2.0]], np.float32)
+    x = Tensor(row, requires_grad=True)
+    w = np.arange(12, dtype=np.float32).reshape(4, 3)
+    (x.expand(4, 3).softmax(-1) * Tensor(w)).sum().backward()
+    p = np.exp(row - row.max()) / np.exp(row - row.max()).sum()
+    expected = (p * (w - (w * p).sum(-1, keepdims=True))).sum(0, keepdims=True)
+    np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_softmax_bad_axis_and_empty_axes_raise_as_before():
+    x = Tensor(np.zeros((2, 0, 3), np.float32))
+    with pytest.raises(IndexError):
+        x.softmax(3)
+    assert x.softmax(1).shape == (2, 0, 3)  # over the empty axis: empty
+    with pytest.raises(ValueError, match="max of an empty tensor"):
+        x.softmax((0, 1))  # another reduced axis is empty: as the composite did
+
+
+# ---- no Same nodes where nothing changes ----
+def _recorded(t: Tensor) -> list[str]:
+    """The Functions of t's autograd graph, by name."""
+    names, seen, stack = [], set(), [t]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen or node._ctx is None:
+            continue
+        seen.add(id(node))
+        names.append(type(node._ctx).__name__)
+        stack.extend(node._parents)
+    return names
+
+
+def test_broadcasting_records_no_same_nodes():
+    x = Tensor(np.ones((3, 1), np.float32), requires_grad=True)
+    b = Tensor(np.ones((4,), np.float32), requires_grad=True)
+    out = x + b
+    assert sorted(_recorded(out)) == ["Add", "Expand", "Expand", "Reshape"]
+    assert sorted(_recorded(x.expand(3, 4))) == ["Expand"]
+    assert _recorded(x.expand(2, 3, 4)) == ["Expand", "Reshape"]
+    assert _recorded(x.sum(0, dtype=dtypes.float32)) == ["Sum"]
+    out.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((3, 1), 4, np.float32))
+    np.testing.assert_array_equal(b.grad.numpy(), np.full((4,), 3, np.float32))
+
+
+def test_an_expand_that_changes_nothing_is_still_a_new_tensor():
+    """As every op: an in-place update of the result never shows through the input."""
+    x = Tensor(np.ones((2, 3), np.float32), requires_grad=True)
+    y = x.expand(2, 3)
+    assert y is not x and _recorded(y) == ["Same"]
+    z = Tensor(np.ones((2, 3), np.float32))
+    w = z.expand(-1, 3)
+    w += 1
+    np.testing.assert_array_equal(z.numpy(), np.ones((2, 3), np.float32))
+
+
+def test_apply_with_one_two_and_three_inputs_records_what_needs_a_gradient():
+    a = Tensor(np.ones(3, np.float32), requires_grad=True)
+    b, c = Tensor(np.ones(3, np.float32)), Tensor(np.ones(3, bool))
+    assert a.apply(F.Neg)._ctx.needs_input_grad == [True]
+    assert b.apply(F.Add, a)._ctx.needs_input_grad == [False, True]
+    assert c.apply(F.Where, a, b)._ctx.needs_input_grad == [False, True, False]
+    assert b.apply(F.Neg)._ctx is None and not b.apply(F.Add, b).requires_grad
+    with Tensor.no_grad():
+        assert a.apply(F.Add, a)._ctx is None
