@@ -192,3 +192,78 @@ def test_apply_with_one_two_and_three_inputs_records_what_needs_a_gradient():
     assert b.apply(F.Neg)._ctx is None and not b.apply(F.Add, b).requires_grad
     with Tensor.no_grad():
         assert a.apply(F.Add, a)._ctx is None
+
+
+# ---- matmul as one Function ----
+def chain_matmul(x: Tensor, w: Tensor) -> Tensor:
+    """x @ w in Tensor ops, each a Function: what matmul built before D61."""
+    k = x.shape[-1]
+    xr = x.reshape(x.shape[:-1] + (1, k))
+    wr = w.transpose(-1, -2)
+    wr = wr.reshape(wr.shape[:-2] + (1,) + wr.shape[-2:])
+    return (xr * wr).sum(-1, dtype=x.dtype)
+
+
+@st.composite
+def matmul_shapes(draw):
+    """Two shapes that matmul, batch dims broadcasting (sizes 1 and odd ones)."""
+    n, k, m = (draw(st.sampled_from([1, 2, 3, 5])) for _ in range(3))
+    batch = tuple(draw(st.sampled_from([1, 2, 3])) for _ in range(draw(st.integers(0, 2))))
+    xb = tuple(1 if draw(st.booleans()) else b for b in batch)[draw(st.integers(0, len(batch))):]
+    wb = tuple(1 if draw(st.booleans()) else b for b in batch)[draw(st.integers(0, len(batch))):]
+    return xb + (n, k), wb + (k, m)
+
+
+@settings(max_examples=40)
+@given(shapes=matmul_shapes(), grads=st.sampled_from([(True, True), (False, True), (True, False)]),
+       transposed=st.booleans(), dtype=st.sampled_from([dtypes.float32, dtypes.float64]))
+def test_matmul_builds_the_chains_graph(shapes, grads, transposed, dtype):
+    """Forward and both gradients: the graph of the chain of Tensor ops, exactly; a
+    transposed (non-contiguous) weight too."""
+    rng = np.random.default_rng(0)
+    xs, ws = shapes
+    x_np, w_np = rng.standard_normal(xs), rng.standard_normal(ws)
+    g_np = rng.standard_normal(np.broadcast_shapes(xs[:-2], ws[:-2]) + (xs[-2], ws[-1]))
+    keys = []
+    for build in (Tensor.matmul, chain_matmul):
+        x = Tensor(x_np, dtype=dtype, requires_grad=grads[0])
+        leaf = Tensor(np.swapaxes(w_np, -1, -2).copy() if transposed else w_np, dtype=dtype,
+                      requires_grad=grads[1])
+        w = leaf.transpose(-1, -2) if transposed else leaf
+        out = build(x, w)
+        out.backward(Tensor(g_np, dtype=dtype))
+        keys.append([graph_key(out.lazydata)] +
+                     [graph_key(t.grad.lazydata) for t in (x, leaf) if t.requires_grad])
+    assert keys[0] == keys[1]
+
+
+@pytest.mark.parametrize("xs,ws", [((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)),
+                                   ((2, 1, 3, 4), (5, 4, 2)), ((0, 4), (4, 3)), ((3, 0), (0, 2))])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float16, np.bool_])
+def test_matmul_values_and_gradients_match_numpy(xs, ws, dtype):
+    rng = np.random.default_rng(1)
+    x_np = (rng.standard_normal(xs) * 3).astype(dtype)
+    w_np = (rng.standard_normal(ws) * 3).astype(dtype)
+    is_float = np.issubdtype(dtype, np.floating)
+    x, w = Tensor(x_np, requires_grad=is_float), Tensor(w_np, requires_grad=is_float)
+    out = x @ w
+    ref = np.matmul(x_np.astype(np.float64), w_np.astype(np.float64))
+    tol = 1e-2 if dtype == np.float16 else 1e-5
+    np.testing.assert_allclose(out.numpy().astype(np.float64), ref.astype(out.numpy().dtype),
+                               rtol=tol, atol=tol)
+    if not is_float or dtype == np.float16:
+        return
+    out.sum().backward()
+    x2 = x_np.reshape((1,) + xs) if len(xs) == 1 else x_np  # as numpy: 1-d operands
+    w2 = w_np.reshape(ws + (1,)) if len(ws) == 1 else w_np  # become matrices
+    g = np.ones(np.matmul(x2, w2).shape)
+    gx = _sum_to(np.matmul(g, np.swapaxes(w2, -1, -2)), x2.shape)
+    gw = _sum_to(np.matmul(np.swapaxes(x2, -1, -2), g), w2.shape)
+    np.testing.assert_allclose(x.grad.numpy(), gx.reshape(xs), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(w.grad.numpy(), gw.reshape(ws), rtol=1e-5, atol=1e-5)
+
+
+def _sum_to(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """a summed over the dims broadcasting added to `shape`."""
+    a = a.sum(axis=tuple(range(a.ndim - len(shape))))
+    return a.sum(axis=tuple(i for i, s in enumerate(shape) if s == 1), keepdims=True)
