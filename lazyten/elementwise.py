@@ -59,20 +59,21 @@ class ElementwiseMixin(TensorMixin):
 
     def _broadcasted(self, other, reverse: bool = False, match_dtype: bool = True):
         """(x, y) broadcast to one shape (and promoted to one dtype)."""
-        tensor_type = type(self)
-        if isinstance(other, tensor_type):
-            if other.lazydata.device != self.lazydata.device:
-                raise ValueError(f"tensors on different devices: {self.device} and {other.device}")
-            dtype = promote(self.lazydata.dtype, other.lazydata.dtype)
-            x, y = self, other
-        else:
+        tensor_type, lazy = type(self), self.lazydata
+        if not isinstance(other, tensor_type):
             if not isinstance(other, (bool, int, float)) and hasattr(other, "item"):
                 other = other.item()  # a numpy scalar acts as a Python number, as in PyTorch
-            dtype = scalar_result(self.dtype, other)
-            # a number is made at this tensor's shape at once (what broadcasting would give)
-            x, y = self, self._to_tensor(other, dtype, self.shape)
-        if reverse:
-            x, y = y, x
+            dtype = scalar_result(lazy.dtype, other)
+            # a number is made at this tensor's shape and the result's dtype at once (what
+            # broadcasting and promotion would give), so only this tensor may need a cast
+            const = tensor_type._wrap(LazyBuffer.const_like(other, lazy.shape, dtype, lazy.device))
+            x = self if not match_dtype or lazy.dtype is dtype or lazy.dtype == dtype \
+                else self.cast(dtype)
+            return (const, x) if reverse else (x, const)
+        if other.lazydata.device != lazy.device:
+            raise ValueError(f"tensors on different devices: {self.device} and {other.device}")
+        dtype = promote(lazy.dtype, other.lazydata.dtype)
+        x, y = (other, self) if reverse else (self, other)
         if match_dtype:  # an operand already of `dtype` goes in as it is: no Same node
             x = x if x.lazydata.dtype is dtype or x.dtype == dtype else x.cast(dtype)
             y = y if y.lazydata.dtype is dtype or y.dtype == dtype else y.cast(dtype)
@@ -94,11 +95,8 @@ class ElementwiseMixin(TensorMixin):
 
     # ---- arithmetic ----
     def add(self, other, reverse: bool = False):
-        return self._binary(F.Add, other, reverse)
-
-    def _binary(self, fn, other, reverse=False, **kw):
         x, y = self._broadcasted(other, reverse)
-        return x.apply(fn, y, **kw)
+        return x.apply(F.Add, y)
 
     def sub(self, other, reverse: bool = False):
         x, y = self._broadcasted(other, reverse)
@@ -108,7 +106,8 @@ class ElementwiseMixin(TensorMixin):
         return x.apply(F.Sub, y)
 
     def mul(self, other, reverse: bool = False):
-        return self._binary(F.Mul, other, reverse)
+        x, y = self._broadcasted(other, reverse)
+        return x.apply(F.Mul, y)
 
     def div(self, other, reverse: bool = False, rounding_mode: str | None = None):
         """True division (integers give floats), or "trunc"/"floor" rounding as PyTorch."""

@@ -54,6 +54,12 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, ReduceM
              LossMixin, StatsMixin, ResizeMixin, AttentionMixin, InPlaceMixin, InteropMixin,
              CompatMixin, PointwiseMixin, ScatterMixin, metaclass=_TensorType):
     """A lazily evaluated n-dimensional array with autograd."""
+    # what a new tensor holds until set (`_wrap` sets only lazydata: every op's result
+    # goes through it)
+    requires_grad: bool | None = None
+    grad: Tensor | None = None
+    _ctx: Function | None = None
+    _parents: tuple[Tensor, ...] = ()
     _version = 0  # bumped by each in-place update that changes the graph (inplace.py)
     _previous: Tensor | None = None  # the value and graph before that update
     train = staticmethod(training_mode)  # `with Tensor.train():`, as Tensor.no_grad
@@ -259,7 +265,7 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, ReduceM
         """A Tensor around a LazyBuffer an op just made (what __init__ does for one, without
         checking arguments: every op's result goes through here)."""
         out = object.__new__(cls)
-        out.lazydata, out.requires_grad, out.grad, out._ctx, out._parents = lazy, None, None, None, ()
+        out.lazydata = lazy  # the rest are the class's defaults
         return out
 
     def backward(self, gradient: Tensor | None = None) -> Tensor:
