@@ -222,7 +222,9 @@ class ElementwiseMixin(TensorMixin):
     def __ge__(self, o): return self._compare_or_equal(o, True)
     def __le__(self, o): return self._compare_or_equal(o, False)
     def __ne__(self, o): return self._compare(F.NotEqual, o, False)
-    def __eq__(self, o): return (self != o).logical_not()
+    def __eq__(self, o):  # one node for what `!=` then `logical_not` would build
+        x, y = self._broadcasted(o)
+        return x.apply(F.Equal, y)
 
     def _compare(self, fn, other, reverse):
         x, y = self._broadcasted(other, reverse)
@@ -271,7 +273,9 @@ class ElementwiseMixin(TensorMixin):
 
     def where(self, x, y):
         """cond.where(x, y): x where cond is true, else y (broadcast)."""
-        cond, tensor_type = self.cast(dtypes.bool), type(self)
+        tensor_type = type(self)
+        # a bool condition goes in as it is (an input of the op, never given a gradient)
+        cond = self if self.lazydata.dtype is dtypes.bool else self.cast(dtypes.bool)
         if isinstance(x, tensor_type):
             x, y = x._broadcasted(y)
         elif isinstance(y, tensor_type):
@@ -279,8 +283,9 @@ class ElementwiseMixin(TensorMixin):
         else:
             dtype = promote(_py_dtype(x), _py_dtype(y))
             x, y = cond._to_tensor(x, dtype), cond._to_tensor(y, dtype)
-        shape = broadcast_shape(cond.shape, x.shape)
-        cond, x, y = cond._broadcast_to(shape), x._broadcast_to(shape), y._broadcast_to(shape)
+        if cond.lazydata.shape != x.lazydata.shape:  # (x and y have one shape already)
+            shape = broadcast_shape(cond.shape, x.shape)
+            cond, x, y = cond._broadcast_to(shape), x._broadcast_to(shape), y._broadcast_to(shape)
         return cond.apply(F.Where, x, y)
 
     def maximum(self, other):

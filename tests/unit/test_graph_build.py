@@ -267,3 +267,32 @@ def _sum_to(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """a summed over the dims broadcasting added to `shape`."""
     a = a.sum(axis=tuple(range(a.ndim - len(shape))))
     return a.sum(axis=tuple(i for i, s in enumerate(shape) if s == 1), keepdims=True)
+
+
+# ---- comparisons and where ----
+@pytest.mark.parametrize("a_dtype,b", [(np.float32, np.float32), (np.int32, np.int64),
+                                       (np.float32, 2), (np.int8, 2.5), (np.bool_, True)])
+def test_equal_is_not_of_not_equal(a_dtype, b):
+    """`==` is one node building what `!=` then `logical_not` built, broadcasting and
+    promoting alike (nan compares unequal)."""
+    a_np = np.array([[0, 1, 2]], dtype=a_dtype) if a_dtype != np.float32 else \
+        np.array([[0, np.nan, 2]], np.float32)
+    a = Tensor(a_np, requires_grad=a_dtype == np.float32)
+    other = Tensor(np.array([[1], [2]], dtype=b)) if isinstance(b, type) else b
+    eq = a == other
+    assert graph_key(eq.lazydata) == graph_key((a != other).logical_not().lazydata)
+    assert eq.dtype == dtypes.bool and not eq.requires_grad
+    expected = a_np == (other.numpy() if isinstance(other, Tensor) else other)
+    np.testing.assert_array_equal(eq.numpy(), expected)
+
+
+def test_where_takes_a_bool_condition_as_it_is():
+    cond = Tensor(np.array([True, False, True]))
+    x = Tensor(np.array([1.0, 2.0, 3.0], np.float32), requires_grad=True)
+    out = cond.where(x, 0.0)
+    assert out._parents[0] is cond
+    out.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [1, 0, 1])
+    # a float condition is cast; a broadcast one is expanded
+    wide = Tensor(np.array([[1.0], [0.0]], np.float32)).where(x, -x)
+    np.testing.assert_array_equal(wide.numpy(), [[1, 2, 3], [-1, -2, -3]])
