@@ -81,7 +81,7 @@ class NNMixin(TensorMixin):
         stride, dilation = make_pair(stride, nd), make_pair(dilation, nd)
         if not self.requires_grad or type(self).no_grad:
             st = _window_st(self.lazydata.st, tuple(kernel), stride, dilation)
-            return type(self)(self.lazydata._view(st), device=self.device)
+            return type(self)._wrap(self.lazydata._view(st))
         return _windows(self, tuple(kernel), stride, dilation)
 
 

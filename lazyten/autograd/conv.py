@@ -55,8 +55,8 @@ class Conv(Function):
 
     def forward(self, x, w, spec, tensor):
         self.x, self.w, self.spec, self.tensor = x, w, spec, tensor
-        return self.forward_tensors(tensor(x, device=x.device), tensor(w, device=w.device),
-                                    spec).lazydata
+        # (`_wrap`: op results made into Tensors without __init__'s argument checks)
+        return self.forward_tensors(tensor._wrap(x), tensor._wrap(w), spec).lazydata
 
     @staticmethod
     def forward_tensors(x, weight, spec):
@@ -70,10 +70,10 @@ class Conv(Function):
 
     def backward(self, grad):
         tensor = self.tensor
-        x, w = tensor(self.x, device=self.x.device), tensor(self.w, device=self.w.device)
+        x, w = tensor._wrap(self.x), tensor._wrap(self.w)
         # the output gradient is read once per kernel tap by both gradient convolutions:
         # materialise it rather than recompute what produced it (relu, pooling) 25 times
-        g = tensor(grad.materialize(), device=grad.device)
+        g = tensor._wrap(grad.materialize())
         groups, stride, dilation, padding = self.spec
         nd, kernel = w.ndim - 2, w.shape[2:]
         bs, cout = x.shape[0], w.shape[0]
