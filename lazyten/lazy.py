@@ -160,7 +160,7 @@ class LazyBuffer:
 
     # ---- movement: views only ----
     def _view(self, st: ShapeTracker) -> LazyBuffer:
-        base = self.base
+        base = self if self._base is None else self._base
         if st.contiguous and st.shape == base.shape:
             return base
         return LazyBuffer(self.device, st, self.dtype, base=base)

@@ -272,7 +272,7 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, ReduceM
         """Accumulate d(self)/d(leaf) into each leaf's `.grad` (lazily)."""
         for node, g in propagate(self, seed(self, gradient, "backward"), free=True):
             if node._ctx is None and node.requires_grad:
-                new = Tensor(g, device=node.device)
+                new = Tensor._wrap(g)  # (a gradient is on its tensor's device)
                 node.grad = new if node.grad is None else node.grad + new
         return self
 
