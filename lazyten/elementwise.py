@@ -34,6 +34,11 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
+# mixed dtypes promote by PyTorch's rules on every op (about 2 us each): the answer per
+# pair is kept (a promotion that raises is not cached, so it raises every time)
+_promoted = functools.lru_cache(maxsize=None)(promote)
+
+
 def broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
     """Does `shape` broadcast to exactly `target` (numpy rules, in one direction)?"""
     try:
@@ -72,7 +77,8 @@ class ElementwiseMixin(TensorMixin):
             return (const, x) if reverse else (x, const)
         if other.lazydata.device != lazy.device:
             raise ValueError(f"tensors on different devices: {self.device} and {other.device}")
-        dtype = promote(lazy.dtype, other.lazydata.dtype)
+        dtype = lazy.dtype if lazy.dtype is other.lazydata.dtype else \
+            _promoted(lazy.dtype, other.lazydata.dtype)
         x, y = (other, self) if reverse else (self, other)
         if match_dtype:  # an operand already of `dtype` goes in as it is: no Same node
             x = x if x.lazydata.dtype is dtype or x.dtype == dtype else x.cast(dtype)

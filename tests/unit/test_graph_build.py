@@ -296,3 +296,12 @@ def test_where_takes_a_bool_condition_as_it_is():
     # a float condition is cast; a broadcast one is expanded
     wide = Tensor(np.array([[1.0], [0.0]], np.float32)).where(x, -x)
     np.testing.assert_array_equal(wide.numpy(), [[1, 2, 3], [-1, -2, -3]])
+
+
+def test_promotion_is_kept_per_pair_and_a_refused_one_raises_every_time():
+    u, i = Tensor(np.zeros(2, np.uint8)), Tensor(np.zeros(2, np.int8))
+    assert (u + i).dtype == dtypes.int16 and (u + i).dtype == dtypes.int16
+    big, signed = Tensor(np.zeros(2, np.uint64)), Tensor(np.zeros(2, np.int64))
+    for _ in range(2):
+        with pytest.raises(TypeError, match="no integer dtype holds both"):
+            big + signed
