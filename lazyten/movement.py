@@ -33,14 +33,14 @@ class MovementMixin(TensorMixin):
             shape = tuple(as_int(s, "reshape size") for s in shape)
         if shape == self.shape:
             return self._same()
-        if shape.count(-1) > 1:
-            raise ShapeError(f"reshape {self.shape} -> {shape}: only one -1 allowed")
         if -1 in shape:
+            if shape.count(-1) > 1:
+                raise ShapeError(f"reshape {self.shape} -> {shape}: only one -1 allowed")
             known = prod(s for s in shape if s != -1)
             if known == 0 or self.numel() % known:
                 raise ShapeError(f"cannot reshape tensor of shape {self.shape} into {shape}")
             shape = tuple(self.numel() // known if s == -1 else s for s in shape)
-        if any(not isinstance(s, int) or s < 0 for s in shape):
+        if shape and min(shape) < 0:  # (every size is an int by now)
             raise ShapeError(f"invalid shape {shape}")
         if prod(shape) != self.numel():
             raise ShapeError(f"cannot reshape tensor of shape {self.shape} "

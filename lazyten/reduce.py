@@ -143,7 +143,7 @@ class ReduceMixin(TensorMixin):
         x = self if self.dtype.is_float else self.float()
         if x.dtype.opmath != x.dtype:
             return x.float().mean(axis, keepdim).cast(x.dtype)
-        count = prod(s for i, s in enumerate(self.shape) if i in norm_axes(axis, self.ndim))
+        count = prod(self.shape[i] for i in norm_axes(axis, self.ndim))
         total = x.sum(axis, keepdim)
         return total / count if count else total * float("nan")
 
@@ -153,7 +153,7 @@ class ReduceMixin(TensorMixin):
         means correction 1/0."""
         correction = _correction(correction, unbiased)
         x = self if self.dtype.is_float else self.float()
-        count = prod(s for i, s in enumerate(self.shape) if i in norm_axes(axis, self.ndim))
+        count = prod(self.shape[i] for i in norm_axes(axis, self.ndim))
         squares = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
         dof = count - correction
         if dof >= 0:
@@ -242,8 +242,10 @@ class ReduceMixin(TensorMixin):
         m = self.detach().amax(axis, keepdim=True)  # a shift only: no gradient, no saved input
         m = m.isinf().where(0, m)  # all -inf rows: avoid inf - inf
         out = (self - m).exp().sum(axis, keepdim=True).log() + m
-        return out if keepdim else out.reshape(
-            tuple(s for i, s in enumerate(self.shape) if i not in norm_axes(axis, self.ndim)))
+        if keepdim:
+            return out
+        axes = norm_axes(axis, self.ndim)
+        return out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
     @keywords(dim="axis")
     def softmax(self, axis: int = -1):
