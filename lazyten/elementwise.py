@@ -64,17 +64,9 @@ class ElementwiseMixin(TensorMixin):
 
     def _broadcasted(self, other, reverse: bool = False, match_dtype: bool = True):
         """(x, y) broadcast to one shape (and promoted to one dtype)."""
-        tensor_type, lazy = type(self), self.lazydata
-        if not isinstance(other, tensor_type):
-            if not isinstance(other, (bool, int, float)) and hasattr(other, "item"):
-                other = other.item()  # a numpy scalar acts as a Python number, as in PyTorch
-            dtype = scalar_result(lazy.dtype, other)
-            # a number is made at this tensor's shape and the result's dtype at once (what
-            # broadcasting and promotion would give), so only this tensor may need a cast
-            const = tensor_type._wrap(LazyBuffer.const_like(other, lazy.shape, dtype, lazy.device))
-            x = self if not match_dtype or lazy.dtype is dtype or lazy.dtype == dtype \
-                else self.cast(dtype)
-            return (const, x) if reverse else (x, const)
+        lazy = self.lazydata
+        if not isinstance(other, type(self)):
+            return self._with_number(other, reverse, match_dtype)
         if other.lazydata.device != lazy.device:
             raise ValueError(f"tensors on different devices: {self.device} and {other.device}")
         dtype = lazy.dtype if lazy.dtype is other.lazydata.dtype else \
@@ -87,6 +79,19 @@ class ElementwiseMixin(TensorMixin):
             return x, y
         shape = broadcast_shape(x.shape, y.shape)
         return x._broadcast_to(shape), y._broadcast_to(shape)
+
+    def _with_number(self, other, reverse: bool, match_dtype: bool):
+        """_broadcasted with a number: it becomes a constant at this tensor's shape and the
+        result's dtype at once (what broadcasting and promotion would give), so only this
+        tensor may need a cast."""
+        if not isinstance(other, (bool, int, float)) and hasattr(other, "item"):
+            other = other.item()  # a numpy scalar acts as a Python number, as in PyTorch
+        lazy = self.lazydata
+        dtype = scalar_result(lazy.dtype, other)
+        const = type(self)._wrap(LazyBuffer.const_like(other, lazy.shape, dtype, lazy.device))
+        x = self if not match_dtype or lazy.dtype is dtype or lazy.dtype == dtype \
+            else self.cast(dtype)
+        return (const, x) if reverse else (x, const)
 
     def _broadcast_to(self, shape: tuple[int, ...]):
         if self.shape == shape:
