@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from lazyten import Tensor, dtypes
-from lazyten.autograd import primitives as F
+from lazyten.autograd import conv, primitives as F
+from lazyten.autograd.conv import Conv
 
 
 def graph_key(*roots) -> str:
@@ -305,3 +306,37 @@ def test_promotion_is_kept_per_pair_and_a_refused_one_raises_every_time():
     for _ in range(2):
         with pytest.raises(TypeError, match="no integer dtype holds both"):
             big + signed
+
+
+# ---- Conv in LazyBuffer ops ----
+@st.composite
+def conv_specs(draw):
+    """(x shape, w shape, Conv.Spec): 1 to 3 spatial dims, groups, strides, dilations and
+    paddings, negative ones (crops) too."""
+    nd = draw(st.integers(1, 3))
+    groups = draw(st.sampled_from([1, 2]))
+    cin_g, cout_g = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    kernel = tuple(draw(st.integers(1, 3)) for _ in range(nd))
+    stride = tuple(draw(st.integers(1, 3)) for _ in range(nd))
+    dilation = tuple(draw(st.integers(1, 2)) for _ in range(nd))
+    padding = [(draw(st.integers(-1, 2)), draw(st.integers(-1, 2))) for _ in range(nd)]
+    size = tuple(d * (k - 1) + 3 + draw(st.integers(0, 3)) for k, d in zip(kernel, dilation))
+    xs = (draw(st.integers(1, 2)), groups * cin_g) + size
+    ws = (groups * cout_g, cin_g) + kernel
+    return xs, ws, Conv.Spec(groups, stride, dilation, padding)
+
+
+@settings(max_examples=40)
+@given(case=conv_specs(), dtype=st.sampled_from([dtypes.float32, dtypes.float16]))
+def test_conv_helpers_build_the_tensor_functions_graphs(case, dtype):
+    """Conv's forward and backward use LazyBuffer mirrors of forward_tensors, dilate and
+    transposed_weight: each builds the graph its Tensor function builds."""
+    xs, ws, spec = case
+    rng = np.random.default_rng(0)
+    x, w = (Tensor(rng.standard_normal(s), dtype=dtype) for s in (xs, ws))
+    assert graph_key(conv._conv(x.lazydata, w.lazydata, spec, Tensor)) == \
+        graph_key(Conv.forward_tensors(x, w, spec).lazydata)
+    assert graph_key(conv._dilate(x.lazydata, spec.stride)) == \
+        graph_key(conv.dilate(x, spec.stride).lazydata)
+    assert graph_key(conv._transposed_weight(w.lazydata, spec.groups)) == \
+        graph_key(conv.transposed_weight(w, spec.groups).lazydata)
