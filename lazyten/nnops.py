@@ -12,6 +12,7 @@ from codegen.dtypes import dtypes, promote
 from codegen.helpers import make_pair
 from lazyten.autograd.conv import Conv, dilate, transposed_weight
 from lazyten.autograd.matmul import Matmul
+from lazyten.autograd.views import Moves
 from lazyten.elementwise import broadcast_shape
 from lazyten.errors import ShapeError
 from lazyten.index_check import check_index
@@ -76,13 +77,16 @@ class NNMixin(TensorMixin):
 
         Without autograd the whole chain of movement ops is one memoized ShapeTracker
         transform (the same code run on the tracker), so a model that builds the same
-        windows every step pays for them once."""
+        windows every step pays for them once; with autograd it runs on a ViewChain, one
+        Function for the chain."""
         nd = len(kernel)
         stride, dilation = make_pair(stride, nd), make_pair(dilation, nd)
+        kernel = tuple(kernel)
         if not self.requires_grad or type(self).no_grad:
-            st = _window_st(self.lazydata.st, tuple(kernel), stride, dilation)
+            st = _window_st(self.lazydata.st, kernel, stride, dilation)
             return type(self)._wrap(self.lazydata._view(st))
-        return _windows(self, tuple(kernel), stride, dilation)
+        # with autograd, the chain is one node whose backward undoes its views (D61)
+        return self.apply(Moves, moves=lambda chain: _windows(chain, kernel, stride, dilation))
 
 
     @staticmethod

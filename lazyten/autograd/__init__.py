@@ -7,6 +7,7 @@
   atan2, copysign, pow in Tensor ops; softmax in LazyBuffer ops) and whose backward is
   PyTorch's closed-form formula.
 - matmul.py: matmul as one Function, in LazyBuffer ops (the graph its Tensor ops built).
+- views.py: a chain of movement ops as one Function (`Moves` on a `ViewChain`).
 - conv.py: convolution, whose gradients are convolutions.
 - stable.py: values several kernels must read bit for bit alike (`stable_values`, `Stable`).
 - engine.py: the reverse traversal behind `Tensor.backward` and `Tensor.gradient`.

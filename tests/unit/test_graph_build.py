@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lazyten import Tensor, dtypes
-from lazyten.autograd import conv, primitives as F
+from lazyten import Tensor, dtypes, nnops
+from lazyten.autograd import conv, primitives as F, views
 from lazyten.autograd.conv import Conv
 
 
@@ -340,3 +340,51 @@ def test_conv_helpers_build_the_tensor_functions_graphs(case, dtype):
         graph_key(conv.dilate(x, spec.stride).lazydata)
     assert graph_key(conv._transposed_weight(w.lazydata, spec.groups)) == \
         graph_key(conv.transposed_weight(w, spec.groups).lazydata)
+
+
+# ---- window views with autograd: one Function for the chain ----
+@settings(max_examples=40)
+@given(data=st.data(), nd=st.integers(1, 2))
+def test_windows_with_autograd_build_the_chains_graph(data, nd):
+    """Tensor._pool with autograd runs nnops._windows on a ViewChain (one Moves node): the
+    view and the gradient are what the chain of movement Functions built, for
+    non-overlapping windows (pad, crop, split) and overlapping ones (expand, sum back)."""
+    kernel = tuple(data.draw(st.integers(1, 3)) for _ in range(nd))
+    stride = tuple(data.draw(st.integers(1, 3)) for _ in range(nd))
+    dilation = tuple(data.draw(st.integers(1, 2)) for _ in range(nd))
+    size = tuple(d * (k - 1) + 1 + data.draw(st.integers(0, 4)) for k, d in zip(kernel, dilation))
+    shape = (2,) + size
+    rng = np.random.default_rng(0)
+    x_np = rng.standard_normal(shape)
+    keys = []
+    for build in (lambda t: t._pool(kernel, stride, dilation),
+                  lambda t: nnops._windows(t, kernel, stride, dilation)):
+        x = Tensor(x_np, dtype=dtypes.float32, requires_grad=True)
+        out = build(x)
+        out.backward(Tensor(rng.standard_normal(out.shape), dtype=dtypes.float32))
+        keys.append((graph_key(out.lazydata), graph_key(x.grad.lazydata)))
+    assert keys[0] == keys[1]
+    assert _recorded(Tensor(x_np, requires_grad=True)._pool(kernel, stride, dilation)) == ["Moves"]
+
+
+@pytest.mark.parametrize("pads,box", [(((1, -1), (-2, 2)), ((1, 4), (0, 3))),
+                                      (((0, 0), (2, 0)), ((0, 5), (2, 6))),
+                                      (((-1, -2), (0, 1)), ((1, 2), (1, 6)))])
+def test_a_view_chain_undoes_each_op_as_its_function_would(pads, box):
+    """Any chain (crops, pads and shrinks off the origin, permute, reshape, expand) in one
+    Moves node: the same view and gradient as the Tensor ops, one Function each."""
+    def chain(v):
+        v = v.pad(pads).shrink(box).permute((1, 0))
+        v = v.reshape((1,) + tuple(v.shape))
+        return v.expand((3,) + tuple(v.shape[1:]))
+    rng = np.random.default_rng(0)
+    x_np = rng.standard_normal((5, 6)).astype(np.float32)
+    keys, grads = [], []
+    for moves in (True, False):
+        x = Tensor(x_np, requires_grad=True)
+        out = x.apply(views.Moves, moves=chain) if moves else chain(x)
+        out.backward(Tensor(np.arange(np.prod(out.shape), dtype=np.float32).reshape(out.shape)))
+        keys.append((graph_key(out.lazydata), graph_key(x.grad.lazydata)))
+        grads.append(x.grad.numpy())
+    assert keys[0] == keys[1]
+    np.testing.assert_array_equal(grads[0], grads[1])
