@@ -34,6 +34,11 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
+# mixed dtypes promote by PyTorch's rules on every op (about 2 us each): the answer per
+# pair is kept (a promotion that raises is not cached, so it raises every time)
+_promoted = functools.lru_cache(maxsize=None)(promote)
+
+
 def broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
     """Does `shape` broadcast to exactly `target` (numpy rules, in one direction)?"""
     try:
@@ -59,20 +64,14 @@ class ElementwiseMixin(TensorMixin):
 
     def _broadcasted(self, other, reverse: bool = False, match_dtype: bool = True):
         """(x, y) broadcast to one shape (and promoted to one dtype)."""
-        tensor_type = type(self)
-        if isinstance(other, tensor_type):
-            if other.lazydata.device != self.lazydata.device:
-                raise ValueError(f"tensors on different devices: {self.device} and {other.device}")
-            dtype = promote(self.lazydata.dtype, other.lazydata.dtype)
-            x, y = self, other
-        else:
-            if not isinstance(other, (bool, int, float)) and hasattr(other, "item"):
-                other = other.item()  # a numpy scalar acts as a Python number, as in PyTorch
-            dtype = scalar_result(self.dtype, other)
-            # a number is made at this tensor's shape at once (what broadcasting would give)
-            x, y = self, self._to_tensor(other, dtype, self.shape)
-        if reverse:
-            x, y = y, x
+        lazy = self.lazydata
+        if not isinstance(other, type(self)):
+            return self._with_number(other, reverse, match_dtype)
+        if other.lazydata.device != lazy.device:
+            raise ValueError(f"tensors on different devices: {self.device} and {other.device}")
+        dtype = lazy.dtype if lazy.dtype is other.lazydata.dtype else \
+            _promoted(lazy.dtype, other.lazydata.dtype)
+        x, y = (other, self) if reverse else (self, other)
         if match_dtype:  # an operand already of `dtype` goes in as it is: no Same node
             x = x if x.lazydata.dtype is dtype or x.dtype == dtype else x.cast(dtype)
             y = y if y.lazydata.dtype is dtype or y.dtype == dtype else y.cast(dtype)
@@ -81,21 +80,34 @@ class ElementwiseMixin(TensorMixin):
         shape = broadcast_shape(x.shape, y.shape)
         return x._broadcast_to(shape), y._broadcast_to(shape)
 
+    def _with_number(self, other, reverse: bool, match_dtype: bool):
+        """_broadcasted with a number: it becomes a constant at this tensor's shape and the
+        result's dtype at once (what broadcasting and promotion would give), so only this
+        tensor may need a cast."""
+        if not isinstance(other, (bool, int, float)) and hasattr(other, "item"):
+            other = other.item()  # a numpy scalar acts as a Python number, as in PyTorch
+        lazy = self.lazydata
+        dtype = scalar_result(lazy.dtype, other)
+        const = type(self)._wrap(LazyBuffer.const_like(other, lazy.shape, dtype, lazy.device))
+        x = self if not match_dtype or lazy.dtype is dtype or lazy.dtype == dtype \
+            else self.cast(dtype)
+        return (const, x) if reverse else (x, const)
+
     def _broadcast_to(self, shape: tuple[int, ...]):
         if self.shape == shape:
             return self
         padded = (1,) * (len(shape) - self.ndim) + self.shape
         if not self.requires_grad or type(self).no_grad:  # no gradient: views, no Functions
             return type(self)._wrap(self.lazydata.reshape(padded).expand(shape))
-        return self.reshape(padded).expand(shape)
+        # the shapes are known to broadcast: the primitives at once, with no `Same` node for
+        # a reshape that changes nothing (Tensor.expand's checks would make one)
+        x = self if padded == self.shape else self.apply(F.Reshape, shape=padded)
+        return x.apply(F.Expand, shape=shape)
 
     # ---- arithmetic ----
     def add(self, other, reverse: bool = False):
-        return self._binary(F.Add, other, reverse)
-
-    def _binary(self, fn, other, reverse=False, **kw):
         x, y = self._broadcasted(other, reverse)
-        return x.apply(fn, y, **kw)
+        return x.apply(F.Add, y)
 
     def sub(self, other, reverse: bool = False):
         x, y = self._broadcasted(other, reverse)
@@ -105,7 +117,8 @@ class ElementwiseMixin(TensorMixin):
         return x.apply(F.Sub, y)
 
     def mul(self, other, reverse: bool = False):
-        return self._binary(F.Mul, other, reverse)
+        x, y = self._broadcasted(other, reverse)
+        return x.apply(F.Mul, y)
 
     def div(self, other, reverse: bool = False, rounding_mode: str | None = None):
         """True division (integers give floats), or "trunc"/"floor" rounding as PyTorch."""
@@ -220,7 +233,9 @@ class ElementwiseMixin(TensorMixin):
     def __ge__(self, o): return self._compare_or_equal(o, True)
     def __le__(self, o): return self._compare_or_equal(o, False)
     def __ne__(self, o): return self._compare(F.NotEqual, o, False)
-    def __eq__(self, o): return (self != o).logical_not()
+    def __eq__(self, o):  # one node for what `!=` then `logical_not` would build
+        x, y = self._broadcasted(o)
+        return x.apply(F.Equal, y)
 
     def _compare(self, fn, other, reverse):
         x, y = self._broadcasted(other, reverse)
@@ -269,7 +284,9 @@ class ElementwiseMixin(TensorMixin):
 
     def where(self, x, y):
         """cond.where(x, y): x where cond is true, else y (broadcast)."""
-        cond, tensor_type = self.cast(dtypes.bool), type(self)
+        tensor_type = type(self)
+        # a bool condition goes in as it is (an input of the op, never given a gradient)
+        cond = self if self.lazydata.dtype is dtypes.bool else self.cast(dtypes.bool)
         if isinstance(x, tensor_type):
             x, y = x._broadcasted(y)
         elif isinstance(y, tensor_type):
@@ -277,8 +294,9 @@ class ElementwiseMixin(TensorMixin):
         else:
             dtype = promote(_py_dtype(x), _py_dtype(y))
             x, y = cond._to_tensor(x, dtype), cond._to_tensor(y, dtype)
-        shape = broadcast_shape(cond.shape, x.shape)
-        cond, x, y = cond._broadcast_to(shape), x._broadcast_to(shape), y._broadcast_to(shape)
+        if cond.lazydata.shape != x.lazydata.shape:  # (x and y have one shape already)
+            shape = broadcast_shape(cond.shape, x.shape)
+            cond, x, y = cond._broadcast_to(shape), x._broadcast_to(shape), y._broadcast_to(shape)
         return cond.apply(F.Where, x, y)
 
     def maximum(self, other):

@@ -6,6 +6,7 @@ graph of bases into kernels; the engine realizes them and drops the ops so unrea
 intermediate buffers are freed.
 """
 from __future__ import annotations
+import functools
 import threading
 import weakref
 from typing import Any
@@ -57,11 +58,13 @@ class LazyBuffer:
     @staticmethod
     def const_like(value, shape: tuple[int, ...], dtype: DType, device: str) -> LazyBuffer:
         """A constant broadcast to `shape`: a scalar base viewed with zero strides."""
-        scalar = LazyBuffer.loadop(LoadOps.CONST, (), dtype, device, _coerce(value, dtype))
+        scalar = LazyBuffer(device, _SCALAR, dtype, LoadOps.CONST, (), _coerce(value, dtype))
         if not shape:
             return scalar
-        # one view of the scalar, not a view of a view (the trackers are memoised)
-        return scalar._view(scalar.st.reshape((1,) * len(shape)).expand(shape))
+        # one view of the scalar, not a view of a view (what `_view` gives: the tracker of
+        # a non-empty shape is never the scalar's own)
+        shape = shape if type(shape) is tuple else tuple(shape)
+        return LazyBuffer(device, _broadcast_scalar(shape), dtype, base=scalar)
 
     @staticmethod
     def from_buffer(buffer: Buffer, shape: tuple[int, ...]) -> LazyBuffer:
@@ -157,7 +160,7 @@ class LazyBuffer:
 
     # ---- movement: views only ----
     def _view(self, st: ShapeTracker) -> LazyBuffer:
-        base = self.base
+        base = self if self._base is None else self._base
         if st.contiguous and st.shape == base.shape:
             return base
         return LazyBuffer(self.device, st, self.dtype, base=base)
@@ -226,10 +229,21 @@ def pending_assigns() -> list[LazyBuffer]:
     return pending
 
 
+_SCALAR = ShapeTracker.from_shape(())
+
+
+@functools.lru_cache(maxsize=4096)  # eager code makes constants of the same shapes
+def _broadcast_scalar(shape: tuple[int, ...]) -> ShapeTracker:
+    """The tracker that views a 0-d constant at `shape`."""
+    return _SCALAR.reshape((1,) * len(shape)).expand(shape)
+
+
 def _coerce(value, dtype: DType):
     """A Python value of the kind the dtype holds (so constants render exactly)."""
-    if dtype == dtypes.bool:
-        return bool(value)
-    if dtype.is_int:
-        return int(value)
-    return float(value)
+    kind = _KIND.get(dtype)
+    if kind is None:
+        kind = _KIND[dtype] = bool if dtype == dtypes.bool else int if dtype.is_int else float
+    return kind(value)
+
+
+_KIND: dict[DType, type] = {}  # dtype -> the Python type of its constants

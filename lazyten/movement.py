@@ -33,14 +33,14 @@ class MovementMixin(TensorMixin):
             shape = tuple(as_int(s, "reshape size") for s in shape)
         if shape == self.shape:
             return self._same()
-        if shape.count(-1) > 1:
-            raise ShapeError(f"reshape {self.shape} -> {shape}: only one -1 allowed")
         if -1 in shape:
+            if shape.count(-1) > 1:
+                raise ShapeError(f"reshape {self.shape} -> {shape}: only one -1 allowed")
             known = prod(s for s in shape if s != -1)
             if known == 0 or self.numel() % known:
                 raise ShapeError(f"cannot reshape tensor of shape {self.shape} into {shape}")
             shape = tuple(self.numel() // known if s == -1 else s for s in shape)
-        if any(not isinstance(s, int) or s < 0 for s in shape):
+        if shape and min(shape) < 0:  # (every size is an int by now)
             raise ShapeError(f"invalid shape {shape}")
         if prod(shape) != self.numel():
             raise ShapeError(f"cannot reshape tensor of shape {self.shape} "
@@ -73,8 +73,10 @@ class MovementMixin(TensorMixin):
         for b, s in zip(base, new):
             if b != s and b != 1:
                 raise ShapeError(f"cannot expand {self.shape} to {shape}: only size-1 dims grow")
-        x = self.reshape(base)
-        return x if new == x.shape else x.apply(F.Expand, shape=new)
+        if base == self.shape:  # no reshape: no `Same` node for it
+            return self._same() if new == base else self.apply(F.Expand, shape=new)
+        x = self.apply(F.Reshape, shape=base)
+        return x if new == base else x.apply(F.Expand, shape=new)
 
     def shrink(self, arg):
         """Keep [start, end) of each axis (None keeps all)."""

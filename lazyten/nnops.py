@@ -11,6 +11,8 @@ import math
 from codegen.dtypes import dtypes, promote
 from codegen.helpers import make_pair
 from lazyten.autograd.conv import Conv, dilate, transposed_weight
+from lazyten.autograd.matmul import Matmul
+from lazyten.autograd.views import Moves
 from lazyten.elementwise import broadcast_shape
 from lazyten.errors import ShapeError
 from lazyten.index_check import check_index
@@ -42,17 +44,19 @@ class NNMixin(TensorMixin):
             x = x.reshape(1, -1)
         if squeeze_w:
             w = w.reshape(-1, 1)
-        k = x.shape[-1]
-        # (..., n, 1, k) * (..., 1, m, k) summed over k
-        xr = x.reshape(x.shape[:-1] + (1, k))
-        wr = w.transpose(-1, -2)
-        wr = wr.reshape(wr.shape[:-2] + (1,) + wr.shape[-2:])
-        if x.dtype == dtypes.bool:  # numpy: any(x and w) over the contracted dim
-            out = (xr & wr).sum(-1) > 0
-        elif x.dtype.opmath != x.dtype:  # accumulate halves in float32, as PyTorch does
-            out = (xr.float() * wr.float()).sum(-1).cast(x.dtype)
-        else:  # integer products wrap in their own dtype, as numpy's and PyTorch's do
-            out = (xr * wr).sum(-1, dtype=x.dtype)
+        if x.dtype != dtypes.bool and x.dtype.opmath is x.dtype:
+            # one Function: (..., n, 1, k) * (..., 1, m, k) summed over k in x's dtype
+            # (integer products wrap, as numpy's and PyTorch's do)
+            out = x.apply(Matmul, w)
+        else:
+            k = x.shape[-1]
+            xr = x.reshape(x.shape[:-1] + (1, k))
+            wr = w.transpose(-1, -2)
+            wr = wr.reshape(wr.shape[:-2] + (1,) + wr.shape[-2:])
+            if x.dtype == dtypes.bool:  # numpy: any(x and w) over the contracted dim
+                out = (xr & wr).sum(-1) > 0
+            else:  # accumulate halves in float32, as PyTorch does
+                out = (xr.float() * wr.float()).sum(-1).cast(x.dtype)
         if squeeze_x:
             out = out.reshape(out.shape[:-2] + out.shape[-1:])
         if squeeze_w:
@@ -73,13 +77,16 @@ class NNMixin(TensorMixin):
 
         Without autograd the whole chain of movement ops is one memoized ShapeTracker
         transform (the same code run on the tracker), so a model that builds the same
-        windows every step pays for them once."""
+        windows every step pays for them once; with autograd it runs on a ViewChain, one
+        Function for the chain."""
         nd = len(kernel)
         stride, dilation = make_pair(stride, nd), make_pair(dilation, nd)
+        kernel = tuple(kernel)
         if not self.requires_grad or type(self).no_grad:
-            st = _window_st(self.lazydata.st, tuple(kernel), stride, dilation)
-            return type(self)(self.lazydata._view(st), device=self.device)
-        return _windows(self, tuple(kernel), stride, dilation)
+            st = _window_st(self.lazydata.st, kernel, stride, dilation)
+            return type(self)._wrap(self.lazydata._view(st))
+        # with autograd, the chain is one node whose backward undoes its views (D61)
+        return self.apply(Moves, moves=lambda chain: _windows(chain, kernel, stride, dilation))
 
 
     @staticmethod

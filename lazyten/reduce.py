@@ -6,7 +6,7 @@ too) and `keepdim=`. `max(dim)`/`min(dim)` with a positional int or `dim=` retur
 from __future__ import annotations
 from typing import Any, NamedTuple
 
-from codegen.dtypes import dtypes
+from codegen.dtypes import as_dtype, dtypes
 from codegen.helpers import prod
 from lazyten.autograd import primitives as F
 from lazyten.autograd.special import Softmax
@@ -60,8 +60,8 @@ class ReduceMixin(TensorMixin):
         accumulates in, and returns, that dtype."""
         x = self
         dtype = _one_dtype(dtype, acc_dtype, "sum")
-        if dtype is not None:
-            x = x.cast(dtype)
+        if dtype is not None:  # (the reduce below makes the new tensor: no `Same` node)
+            x = x if as_dtype(dtype) == x.dtype else x.cast(dtype)
         elif not x.dtype.is_float:
             x = x.cast(dtypes.int64)
         if x.dtype.opmath != x.dtype:
@@ -143,7 +143,7 @@ class ReduceMixin(TensorMixin):
         x = self if self.dtype.is_float else self.float()
         if x.dtype.opmath != x.dtype:
             return x.float().mean(axis, keepdim).cast(x.dtype)
-        count = prod(s for i, s in enumerate(self.shape) if i in norm_axes(axis, self.ndim))
+        count = prod(self.shape[i] for i in norm_axes(axis, self.ndim))
         total = x.sum(axis, keepdim)
         return total / count if count else total * float("nan")
 
@@ -153,7 +153,7 @@ class ReduceMixin(TensorMixin):
         means correction 1/0."""
         correction = _correction(correction, unbiased)
         x = self if self.dtype.is_float else self.float()
-        count = prod(s for i, s in enumerate(self.shape) if i in norm_axes(axis, self.ndim))
+        count = prod(self.shape[i] for i in norm_axes(axis, self.ndim))
         squares = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
         dof = count - correction
         if dof >= 0:
@@ -242,8 +242,10 @@ class ReduceMixin(TensorMixin):
         m = self.detach().amax(axis, keepdim=True)  # a shift only: no gradient, no saved input
         m = m.isinf().where(0, m)  # all -inf rows: avoid inf - inf
         out = (self - m).exp().sum(axis, keepdim=True).log() + m
-        return out if keepdim else out.reshape(
-            tuple(s for i, s in enumerate(self.shape) if i not in norm_axes(axis, self.ndim)))
+        if keepdim:
+            return out
+        axes = norm_axes(axis, self.ndim)
+        return out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
     @keywords(dim="axis")
     def softmax(self, axis: int = -1):

@@ -54,6 +54,12 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, ReduceM
              LossMixin, StatsMixin, ResizeMixin, AttentionMixin, InPlaceMixin, InteropMixin,
              CompatMixin, PointwiseMixin, ScatterMixin, metaclass=_TensorType):
     """A lazily evaluated n-dimensional array with autograd."""
+    # what a new tensor holds until set (`_wrap` sets only lazydata: every op's result
+    # goes through it)
+    requires_grad: bool | None = None
+    grad: Tensor | None = None
+    _ctx: Function | None = None
+    _parents: tuple[Tensor, ...] = ()
     _version = 0  # bumped by each in-place update that changes the graph (inplace.py)
     _previous: Tensor | None = None  # the value and graph before that update
     train = staticmethod(training_mode)  # `with Tensor.train():`, as Tensor.no_grad
@@ -231,12 +237,23 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, ReduceM
     # ---- autograd ----
     def apply(self, fn: type[Function], *others: Tensor, **kwargs) -> Tensor:
         """Run an autograd Function with this tensor (and `others`) as inputs."""
-        tensors = (self,) + others
         # forward saves what backward needs only if recording (the switch's variable is
-        # read directly: this runs once per op)
+        # read directly: this runs once per op, so one and two inputs are spelt out)
         record = not _NO_GRAD.get()
-        ctx = fn([record and bool(t.requires_grad) for t in tensors])
-        lazy = ctx.forward(*[t.lazydata for t in tensors], **kwargs)
+        if not others:
+            tensors: tuple[Tensor, ...] = (self,)
+            ctx = fn([record and bool(self.requires_grad)])
+            lazy = ctx.forward(self.lazydata, **kwargs)
+        elif len(others) == 1:
+            other = others[0]
+            tensors = (self, other)
+            ctx = fn([record and bool(self.requires_grad),
+                      record and bool(other.requires_grad)])
+            lazy = ctx.forward(self.lazydata, other.lazydata, **kwargs)
+        else:
+            tensors = (self,) + others
+            ctx = fn([record and bool(t.requires_grad) for t in tensors])
+            lazy = ctx.forward(*[t.lazydata for t in tensors], **kwargs)
         out = Tensor._wrap(lazy)
         if ctx.requires_grad and lazy.dtype.is_float:  # as in PyTorch: only floats have grads
             out.requires_grad, out._ctx, out._parents = True, ctx, tensors
@@ -248,14 +265,14 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, ReduceM
         """A Tensor around a LazyBuffer an op just made (what __init__ does for one, without
         checking arguments: every op's result goes through here)."""
         out = object.__new__(cls)
-        out.lazydata, out.requires_grad, out.grad, out._ctx, out._parents = lazy, None, None, None, ()
+        out.lazydata = lazy  # the rest are the class's defaults
         return out
 
     def backward(self, gradient: Tensor | None = None) -> Tensor:
         """Accumulate d(self)/d(leaf) into each leaf's `.grad` (lazily)."""
         for node, g in propagate(self, seed(self, gradient, "backward"), free=True):
             if node._ctx is None and node.requires_grad:
-                new = Tensor(g, device=node.device)
+                new = Tensor._wrap(g)  # (a gradient is on its tensor's device)
                 node.grad = new if node.grad is None else node.grad + new
         return self
 

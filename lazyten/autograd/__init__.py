@@ -3,8 +3,11 @@
 - function.py: `Function`, the base: `forward` on LazyBuffers beside its `backward`.
 - primitives.py: one Function per Tensor primitive (unary, binary, ternary, reduce,
   movement, copies), written in LazyBuffer ops.
-- special.py: Functions whose forward is a composite of Tensor ops (mathfn.py's special
-  functions, atan2, copysign, pow) and whose backward is PyTorch's closed-form formula.
+- special.py: Functions whose forward is a composite (mathfn.py's special functions,
+  atan2, copysign, pow in Tensor ops; softmax in LazyBuffer ops) and whose backward is
+  PyTorch's closed-form formula.
+- matmul.py: matmul as one Function, in LazyBuffer ops (the graph its Tensor ops built).
+- views.py: a chain of movement ops as one Function (`Moves` on a `ViewChain`).
 - conv.py: convolution, whose gradients are convolutions.
 - stable.py: values several kernels must read bit for bit alike (`stable_values`, `Stable`).
 - engine.py: the reverse traversal behind `Tensor.backward` and `Tensor.gradient`.

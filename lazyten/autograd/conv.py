@@ -1,13 +1,19 @@
 """Conv: convolution as one autograd Function whose gradients are convolutions, and the
 moves it shares with nnops.py's conv_transpose (dilate, transposed_weight).
 
-Tensors in, Tensors out (the forward runs on the Tensor class it is given); windows are
-views made by Tensor._pool (nnops.py), never an im2col copy.
+Conv's forward and backward are written in LazyBuffer ops (the `_` helpers at the end
+mirror the Tensor functions above op for op, so the graph is what the Tensor ops built,
+without a Function and a Tensor per op); the Tensor functions serve conv_transpose and
+mixed-dtype convolutions, which need autograd through them. Windows are views made by
+Tensor._pool (nnops.py), never an im2col copy.
 """
 from __future__ import annotations
 from typing import NamedTuple
 
+from codegen.dtypes import dtypes
+from codegen.ops import BinaryOps, ReduceOps
 from lazyten.autograd.function import Function
+from lazyten.elementwise import broadcast_shape
 
 
 def dilate(x, stride: tuple):
@@ -55,11 +61,11 @@ class Conv(Function):
 
     def forward(self, x, w, spec, tensor):
         self.x, self.w, self.spec, self.tensor = x, w, spec, tensor
-        return self.forward_tensors(tensor(x, device=x.device), tensor(w, device=w.device),
-                                    spec).lazydata
+        return _conv(x, w, spec, tensor)
 
     @staticmethod
     def forward_tensors(x, weight, spec):
+        """The convolution in Tensor ops (mixed or integer dtypes: no Conv node)."""
         nd, kernel = weight.ndim - 2, weight.shape[2:]
         bs, cout, cin_g = x.shape[0], weight.shape[0], weight.shape[1]
         xw = grouped_windows(x, kernel, spec)
@@ -69,13 +75,12 @@ class Conv(Function):
         return (xw * w).sum(axis=axes).reshape((bs, cout) + out_sp)
 
     def backward(self, grad):
-        tensor = self.tensor
-        x, w = tensor(self.x, device=self.x.device), tensor(self.w, device=self.w.device)
+        x, w, tensor = self.x, self.w, self.tensor
         # the output gradient is read once per kernel tap by both gradient convolutions:
         # materialise it rather than recompute what produced it (relu, pooling) 25 times
-        g = tensor(grad.materialize(), device=grad.device)
+        g = grad.materialize()
         groups, stride, dilation, padding = self.spec
-        nd, kernel = w.ndim - 2, w.shape[2:]
+        nd, kernel = len(w.shape) - 2, w.shape[2:]
         bs, cout = x.shape[0], w.shape[0]
         out_sp = g.shape[2:]
         grad_x = grad_w = None
@@ -90,12 +95,73 @@ class Conv(Function):
             pads = [(r - pb, r + t - pa) for r, t, (pb, pa) in zip(reach, tail, padding)]
             # materialised with its zeros: windows over a padded view would need a mask
             # per tap (a diagonal band, not one view); over memory they are one view
-            gd = dilate(g, stride).pad([(0, 0), (0, 0)] + pads).contiguous()
-            grad_x = Conv.forward_tensors(gd, transposed_weight(w, groups), Conv.Spec(
-                groups, (1,) * nd, dilation, [(0, 0)] * nd)).lazydata
+            gd = _pad(_dilate(g, stride), [(0, 0), (0, 0)] + pads).contiguous()
+            grad_x = _conv(gd, _transposed_weight(w, groups), Conv.Spec(
+                groups, (1,) * nd, dilation, [(0, 0)] * nd), tensor)
         if self.needs_input_grad[1]:
-            xw = grouped_windows(x, kernel, self.spec)
+            xw = _grouped_windows(x, kernel, self.spec, tensor)
             gr = g.reshape((bs, groups, cout // groups, 1) + out_sp + (1,) * nd)
-            axes = (0,) + tuple(range(4, 4 + nd))
-            grad_w = (xw * gr).sum(axis=axes).reshape(w.shape).lazydata
+            grad_w = _sum(_mul(xw, gr), (0,) + tuple(range(4, 4 + nd))).reshape(w.shape)
         return grad_x, grad_w
+
+
+# ---- the same ops on LazyBuffers (Conv's forward and backward): each builds what the
+# Tensor op it mirrors builds without autograd, so the graph is the same (D61) ----
+def _conv(x, weight, spec, tensor):
+    """forward_tensors in LazyBuffer ops."""
+    nd, kernel = len(weight.shape) - 2, weight.shape[2:]
+    bs, cout, cin_g = x.shape[0], weight.shape[0], weight.shape[1]
+    xw = _grouped_windows(x, kernel, spec, tensor)
+    w = weight.reshape((1, spec.groups, cout // spec.groups, cin_g) + (1,) * nd + kernel)
+    axes = (3,) + tuple(range(4 + nd, 4 + 2 * nd))
+    return _sum(_mul(xw, w), axes).reshape((bs, cout) + xw.shape[4:4 + nd])
+
+
+def _grouped_windows(x, kernel: tuple, spec, tensor):
+    """grouped_windows in LazyBuffer ops (the windows are Tensor._pool's memoised view)."""
+    nd = len(kernel)
+    padded = _pad(x, [(0, 0), (0, 0)] + list(spec.padding))
+    xw = tensor._wrap(padded)._pool(kernel, spec.stride, spec.dilation).lazydata
+    return xw.reshape((x.shape[0], spec.groups, 1, x.shape[1] // spec.groups) +
+                      xw.shape[2:2 + nd] + kernel)
+
+
+def _pad(x, pads: list):
+    """Tensor.pad with zeros: negative amounts crop first, then the rest grows."""
+    crop = tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pads, x.shape))
+    return x.shrink(crop).pad(tuple((max(b, 0), max(a, 0)) for b, a in pads))
+
+
+def _mul(x, y):
+    """x * y of one rank, broadcast to one shape."""
+    if x.shape == y.shape:
+        return x.e(BinaryOps.MUL, y)
+    shape = broadcast_shape(x.shape, y.shape)
+    return x.expand(shape).e(BinaryOps.MUL, y.expand(shape))
+
+
+def _sum(x, axes: tuple[int, ...]):
+    """Tensor.sum over sorted `axes`, dropping them; 16-bit floats add in float32."""
+    shape = tuple(s for i, s in enumerate(x.shape) if i not in axes)
+    if x.dtype.opmath is x.dtype:
+        return x.r(ReduceOps.SUM, axes).reshape(shape)
+    return x.cast(dtypes.float32).r(ReduceOps.SUM, axes).reshape(shape).cast(x.dtype)
+
+
+def _dilate(x, stride: tuple):
+    """dilate in LazyBuffer ops."""
+    if all(s == 1 for s in stride):
+        return x
+    bs, c, sp = x.shape[0], x.shape[1], x.shape[2:]
+    x = x.reshape((bs, c) + tuple(v for i in sp for v in (i, 1)))
+    x = x.pad(((0, 0), (0, 0)) + tuple(r for s in stride for r in ((0, 0), (0, s - 1))))
+    x = x.reshape((bs, c) + tuple(i * s for i, s in zip(sp, stride)))
+    return x.shrink(((0, bs), (0, c)) + tuple((0, (i - 1) * s + 1) for i, s in zip(sp, stride)))
+
+
+def _transposed_weight(w, groups: int):
+    """transposed_weight in LazyBuffer ops (a flip is a stride of -1)."""
+    nd, (a, b), kernel = len(w.shape) - 2, w.shape[:2], w.shape[2:]
+    w = w.reshape((groups, a // groups, b) + kernel).permute((0, 2, 1) + tuple(range(3, 3 + nd)))
+    w = w.stride((1, 1, 1) + (-1,) * nd)
+    return w.reshape((groups * b, a // groups) + kernel)

@@ -41,20 +41,21 @@ def propagate(root: Any, gradient: LazyBuffer, free: bool) -> Iterator[tuple[Any
     """Yield (node, d(root)/d(node)) for every node of root's graph that needs a gradient,
     each after all its consumers; with `free`, drop each node's graph once it is used."""
     grads = {id(root): gradient}
-    for node in reversed(toposort(root)):
+    for node, parents in reversed(toposort(root)):
         g = grads.pop(id(node), None)
         if g is None:
             continue
-        if node._ctx is None and getattr(node, "_freed", False):
+        ctx = node._ctx
+        if ctx is None and getattr(node, "_freed", False):
             raise RuntimeError("backward through a graph a second time: its saved "
                                "values were freed by the first backward()")
         yield node, g
-        if node._ctx is None:
+        if ctx is None:
             continue
-        in_grads = node._ctx.backward(g)
+        in_grads = ctx.backward(g)
         if not isinstance(in_grads, tuple):
             in_grads = (in_grads,)
-        for parent, pg in zip(inputs(node), in_grads):
+        for parent, pg in zip(parents, in_grads):
             if pg is None or not parent.requires_grad:
                 continue
             assert pg.shape == parent.shape, f"grad shape {pg.shape} != {parent.shape}"
@@ -65,28 +66,38 @@ def propagate(root: Any, gradient: LazyBuffer, free: bool) -> Iterator[tuple[Any
             node._freed = True
 
 
-def toposort(root: Any) -> list[Any]:
-    """The tensors of root's graph that need a gradient, each after its inputs."""
-    order, seen, stack = [], set(), [(root, False)]
+def toposort(root: Any) -> list[tuple[Any, tuple[Any, ...]]]:
+    """(tensor, its inputs) for the tensors of root's graph that need a gradient, each
+    after its inputs (which are found once, here, for the walk and the backward)."""
+    order: list[tuple[Any, tuple[Any, ...]]] = []
+    seen: set[int] = set()
+    stack: list[tuple[Any, tuple[Any, ...] | None]] = [(root, None)]
     while stack:
-        node, done = stack.pop()
-        if done:
-            order.append(node)
+        node, parents = stack.pop()
+        if parents is not None:  # its inputs are all in order: now it is
+            order.append((node, parents))
             continue
         if id(node) in seen:
             continue
         seen.add(id(node))
-        stack.append((node, True))
-        stack.extend([(p, False) for p in inputs(node) if p._ctx is not None or p.requires_grad])
+        parents = inputs(node)
+        stack.append((node, parents))
+        stack.extend([(p, None) for p in parents if p._ctx is not None or p.requires_grad])
     return order
 
 
 def inputs(node: Any) -> tuple[Any, ...]:
     """The tensors `node` was computed from, as they were then: a parent updated in place
     since (inplace.py) is replaced by its value of that time."""
-    versions = getattr(node._ctx, "versions", None)
-    if versions is None or tuple([p._version for p in node._parents]) == versions:
-        return node._parents  # (versions has one entry per parent)
+    ctx, parents = node._ctx, node._parents
+    versions = None if ctx is None else ctx.versions
+    if versions is None:
+        return parents
+    for parent, version in zip(parents, versions):  # (one entry per parent)
+        if parent._version != version:
+            break
+    else:
+        return parents
     out = []
     for parent, version in zip(node._parents, versions):
         while parent._version != version:

@@ -17,7 +17,7 @@ class Function:
 
     def __init__(self, needs_input_grad: list[bool]):
         self.needs_input_grad = needs_input_grad
-        self.requires_grad = any(needs_input_grad)
+        self.requires_grad = True in needs_input_grad
 
     def forward(self, *args, **kwargs) -> LazyBuffer:
         raise NotImplementedError

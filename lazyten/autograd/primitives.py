@@ -193,6 +193,16 @@ class NotEqual(Function):
         return None, None
 
 
+class Equal(Function):
+    """x == y as not (x != y): one node for what `!=` and `logical_not` built."""
+    def forward(self, x, y):
+        differ = x.e(BinaryOps.CMPNE, y)
+        return differ.e(BinaryOps.XOR, differ.const(True))
+
+    def backward(self, grad):
+        return None, None
+
+
 class Add(Function):
     def forward(self, x, y):
         return x.e(BinaryOps.ADD, y)

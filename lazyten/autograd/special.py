@@ -6,11 +6,16 @@ autograd would carry into the gradient.
 Special and Special2 take the value and slope functions as arguments (pointwise.py passes
 mathfn.py's); Atan2, CopySign and Pow compute their values with mathfn.py's and power.py's
 functions. `tensor` is the Tensor class the ops run on (this package does not import it).
+Softmax, built in every classifier's step, writes the same composite in LazyBuffer ops.
 """
 from __future__ import annotations
+import math
 
+from codegen.dtypes import dtypes
+from codegen.ops import BinaryOps, ReduceOps, UnaryOps
 from lazyten.autograd.function import Function
 from lazyten.dims import norm_axes
+from lazyten.lazy import LazyBuffer
 from lazyten.mathfn import atan2, signbit
 from lazyten.power import float_pow, int_power
 
@@ -117,26 +122,54 @@ class Softmax(Function):
     """y = softmax(x) or log_softmax(x) along `axis`, with PyTorch's backward from y alone:
     dx = y * (g - sum(g * y)), or g - exp(y) * sum(g) for log_softmax. The derivative of
     the composite would read exp(x - max) and the row max again, so the forward's reduces
-    could not stay inside its row kernel (D55) in a training step."""
+    could not stay inside its row kernel (D55) in a training step.
+
+    Both directions are written in LazyBuffer ops: the same graph the Tensor composite
+    (`t - t.amax(axis, keepdim=True)`, ...) builds, without a Function and a Tensor per
+    step (D61). 16-bit floats take exp, log and sum in float32, as the Tensor methods do."""
 
     def forward(self, x, axis: int = -1, log: bool = False, tensor=None):
-        self.axis, self.log, self.tensor = axis, log, tensor
-        t = tensor._wrap(x)
-        if t.ndim and t.shape[norm_axes(axis, t.ndim)[0]] == 0:  # over nothing: empty, as PyTorch
-            self.ret = (t * 1).lazydata
-            return self.ret
-        shifted = t - t.amax(axis, keepdim=True)
+        self.axes, self.log = norm_axes(axis, len(x.shape)), log
+        if 0 in x.shape:
+            if x.shape and x.shape[self.axes[0]] == 0:  # over nothing: empty, as PyTorch
+                self.ret = x.e(BinaryOps.MUL, x.const(1))
+                return self.ret
+            tensor._wrap(x).amax(axis, keepdim=True)  # raises if another axis is empty
+        shifted = _minus(x, x.r(ReduceOps.MAX, self.axes))
+        e = _exp(shifted)
         if log:
-            out = shifted - shifted.exp().sum(axis, keepdim=True).log()
-        else:
-            e = shifted.exp()
-            out = e * e.sum(axis, keepdim=True).reciprocal()  # one division per row, as PyTorch
-        self.ret = out.lazydata
+            self.ret = _minus(shifted, _log(_sum(e, self.axes)))
+        else:  # one division per row, as PyTorch
+            self.ret = e.e(BinaryOps.MUL, _sum(e, self.axes).e(UnaryOps.RECIP).expand(x.shape))
         return self.ret
 
     def backward(self, grad):
-        wrap = self.tensor._wrap
-        y, g = wrap(self.ret), wrap(grad)
+        y = self.ret
         if self.log:
-            return (g - y.exp() * g.sum(self.axis, keepdim=True)).lazydata
-        return (y * (g - (g * y).sum(self.axis, keepdim=True))).lazydata
+            return _minus(grad, _exp(y).e(BinaryOps.MUL, _sum(grad, self.axes).expand(y.shape)))
+        return y.e(BinaryOps.MUL, _minus(grad, _sum(grad.e(BinaryOps.MUL, y), self.axes)))
+
+
+def _minus(x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+    """x - y, y broadcast to x's shape (Sub's forward)."""
+    return x.e(BinaryOps.ADD, y.expand(x.shape).e(UnaryOps.NEG))
+
+
+def _opmath(x: LazyBuffer, fn) -> LazyBuffer:
+    """fn(x), a 16-bit float computed in float32 and rounded back (Tensor._opmath)."""
+    if x.dtype.opmath is x.dtype:
+        return fn(x)
+    return fn(x.cast(dtypes.float32)).cast(x.dtype)
+
+
+def _exp(x: LazyBuffer) -> LazyBuffer:
+    return _opmath(x, lambda v: v.e(UnaryOps.EXP))
+
+
+def _log(x: LazyBuffer) -> LazyBuffer:  # Log's forward
+    return _opmath(x, lambda v: v.e(UnaryOps.LOG2).e(BinaryOps.MUL, v.const(math.log(2))))
+
+
+def _sum(x: LazyBuffer, axes: tuple[int, ...]) -> LazyBuffer:
+    """Sum over `axes`, kept as size-1 dims (Tensor.sum of a float)."""
+    return _opmath(x, lambda v: v.r(ReduceOps.SUM, axes))

@@ -1,0 +1,60 @@
+"""Matmul: x (..., n, k) @ w (..., k, m) as one Function, forward and backward in
+LazyBuffer ops.
+
+The product is a broadcast multiply summed over k: x viewed as (..., n, 1, k), w
+transposed and viewed as (..., 1, m, k), both expanded to the broadcast batch shape. The
+ops, and in the backward the reduces and views that undo them, are those the chain of
+Tensor ops (reshape, transpose, expand, multiply, sum) built with a Function and a Tensor
+each, in the same order: the scheduler sees the same graph (D61).
+"""
+from __future__ import annotations
+
+from codegen.ops import BinaryOps, ReduceOps
+from lazyten.autograd.function import Function
+from lazyten.elementwise import broadcast_shape
+from lazyten.lazy import LazyBuffer
+
+
+class Matmul(Function):
+    """Inputs of one dtype, at least 2-d each, whose batch dims broadcast."""
+
+    def forward(self, x: LazyBuffer, w: LazyBuffer) -> LazyBuffer:
+        k, nd = x.shape[-1], len(w.shape)
+        self.x_shape, self.w_shape = x.shape, w.shape
+        self.swap = tuple(range(nd - 2)) + (nd - 1, nd - 2)
+        xr = x.reshape(x.shape[:-1] + (1, k))
+        wt = w.permute(self.swap)
+        wr = wt.reshape(wt.shape[:-2] + (1,) + wt.shape[-2:])
+        self.xr_shape, self.wt_shape, self.wr_shape = xr.shape, wt.shape, wr.shape
+        self.shape = broadcast_shape(xr.shape, wr.shape)
+        self.xb, self.wb = _broadcast(xr, self.shape), _broadcast(wr, self.shape)
+        self.kept = self.xb.e(BinaryOps.MUL, self.wb).r(ReduceOps.SUM, (len(self.shape) - 1,))
+        return self.kept.reshape(self.shape[:-1])
+
+    def backward(self, grad: LazyBuffer):
+        grad = grad.reshape(self.kept.shape).expand(self.shape)
+        gx = gw = None
+        if self.needs_input_grad[0]:
+            gx = _unbroadcast(self.wb.e(BinaryOps.MUL, grad), self.xr_shape)
+            gx = gx.reshape(self.x_shape)
+        if self.needs_input_grad[1]:
+            gw = _unbroadcast(self.xb.e(BinaryOps.MUL, grad), self.wr_shape)
+            gw = gw.reshape(self.wt_shape).permute(self.swap)  # a swap is its own inverse
+        return gx, gw
+
+
+def _padded(shape: tuple[int, ...], ndim: int) -> tuple[int, ...]:
+    return (1,) * (ndim - len(shape)) + shape
+
+
+def _broadcast(x: LazyBuffer, shape: tuple[int, ...]) -> LazyBuffer:
+    """x reshaped to `shape`'s rank and expanded to it (Tensor._broadcast_to's views)."""
+    return x.reshape(_padded(x.shape, len(shape))).expand(shape)
+
+
+def _unbroadcast(grad: LazyBuffer, shape: tuple[int, ...]) -> LazyBuffer:
+    """The gradient of `_broadcast` from `shape`: summed over the expanded axes (Expand's
+    backward), then reshaped back (Reshape's)."""
+    padded = _padded(shape, len(grad.shape))
+    axis = tuple(i for i, (a, b) in enumerate(zip(padded, grad.shape)) if a != b)
+    return (grad.r(ReduceOps.SUM, axis) if axis else grad).reshape(shape)
