@@ -87,11 +87,14 @@ class Host:
                 self.loaded[f"pieces_{buffers}"][0]), engine)
         return self.piece_loops[buffers][0]
 
-    def run(self, job, helpers: int, finished: Callable[[], bool]) -> None:
+    def run(self, job, helpers: int, finished: Callable[[], bool],
+            joined: Callable[[], int]) -> None:
         """Run `job` on `helpers` worker threads and on this one; return once `finished()`
-        (every piece computed), not when every worker is back: a worker that wakes late
-        (15-25 us, longer on a busy machine) finds no piece left and does nothing, so
-        this thread does not wait for it. Workers wait on SimpleQueues: a hand-off costs
+        (every piece computed) and the `joined()` workers that entered the job are back.
+        A worker that wakes late (15-25 us, longer on a busy machine) finds no piece left:
+        this thread does not wait for it. One that took part is waited for (blocking,
+        which lets it take the GIL back): else it would wait for the GIL while this thread
+        runs on, and miss the next kernels. Workers wait on SimpleQueues: a hand-off costs
         about 15 us, against 60 us for a ThreadPoolExecutor's submit and result."""
         if self.pid != os.getpid():  # a forked child has none of its parent's threads
             self.threads, self.pid = [], os.getpid()
@@ -99,8 +102,9 @@ class Host:
             jobs: queue.SimpleQueue = queue.SimpleQueue()
             threading.Thread(target=_worker, args=(jobs,), daemon=True).start()
             self.threads.append(jobs)
+        done: queue.SimpleQueue = queue.SimpleQueue()
         for jobs in self.threads[:helpers]:
-            jobs.put(job)
+            jobs.put((job, done))
         interrupted: BaseException | None = None
         try:
             job()  # takes pieces until none is left
@@ -108,10 +112,15 @@ class Host:
             raise          # no piece ran
         except BaseException as e:  # Ctrl-C: raised below, once the pieces are done
             interrupted = e
+        waited = 0
         while True:  # the pieces the workers took run in native code (no GIL needed);
             try:     # even on Ctrl-C, wait for their stores
-                if finished():
-                    break
+                if not finished():
+                    continue
+                while waited < joined():
+                    done.get()
+                    waited += 1
+                break
             except BaseException as e:  # noqa: BLE001
                 interrupted = e
         if interrupted is not None:
@@ -119,13 +128,15 @@ class Host:
 
 
 def _worker(jobs: queue.SimpleQueue) -> None:
-    """Run piece loops. Nothing is reported back: the caller counts finished pieces, and a
-    loop that failed before taking one (the call itself) left its pieces to the others."""
+    """Run piece loops, and say when one is over. Errors are not reported: the caller's
+    own call of the job (the same arguments) raises them, and a loop that failed before
+    taking a piece left its pieces to the others."""
     while True:
-        job = jobs.get()
+        job, done = jobs.get()
         try:
             job()
-        except Exception:  # noqa: BLE001, S110 - the caller's own call of the job raises it
+        except Exception:  # noqa: BLE001, S110
             pass
+        done.put(None)
 
 

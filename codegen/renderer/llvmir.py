@@ -277,9 +277,10 @@ def piece_loop(buffers: int) -> str:
     n*(k+1)/chunks)) and call `kernel` on whichever piece an atomic increment of
     `next[0]` hands out, until none is left; after each piece, an atomic increment of
     `next[1]` counts it finished (with release order: the piece's stores come first), so
-    the caller can return when all are, without waiting for a thread that woke late.
-    Every thread makes one call, and a thread that starts late or loses its core takes
-    fewer pieces (none, if it wakes after the last was taken). One such loop serves every kernel with N
+    the caller can return when all are, without waiting for a thread that woke late;
+    `next[2]` counts the threads that entered the loop. Every thread makes one call, and
+    a thread that starts late or loses its core takes fewer pieces (none, if it wakes
+    after the last was taken). One such loop serves every kernel with N
     buffers, so it costs no compile time per kernel (inside each kernel's module, LLVM
     took about 7 ms more per kernel). Empty pieces (chunks > n) are skipped: a kernel's
     loops run at least once. The CPU runtime compiles it as written (its SupportCompiler):
@@ -289,7 +290,10 @@ def piece_loop(buffers: int) -> str:
     return "\n".join([
         f"define void @pieces_{buffers}("
         f"{', '.join(['ptr %kernel'] + ptrs + ['ptr %next', 'i64 %n', 'i64 %chunks'])}) {{",
-        "entry:", "  br label %take",
+        "entry:",
+        "  %entered = getelementptr i64, ptr %next, i64 2",
+        "  %e = atomicrmw add ptr %entered, i64 1 monotonic",
+        "  br label %take",
         "take:",
         "  %k = atomicrmw add ptr %next, i64 1 monotonic",
         "  %done = icmp sge i64 %k, %chunks",

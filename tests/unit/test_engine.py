@@ -155,11 +155,13 @@ class _Pieces:
 
     def __init__(self, n, before=None, during=None):
         self.n, self.taken, self.done, self.lock = n, 0, 0, threading.Lock()
-        self.ran, self.before, self.during = [], before, during
+        self.ran, self.before, self.during, self.entered = [], before, during, 0
 
     def job(self):
         if self.before is not None:
             self.before()
+        with self.lock:
+            self.entered += 1
         while True:
             with self.lock:
                 k, self.taken = self.taken, self.taken + 1
@@ -174,6 +176,9 @@ class _Pieces:
     def finished(self):
         return self.done >= self.n
 
+    def joined(self):
+        return self.entered - 1
+
 
 def test_cpu_worker_threads_run_every_piece_once_and_return_when_all_are_done():
     """The CPU runtime's worker threads take pieces beside the caller; run() returns when
@@ -181,16 +186,16 @@ def test_cpu_worker_threads_run_every_piece_once_and_return_when_all_are_done():
     raises, and Ctrl-C in the caller waits for the pieces the workers are running."""
     host = Host(LLVMCompiler())
     pieces = _Pieces(50)
-    host.run(pieces.job, 3, pieces.finished)
+    host.run(pieces.job, 3, pieces.finished, pieces.joined)
     assert sorted(pieces.ran) == list(range(50))
 
     def failing():
         raise ValueError("the call failed")
     with pytest.raises(ValueError, match="the call failed"):
-        host.run(failing, 2, lambda: False)  # a failed call runs no piece: no wait
+        host.run(failing, 2, lambda: False, lambda: 0)  # a failed call runs no piece: no wait
     late = threading.Event()  # holds the worker back until the caller has returned
     pieces = _Pieces(20)
-    caller = threading.Thread(target=host.run, args=(pieces.job, 1, pieces.finished))
+    caller = threading.Thread(target=host.run, args=(pieces.job, 1, pieces.finished, pieces.joined))
     pieces.before = lambda: threading.get_ident() != caller.ident and late.wait()
     caller.start()
     caller.join(timeout=60)
@@ -213,7 +218,7 @@ def test_cpu_worker_threads_run_every_piece_once_and_return_when_all_are_done():
         pieces.job()
     pieces = _Pieces(3, during=slow_worker_piece)
     with pytest.raises(KeyboardInterrupt):
-        host.run(interrupted_caller, 1, pieces.finished)
+        host.run(interrupted_caller, 1, pieces.finished, pieces.joined)
     assert pieces.finished(), "run() returned while a worker's piece was running"
     big = Tensor(rnd(512, 700))
     np.testing.assert_allclose(big.sum(axis=1).numpy(), big.numpy().sum(axis=1), rtol=1e-4)
