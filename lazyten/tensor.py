@@ -143,7 +143,7 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, ReduceM
         lazy = self.lazydata.contiguous()
         realize([lazy])
         out = np.empty(self.shape, dtype=storage_numpy_dtype(lazy.dtype))
-        lazy.buffer().copyout(memoryview(out).cast("B"))  # not empty: a flat view of bytes
+        lazy.buffer().copyout(out.reshape(-1).view(np.uint8).data)
         return bf16_values(out) if lazy.dtype == dtypes.bfloat16 else out
 
     def item(self):

@@ -10,6 +10,7 @@ import os
 import queue
 import threading
 import weakref
+from typing import Callable
 
 import llvmlite.binding as llvm
 
@@ -86,10 +87,15 @@ class Host:
                 self.loaded[f"pieces_{buffers}"][0]), engine)
         return self.piece_loops[buffers][0]
 
-    def run(self, job, helpers: int) -> None:
-        """Run `job` on `helpers` worker threads and on this one; return when all are done.
-        Workers wait on SimpleQueues: a hand-off costs about 15 us, against 60 us for a
-        ThreadPoolExecutor's submit and result."""
+    def run(self, job, helpers: int, finished: Callable[[], bool],
+            joined: Callable[[], int]) -> None:
+        """Run `job` on `helpers` worker threads and on this one; return once `finished()`
+        (every piece computed) and the `joined()` workers that entered the job are back.
+        A worker that wakes late (15-25 us, longer on a busy machine) finds no piece left:
+        this thread does not wait for it. One that took part is waited for (blocking,
+        which lets it take the GIL back): else it would wait for the GIL while this thread
+        runs on, and miss the next kernels. Workers wait on SimpleQueues: a hand-off costs
+        about 15 us, against 60 us for a ThreadPoolExecutor's submit and result."""
         if self.pid != os.getpid():  # a forked child has none of its parent's threads
             self.threads, self.pid = [], os.getpid()
         while len(self.threads) < helpers:
@@ -99,30 +105,38 @@ class Host:
         done: queue.SimpleQueue = queue.SimpleQueue()
         for jobs in self.threads[:helpers]:
             jobs.put((job, done))
-        errors: list[BaseException | None] = []
+        interrupted: BaseException | None = None
         try:
-            job()
-        except BaseException as e:  # noqa: BLE001 - raised below, once the workers are done
-            errors.append(e)
-        finished = 0
-        while finished < helpers:  # even on Ctrl-C: the workers still use the job's memory
-            try:
-                errors.append(done.get())
-                finished += 1
+            job()  # takes pieces until none is left
+        except Exception:  # the call itself failed, so do the workers' (the same arguments):
+            raise          # no piece ran
+        except BaseException as e:  # Ctrl-C: raised below, once the pieces are done
+            interrupted = e
+        waited = 0
+        while True:  # the pieces the workers took run in native code (no GIL needed);
+            try:     # even on Ctrl-C, wait for their stores
+                if not finished():
+                    continue
+                while waited < joined():
+                    done.get()
+                    waited += 1
+                break
             except BaseException as e:  # noqa: BLE001
-                errors.append(e)
-        for error in errors:
-            if error is not None:
-                raise error
+                interrupted = e
+        if interrupted is not None:
+            raise interrupted
 
 
 def _worker(jobs: queue.SimpleQueue) -> None:
+    """Run piece loops, and say when one is over. Errors are not reported: the caller's
+    own call of the job (the same arguments) raises them, and a loop that failed before
+    taking a piece left its pieces to the others."""
     while True:
         job, done = jobs.get()
         try:
             job()
-            done.put(None)
-        except BaseException as e:  # noqa: BLE001 - handed to the calling thread
-            done.put(e)
+        except Exception:  # noqa: BLE001, S110
+            pass
+        done.put(None)
 
 

@@ -112,9 +112,10 @@ class CPUProgram(Program):
         """The outer loop [0, n) in `chunks` pieces, on this thread and `helpers` workers:
         each runs the piece loop, which hands out pieces in order to whichever thread is
         free, so a thread that wakes late or shares its core does less of the work."""
-        taken = ctypes.c_int64(0)  # byref keeps the counter alive as long as the job
-        args = (self.address, *ptrs, ctypes.byref(taken), n, chunks)
-        self.host.run(lambda: self.pieces(*args), helpers)
+        counters = (ctypes.c_int64 * 3)()  # pieces taken, finished; threads in the loop
+        args = (self.address, *ptrs, counters, n, chunks)  # (the job keeps them alive)
+        self.host.run(lambda: self.pieces(*args), helpers,
+                      lambda: counters[1] >= chunks, lambda: counters[2] - 1)
 
 
 def make_runtime(name: str = "CPU") -> Runtime:

@@ -274,9 +274,13 @@ class LLVMRenderer(Renderer):
 def piece_loop(buffers: int) -> str:
     """`pieces_N(ptr kernel, ptr data0, ..., ptr next, i64 n, i64 chunks)`, for kernels
     with N buffers: cut [0, n) into `chunks` pieces (piece k is [n*k/chunks,
-    n*(k+1)/chunks)) and call `kernel` on whichever piece an atomic increment of `*next`
-    hands out, until none is left. Every thread makes one call, and a thread that starts
-    late or loses its core takes fewer pieces. One such loop serves every kernel with N
+    n*(k+1)/chunks)) and call `kernel` on whichever piece an atomic increment of
+    `next[0]` hands out, until none is left; after each piece, an atomic increment of
+    `next[1]` counts it finished (with release order: the piece's stores come first), so
+    the caller can return when all are, without waiting for a thread that woke late;
+    `next[2]` counts the threads that entered the loop. Every thread makes one call, and
+    a thread that starts late or loses its core takes fewer pieces (none, if it wakes
+    after the last was taken). One such loop serves every kernel with N
     buffers, so it costs no compile time per kernel (inside each kernel's module, LLVM
     took about 7 ms more per kernel). Empty pieces (chunks > n) are skipped: a kernel's
     loops run at least once. The CPU runtime compiles it as written (its SupportCompiler):
@@ -286,7 +290,10 @@ def piece_loop(buffers: int) -> str:
     return "\n".join([
         f"define void @pieces_{buffers}("
         f"{', '.join(['ptr %kernel'] + ptrs + ['ptr %next', 'i64 %n', 'i64 %chunks'])}) {{",
-        "entry:", "  br label %take",
+        "entry:",
+        "  %entered = getelementptr i64, ptr %next, i64 2",
+        "  %e = atomicrmw add ptr %entered, i64 1 monotonic",
+        "  br label %take",
         "take:",
         "  %k = atomicrmw add ptr %next, i64 1 monotonic",
         "  %done = icmp sge i64 %k, %chunks",
@@ -295,8 +302,12 @@ def piece_loop(buffers: int) -> str:
         "  %lo = mul i64 %k, %n", "  %start = sdiv i64 %lo, %chunks",
         "  %k1 = add i64 %k, 1", "  %hi = mul i64 %k1, %n", "  %end = sdiv i64 %hi, %chunks",
         "  %empty = icmp sge i64 %start, %end",
-        "  br i1 %empty, label %take, label %call",
+        "  br i1 %empty, label %finish, label %call",
         "call:",
         f"  call void %kernel({', '.join(ptrs + ['i64 %start', 'i64 %end'])})",
+        "  br label %finish",
+        "finish:",
+        "  %finished = getelementptr i64, ptr %next, i64 1",
+        "  %f = atomicrmw add ptr %finished, i64 1 release",
         "  br label %take",
         "exit:", "  ret void", "}"]) + "\n"

@@ -149,36 +149,77 @@ def test_debug2_prints_one_line_per_kernel():
     assert "r_64_16_32" in kernels[0]
 
 
-def test_cpu_worker_threads_run_every_chunk_and_pass_errors_back():
-    """The CPU runtime's worker threads: every job runs once per thread, in parallel with
-    the caller, and an exception in a worker reaches the caller."""
-    host, seen, lock = Host(LLVMCompiler()), [], threading.Lock()
+class _Pieces:
+    """A Python stand-in for the native piece loop: threads take pieces from a shared
+    counter and count them finished, as `pieces_N` does."""
 
-    def job():
-        with lock:
-            seen.append(threading.get_ident())
-    host.run(job, 3)
-    assert len(seen) == 4 and len(set(seen)) == 4
-    calls = iter(range(10))
+    def __init__(self, n, before=None, during=None):
+        self.n, self.taken, self.done, self.lock = n, 0, 0, threading.Lock()
+        self.ran, self.before, self.during, self.entered = [], before, during, 0
+
+    def job(self):
+        if self.before is not None:
+            self.before()
+        with self.lock:
+            self.entered += 1
+        while True:
+            with self.lock:
+                k, self.taken = self.taken, self.taken + 1
+            if k >= self.n:
+                return
+            if self.during is not None:
+                self.during(k)
+            with self.lock:
+                self.ran.append(k)
+                self.done += 1
+
+    def finished(self):
+        return self.done >= self.n
+
+    def joined(self):
+        return self.entered - 1
+
+
+def test_cpu_worker_threads_run_every_piece_once_and_return_when_all_are_done():
+    """The CPU runtime's worker threads take pieces beside the caller; run() returns when
+    every piece is finished, without waiting for a worker that wakes late; a failed call
+    raises, and Ctrl-C in the caller waits for the pieces the workers are running."""
+    host = Host(LLVMCompiler())
+    pieces = _Pieces(50)
+    host.run(pieces.job, 3, pieces.finished, pieces.joined)
+    assert sorted(pieces.ran) == list(range(50))
 
     def failing():
-        if next(calls) == 2:
-            raise ValueError("chunk 2 failed")
-    with pytest.raises(ValueError, match="chunk 2 failed"):
-        host.run(failing, 2)
-    host.run(job, 1)  # the workers survive a failed job
-    assert len(seen) == 6
-    finished = []
-
-    def caller_fails_first():  # the caller's own part fails at once; a worker's is slow
-        if threading.get_ident() == main:
-            raise KeyboardInterrupt
-        time.sleep(0.05)
-        finished.append(True)
+        raise ValueError("the call failed")
+    with pytest.raises(ValueError, match="the call failed"):
+        host.run(failing, 2, lambda: False, lambda: 0)  # a failed call runs no piece: no wait
+    late = threading.Event()  # holds the worker back until the caller has returned
+    pieces = _Pieces(20)
+    caller = threading.Thread(target=host.run, args=(pieces.job, 1, pieces.finished, pieces.joined))
+    pieces.before = lambda: threading.get_ident() != caller.ident and late.wait()
+    caller.start()
+    caller.join(timeout=60)
+    returned = not caller.is_alive()
+    late.set()  # the worker wakes now, after the caller: it finds no piece left
+    assert returned, "run() waited for a worker that had not started"
+    assert sorted(pieces.ran) == list(range(20))
     main = threading.get_ident()
+    started = threading.Event()
+
+    def slow_worker_piece(k):
+        if threading.get_ident() != main:
+            started.set()
+            time.sleep(0.05)
+
+    def interrupted_caller():
+        if threading.get_ident() == main:
+            started.wait(10)
+            raise KeyboardInterrupt
+        pieces.job()
+    pieces = _Pieces(3, during=slow_worker_piece)
     with pytest.raises(KeyboardInterrupt):
-        host.run(caller_fails_first, 1)
-    assert finished == [True]  # run() waited: the workers may still use the job's memory
+        host.run(interrupted_caller, 1, pieces.finished, pieces.joined)
+    assert pieces.finished(), "run() returned while a worker's piece was running"
     big = Tensor(rnd(512, 700))
     np.testing.assert_allclose(big.sum(axis=1).numpy(), big.numpy().sum(axis=1), rtol=1e-4)
 
