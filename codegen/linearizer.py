@@ -43,6 +43,11 @@ class LinearKernel:
 
 def linearize(ast: LazyOp, target: Target) -> LinearKernel:
     """Lower one kernel AST for a target: optimise, then emit."""
+    if not target.gpu:
+        from codegen.attention import AttentionLinearizer, attention_parts  # a subclass
+        parts = attention_parts(ast)
+        if parts is not None:
+            return AttentionLinearizer(parts, ast, target).linearize()
     k = optimize(Kernel(ast), target)
     if k.rows:
         from codegen.rows import RowLinearizer  # a subclass: it imports this module
