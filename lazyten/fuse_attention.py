@@ -208,16 +208,12 @@ class _Fusion:
                 continue
             src = inputs[leaf.arg.idx - 1]
             kept = tuple(s if strides[i] != 0 else 1 for i, s in enumerate(self.rows))
-            shape = kept + (self.depth, self.keys)
-            read = leaf.arg.st.shrink(tuple((0, s) for s in kept + (self.keys, self.depth, 1))) \
-                .reshape(kept + (self.keys, self.depth)).permute(
-                    tuple(range(n)) + (n + 1, n))
-            packed = LazyBuffer(src.device, ShapeTracker.from_shape(shape), src.dtype,
+            read, back = _panels(leaf.arg.st, kept, self.keys, self.depth, _panel(target, self.keys))
+            packed = LazyBuffer(src.device, ShapeTracker.from_shape(read.shape), src.dtype,
                                 LoadOps.CONTIGUOUS, (src,))
             copy = LazyOp(BufferOps.STORE, (LazyOp(BufferOps.LOAD, (), MemBuffer(
-                1, src.dtype, read)),), MemBuffer(0, src.dtype, ShapeTracker.from_shape(shape)))
-            back = ShapeTracker.from_shape(shape).permute(tuple(range(n)) + (n + 1, n)) \
-                .reshape(kept + (self.keys, self.depth, 1)).expand(self.full)
+                1, src.dtype, read)),), MemBuffer(0, src.dtype, ShapeTracker.from_shape(read.shape)))
+            back = back.expand(self.full)
             others = [x for x in ast.walk() if x.op is BufferOps.LOAD and x is not leaf and
                       x.arg.idx == leaf.arg.idx]
             if others:  # q reads the same buffer (q @ q^T): the copy is a new input
@@ -228,3 +224,25 @@ class _Fusion:
             ast = ast.replace(leaf, LazyOp(BufferOps.LOAD, (), MemBuffer(idx, leaf.arg.dtype, back)))
             copies.append(ScheduleItem(copy, packed, [src]))
         return copies + [ScheduleItem(ast, self.o.out, inputs)]
+
+
+def _panel(target, keys: int) -> int:
+    """Keys per panel of the copy: the pack width, else a vector, dividing the keys (a
+    whole transpose walks 4 bytes of a line per key and misses the cache)."""
+    for width in (target.pack, target.lanes):
+        if width and keys % width == 0:
+            return width
+    return keys
+
+
+def _panels(st: ShapeTracker, kept: tuple[int, ...], keys: int, depth: int, width: int) \
+        -> tuple[ShapeTracker, ShapeTracker]:
+    """(the copy's read of k, of shape kept + (keys // width, depth, width); the kernel's
+    read of the copy, of shape kept + (keys, depth, 1))."""
+    n = len(kept)
+    panels = kept + (keys // width, depth, width)
+    order = tuple(range(n)) + (n, n + 2, n + 1)  # (panel, depth, key) <-> (panel, key, depth)
+    read = st.shrink(tuple((0, s) for s in kept + (keys, depth, 1))).reshape(
+        kept + (keys // width, width, depth)).permute(order)
+    back = ShapeTracker.from_shape(panels).permute(order).reshape(kept + (keys, depth, 1))
+    return read, back
