@@ -196,12 +196,14 @@ class AttentionLinearizer(Linearizer):
         self.block = bw = w * self.kvecs
         n, jp, ep = len(parts.rows), -(-parts.keys // bw) * bw, -(-parts.width // w) * w
         self.copies = _rows_at_once(parts.rows, ep // w)
-        import os; self.copies = int(os.environ.get("ATTN_ROWS", self.copies))
         full = parts.rows + (jp, parts.depth, ep)
         sts = {}
         for leaf in leaves(ast):
-            st = _pad_axis(leaf.arg.st, n, jp) if leaf.op is not BufferOps.STORE else leaf.arg.st
-            sts[id(leaf)] = _pad_axis(st, n + 2, ep)
+            if leaf.op is BufferOps.STORE:  # masked past E (one column: one scalar store)
+                sts[id(leaf)] = leaf.arg.st if parts.width == 1 else leaf.arg.st.pad(
+                    tuple((0, ep - parts.width if i == n + 2 else 0) for i in range(n + 3)))
+            else:
+                sts[id(leaf)] = _pad_axis(_pad_axis(leaf.arg.st, n, jp), n + 2, ep)
         self.key_valid = _pad_axis(ShapeTracker.from_shape(parts.rows + (parts.keys, 1, 1)), n, jp)
         super().__init__(_Shape(ast, full, sts), target)  # type: ignore[arg-type]
         self.point: list[Node] = []
@@ -394,6 +396,11 @@ class AttentionLinearizer(Linearizer):
         for c, row in enumerate(totals):
             for eb, total in enumerate(row):
                 self._acc_put(c, eb, total)
+
+    def _store(self, value: UOp) -> None:
+        if self.parts.width == 1 and dtype_of(value).count > 1:
+            value = self.extract(value, 0)  # the lanes past the one column are not stored
+        super()._store(value)
 
     def _vtype(self) -> DType:
         return self.dt.vec(self.width) if self.width > 1 else self.dt

@@ -1,23 +1,28 @@
 """Schedule pass: attention as one kernel (D59). [ScheduleItem] -> [ScheduleItem].
 
-On a loop target attention is three kernels: the scores S = q . k (a reduce over the head
-dim D), the softmax row kernel [D55] P = softmax(f(S)) over the keys J, and O = P @ v (a
-reduce over J). S and P are as large as rows x J and cross the memory bus twice each.
-This pass finds a reduce kernel O that reads, as the plain broadcast of a matmul, the
-output of a row kernel P that nothing else reads; and P in turn reads, in memory order,
-the output of a reduce kernel S over one trailing axis that nothing else reads (if not,
-P reads its scores from memory as before). It rewrites the three ASTs into one, in the
-index space rows + (J, D, E) of codegen/attention.py, and keeps it only where that module's
-rule (`attention_parts`: the algebra of the online softmax rewrite) accepts it; the
-kernels stay as they were otherwise. A key operand that is not contiguous along the keys
-(k of q @ k^T) is copied transposed first, so each block of keys is one vector load.
+On a loop target attention is several kernels: the scores S = q . k (a reduce over the
+head dim D), the softmax over the keys J (a row kernel [D55], or for small sizes its max
+and sum as kernels of their own, the exp inlined into the next), and O = P @ v (a reduce
+over J). S and P are rows x J large and cross the memory bus twice each.
+
+This pass starts from a reduce kernel O over the last axis of rows + (E, J) and takes in
+the kernels whose outputs it reads, and those they read, while each is of one of two
+shapes: a kernel over rows + (J,) (its reduces over J: the softmax's rows, max or sum) or
+a reduce over the last axis of rows + (J, D) (the scores); every read of each must be the
+read that puts its element where the reader's index space says (the broadcast a matmul
+makes), and nothing outside the group may read it (nor may it be an output). It then
+rewrites the group into one AST in the index space rows + (J, D, E) of codegen/attention.py
+and keeps it only where that module's rule (`attention_parts`: the algebra of the online
+softmax) accepts it: the kernels stay as they were otherwise. A key operand that is not
+contiguous along the keys (k of q @ k^T) is copied in panels first, so each block of keys
+is one vector load.
 """
 from __future__ import annotations
+import sys
 from typing import Callable
 
-from codegen.attention import attention_parts
+from codegen.attention import AttentionParts, attention_parts
 from codegen.helpers import debug_level, getenv, prod
-from codegen.kernel import is_row_kernel
 from codegen.ops import BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer, ReduceOps
 from codegen.shape.shapetracker import ShapeTracker
 from lazyten.lazy import LazyBuffer
@@ -28,26 +33,28 @@ View = Callable[[ShapeTracker], ShapeTracker]
 
 
 def fuse_attention(items: list[ScheduleItem], outs: set[LazyBuffer]) -> list[ScheduleItem]:
-    """The schedule with each attention's three kernels replaced by one (where it can);
-    FUSE_ATTENTION=0 keeps the three (to compare)."""
+    """The schedule with each attention's kernels replaced by one (where it can);
+    FUSE_ATTENTION=0 keeps them (to compare)."""
     if not getenv("FUSE_ATTENTION", 1):
         return items
     producer = {id(it.out): it for it in items if it.ast is not None}
-    readers: dict[int, int] = {}
+    readers: dict[int, list[ScheduleItem]] = {}
     for it in items:
-        for b in {id(b) for b in it.inputs}:
-            readers[b] = readers.get(b, 0) + 1
-    private = {k for k, n in readers.items() if n == 1} - {id(o) for o in outs}
+        for b in {id(b): b for b in it.inputs}:
+            readers.setdefault(b, []).append(it)
+    kept = {id(o) for o in outs}
     replaced: dict[int, list[ScheduleItem]] = {}
     dropped: set[int] = set()
     for it in items:
-        found = _match(it, producer, private)
-        if found is None:
+        if it.ast is None or id(it) in dropped or not _loop_target(it.out.device):
             continue
-        fused = _Fusion(it, *found).build()
+        fusion = _Fusion.start(it)
+        if fusion is None or not fusion.collect(producer, readers, kept):
+            continue
+        fused = fusion.build()
         if fused is not None:
             replaced[id(it)] = fused
-            dropped |= {id(x) for x in found if x is not None}
+            dropped |= {id(x) for x in fusion.group.values()}
     out: list[ScheduleItem] = []
     for it in items:
         if id(it) not in dropped:
@@ -56,110 +63,128 @@ def fuse_attention(items: list[ScheduleItem], outs: set[LazyBuffer]) -> list[Sch
 
 
 def _loop_target(device: str) -> bool:
-    target = get_runtime(device).renderer.target
-    return not target.gpu
+    return not get_runtime(device).renderer.target.gpu
 
 
-def _one_reduce(ast: LazyOp) -> LazyOp | None:
-    reduces = [n for n in ast.walk() if isinstance(n.op, ReduceOps)]
-    return reduces[0] if len(reduces) == 1 else None
+def _reduces(ast: LazyOp) -> list[LazyOp]:
+    return [n for n in ast.walk() if isinstance(n.op, ReduceOps)]
 
 
-def _match(o: ScheduleItem, producer: dict, private: set[int]) \
-        -> tuple[ScheduleItem, ScheduleItem | None] | None:
-    """(P, S or None) for the output kernel O, or None."""
-    if o.ast is None or not _loop_target(o.out.device):
-        return None
-    red = _one_reduce(o.ast)
-    if red is None or red.op is not ReduceOps.SUM or is_row_kernel(o.ast):
-        return None
-    x3 = _full(red)
-    n = len(x3) - 2
-    if n < 0 or red.arg != (n + 1,):
-        return None
-    rows, width, keys = x3[:n], x3[n], x3[n + 1]
-    for leaf in red.walk():
-        if leaf.op is not BufferOps.LOAD:
-            continue
-        buf = o.inputs[leaf.arg.idx - 1]
-        p = producer.get(id(buf))
-        if p is None or id(buf) not in private or not is_row_kernel(p.ast) or \
-                p.ast.arg.st.shape != rows + (keys,):
-            continue
-        plain = ShapeTracker.from_shape(rows + (keys,)).reshape(rows + (1, keys)).expand(x3)
-        if leaf.arg.st.simplify().views != plain.simplify().views or width < 1:
-            continue
-        return p, _scores(p, rows + (keys,), producer, private)
-    return None
-
-
-def _full(reduce: LazyOp) -> tuple[int, ...]:
-    return next(n.arg.st.shape for n in reduce.walk() if n.op in (BufferOps.LOAD, BufferOps.CONST))
-
-
-def _scores(p: ScheduleItem, x2: tuple[int, ...], producer: dict, private: set[int]) \
-        -> ScheduleItem | None:
-    """The reduce kernel S whose output P reads in memory order, nothing else reading it."""
-    for leaf in p.ast.walk():
-        if leaf.op is not BufferOps.LOAD:
-            continue
-        buf = p.inputs[leaf.arg.idx - 1]
-        s = producer.get(id(buf))
-        if s is None or id(buf) not in private or is_row_kernel(s.ast):
-            continue
-        red = _one_reduce(s.ast)
-        if red is None or red.op is not ReduceOps.SUM or _full(red)[:-1] != x2 or \
-                red.arg != (len(x2),) or not s.ast.arg.st.contiguous:
-            continue
-        if leaf.arg.st.contiguous and leaf.arg.st.shape == x2:
-            return s
-    return None
+def _full(ast: LazyOp) -> tuple[int, ...]:
+    """The kernel's full shape: what its reduce reads, or what it stores."""
+    reduces = _reduces(ast)
+    if not reduces:
+        return ast.arg.st.shape
+    return next(n.arg.st.shape for n in reduces[0].walk()
+                if n.op in (BufferOps.LOAD, BufferOps.CONST))
 
 
 class _Fusion:
-    """Rebuilds O's AST with P's and S's expressions in place of their loads."""
+    """One candidate group: O and the kernels it would take in, and the rewrite."""
 
-    def __init__(self, o: ScheduleItem, p: ScheduleItem, s: ScheduleItem | None):
-        self.o, self.p, self.s = o, p, s
-        red = _one_reduce(o.ast)  # type: ignore[arg-type]
-        assert red is not None
-        x3 = _full(red)
-        n = len(x3) - 2
-        self.n, self.rows, self.width, self.keys = n, x3[:n], x3[n], x3[n + 1]
-        self.depth = _full(_one_reduce(s.ast))[-1] if s is not None else 1  # type: ignore
-        self.full = self.rows + (self.keys, self.depth, self.width)
+    def __init__(self, o: ScheduleItem, rows: tuple[int, ...], width: int, keys: int):
+        self.o, self.rows, self.width, self.keys = o, rows, width, keys
+        self.n = len(rows)
+        self.depth = 1
+        self.group: dict[int, ScheduleItem] = {}  # id(buffer) -> the kernel taken in
         self.inputs: list[LazyBuffer] = []
         self.memo: dict[tuple[int, int], LazyOp] = {}
 
-    def build(self) -> list[ScheduleItem] | None:
-        o, n = self.o, self.n
+    @staticmethod
+    def start(o: ScheduleItem) -> _Fusion | None:
+        """A fusion that starts from O: one SUM over the last axis of rows + (E, J)."""
         assert o.ast is not None
-        swap = tuple(range(n)) + (n + 1, n)
-        to_o: View = lambda st: st.permute(swap).reshape(  # noqa: E731
-            self.rows + (st.shape[n + 1], 1, st.shape[n]))
-        store_st = to_o(o.ast.arg.st)
-        body = self._rebuild(o.ast.src[0], o, lambda st: to_o(st).expand(self.full),
-                             {n + 1: n})
-        ast = LazyOp(BufferOps.STORE, (body,), MemBuffer(0, o.out.dtype, store_st))
+        reduces = _reduces(o.ast)
+        if len(reduces) != 1 or reduces[0].op is not ReduceOps.SUM:
+            return None
+        full = _full(o.ast)
+        n = len(full) - 2
+        if n < 0 or reduces[0].arg != (n + 1,) or o.ast.arg.st.shape != full[:n + 1] + (1,):
+            return None
+        return _Fusion(o, full[:n], full[n], full[n + 1])
+
+    @property
+    def full(self) -> tuple[int, ...]:
+        return self.rows + (self.keys, self.depth, self.width)
+
+    # ---- the index space of each kernel, mapped into rows + (J, D, E) ----
+    def _space(self, item: ScheduleItem) -> tuple[View, dict[int, int]] | None:
+        """How a kernel's trackers (of its full or output shape) map into rows + (J, D, E),
+        and its reduce axes; None if it is not one of the group's shapes."""
+        assert item.ast is not None
+        n, rows, full = self.n, self.rows, _full(item.ast)
+        if item is self.o:
+            swap = tuple(range(n)) + (n + 1, n)
+            return (lambda st: st.permute(swap).reshape(rows + (st.shape[n + 1], 1, st.shape[n])),
+                    {n + 1: n})
+        axes = {a for r in _reduces(item.ast) for a in r.arg}
+        if full == rows + (self.keys,) and axes <= {n}:
+            return lambda st: st.reshape(rows + (st.shape[n], 1, 1)), {n: n}
+        if len(full) == n + 2 and full[:n + 1] == rows + (self.keys,) and axes == {n + 1} and \
+                len(_reduces(item.ast)) == 1 and self.depth in (1, full[-1]):
+            return lambda st: st.reshape(rows + (st.shape[n], st.shape[n + 1], 1)), {n + 1: n + 1}
+        return None
+
+    def _in_full(self, item: ScheduleItem, st: ShapeTracker) -> ShapeTracker:
+        space = self._space(item)
+        assert space is not None
+        return space[0](st)
+
+    def collect(self, producer: dict, readers: dict, kept: set[int]) -> bool:
+        """Take in every kernel that qualifies; False if none does."""
+        stack = [self.o]
+        while stack:
+            item = stack.pop()
+            for leaf in item.ast.walk():
+                if leaf.op is not BufferOps.LOAD:
+                    continue
+                buf = item.inputs[leaf.arg.idx - 1]
+                src = producer.get(id(buf))
+                if src is None or id(buf) in kept or id(buf) in self.group or \
+                        src is self.o or not self._joins(src, item, leaf):
+                    continue
+                self.group[id(buf)] = src
+                stack.append(src)
+        self._prune(readers)
+        return bool(self.group)
+
+    def _joins(self, src: ScheduleItem, reader: ScheduleItem, leaf: LazyOp) -> bool:
+        """Does `reader` read `src`'s output exactly where the shared index space puts it?"""
+        space = self._space(src)
+        if space is None:
+            return False
+        if len(_full(src.ast)) == self.n + 2:
+            self.depth = _full(src.ast)[-1]
+        here = self._in_full(reader, leaf.arg.st).expand(self.full)
+        there = space[0](src.ast.arg.st).expand(self.full)
+        return here.simplify().views == there.simplify().views
+
+    def _prune(self, readers: dict) -> None:
+        """Drop the kernels something outside the group reads, until none is left."""
+        inside = {id(self.o)} | {id(x) for x in self.group.values()}
+        changed = True
+        while changed:
+            changed = False
+            for buf, item in list(self.group.items()):
+                if any(id(r) not in inside for r in readers.get(buf, [])):
+                    del self.group[buf]
+                    inside.discard(id(item))
+                    changed = True
+
+    # ---- the rewrite ----
+    def build(self) -> list[ScheduleItem] | None:
+        o = self.o
+        assert o.ast is not None
+        to_f, axes = self._space(o)  # type: ignore[misc]
+        body = self._rebuild(o.ast.src[0], o, lambda st: to_f(st).expand(self.full), axes)
+        ast = LazyOp(BufferOps.STORE, (body,), MemBuffer(0, o.out.dtype, to_f(o.ast.arg.st)))
         parts = attention_parts(ast)
         if parts is None:
             return None
         items = self._pack_keys(ast, parts)
         if debug_level() >= 2:
-            saved = 2 * prod(self.rows) * self.keys * (4 + (4 if self.s is not None else 0))
-            print(f"attention: {prod(self.rows)} rows x {self.keys} keys in one kernel: "
-                  f"the scores and weights ({saved / 1e6:.1f} MB of traffic) stay in registers")
+            print(self._saved(items), file=sys.stderr)
         return items
-
-    def _source(self, buf: LazyBuffer) -> tuple[ScheduleItem, View, dict[int, int]] | None:
-        n, full = self.n, self.full
-        if buf is self.p.out:
-            return self.p, lambda st: st.reshape(self.rows + (st.shape[n], 1, 1)).expand(full), \
-                {n: n}
-        if self.s is not None and buf is self.s.out:
-            return self.s, lambda st: st.reshape(self.rows + (st.shape[n], st.shape[n + 1], 1)) \
-                .expand(full), {n + 1: n + 1}
-        return None
 
     def _rebuild(self, node: LazyOp, item: ScheduleItem, view: View,
                  axes: dict[int, int]) -> LazyOp:
@@ -168,11 +193,12 @@ class _Fusion:
             return self.memo[key]
         if node.op is BufferOps.LOAD:
             buf = item.inputs[node.arg.idx - 1]
-            source = self._source(buf)
-            if source is not None:
-                src_item, src_view, src_axes = source
-                assert src_item.ast is not None
-                out = self._rebuild(src_item.ast.src[0], src_item, src_view, src_axes)
+            src = self.group.get(id(buf))
+            if src is not None:
+                assert src.ast is not None
+                to_f, src_axes = self._space(src)  # type: ignore[misc]
+                out = self._rebuild(src.ast.src[0], src, lambda st: to_f(st).expand(self.full),
+                                    src_axes)
             else:
                 out = LazyOp(BufferOps.LOAD, (), MemBuffer(self._index(buf), node.arg.dtype,
                                                            view(node.arg.st)))
@@ -193,43 +219,51 @@ class _Fusion:
         self.inputs.append(buf)
         return len(self.inputs)
 
-    def _pack_keys(self, ast: LazyOp, parts) -> list[ScheduleItem]:
-        """[copy of k transposed, the attention kernel] where a key operand under the inner
-        sum moves along the keys with a stride other than 1, else [the attention kernel]."""
+    def _pack_keys(self, ast: LazyOp, parts: AttentionParts) -> list[ScheduleItem]:
+        """[copies of k in panels, the attention kernel]: a load under the inner sum that
+        moves along the keys with a stride other than 1 (and along D) reads a copy whose
+        keys are contiguous, so a block of keys is one vector load."""
         target = get_runtime(self.o.out.device).renderer.target
         n, copies, inputs = self.n, [], list(self.inputs)
         if parts.inner is None or target.lanes <= 1:
             return [ScheduleItem(ast, self.o.out, inputs)]
         for leaf in parts.inner.walk():
-            if leaf.op is not BufferOps.LOAD:
-                continue
-            strides = leaf.arg.st.real_strides()
-            if strides[n] in (0, 1) or strides[n + 1] == 0:
+            strides = leaf.arg.st.real_strides() if leaf.op is BufferOps.LOAD else None
+            if strides is None or strides[n] in (0, 1) or strides[n + 1] == 0:
                 continue
             src = inputs[leaf.arg.idx - 1]
             kept = tuple(s if strides[i] != 0 else 1 for i, s in enumerate(self.rows))
-            read, back = _panels(leaf.arg.st, kept, self.keys, self.depth, _panel(target, self.keys))
+            read, back = _panels(leaf.arg.st, kept, self.keys, self.depth,
+                                 _panel(target.pack, target.lanes, self.keys))
             packed = LazyBuffer(src.device, ShapeTracker.from_shape(read.shape), src.dtype,
                                 LoadOps.CONTIGUOUS, (src,))
             copy = LazyOp(BufferOps.STORE, (LazyOp(BufferOps.LOAD, (), MemBuffer(
                 1, src.dtype, read)),), MemBuffer(0, src.dtype, ShapeTracker.from_shape(read.shape)))
-            back = back.expand(self.full)
-            others = [x for x in ast.walk() if x.op is BufferOps.LOAD and x is not leaf and
-                      x.arg.idx == leaf.arg.idx]
-            if others:  # q reads the same buffer (q @ q^T): the copy is a new input
+            shared = any(x.op is BufferOps.LOAD and x is not leaf and x.arg.idx == leaf.arg.idx
+                         for x in ast.walk())
+            if shared:  # q reads the same buffer (q @ q^T): the copy is a new input
                 inputs.append(packed)
             else:
                 inputs[leaf.arg.idx - 1] = packed
-            idx = len(inputs) if others else leaf.arg.idx
-            ast = ast.replace(leaf, LazyOp(BufferOps.LOAD, (), MemBuffer(idx, leaf.arg.dtype, back)))
+            idx = len(inputs) if shared else leaf.arg.idx
+            ast = ast.replace(leaf, LazyOp(BufferOps.LOAD, (), MemBuffer(
+                idx, leaf.arg.dtype, back.expand(self.full))))
             copies.append(ScheduleItem(copy, packed, [src]))
         return copies + [ScheduleItem(ast, self.o.out, inputs)]
 
+    def _saved(self, items: list[ScheduleItem]) -> str:
+        """DEBUG=2's line: the bytes the kernels taken in wrote and their readers read
+        (each output written once and read once at least) that the fused kernel does not."""
+        moved = sum(2 * prod(x.out.shape) * x.out.dtype.itemsize for x in self.group.values())
+        return (f"attention: {prod(self.rows)} rows x {self.keys} keys x {self.width} columns "
+                f"in one kernel for {len(self.group) + 1} (+{len(items) - 1} copy of k): "
+                f"scores and weights never in memory, {moved / 1e6:.2f} MB less traffic")
 
-def _panel(target, keys: int) -> int:
+
+def _panel(pack: int, lanes: int, keys: int) -> int:
     """Keys per panel of the copy: the pack width, else a vector, dividing the keys (a
     whole transpose walks 4 bytes of a line per key and misses the cache)."""
-    for width in (target.pack, target.lanes):
+    for width in (pack, lanes):
         if width and keys % width == 0:
             return width
     return keys
