@@ -46,20 +46,14 @@ def fuse_attention(items: list[ScheduleItem], outs: set[LazyBuffer]) -> list[Sch
     replaced: dict[int, list[ScheduleItem]] = {}
     dropped: set[int] = set()
     for it in items:
-        if it.ast is None or id(it) in dropped or not _loop_target(it.out.device):
-            continue
-        fusion = _Fusion.start(it)
+        fusion = _Fusion.start(it) if id(it) not in dropped else None
         if fusion is None or not fusion.collect(producer, readers, kept):
             continue
         fused = fusion.build()
         if fused is not None:
             replaced[id(it)] = fused
             dropped |= {id(x) for x in fusion.group.values()}
-    out: list[ScheduleItem] = []
-    for it in items:
-        if id(it) not in dropped:
-            out.extend(replaced.get(id(it), [it]))
-    return out
+    return [new for it in items if id(it) not in dropped for new in replaced.get(id(it), [it])]
 
 
 def _loop_target(device: str) -> bool:
@@ -92,8 +86,10 @@ class _Fusion:
 
     @staticmethod
     def start(o: ScheduleItem) -> _Fusion | None:
-        """A fusion that starts from O: one SUM over the last axis of rows + (E, J)."""
-        assert o.ast is not None
+        """A fusion that starts from O: one SUM over the last axis of rows + (E, J), on a
+        loop target (a GPU keeps its kernels)."""
+        if o.ast is None or not _loop_target(o.out.device):
+            return None
         reduces = _reduces(o.ast)
         if len(reduces) != 1 or reduces[0].op is not ReduceOps.SUM:
             return None
@@ -135,6 +131,7 @@ class _Fusion:
         stack = [self.o]
         while stack:
             item = stack.pop()
+            assert item.ast is not None
             for leaf in item.ast.walk():
                 if leaf.op is not BufferOps.LOAD:
                     continue
@@ -151,7 +148,7 @@ class _Fusion:
     def _joins(self, src: ScheduleItem, reader: ScheduleItem, leaf: LazyOp) -> bool:
         """Does `reader` read `src`'s output exactly where the shared index space puts it?"""
         space = self._space(src)
-        if space is None:
+        if space is None or src.ast is None:
             return False
         if len(_full(src.ast)) == self.n + 2:
             self.depth = _full(src.ast)[-1]
