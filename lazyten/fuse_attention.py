@@ -38,10 +38,7 @@ def fuse_attention(items: list[ScheduleItem], outs: set[LazyBuffer]) -> list[Sch
     if not getenv("FUSE_ATTENTION", 1):
         return items
     producer = {id(it.out): it for it in items if it.ast is not None}
-    readers: dict[int, list[ScheduleItem]] = {}
-    for it in items:
-        for b in {id(b): b for b in it.inputs}:
-            readers.setdefault(b, []).append(it)
+    readers = _readers(items)
     kept = {id(o) for o in outs}
     replaced: dict[int, list[ScheduleItem]] = {}
     dropped: set[int] = set()
@@ -54,6 +51,15 @@ def fuse_attention(items: list[ScheduleItem], outs: set[LazyBuffer]) -> list[Sch
             replaced[id(it)] = fused
             dropped |= {id(x) for x in fusion.group.values()}
     return [new for it in items if id(it) not in dropped for new in replaced.get(id(it), [it])]
+
+
+def _readers(items: list[ScheduleItem]) -> dict[int, list[ScheduleItem]]:
+    """id(buffer) -> the kernels that read it."""
+    readers: dict[int, list[ScheduleItem]] = {}
+    for it in items:
+        for b in {id(b): b for b in it.inputs}:
+            readers.setdefault(b, []).append(it)
+    return readers
 
 
 def _loop_target(device: str) -> bool:
