@@ -246,3 +246,18 @@ def test_one_column_stores_one_float():
     uops = linearize(ast, LLVMRenderer().target).uops
     stores = [u for u in uops if u.op is UOps.STORE]
     assert stores and all(u.src[2].dtype.count == 1 for u in stores)
+
+
+def test_jit_replays_the_fused_kernel():
+    """The JIT records the copy of k and the attention kernel and replays them on new
+    inputs (third call on)."""
+    from lazyten import jit
+
+    @jit
+    def f(q, k, v):
+        return q.scaled_dot_product_attention(k, v, is_causal=True).realize()
+    for i in range(4):
+        q, k, v = _data((2, 3, 21, 8), (2, 3, 21, 8), (2, 3, 21, 8), seed=20 + i)
+        got = f(*(Tensor(a).realize() for a in (q, k, v))).numpy()
+        np.testing.assert_allclose(got, _ref(q, k, v, mask=np.tril(np.ones((21, 21), bool))),
+                                   rtol=2e-5, atol=2e-5)
