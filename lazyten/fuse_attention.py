@@ -66,6 +66,11 @@ def _loop_target(device: str) -> bool:
     return not get_runtime(device).renderer.target.gpu
 
 
+def _reads_itself(ast: LazyOp) -> bool:
+    """Does the kernel read its own output buffer (an ASSIGN reading its target in place)?"""
+    return any(n.op is BufferOps.LOAD and n.arg.idx == 0 for n in ast.walk())
+
+
 def _reduces(ast: LazyOp) -> list[LazyOp]:
     return [n for n in ast.walk() if isinstance(n.op, ReduceOps)]
 
@@ -97,7 +102,7 @@ class _Fusion:
         if o.ast is None or not _loop_target(o.out.device):
             return None
         reduces = _reduces(o.ast)
-        if len(reduces) != 1 or reduces[0].op is not ReduceOps.SUM:
+        if len(reduces) != 1 or reduces[0].op is not ReduceOps.SUM or _reads_itself(o.ast):
             return None
         full = _full(o.ast)
         n = len(full) - 2
@@ -154,7 +159,7 @@ class _Fusion:
     def _joins(self, src: ScheduleItem, reader: ScheduleItem, leaf: LazyOp) -> bool:
         """Does `reader` read `src`'s output exactly where the shared index space puts it?"""
         space = self._space(src)
-        if space is None or src.ast is None:
+        if space is None or src.ast is None or _reads_itself(src.ast):
             return False
         if len(_full(src.ast)) == self.n + 2:
             self.depth = _full(src.ast)[-1]

@@ -261,3 +261,14 @@ def test_jit_replays_the_fused_kernel():
         got = f(*(Tensor(a).realize() for a in (q, k, v))).numpy()
         np.testing.assert_allclose(got, _ref(q, k, v, mask=np.tril(np.ones((21, 21), bool))),
                                    rtol=2e-5, atol=2e-5)
+
+
+def test_assign_of_an_attention():
+    """The result assigned into a tensor (also one of the inputs): right values."""
+    q, k, v = _data((2, 9, 8), (2, 21, 8), (2, 21, 8), seed=30)
+    tq, tk, tv = (Tensor(a).realize() for a in (q, k, v))
+    target = Tensor(np.zeros((2, 9, 8), np.float32)).realize()
+    target.assign(tq.scaled_dot_product_attention(tk, tv)).realize()
+    np.testing.assert_allclose(target.numpy(), _ref(q, k, v), rtol=2e-5, atol=2e-5)
+    tq.assign(tq.scaled_dot_product_attention(tk, tv)).realize()
+    np.testing.assert_allclose(tq.numpy(), _ref(q, k, v), rtol=2e-5, atol=2e-5)
