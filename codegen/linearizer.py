@@ -14,6 +14,7 @@ from typing import Any
 
 from codegen.dtypes import DType, dtypes
 from codegen.helpers import prod
+from codegen.attention import attention_parts
 from codegen.kernel import REDUCE_VALID, Kernel, Opt, leaves
 from codegen.lanes import along_lanes
 from codegen.ops import (BinaryOps, BufferOps, LazyOp, MemBuffer, Op, ReduceOps,
@@ -43,6 +44,11 @@ class LinearKernel:
 
 def linearize(ast: LazyOp, target: Target) -> LinearKernel:
     """Lower one kernel AST for a target: optimise, then emit."""
+    if not target.gpu:
+        from codegen.attention_kernel import AttentionLinearizer  # a subclass: it imports this
+        parts = attention_parts(ast)
+        if parts is not None:
+            return AttentionLinearizer(parts, ast, target).linearize()
     k = optimize(Kernel(ast), target)
     if k.rows:
         from codegen.rows import RowLinearizer  # a subclass: it imports this module

@@ -21,6 +21,7 @@ layout of the original (B, or a transposed B). The copy costs one pass over B (a
 from __future__ import annotations
 
 from codegen.helpers import prod
+from codegen.attention import is_attention_kernel
 from codegen.kernel import is_row_kernel
 from codegen.ops import BufferOps, LazyOp, LoadOps, MemBuffer, ReduceOps
 from codegen.shape.shapetracker import ShapeTracker
@@ -51,7 +52,7 @@ def _pack_width(item: ScheduleItem) -> int:
         return 0
     width = get_runtime(item.out.device).renderer.target.pack
     if not width or not any(isinstance(n.op, ReduceOps) for n in item.ast.walk()) or \
-            is_row_kernel(item.ast):  # a row kernel walks its rows in memory order
+            is_row_kernel(item.ast) or is_attention_kernel(item.ast):  # they walk rows
         return 0
     return width
 

@@ -14,6 +14,7 @@ import weakref
 from typing import Any, Callable, NamedTuple, cast
 
 from codegen.helpers import debug_level, getenv, prod
+from codegen.attention import is_attention_kernel
 from codegen.kernel import Kernel, format_opts
 from codegen.linearizer import linearize
 from codegen.opt import opt_settings, optimize
@@ -105,7 +106,8 @@ def prepare(kernels: list[tuple]) -> None:
         if saved is not None:
             spec, binary = saved
             if debug_level() >= 3:  # as if lowered here: the dumps do not depend on the cache
-                opts = optimize(Kernel(ast), runtime.renderer.target).applied  # no emission
+                opts = [] if is_attention_kernel(ast) else \
+                    optimize(Kernel(ast), runtime.renderer.target).applied  # no emission
                 log(f"--- AST of {spec.name} (from the program cache) ---\n{ast}")
                 log(f"--- decisions of {spec.name} ---\n{format_opts(opts)}")
             if debug_level() >= 4:

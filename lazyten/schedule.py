@@ -25,6 +25,7 @@ from codegen.helpers import prod
 from codegen.ops import (BinaryOps, BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer,
                          ReduceOps, TernaryOps, UnaryOps, ZERO_PRESERVING)
 from codegen.shape.shapetracker import ShapeTracker
+from lazyten.fuse_attention import fuse_attention
 from lazyten.lazy import LazyBuffer
 from lazyten.pack import pack_schedule
 from lazyten.schedule_cache import cached_schedule
@@ -375,4 +376,4 @@ def _schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
             if old is not None:
                 items.append(ScheduleItem(copy_ast(old.shape, old.dtype), old, [old.src[0]]))
             items.append(ScheduleItem(ast, base, builder.inputs))
-    return pack_schedule(order_items(items))
+    return pack_schedule(order_items(fuse_attention(items, graph.outs)))
