@@ -20,7 +20,8 @@ from lazyten.lazy import LazyBuffer
 from runtimes import get_runtime
 
 _MIN_REDUCE = 1 << 13   # elements reduced per output before a reduce is split...
-_MAX_OUTPUTS = 1 << 12  # ...when it has fewer outputs than this
+_MAX_OUTPUTS = 1 << 12  # ...when it has fewer outputs than this...
+_ROWS_PER_THREAD = 16   # ...unless it reduces whole trailing rows, this many per thread
 
 
 def split_reduces(outs: list[LazyBuffer]) -> None:
@@ -33,7 +34,8 @@ def split_reduces(outs: list[LazyBuffer]) -> None:
             continue
         seen.add(id(base))
         if isinstance(base.op, ReduceOps):
-            partial = _split(base, get_runtime(base.device).renderer.target.split_reduce)
+            target = get_runtime(base.device).renderer.target
+            partial = _split(base, target.split_reduce, target.threads)
             if partial is not None:  # stage 1 is not split again
                 seen.add(id(partial))
                 base = partial
@@ -41,12 +43,14 @@ def split_reduces(outs: list[LazyBuffer]) -> None:
         stack.extend(base.checks)
 
 
-def _split(reduce: LazyBuffer, chunks: int) -> LazyBuffer | None:
+def _split(reduce: LazyBuffer, chunks: int, threads: int) -> LazyBuffer | None:
     """Rewrite `reduce` into stage 2 and return stage 1, or None where it does not pay."""
     src, axis, out_shape = reduce.src[0], reduce.arg, reduce.shape
     outputs = prod(out_shape)
     if not chunks or outputs >= _MAX_OUTPUTS or prod(src.shape) < outputs * _MIN_REDUCE:
         return None
+    if _is_row_reduce(axis, len(src.shape)) and outputs >= _ROWS_PER_THREAD * threads:
+        return None  # rows enough for every thread: one kernel per row group walks each row
     a = max(axis, key=lambda i: (src.shape[i], -i))
     d = max((c for c in range(2, chunks + 1) if src.shape[a] % c == 0), default=0)
     if d == 0:
@@ -59,3 +63,9 @@ def _split(reduce: LazyBuffer, chunks: int) -> LazyBuffer | None:
     reduce.src = (partial.reshape(out_shape[:a] + (d,) + out_shape[a + 1:]),)
     reduce.arg = (a,)
     return partial
+
+
+def _is_row_reduce(axis: tuple[int, ...], ndim: int) -> bool:
+    """Whether `axis` are the trailing axes: each output reduces one row of the input as
+    it is laid out (softmax over a vocabulary-sized width, a row sum)."""
+    return tuple(axis) == tuple(range(ndim - len(axis), ndim))

@@ -233,6 +233,33 @@ def test_long_reduce_into_few_outputs_is_split(rows, cols, op):
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=rows * 576 * 2**-24)
 
 
+@settings(max_examples=12, deadline=None)
+@given(rows=st.sampled_from([8, 31, 32, 40]), cols=st.sampled_from([8192, 12288, 50257 // 2]),
+       op=st.sampled_from(["sum", "softmax", "layernorm"]))
+def test_long_rows_are_split_only_when_too_few_to_share(rows, cols, op):
+    """A reduce over whole trailing rows stays one kernel (a row kernel for softmax and
+    layernorm) once there are rows enough for every thread (16 each); fewer rows are
+    split so the threads share each row. Either way the values are numpy's."""
+    from runtimes import get_runtime
+    threads = get_runtime("CPU").renderer.target.threads
+    x = rnd((rows, cols))
+    out = {"sum": lambda t: t.sum(-1), "softmax": lambda t: t.softmax(-1),
+           "layernorm": lambda t: t.layernorm()}[op](Tensor(x))
+    kernels = len(create_schedule([out.lazydata]))
+    split = rows < 16 * threads and cols % 2 == 0  # 50257 // 2 = 25128 is even too
+    assert (kernels > 1) == split or op != "sum"
+    if op == "sum":
+        want = x.astype(np.float64).sum(-1)
+    elif op == "softmax":
+        e = np.exp(x - x.max(-1, keepdims=True))
+        want = e / e.sum(-1, keepdims=True)
+    else:
+        want = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=cols * 2**-24)
+    if op != "sum" and not split:
+        assert kernels == 1, "a row kernel over long rows"
+
+
 def test_the_graph_is_the_same_for_every_device_and_splitting_is_a_schedule_pass():
     """Tensor code builds one REDUCE whatever the device; scheduling for the CPU splits it.
     A split reduce fused into one consumer and read again later by another, and the same
