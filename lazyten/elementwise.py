@@ -5,7 +5,6 @@ Functions in function.py. Mixed into Tensor.
 """
 from __future__ import annotations
 import functools
-import operator
 import math
 
 from codegen.dtypes import dtypes, promote, scalar_result
@@ -226,61 +225,6 @@ class ElementwiseMixin(TensorMixin):
     def __isub__(self, o): return self.sub_(o)
     def __imul__(self, o): return self.mul_(o)
     def __itruediv__(self, o): return self.div_(o)
-
-    # ---- comparisons and logic (results are bool; no gradient) ----
-    def __lt__(self, o): return self._compare(F.Less, o, False)
-    def __gt__(self, o): return self._compare(F.Less, o, True)
-    def __ge__(self, o): return self._compare_or_equal(o, True)
-    def __le__(self, o): return self._compare_or_equal(o, False)
-    def __ne__(self, o): return self._compare(F.NotEqual, o, False)
-    def __eq__(self, o):  # one node for what `!=` then `logical_not` would build
-        x, y = self._broadcasted(o)
-        return x.apply(F.Equal, y)
-
-    def _compare(self, fn, other, reverse):
-        x, y = self._broadcasted(other, reverse)
-        return x.apply(fn, y)
-
-    def _compare_or_equal(self, other, greater: bool):
-        """x >= y (or x <= y); false where either side is NaN, as IEEE and numpy say."""
-        x, y = self._broadcasted(other)
-        small, big = (y, x) if greater else (x, y)
-        if not x.dtype.is_float:
-            return big.apply(F.Less, small).logical_not()
-        return small.apply(F.Less, big) | x.apply(F.NotEqual, y).logical_not()
-
-    def _logic(self, other, op, reverse=False):
-        x, y = self._broadcasted(other, reverse)
-        if x.dtype.is_float:
-            raise DTypeError(f"{op.name.lower()} needs bool or integer tensors, got {x.dtype}")
-        return x.apply(F.BinaryNoGrad, y, op=op)
-
-    def __and__(self, o): return self._logic(o, BinaryOps.AND)
-    def __rand__(self, o): return self._logic(o, BinaryOps.AND, True)
-    def __or__(self, o): return self._logic(o, BinaryOps.OR)
-    def __ror__(self, o): return self._logic(o, BinaryOps.OR, True)
-    def __xor__(self, o): return self._logic(o, BinaryOps.XOR)
-    def __rxor__(self, o): return self._logic(o, BinaryOps.XOR, True)
-
-    def __invert__(self):
-        if self.dtype.is_float:
-            raise DTypeError(f"~ needs a bool or integer tensor, got {self.dtype}")
-        return self ^ (True if self.dtype == dtypes.bool else -1)
-
-    def logical_not(self):
-        return self.cast(dtypes.bool) ^ True
-
-    def _bools(self, o): return self.cast(dtypes.bool), self._to_tensor(o, dtypes.bool).cast(dtypes.bool)
-    def logical_and(self, o): return operator.and_(*self._bools(o))
-    def logical_or(self, o): return operator.or_(*self._bools(o))
-    def logical_xor(self, o): return operator.xor(*self._bools(o))
-
-    def eq(self, o): return self == o
-    def ne(self, o): return self != o
-    def lt(self, o): return self < o
-    def gt(self, o): return self > o
-    def le(self, o): return self <= o
-    def ge(self, o): return self >= o
 
     def where(self, x, y):
         """cond.where(x, y): x where cond is true, else y (broadcast)."""
