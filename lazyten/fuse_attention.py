@@ -26,7 +26,7 @@ from codegen.helpers import debug_level, getenv, prod
 from codegen.ops import BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer, ReduceOps
 from codegen.shape.shapetracker import ShapeTracker
 from lazyten.lazy import LazyBuffer
-from lazyten.schedule_item import ScheduleItem
+from lazyten.schedule_item import ScheduleItem, loop_target
 from runtimes import get_runtime
 
 View = Callable[[ShapeTracker], ShapeTracker]
@@ -62,10 +62,6 @@ def _readers(items: list[ScheduleItem]) -> dict[int, list[ScheduleItem]]:
     return readers
 
 
-def _loop_target(device: str) -> bool:
-    return not get_runtime(device).renderer.target.gpu
-
-
 def _reads_itself(ast: LazyOp) -> bool:
     """Does the kernel read its own output buffer (an ASSIGN reading its target in place)?"""
     return any(n.op is BufferOps.LOAD and n.arg.idx == 0 for n in ast.walk())
@@ -99,7 +95,7 @@ class _Fusion:
     def start(o: ScheduleItem) -> _Fusion | None:
         """A fusion that starts from O: one SUM over the last axis of rows + (E, J), on a
         loop target (a GPU keeps its kernels)."""
-        if o.ast is None or not _loop_target(o.out.device):
+        if o.ast is None or not loop_target(o.out.device):
             return None
         reduces = _reduces(o.ast)
         if len(reduces) != 1 or reduces[0].op is not ReduceOps.SUM or _reads_itself(o.ast):

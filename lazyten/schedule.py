@@ -29,10 +29,9 @@ from lazyten.fuse_attention import fuse_attention
 from lazyten.lazy import LazyBuffer
 from lazyten.pack import pack_schedule
 from lazyten.schedule_cache import cached_schedule
-from lazyten.schedule_item import ScheduleItem, copy_ast
+from lazyten.schedule_item import ScheduleItem, copy_ast, loop_target
 from lazyten.schedule_order import order_items
 from lazyten.split import split_reduces
-from runtimes import get_runtime
 
 __all__ = ["ScheduleItem", "copy_ast", "create_schedule"]
 
@@ -88,7 +87,7 @@ class _Graph:
         self._decide()
         for base in self.order:
             if base in self.realize and isinstance(base.op, _ELEMENTWISE) and \
-                    base not in self.fused_reduce and _loop_target(base.device):
+                    base not in self.fused_reduce and loop_target(base.device):
                 self.realize -= _RowGroup(self, base).reduces()
 
     def _decide(self) -> None:
@@ -188,10 +187,6 @@ class _Graph:
                 return False
             stack.extend(s.base for s in b.src)
         return True
-
-
-def _loop_target(device: str) -> bool:
-    return not get_runtime(device).renderer.target.gpu
 
 
 class _RowGroup:

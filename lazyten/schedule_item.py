@@ -1,4 +1,5 @@
-"""ScheduleItem, the scheduler's unit of work, and the copy kernel several passes add."""
+"""ScheduleItem, the scheduler's unit of work, the copy kernel several passes add, and
+`loop_target`, which the scheduler's CPU-only rules ask."""
 from __future__ import annotations
 from dataclasses import dataclass, field
 
@@ -6,6 +7,7 @@ from codegen.dtypes import DType
 from codegen.ops import BufferOps, LazyOp, MemBuffer
 from codegen.shape.shapetracker import ShapeTracker
 from lazyten.lazy import LazyBuffer
+from runtimes import get_runtime
 
 
 @dataclass
@@ -21,3 +23,9 @@ def copy_ast(shape: tuple[int, ...], dtype: DType) -> LazyOp:
     st = ShapeTracker.from_shape(shape)
     return LazyOp(BufferOps.STORE, (LazyOp(BufferOps.LOAD, (), MemBuffer(1, dtype, st)),),
                   MemBuffer(0, dtype, st))
+
+
+def loop_target(device: str) -> bool:
+    """Whether the device's kernels are loops on a CPU (not GPU work-items): the rules
+    for row kernels (D55) and fused attention (D62) apply there only."""
+    return not get_runtime(device).renderer.target.gpu
