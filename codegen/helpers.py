@@ -9,6 +9,7 @@ import hashlib
 import math
 import os
 import pathlib
+import sys
 from contextvars import ContextVar
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping, TypeVar, overload
@@ -20,6 +21,15 @@ Setting = TypeVar("Setting", int, float, str)  # the types a setting converts to
 # settings set by `with Context(...)`: per thread and per asyncio task, like the switches
 _OVERRIDES: ContextVar[Mapping[str, Any]] = ContextVar("lazyten_settings",
                                                       default=MappingProxyType({}))
+
+
+def allow_recursion(levels: int) -> None:
+    """Let Python recurse `levels` deep plus a margin for the caller. The kernel builder and
+    the compiler's passes recurse about three frames per level of a kernel's expression,
+    which the scheduler bounds (rule 6); the limit is only ever raised, once, at import."""
+    need = 4 * levels + 2000
+    if sys.getrecursionlimit() < need:
+        sys.setrecursionlimit(need)
 
 
 @overload

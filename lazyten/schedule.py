@@ -18,10 +18,16 @@ Fusion rules, applied to the graph of bases reachable from the outputs:
      value per row (a reduce over the trailing axes expanded back: softmax's max and sum,
      layernorm's mean and variance), moves into that kernel, which then computes it per
      row before storing the row. Rows up to `_ROW_MAX` elements (they stay in the cache).
+  6. A kernel inlines chains of at most `_DEPTH_MAX` ops. Where rules 1-5 would make a
+     deeper kernel (a loop that adds to a tensor thousands of times, or calls backward()
+     again and again, without realizing), the base at that depth is materialised and the
+     rules are applied again; the kernel builder and the compiler's passes recurse once
+     per level of a kernel's expression: Python's recursion limit is raised to fit
+     (`allow_recursion`), and no kernel is deeper than that.
 """
 from __future__ import annotations
 
-from codegen.helpers import prod
+from codegen.helpers import allow_recursion, prod
 from codegen.ops import (BinaryOps, BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer,
                          ReduceOps, TernaryOps, UnaryOps, ZERO_PRESERVING)
 from codegen.shape.shapetracker import ShapeTracker
@@ -40,6 +46,10 @@ _EXPAND_MIN = 8            # reads per element that make an expanded elementwise
 _RECOMPUTE_MIN = 1 << 16   # ...worth materialising, when this many ops would be repeated
 _OPS_COUNTED = 16          # inlined ops counted per base (enough to pass the bar)
 _ROW_MAX = 1 << 16         # rule 5: elements in a row of a row kernel (256 KB of float32)
+_DEPTH_MAX = 512           # rule 6: the longest chain of ops one kernel inlines
+
+
+allow_recursion(_DEPTH_MAX)
 
 
 def _has_mask(st: ShapeTracker) -> bool:
@@ -79,16 +89,23 @@ class _Graph:
                 if flag.realized is None:
                     checks.append(flag)
                     stack.append((flag, False))
-        self.realize: set[LazyBuffer] = {o.base for o in outs if o.base.realized is None
-                                         and o.base.op is not LoadOps.CONST}
-        self.realize.update(checks)
-        self.fused_reduce: dict[LazyBuffer, LazyBuffer] = {}  # chain top -> its reduce
+        required = {o.base for o in outs if o.base.realized is None
+                    and o.base.op is not LoadOps.CONST}
+        required.update(checks)
         self.outs = {o.base for o in outs}
-        self._decide()
-        for base in self.order:
-            if base in self.realize and isinstance(base.op, _ELEMENTWISE) and \
-                    base not in self.fused_reduce and loop_target(base.device):
-                self.realize -= _RowGroup(self, base).reduces()
+        cuts: set[LazyBuffer] = set()  # rule 6's materialised bases
+        while True:
+            self.realize: set[LazyBuffer] = required | cuts
+            self.fused_reduce: dict[LazyBuffer, LazyBuffer] = {}  # chain top -> its reduce
+            self._decide()
+            for base in self.order:
+                if base in self.realize and isinstance(base.op, _ELEMENTWISE) and \
+                        base not in self.fused_reduce and loop_target(base.device):
+                    self.realize -= _RowGroup(self, base).reduces()
+            deeper = self._too_deep()
+            if not deeper:
+                break
+            cuts |= deeper
 
     def _decide(self) -> None:
         for base in self.order:
@@ -110,6 +127,19 @@ class _Graph:
                 else:
                     self.realize.add(top)
                     self.fused_reduce[top] = base
+
+    def _too_deep(self) -> set[LazyBuffer]:
+        """Rule 6: the inlined bases at which a kernel's expression, as decided, would be
+        more than _DEPTH_MAX ops deep (each one cuts the chains through it)."""
+        depth: dict[LazyBuffer, int] = {}  # ops from `base` down to memory, in its kernel
+        cuts = set()
+        for base in self.order:  # sources first
+            below = [depth.get(s.base, 0) for s in base.src if s.base not in self.realize]
+            depth[base] = 1 + max(below, default=0)
+            if depth[base] > _DEPTH_MAX and base not in self.realize:
+                cuts.add(base)
+                depth[base] = 0
+        return cuts
 
     def _chain_top(self, reduce: LazyBuffer) -> LazyBuffer:
         """Rule 3: grow the elementwise descendants of `reduce` that read it (or each

@@ -271,3 +271,21 @@ def test_numpy_types_and_scalars_name_dtypes():
     assert x.cast(np.bool_).dtype == dtypes.bool and x.cast(np.uint16).dtype == dtypes.uint16
     assert Tensor(np.float16(1.5)).dtype == dtypes.float16  # a numpy scalar keeps its dtype
     assert Tensor(np.int8(3)).dtype == dtypes.int8
+
+
+# ---- lazyten.nn / lazyten.optim after `import lazyten` ----
+def test_submodules_are_attributes_of_the_package():
+    """`torch.optim.Adam` works after `import torch`: so does `lazyten.optim.Adam`, in a new
+    process (where nothing imported lazyten.optim before), and a misspelling still raises."""
+    import subprocess
+    import sys
+    code = ("import lazyten, numpy as np\n"
+            "w = lazyten.Tensor(np.ones(3, np.float32), requires_grad=True)\n"
+            "opt = lazyten.optim.SGD([w], lr=0.5)\n"
+            "lazyten.nn.functional.relu(w).sum().backward(); opt.step()\n"
+            "print(w.numpy().tolist(), lazyten.nn.Linear(2, 3).weight.shape)\n"
+            "try:\n    lazyten.optimm\nexcept AttributeError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    lines = out.stdout.splitlines()
+    assert lines[0] == "[0.5, 0.5, 0.5] (3, 2)"
+    assert "optimm" in lines[1]

@@ -6,7 +6,9 @@ the key was a nested tuple of the tree and `repr(ast.key())` (the program cache'
 took 18.8 s at n = 3 and over a minute at n = 4.
 """
 import numpy as np
+import pytest
 
+import lazyten.schedule as schedule_module
 from codegen.linearizer import linearize
 from codegen.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, UnaryOps
 from codegen.renderer.llvmir import LLVMRenderer
@@ -21,6 +23,13 @@ def chain(n: int, x: Tensor) -> Tensor:
     for _ in range(n):
         y = (y * 3).round()
     return y
+
+
+@pytest.fixture(autouse=True)
+def one_kernel_per_chain(monkeypatch):
+    """These tests need the whole chain in one kernel (30 rounds are 750 ops deep, 25 per
+    round): lift the scheduler's depth bound (rule 6), which would cut it into several."""
+    monkeypatch.setattr(schedule_module, "_DEPTH_MAX", 10**6)
 
 
 def kernel_ast(out: Tensor) -> LazyOp:
