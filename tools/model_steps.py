@@ -1,0 +1,155 @@
+"""Training steps of models that are not in bench/, lazyten against PyTorch eager, one process.
+
+    python tools/model_steps.py [mlp|transformer|cnn ...] [--steps 30] [--jit]
+
+Each model is written once against an `nn`/`F` pair and built twice, as torch.nn and as
+lazyten.nn, with the same weights (torch's initialisation, copied through the state dict).
+A step is zero_grad, forward, cross entropy, backward, Adam. The first six steps of both
+run on the same batches and their losses are compared (a wrong gradient or optimiser
+shows as a diverging loss); then each side's best mean step time over five rounds is
+printed with the ratio torch / lazyten (> 1: lazyten faster). torch runs on 2 threads.
+
+- mlp: 100-300-300-7 with relu and gelu, batch 32 and 512;
+- transformer: one pre-norm block (token and position embeddings, causal
+  scaled_dot_product_attention over 4 heads, gelu MLP, a vocabulary head), d=128, 64
+  tokens, vocabulary 512, batch 4 and 16;
+- cnn: three 3x3 convs with BatchNorm2d (one of stride 2, a residual add), global
+  average pool, linear; 32x32x3 inputs, batch 8 and 32.
+"""
+from __future__ import annotations
+import argparse
+import time
+
+import numpy as np
+
+
+def build(nn, F, kind: str):
+    """The model `kind` written against `nn` (torch.nn or lazyten.nn) and `F` (functional)."""
+    if kind == "mlp":
+        class MLP(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.l1, self.l2, self.l3 = nn.Linear(100, 300), nn.Linear(300, 300), nn.Linear(300, 7)
+
+            def forward(self, x):
+                return self.l3(F.gelu(self.l2(F.relu(self.l1(x)))))
+        return MLP()
+    if kind == "transformer":
+        class Block(nn.Module):
+            def __init__(self, d=128, heads=4, vocab=512, tokens=64):
+                super().__init__()
+                self.emb, self.pos = nn.Embedding(vocab, d), nn.Embedding(tokens, d)
+                self.ln1, self.qkv, self.proj = nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d)
+                self.ln2, self.fc1, self.fc2 = nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+                self.lnf, self.head, self.heads = nn.LayerNorm(d), nn.Linear(d, vocab), heads
+
+            def forward(self, idx, pos):
+                x = self.emb(idx) + self.pos(pos)
+                b, t, d = x.shape
+                qkv = self.qkv(self.ln1(x)).reshape(b, t, 3, self.heads, d // self.heads)
+                q, k, v = qkv.permute(2, 0, 3, 1, 4)
+                a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                x = x + self.proj(a.permute(0, 2, 1, 3).reshape(b, t, d))
+                x = x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+                return self.head(self.lnf(x))
+        return Block()
+    if kind == "cnn":
+        class CNN(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.c1, self.b1 = nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32)
+                self.c2, self.b2 = nn.Conv2d(32, 64, 3, padding=1, stride=2), nn.BatchNorm2d(64)
+                self.c3, self.b3 = nn.Conv2d(64, 64, 3, padding=1), nn.BatchNorm2d(64)
+                self.fc = nn.Linear(64, 10)
+
+            def forward(self, x):
+                x = F.relu(self.b1(self.c1(x)))
+                x = F.relu(self.b2(self.c2(x)))
+                x = F.relu(self.b3(self.c3(x)) + x)
+                return self.fc(F.avg_pool2d(x, 16).reshape(x.shape[0], 64))
+        return CNN()
+    raise ValueError(f"unknown model {kind!r}: mlp, transformer or cnn")
+
+
+def batch(kind: str, size: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """(inputs, integer labels) for one step."""
+    if kind == "transformer":
+        return rng.integers(0, 512, (size, 64)), rng.integers(0, 512, (size, 64))
+    if kind == "cnn":
+        return rng.standard_normal((size, 3, 32, 32)).astype(np.float32), rng.integers(0, 10, size)
+    return rng.standard_normal((size, 100)).astype(np.float32), rng.integers(0, 7, size)
+
+
+def stepper(lib, model, kind: str, batches, use_jit: bool = False):
+    """step(i): one training step on batches[i % len] with Adam; returns a realized loss."""
+    if lib.__name__ == "torch":
+        opt, tensor = lib.optim.Adam(model.parameters(), lr=1e-3), lib.from_numpy
+        F = lib.nn.functional
+    else:
+        opt = lib.optim.Adam(list(model.parameters()), lr=1e-3)
+        tensor, F = lib.Tensor, lib.nn.functional
+    pos = np.arange(64)
+
+    def step(x, y):
+        opt.zero_grad()
+        out = model(x, tensor(pos)) if kind == "transformer" else model(x)
+        loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        return loss
+    if use_jit and lib.__name__ != "torch":
+        step = lib.jit(step)
+    data = [(tensor(x), tensor(y)) for x, y in batches]
+    return lambda i: float(step(*data[i % len(data)]).item())
+
+
+def best_seconds(step, steps: int) -> float:
+    best, per_round = float("inf"), max(1, steps // 5)
+    for r in range(5):
+        start = time.perf_counter()
+        for i in range(per_round):
+            step(r * per_round + i)
+        best = min(best, (time.perf_counter() - start) / per_round)
+    return best
+
+
+def compare(kind: str, size: int, steps: int, use_jit: bool) -> str:
+    import torch
+    import lazyten
+    torch.set_num_threads(2)
+    torch.manual_seed(0)
+    reference = build(torch.nn, torch.nn.functional, kind)
+    model = build(lazyten.nn, lazyten.nn.functional, kind)
+    model.load_state_dict({k: lazyten.Tensor(v.detach().numpy().copy())
+                           for k, v in reference.state_dict().items()})
+    rng = np.random.default_rng(0)
+    batches = [batch(kind, size, rng) for _ in range(4)]
+    ints = [(x.astype(np.int64) if kind == "transformer" else x, y.astype(np.int64))
+            for x, y in batches]
+    torch_step = stepper(torch, reference, kind, ints)
+    lazy_step = stepper(lazyten, model, kind, ints, use_jit)
+    want, got = [torch_step(i) for i in range(6)], [lazy_step(i) for i in range(6)]
+    error = max(abs(a - b) / max(1.0, abs(a)) for a, b in zip(want, got))
+    t_torch, t_lazy = best_seconds(torch_step, steps), best_seconds(lazy_step, steps)
+    return (f"{kind:<12} b{size:<4} {'jit ' if use_jit else ''}loss rel. diff {error:.1e}  "
+            f"torch {t_torch * 1e3:8.2f} ms  lazyten {t_lazy * 1e3:8.2f} ms  "
+            f"ratio {t_torch / t_lazy:5.2f}x")
+
+
+SIZES = {"mlp": (32, 512), "transformer": (4, 16), "cnn": (8, 32)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*", default=list(SIZES), choices=list(SIZES))
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--jit", action="store_true", help="lazyten's step under lazyten.jit")
+    args = parser.parse_args(argv)
+    for kind in args.models or list(SIZES):
+        for size in SIZES[kind]:
+            print(compare(kind, size, args.steps, args.jit), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
