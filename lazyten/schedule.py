@@ -101,8 +101,8 @@ class _Graph:
             for base in self.order:
                 if base in self.realize and isinstance(base.op, _ELEMENTWISE) and \
                         base not in self.fused_reduce and loop_target(base.device):
-                    self.realize -= _RowGroup(self, base).reduces()
-            deeper = self._too_deep()
+                    self.realize -= _RowGroup(self, base).reduces() - cuts
+            deeper = self._too_deep() - cuts  # (never a cut again: the loop ends)
             if not deeper:
                 break
             cuts |= deeper
