@@ -60,14 +60,16 @@ def _nll_terms(logp, target, weight, ignore_index: int, op: str):
 
 def _one_function(logits, target, weight, reduction: str) -> bool:
     """Whether the loss is one Function (autograd/crossentropy.py): unweighted, class-last
-    float32/64 logits, int64 labels (PyTorch's), something to compute. The rest (weights,
-    16-bit logits, other label dtypes) is built from Tensor ops, below."""
+    float32/64 logits, integer labels that int64 holds exactly, something to compute. The
+    rest (weights, 16-bit logits, uint64 labels) is built from Tensor ops, below."""
     return (weight is None and logits.ndim >= 1 and logits.dtype in _FUSED_FLOATS
-            and target.dtype is dtypes.int64 and logits.numel() > 0
+            and target.dtype in _FUSED_LABELS and logits.numel() > 0
             and reduction in REDUCTIONS)
 
 
 _FUSED_FLOATS = (dtypes.float32, dtypes.float64)
+_FUSED_LABELS = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.uint8,
+                 dtypes.uint16, dtypes.uint32)
 
 
 def _weighted(loss, w_t, reduction: str):

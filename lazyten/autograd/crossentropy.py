@@ -22,13 +22,14 @@ from lazyten.lazy import LazyBuffer
 
 
 class SparseCrossEntropy(Function):
-    """loss(x (..., C) float32/64 logits, target (...) int64 labels) -> the loss, reduced by
+    """loss(x (..., C) float32/64 logits, target (...) integer labels) -> the loss, reduced by
     `reduction` ("mean": over the labels not equal to `ignore_index`, NaN if none; "sum";
     "none": shape (...)). A label outside [0, C) raises IndexError when realized."""
 
     def forward(self, x: LazyBuffer, target: LazyBuffer, ignore_index: int = -100,
                 smoothing: float = 0.0, reduction: str = "mean", op: str = "", tensor=None):
         rows, classes = target.shape, x.shape[-1]
+        target = target.cast(dtypes.int64)  # exact for the label dtypes losses.py sends
         axis = (len(x.shape) - 1,)
         self.smoothing, self.reduction = smoothing, reduction
         shifted = _minus(x, x.r(ReduceOps.MAX, axis))  # log_softmax, as Softmax builds it
