@@ -43,7 +43,7 @@ def _cacheable(start, stop, step, n: int) -> bool:
 
 def _remember_range(key: tuple, lazy: LazyBuffer) -> None:
     if len(_RANGES) >= _RANGES_KEPT:
-        del _RANGES[next(iter(_RANGES))]
+        _RANGES.pop(next(iter(_RANGES)), None)  # (another thread may have taken it)
     _RANGES[key] = lazy
 
 

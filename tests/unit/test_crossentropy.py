@@ -142,3 +142,26 @@ def test_a_cached_range_is_shared_and_survives_in_place_updates():
         d.assign(d * 2).realize()
     np.testing.assert_array_equal(Tensor.arange(1, 7, 2, dtype="float32").numpy(), [1, 3, 5])
     np.testing.assert_array_equal(Tensor.arange(-0.0, 2.5, 0.5).numpy(), np.arange(-0.0, 2.5, 0.5))
+
+
+def test_a_cached_range_survives_a_jit_that_updates_it_in_place():
+    from lazyten import jit
+
+    @jit
+    def step(x):
+        t = Tensor.arange(4, dtype="float32")
+        t += x
+        return t * 1
+    for i in range(4):  # plain, captured, replayed twice
+        step(Tensor(np.full(4, float(i), np.float32)))
+    np.testing.assert_array_equal(Tensor.arange(4, dtype="float32").numpy(), np.arange(4))
+
+
+def test_ranges_kept_are_bounded():
+    from lazyten import creation
+    for n in range(1, creation._RANGES_KEPT + 10):
+        Tensor.arange(n, 2 * n)
+    assert len(creation._RANGES) <= creation._RANGES_KEPT
+    np.testing.assert_array_equal(Tensor.arange(3, 6).numpy(), [3, 4, 5])
+    big = creation._RANGE_CACHED_SIZE + 1
+    assert Tensor.arange(big).lazydata is not Tensor.arange(big).lazydata
