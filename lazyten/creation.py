@@ -27,6 +27,26 @@ _NP_DTYPES = {d: np.dtype(d.fmt) for d in dtypes.all() if d != dtypes.bfloat16}
 _NP_DTYPES[dtypes.bfloat16] = np.dtype(np.float32)
 
 
+# Integer ranges already uploaded, by (start, stop, step, dtype, device): the one-hot
+# comparisons (losses, gather, one_hot, argmax) make one on every call. Tensors share the
+# realized buffer: an in-place update of one copies the old value first while the cache
+# still holds it (realize.py `_keep_old_value`), so no tensor sees another's update.
+_RANGES: dict[tuple, LazyBuffer] = {}
+_RANGES_KEPT = 64  # ranges kept, the most recently made
+_RANGE_CACHED_SIZE = 1 << 16  # longer ranges are made afresh
+
+
+def _cacheable(start, stop, step, n: int) -> bool:
+    """Integer arguments only: float ranges would need their keys told apart by repr."""
+    return n <= _RANGE_CACHED_SIZE and all(type(v) is int for v in (start, stop, step))
+
+
+def _remember_range(key: tuple, lazy: LazyBuffer) -> None:
+    if len(_RANGES) >= _RANGES_KEPT:
+        _RANGES.pop(next(iter(_RANGES)), None)  # (another thread may have taken it)
+    _RANGES[key] = lazy
+
+
 def default_device() -> str:
     return canonical(getenv("DEVICE", "CPU"))
 
@@ -127,9 +147,15 @@ class CreationMixin(TensorMixin):
             is_int = all(isinstance(v, int) for v in (start, stop, step))
             dtype = dtypes.int64 if is_int else dtypes.default_float
         n = max(0, math.ceil((stop - start) / step))
-        # a cumulative sum of a constant would be O(n^2); build the values on the host
-        data = (start + step * np.arange(n, dtype=np.float64)).astype(to_numpy_dtype(as_dtype(dtype)))
-        return cls(data, device=device, dtype=dtype, requires_grad=requires_grad)
+        key = (start, stop, step, as_dtype(dtype), cls._dev(device))
+        lazy = _RANGES.get(key) if _cacheable(start, stop, step, n) else None
+        if lazy is None:
+            # a cumulative sum of a constant would be O(n^2); build the values on the host
+            data = (start + step * np.arange(n, dtype=np.float64)).astype(to_numpy_dtype(key[3]))
+            lazy = cls(data, device=key[4], dtype=key[3]).lazydata
+            if _cacheable(start, stop, step, n):
+                _remember_range(key, lazy)
+        return cls(lazy, device=lazy.device, requires_grad=requires_grad)
 
     @classmethod
     def eye(cls, n: int, m: int | None = None, dtype=None, device=None, requires_grad=None) -> Tensor:

@@ -40,17 +40,22 @@ def check_index(result, index, size: int, op: str, allow_negative: bool = False)
     [-size, size) with `allow_negative`)."""
     if index.numel() == 0:
         return result
-    low = -size if allow_negative else 0
-    idx = index.lazydata.cast(dtypes.int64)
+    attach_check(result.lazydata, index.lazydata, size, op, -size if allow_negative else 0)
+    return result
+
+
+def attach_check(result: LazyBuffer, index: LazyBuffer, size: int, op: str, low: int) -> None:
+    """check_index on LazyBuffers (for Functions that build their one-hot comparisons):
+    `index` must be in [low, size)."""
+    idx = index.cast(dtypes.int64)
     below = idx.e(BinaryOps.CMPLT, idx.const(low))
     in_range = idx.e(BinaryOps.CMPLT, idx.const(size))
     bad = below.e(BinaryOps.OR, in_range.e(BinaryOps.CMPNE, in_range.const(True)))
     worst = bad.e(TernaryOps.WHERE, idx, idx.const(_NONE_BAD))
     flag = worst.r(ReduceOps.MAX, tuple(range(len(idx.shape)))).base
     flag.index_check = (op, size, low)
-    base = result.lazydata.base
+    base = result.base
     base.checks = base.checks + (flag,)
-    return result
 
 
 def verify(flag: LazyBuffer) -> None:

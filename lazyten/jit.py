@@ -61,6 +61,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
+from codegen.helpers import debug_level
 from codegen.ops import LoadOps
 from lazyten.lazy import LazyBuffer, pending_assigns
 from lazyten.realize import Capture, Launch, copy_on_write, realize, replay
@@ -212,13 +213,14 @@ class _Replay:
                     and t.lazydata.realized is memory:
                 _keep_values_read_from(t)
         current = inputs + [Buffer(b.runtime, b.size, b.dtype) for b in self.outputs]
+        timing = debug_level() >= 2
         for step, patches in self.steps:
             buffers = step.buffers
             if patches:
                 buffers = list(buffers)
                 for pos, slot in patches:
                     buffers[pos] = current[slot]
-            replay(step, buffers)
+            replay(step, buffers, timing)
         tensors = []
         for output, lb in self.returned:
             if output is not None:  # else a constant, which nothing can change

@@ -7,6 +7,7 @@ is 1 for (N, C, d1, ...) inputs and 0 for a (C,) input. Mixed into Tensor.
 """
 from __future__ import annotations
 from codegen.dtypes import dtypes
+from lazyten.autograd.crossentropy import SparseCrossEntropy
 from lazyten.errors import ShapeError
 from lazyten.index_check import check_index
 from lazyten.mixin import TensorMixin
@@ -57,6 +58,20 @@ def _nll_terms(logp, target, weight, ignore_index: int, op: str):
     return keep.where(-picked * w_t, 0), w_t
 
 
+def _one_function(logits, target, weight, reduction: str) -> bool:
+    """Whether the loss is one Function (autograd/crossentropy.py): unweighted, class-last
+    float32/64 logits, integer labels that int64 holds exactly, something to compute. The
+    rest (weights, 16-bit logits, uint64 labels) is built from Tensor ops, below."""
+    return (weight is None and logits.ndim >= 1 and logits.dtype in _FUSED_FLOATS
+            and target.dtype in _FUSED_LABELS and logits.numel() > 0
+            and reduction in REDUCTIONS)
+
+
+_FUSED_FLOATS = (dtypes.float32, dtypes.float64)
+_FUSED_LABELS = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.uint8,
+                 dtypes.uint16, dtypes.uint32)
+
+
 def _weighted(loss, w_t, reduction: str):
     """PyTorch's rule: a weighted mean divides by the weights of the counted targets."""
     if reduction == "mean":
@@ -87,6 +102,11 @@ class LossMixin(TensorMixin):
             if weight is not None:
                 target = target * weight.reshape((classes,) + (1,) * (self.ndim - cdim - 1))
             return _reduce_loss(-(target * self.log_softmax(cdim)).sum(cdim), reduction)
+        logits = _class_last(self, target, "cross_entropy")
+        if _one_function(logits, target, weight, reduction):
+            return logits.apply(SparseCrossEntropy, target, ignore_index=ignore_index,
+                                smoothing=label_smoothing, reduction=reduction,
+                                op="cross_entropy class label", tensor=type(self))
         logp = _class_last(self.log_softmax(cdim), target, "cross_entropy")
         loss, w_t = _nll_terms(logp, target, weight, ignore_index, "cross_entropy")
         if label_smoothing:  # only then: a -inf logit makes the smoothing term inf
@@ -103,6 +123,10 @@ class LossMixin(TensorMixin):
         NaN), as PyTorch's CrossEntropyLoss."""
         if target.shape != self.shape[:-1]:
             raise ShapeError(f"labels of shape {target.shape} do not match logits {self.shape}")
+        if _one_function(self, target, None, reduction):
+            return self.apply(SparseCrossEntropy, target, ignore_index=ignore_index,
+                              smoothing=label_smoothing, reduction=reduction,
+                              op="cross entropy class label", tensor=type(self))
         logp = self.log_softmax(-1)
         keep = target != ignore_index
         target = keep.where(target, 0)

@@ -11,13 +11,23 @@ import math
 from codegen.dtypes import dtypes, promote
 from codegen.helpers import make_pair
 from lazyten.autograd.conv import Conv, dilate, transposed_weight
-from lazyten.autograd.matmul import Matmul
+from lazyten.autograd.matmul import Linear, Matmul
 from lazyten.autograd.views import Moves
 from lazyten.elementwise import broadcast_shape
 from lazyten.errors import ShapeError
 from lazyten.index_check import check_index
 from lazyten.mixin import TensorMixin
 from lazyten.padding import flat_pairs
+
+
+def _one_linear(x, w, b) -> bool:
+    """Whether `linear` is one Function (autograd/matmul.py's Linear): a batch of rows,
+    a 2-d weight that fits and a bias of its rows, all of one float dtype that computes
+    in itself. Everything else (errors included) takes matmul and the add."""
+    dtype = x.dtype
+    return (x.ndim >= 2 and w.ndim == 2 and x.shape[-1] == w.shape[1] and w.dtype is dtype
+            and dtype.is_float and dtype.opmath is dtype
+            and (b is None or (type(b) is type(x) and b.dtype is dtype and b.shape == w.shape[:1])))
 
 
 class NNMixin(TensorMixin):
@@ -68,6 +78,8 @@ class NNMixin(TensorMixin):
 
     def linear(self, weight, bias=None):
         """x @ weight.T + bias, with weight laid out (out_features, in_features)."""
+        if _one_linear(self, weight, bias):
+            return self.apply(Linear, weight) if bias is None else self.apply(Linear, weight, bias)
         out = self.matmul(weight.T)
         return out + bias if bias is not None else out
 

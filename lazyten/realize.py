@@ -243,12 +243,13 @@ def _record_and_run(step: Launch) -> None:
     replay(step, step.buffers)
 
 
-def replay(step: Launch, buffers: list[Buffer]) -> None:
-    """Run a recorded step on `buffers` (its own or others of the same sizes)."""
+def replay(step: Launch, buffers: list[Buffer], timing: bool | None = None) -> None:
+    """Run a recorded step on `buffers` (its own or others of the same sizes); `timing`
+    as `launch`'s (a replay of many steps reads DEBUG once)."""
     if step.spec is None:
         step.program(*buffers)
     else:
-        launch(step.spec, cast(Program, step.program), buffers, buffers[0].device)
+        launch(step.spec, cast(Program, step.program), buffers, buffers[0].device, timing)
 
 
 def _copy(dest: Buffer, src: Buffer) -> None:

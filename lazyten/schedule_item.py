@@ -1,6 +1,7 @@
 """ScheduleItem, the scheduler's unit of work, the copy kernel several passes add, and
 `loop_target`, which the scheduler's CPU-only rules ask."""
 from __future__ import annotations
+import functools
 from dataclasses import dataclass, field
 
 from codegen.dtypes import DType
@@ -18,8 +19,11 @@ class ScheduleItem:
     inputs: list[LazyBuffer] = field(default_factory=list)
 
 
+@functools.lru_cache(maxsize=1024)
 def copy_ast(shape: tuple[int, ...], dtype: DType) -> LazyOp:
-    """The kernel that copies buffer 1 into buffer 0, both contiguous of `shape`."""
+    """The kernel that copies buffer 1 into buffer 0, both contiguous of `shape`. The same
+    object for the same arguments: an AST hashes once, so finding its compiled program
+    is then cheap (copies on write happen in eager training steps, D10)."""
     st = ShapeTracker.from_shape(shape)
     return LazyOp(BufferOps.STORE, (LazyOp(BufferOps.LOAD, (), MemBuffer(1, dtype, st)),),
                   MemBuffer(0, dtype, st))

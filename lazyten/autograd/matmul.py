@@ -43,6 +43,27 @@ class Matmul(Function):
         return gx, gw
 
 
+class Linear(Matmul):
+    """x @ w.T (+ b): w (m, k), b (m,), all of one dtype, as one Function: the ops of
+    Tensor.T's Permute, Matmul, and the Add of b broadcast (a Reshape and an Expand, when
+    the rank grows), in their order, so the graph is the chain's (D61)."""
+
+    def forward(self, x: LazyBuffer, w: LazyBuffer, b: LazyBuffer | None = None) -> LazyBuffer:
+        out = super().forward(x, w.permute((1, 0)))
+        if b is None:
+            return out
+        self.b_shape = b.shape
+        return out.e(BinaryOps.ADD, _broadcast(b, out.shape))
+
+    def backward(self, grad: LazyBuffer):
+        gx, gw = super().backward(grad)
+        gw = None if gw is None else gw.permute((1, 0))
+        if len(self.needs_input_grad) < 3:
+            return gx, gw
+        gb = _unbroadcast(grad, self.b_shape) if self.needs_input_grad[2] else None
+        return gx, gw, gb
+
+
 def _padded(shape: tuple[int, ...], ndim: int) -> tuple[int, ...]:
     return (1,) * (ndim - len(shape)) + shape
 

@@ -31,6 +31,24 @@ def test_debug_is_scoped_to_the_block(monkeypatch):
     assert outside == [], f"outside the block nothing is printed, got {outside}"
 
 
+def test_a_jit_replay_prints_its_kernels_under_debug_2(monkeypatch):
+    """A replay reads DEBUG once per call, and prints one line per launch then only."""
+    from lazyten import jit
+    monkeypatch.delenv("DEBUG", raising=False)
+    getenv.cache_clear()
+    size = 1011 + np.random.default_rng().integers(1000)
+    step = jit(lambda t: (t * 3 + 1).sum(0))
+    x = Tensor(np.ones((size, 3), np.float32)).realize()
+    for _ in range(3):  # plain, captured, then replayed
+        step(x)
+    quiet = _kernel_lines(lambda: step(x))
+    with Context(DEBUG=2):
+        loud = _kernel_lines(lambda: step(x))
+    assert quiet == [], f"a replay without DEBUG printed {quiet}"
+    assert len(loud) >= 1 and all("GFLOP/s" in line for line in loud), loud
+    np.testing.assert_allclose(step(x).numpy(), np.full(3, 4.0 * size))
+
+
 def test_contexts_nest_and_override_the_environment(monkeypatch):
     monkeypatch.setenv("COMPILE_WORKER_JOBS", "7")
     getenv.cache_clear()

@@ -388,3 +388,59 @@ def test_a_view_chain_undoes_each_op_as_its_function_would(pads, box):
         grads.append(x.grad.numpy())
     assert keys[0] == keys[1]
     np.testing.assert_array_equal(grads[0], grads[1])
+
+
+# ---- linear as one Function ----
+@settings(max_examples=40)
+@given(shapes=matmul_shapes(), grads=st.sampled_from([(True, True, True), (False, True, False),
+                                                      (True, False, True), (False, False, True)]),
+       bias=st.booleans(), transposed=st.booleans(),
+       dtype=st.sampled_from([dtypes.float32, dtypes.float64]))
+def test_linear_builds_the_chains_graph(shapes, grads, bias, transposed, dtype):
+    """x @ w.T + b as one Linear: the graph of matmul, the transpose and the broadcast add,
+    forward and every gradient, exactly; a transposed (non-contiguous) weight too."""
+    rng = np.random.default_rng(0)
+    xs, ws = shapes
+    xs = xs if len(xs) >= 2 else (1,) + xs
+    m, k = ws[-1], xs[-1]
+    x_np, w_np, b_np = rng.standard_normal(xs), rng.standard_normal((m, k)), rng.standard_normal(m)
+    g_np = rng.standard_normal(xs[:-1] + (m,))
+    keys, ctxs = [], []
+    for build in (Tensor.linear, lambda x, w, b: x.matmul(w.T) + b if b is not None else x @ w.T):
+        x = Tensor(x_np, dtype=dtype, requires_grad=grads[0])
+        leaf = Tensor(w_np.T.copy() if transposed else w_np, dtype=dtype, requires_grad=grads[1])
+        w = leaf.T if transposed else leaf
+        b = Tensor(b_np, dtype=dtype, requires_grad=grads[2]) if bias else None
+        out = build(x, w, b)
+        ctxs.append(type(out._ctx).__name__)
+        if out.requires_grad:
+            out.backward(Tensor(g_np, dtype=dtype))
+        keys.append([graph_key(out.lazydata)] +
+                    [graph_key(t.grad.lazydata) for t in (x, leaf, b) if t is not None and
+                     t.requires_grad])
+    assert ctxs[0] == ("Linear" if any(grads[:2]) or (bias and grads[2]) else "NoneType")
+    assert keys[0] == keys[1]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linear_values_and_gradients_match_numpy(dtype):
+    rng = np.random.default_rng(5)
+    x_np, w_np, b_np = (rng.standard_normal(s).astype(dtype) for s in ((2, 3, 5), (4, 5), (4,)))
+    x, w, b = (Tensor(a, requires_grad=True) for a in (x_np, w_np, b_np))
+    out = x.linear(w, b)
+    assert type(out._ctx).__name__ == "Linear"
+    g = rng.standard_normal((2, 3, 4)).astype(dtype)
+    np.testing.assert_allclose(out.numpy(), x_np @ w_np.T + b_np, rtol=1e-5, atol=1e-5)
+    out.backward(Tensor(g))
+    np.testing.assert_allclose(x.grad.numpy(), g @ w_np, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(w.grad.numpy(), np.einsum("bnm,bnk->mk", g, x_np), rtol=1e-5,
+                               atol=1e-5)
+    np.testing.assert_allclose(b.grad.numpy(), g.sum((0, 1)), rtol=1e-5, atol=1e-5)
+
+
+def test_linear_gradients_match_finite_differences():
+    from gradcheck import check_grad
+    rng = np.random.default_rng(6)
+    check_grad(lambda x, w, b: x.linear(w, b), rng.standard_normal((3, 5)),
+               rng.standard_normal((4, 5)), rng.standard_normal(4))
+    check_grad(lambda x, w: x.linear(w), rng.standard_normal((2, 2, 5)), rng.standard_normal((3, 5)))

@@ -151,6 +151,22 @@ def test_copy_on_write_only_when_a_reader_is_alive():
     np.testing.assert_array_equal(x.numpy(), [3, 4, 5])
 
 
+def test_copies_on_write_reuse_one_copy_kernel_per_shape_and_dtype():
+    """The copy's AST is the same object each time (memoised), so its program is found
+    without hashing a new AST; other shapes and dtypes get their own."""
+    from codegen.dtypes import dtypes
+    from lazyten.schedule_item import copy_ast
+    assert copy_ast((3,), dtypes.float32) is copy_ast((3,), dtypes.float32)
+    assert copy_ast((3,), dtypes.float32) is not copy_ast((3,), dtypes.int32)
+    assert copy_ast((3,), dtypes.float32) is not copy_ast((1, 3), dtypes.float32)
+    x = realized([1, 2, 3])
+    for i in range(3):  # each update copies the old value for its live reader
+        reader = x * 1
+        x.assign(x + 1).realize()
+        np.testing.assert_array_equal(reader.numpy(), np.array([1, 2, 3]) + i)
+    np.testing.assert_array_equal(x.numpy(), [4, 5, 6])
+
+
 def test_two_updates_reading_each_other_keep_old_values_for_readers():
     a, b = realized([1, 2]), realized([3, 4])
     before = a * b
