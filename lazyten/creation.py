@@ -16,6 +16,7 @@ from lazyten.dims import as_int
 from lazyten.errors import ArgumentError, DTypeError, ShapeError
 from lazyten.lazy import LazyBuffer
 from lazyten.mixin import TensorMixin
+from lazyten.realize import Capture
 from runtimes import canonical
 
 if TYPE_CHECKING:  # same package; only for the return annotations
@@ -148,12 +149,15 @@ class CreationMixin(TensorMixin):
             dtype = dtypes.int64 if is_int else dtypes.default_float
         n = max(0, math.ceil((stop - start) / step))
         key = (start, stop, step, as_dtype(dtype), cls._dev(device))
-        lazy = _RANGES.get(key) if _cacheable(start, stop, step, n) else None
+        # not inside a JIT capture: the capture would read (and might write in place) the
+        # cached memory, which a later eager update of another range tensor overwrites
+        cached = _cacheable(start, stop, step, n) and Capture.items is None
+        lazy = _RANGES.get(key) if cached else None
         if lazy is None:
             # a cumulative sum of a constant would be O(n^2); build the values on the host
             data = (start + step * np.arange(n, dtype=np.float64)).astype(to_numpy_dtype(key[3]))
             lazy = cls(data, device=key[4], dtype=key[3]).lazydata
-            if _cacheable(start, stop, step, n):
+            if cached:
                 _remember_range(key, lazy)
         return cls(lazy, device=lazy.device, requires_grad=requires_grad)
 

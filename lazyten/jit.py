@@ -24,6 +24,9 @@ A jitted function may:
     eager rule (docs/design.md, "Semantics"): a view, clone or lazy expression made from
     a parameter before a call keeps the parameter's old value (before each replay, a
     parameter whose LazyBuffer anything else holds has its old value copied on write);
+  - make tensors from host data (Tensor(numpy), a list, arange) and update them in
+    place: they are constants of the capture, and each replay starts from the uploaded
+    values (a recorded copy puts them back before the first update);
   - take non-tensor arguments (numbers, strings, flags, modules) and return non-tensor
     values. Both are fixed by the capture: each call must pass non-tensor arguments equal
     (same type, ==) to the first call's, else JitError names the argument; keyword order
@@ -255,6 +258,7 @@ def _record(fn: Callable, args: tuple, kwargs: dict, inputs: list[Buffer],
     """Run `fn` while this thread's launches are recorded; realize what it returns and the
     updates it made; return (its result as new detached tensors, the replay if asked)."""
     Capture.items, Capture.allocated, Capture.assigned, Capture.copied = [], [], [], []
+    Capture.uploaded = {}
     try:
         result = fn(*args, **kwargs)
         returned: list[Tensor] = []
@@ -276,6 +280,7 @@ def _record(fn: Callable, args: tuple, kwargs: dict, inputs: list[Buffer],
         launches, assigned, copied = Capture.items, Capture.assigned, Capture.copied
     finally:
         Capture.items = Capture.allocated = Capture.assigned = Capture.copied = None
+        Capture.uploaded = None
     outputs: list[Buffer] = []
     slots: dict[int, int] = {}  # id(buffer) -> its index in outputs
     returned_plan: list[tuple[int | None, LazyBuffer]] = []

@@ -40,12 +40,14 @@ class _Capture(threading.local):
     """This thread's recording, for the JIT. While `items` is a list, every kernel launch
     and host step this thread's engine runs is appended to it (as a Launch), every buffer
     it allocates to `allocated`, every Tensor assigned in place to `assigned`, and every
-    LazyBuffer given a copy of its old value to `copied`. Other threads are never
-    recorded."""
+    LazyBuffer given a copy of its old value to `copied`; `uploaded` holds the memory it
+    filled with host data (Tensor(numpy)), which a replay does not fill again. Other
+    threads are never recorded."""
     items: list[Launch] | None = None
     allocated: list[Buffer] | None = None
     assigned: list | None = None  # the Tensors given an in-place update (Tensor.assign)
     copied: list | None = None  # weak references to the LazyBuffers copied on write
+    uploaded: dict | None = None  # id -> Buffer filled from the host (not replayed)
 
 
 Capture = _Capture()
@@ -271,6 +273,8 @@ def _keep_old_value(assign: LazyBuffer) -> Buffer:
     target = assign.src[1].base
     memory = target.realized
     assert memory is not None, "an ASSIGN targets a realized buffer"
+    if Capture.uploaded and id(memory) in Capture.uploaded:
+        _restored_each_replay(Capture.uploaded.pop(id(memory)), target.shape, target.device)
     alive = weakref.ref(target)
     assign.src = ()  # the value's graph is in the kernel's AST now
     del target
@@ -278,6 +282,18 @@ def _keep_old_value(assign: LazyBuffer) -> Buffer:
     if old is not None:
         copy_on_write(old)
     return memory
+
+
+def _restored_each_replay(memory: Buffer, shape: tuple[int, ...], device: str) -> None:
+    """`memory` was filled from the host during a JIT capture and is about to be written in
+    place. A replay does not upload again, so it would start from the last call's result:
+    the capture keeps a copy of the upload, and a recorded copy puts it back first."""
+    if prod(shape) == 0:
+        return
+    kept = Buffer(memory.runtime, memory.size, memory.dtype)
+    spec, program = get_program(copy_ast(shape, memory.dtype), device)
+    launch(spec, program, [kept, memory], device)  # now, once: not recorded
+    _record_and_run(Launch(spec, program, [memory, kept]))
 
 
 def copy_on_write(old: LazyBuffer) -> None:

@@ -209,8 +209,8 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, ReduceM
         if value.dtype != self.dtype:
             raise TypeError(f"assign dtype mismatch: {self.dtype} <- {value.dtype}")
         target = self.lazydata
-        if Capture.assigned is not None and target.op is LoadOps.ASSIGN and \
-                target.realized is None and target._base is None:
+        if Capture.assigned is not None and target._base is None and \
+                target.op is LoadOps.ASSIGN and target.realized is None:
             # under @jit, a second update of one tensor in a call must write into the same
             # memory as the first (a replay rewrites only that memory): run the first now
             realize([target])
@@ -363,5 +363,7 @@ def _from_numpy(arr: np.ndarray, device: str, dtype: DType | None = None) -> Laz
     buf = Buffer(get_runtime(device), arr.size, dtype)
     if arr.size:
         buf.copyin(np.ascontiguousarray(arr).reshape(-1).view(np.uint8).data)
+        if Capture.uploaded is not None:  # a JIT capture: replays do not upload again
+            Capture.uploaded[id(buf)] = buf
     return LazyBuffer.from_buffer(buf, tuple(arr.shape))
 
