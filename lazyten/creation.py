@@ -4,6 +4,7 @@ Constants are lazy (a scalar viewed with zero strides); random numbers come from
 Generator on the host, seeded by `manual_seed`, and are copied in. Mixed into Tensor.
 """
 from __future__ import annotations
+import functools
 import math
 import numbers
 from typing import TYPE_CHECKING
@@ -16,7 +17,7 @@ from lazyten.dims import as_int
 from lazyten.errors import ArgumentError, DTypeError, ShapeError
 from lazyten.lazy import LazyBuffer
 from lazyten.mixin import TensorMixin
-from lazyten.realize import Capture
+from lazyten.realize import Capture, Launch
 from runtimes import canonical
 
 if TYPE_CHECKING:  # same package; only for the return annotations
@@ -46,6 +47,15 @@ def _remember_range(key: tuple, lazy: LazyBuffer) -> None:
     if len(_RANGES) >= _RANGES_KEPT:
         _RANGES.pop(next(iter(_RANGES)), None)  # (another thread may have taken it)
     _RANGES[key] = lazy
+
+
+def _redraw(draw, dtype: DType, memory) -> None:
+    """A replayed host step: fresh random numbers from the host generator into `memory`,
+    in the order the function drew them, so a jitted step draws as the eager one does."""
+    arr = draw()
+    if dtype == dtypes.bfloat16:
+        arr = bf16_bits(arr)
+    memory.copyin(np.ascontiguousarray(arr).reshape(-1).view(np.uint8).data)
 
 
 def default_device() -> str:
@@ -177,8 +187,17 @@ class CreationMixin(TensorMixin):
     def _random(cls, shape, sample, dtype, device, requires_grad) -> Tensor:
         shape = _check_shape(argfix(*shape))
         dtype = as_dtype(dtype or dtypes.default_float)
-        data = sample(cls._rng, shape).astype(to_numpy_dtype(dtype))
-        return cls(data, device=device, dtype=dtype, requires_grad=requires_grad)
+
+        def draw() -> np.ndarray:
+            return sample(cls._rng, shape).astype(to_numpy_dtype(dtype))
+        out = cls(draw(), device=device, dtype=dtype, requires_grad=requires_grad)
+        if Capture.items is not None and out.numel():  # a JIT capture: replays draw anew
+            memory = out.lazydata.buffer()
+            assert Capture.uploaded is not None, "a capture notes host uploads"
+            Capture.uploaded.pop(id(memory), None)  # refilled, not put back
+            Capture.items.append(Launch(None, functools.partial(_redraw, draw, dtype),
+                                        [memory]))
+        return out
 
     @classmethod
     def rand(cls, *shape, dtype=None, device=None, requires_grad=None) -> Tensor:

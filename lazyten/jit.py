@@ -27,6 +27,9 @@ A jitted function may:
   - make tensors from host data (Tensor(numpy), a list, arange) and update them in
     place: they are constants of the capture, and each replay starts from the uploaded
     values (a recorded copy puts them back before the first update);
+  - draw random numbers (Tensor.rand, randn, randint, dropout): they come from the
+    host generator, and each replay draws anew, in the order an eager call would (a
+    recorded host step refills the memory), so `manual_seed` gives the eager sequence;
   - take non-tensor arguments (numbers, strings, flags, modules) and return non-tensor
     values. Both are fixed by the capture: each call must pass non-tensor arguments equal
     (same type, ==) to the first call's, else JitError names the argument; keyword order
@@ -40,8 +43,6 @@ A jitted function may:
 
 Replay repeats the capture's decisions, so a jitted function must not:
   - branch on tensor values (`.item()`, `.numpy()`, `if t:`): they are read at capture;
-  - draw random numbers (Tensor.rand, dropout): they come from the host, so they are
-    drawn at capture and every replay uses the same ones;
   - hand results out other than by its return value and `assign`: a tensor it stores
     elsewhere (`self.h = y`, `p.replace(y)`, `p.grad`) is the capture's; after a replay
     it holds the latest call's value if it was realized inside the call, else a value

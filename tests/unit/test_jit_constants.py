@@ -92,3 +92,24 @@ def test_jitted_local_tensors_match_eager(make, updates, values):
         want = _body(make, updates, Tensor(x)).numpy()
         got = jitted(Tensor(x)).numpy()
         np.testing.assert_array_equal(got, want, err_msg=f"call {call}")
+
+
+def _noisy(x):
+    """Random numbers of several kinds, and a dropout mask, drawn inside the function."""
+    return (x.dropout(0.5, training=True) + Tensor.rand(3, 4) + Tensor.randn(4) +
+            Tensor.uniform(3, 4, low=-2, high=2, dtype="bfloat16").float() +
+            Tensor.randint(0, 9, size=(4,)).float())
+
+
+def test_random_numbers_are_drawn_anew_each_replay_as_eager_draws_them():
+    """They were drawn at capture and every replay reused them: a jitted training step
+    applied one dropout mask forever."""
+    x = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4) + 1)
+    Tensor.manual_seed(7)
+    want = [_noisy(x).numpy() for _ in range(5)]
+    Tensor.manual_seed(7)
+    jitted = jit(_noisy)
+    got = [jitted(x).numpy() for _ in range(5)]
+    for call, (g, w) in enumerate(zip(got, want)):
+        np.testing.assert_array_equal(g, w, err_msg=f"call {call}")
+    assert not np.array_equal(got[3], got[4])
