@@ -286,14 +286,17 @@ def _keep_old_value(assign: LazyBuffer) -> Buffer:
 
 def _restored_each_replay(memory: Buffer, shape: tuple[int, ...], device: str) -> None:
     """`memory` was filled from the host during a JIT capture and is about to be written in
-    place. A replay does not upload again, so it would start from the last call's result:
-    the capture keeps a copy of the upload, and a recorded copy puts it back first."""
+    place for the first time. A replay does not upload again, so it would start from the
+    last call's result: the capture keeps a copy of the upload, and a copy back is the
+    replay's first step (before any kernel reads the memory: the old value of an assign
+    that reads its target shifted is one, made before the assign)."""
+    assert Capture.items is not None, "only a capture notes uploads"
     if prod(shape) == 0:
         return
     kept = Buffer(memory.runtime, memory.size, memory.dtype)
     spec, program = get_program(copy_ast(shape, memory.dtype), device)
     launch(spec, program, [kept, memory], device)  # now, once: not recorded
-    _record_and_run(Launch(spec, program, [memory, kept]))
+    Capture.items.insert(0, Launch(spec, program, [memory, kept]))
 
 
 def copy_on_write(old: LazyBuffer) -> None:

@@ -255,6 +255,80 @@ def _describe(name, got, expected, bad, how, allowed=None) -> str:
             f"{got[where]!r}{tol}; {int(bad.sum())} of {bad.size} elements differ")
 
 
+# ---- under jit ----
+JIT_CALLS = 4  # call 1 runs plainly, call 2 is captured, calls 3 and 4 are replays
+
+
+def _arguments(prog: Program) -> list[str]:
+    """The leaves passed to the jitted function: every other one; the rest are made inside
+    it from their host data (constants of the capture, which it may update in place)."""
+    return list(prog.inputs)[::2]
+
+
+def _jitted(prog: Program, device: str):
+    """The program as a jitted function of some leaf tensors, returning what it reads."""
+    from lazyten import jit
+    leaves = _arguments(prog)
+    body = [s.line() for s in prog.steps
+            if not (s.kind == "input" and s.out is not None and s.out.name in leaves)]
+    body += [f"Tensor.realize({', '.join(group)})" for group in prog.final]
+    code = compile("\n".join(body), "<fuzz program>", "exec")
+    names = list(prog.read_order)
+
+    def program(*tensors):
+        ns = {"np": np, "dtypes": dtypes, "Tensor": Tensor, "DEV": device}
+        ns.update(zip(leaves, tensors))
+        exec(code, ns)
+        return tuple(ns[name] for name in names)
+    return jit(program)
+
+
+def _leaf_tensors(prog: Program, arrays: dict, device: str) -> list:
+    out, leaves = [], _arguments(prog)
+    for step in prog.steps:
+        if step.kind == "input" and step.out is not None and step.out.name in leaves:
+            bf16 = "dtype=dtypes.bfloat16" in step.src
+            out.append(Tensor(arrays[step.out.name], device=device,
+                              dtype=dtypes.bfloat16 if bf16 else None))
+    return out
+
+
+def check_jit(prog: Program, device: str) -> Failure | None:
+    """The program as a @jit function of half its inputs (the others made inside it), called
+    JIT_CALLS times with those inputs' elements shuffled (the same values, so the same
+    ranges), against the reference of each
+    call: replays must compute what eager code computes (issue 15 review: host data updated
+    in place and random numbers were frozen by the capture)."""
+    if prog.expect_error or prog.grad or not prog.read_order:
+        return None
+    fn = _jitted(prog, device)
+    for call in range(JIT_CALLS):
+        rng = np.random.default_rng(call)
+        passed = _arguments(prog)
+        arrays = {n: inp.array if call == 0 or n not in passed else
+                  rng.permutation(inp.array.reshape(-1)).reshape(inp.array.shape)
+                  for n, inp in prog.inputs.items()}
+        interp = reference(prog, leaves=arrays)
+        note = (f"\n# under lazyten.jit: call {call + 1} of a function of the inputs "
+                f"{', '.join(passed)}, their elements shuffled by np.random.default_rng({call})")
+        try:
+            with time_limit(TIMEOUT):
+                got = [t.numpy() for t in fn(*_leaf_tensors(prog, arrays, device))]
+        except Exception as e:  # noqa: BLE001 - any exception is a finding
+            return Failure("jit " + _classify(e), f"{type(e).__name__}: {e} (call {call + 1})\n"
+                           f"{traceback.format_exc(limit=-6)}", render(prog, device) + note,
+                           _error_key(e))
+        problems = []
+        for name, value in zip(prog.read_order, got):
+            problem, _ = _compare(name, value, prog.outputs[name], interp.env[name])
+            if problem:
+                problems.append(problem)
+        if problems:
+            return Failure("jit wrong value", f"call {call + 1}: " + "\n".join(problems),
+                           render(prog, device) + note, "call 1" if call == 0 else "replay")
+    return None
+
+
 # ---- gradients ----
 def _fd_loss(prog: Program, leaves: dict, absolute: bool = False) -> float:
     """The loss in float64 (or the sum of its terms' magnitudes, for its rounding error)."""

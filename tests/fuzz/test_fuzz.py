@@ -1,4 +1,5 @@
-"""Differential fuzzing: random lazy programs against the numpy reference, on every device.
+"""Differential fuzzing: random lazy programs against the numpy reference, on every device;
+also each program as a @jit function called with new inputs (replays against eager values).
 
 CI runs a fixed number of programs from a fixed seed. FUZZ_SECONDS=N runs as many as fit
 in N seconds (per test), FUZZ_SEED=S starts from another seed, FUZZ_SHRINK=1 stops at the
@@ -19,11 +20,12 @@ from runtimes import get_runtime
 
 from fuzz.gen import programs
 from fuzz.minimize import minimize
-from fuzz.run import check_forward, check_gradients
+from fuzz.run import check_forward, check_gradients, check_jit
 
 # programs per test in CI: sized so the fuzzer adds about a minute to the suite on 2 cores
 FORWARD_EXAMPLES = {"CPU": 600, "OPENCL": 60, "CLANG": 60}
 GRADIENT_EXAMPLES = {"CPU": 300, "OPENCL": 20, "CLANG": 20}
+JIT_EXAMPLES = {"CPU": 150, "OPENCL": 10, "CLANG": 10}
 CHUNK = 20  # programs per hypothesis run in the timed mode (one seed each)
 SHOWN = 6  # distinct failures printed in full
 MINIMIZE_SECONDS = (5, 20)  # shrinking each distinct failure, and all of them, per test
@@ -106,6 +108,12 @@ def test_gradients_match_finite_differences(device):
          GRADIENT_EXAMPLES[device])
 
 
+@pytest.mark.parametrize("device", _devices())
+def test_jitted_programs_match_numpy(device):
+    """Each program as a @jit function of its inputs, called with new input values."""
+    fuzz(programs(), lambda prog: check_jit(prog, device), JIT_EXAMPLES[device])
+
+
 # ---- the oracle itself: a planted error must be reported ----
 def _program_with(kind: str, grad: bool = False):
     """The simplest program with an op of `kind` acting on a float input."""
@@ -142,3 +150,11 @@ def test_a_planted_wrong_derivative_is_reported():
     failure = check_gradients(prog, "CPU")
     assert failure is not None and failure.category == "wrong gradient", \
         f"a doubled derivative went unnoticed: {failure}\n{prog.source()}"
+
+
+def test_a_planted_wrong_value_is_reported_under_jit():
+    prog = _program_with("elementwise")
+    name = _plant(prog, "elementwise", lambda interp: True)
+    failure = check_jit(prog, "CPU")
+    assert failure is not None and failure.category == "jit wrong value" and \
+        name in failure.detail, f"a reference doubled at {name} went unnoticed: {failure}"

@@ -113,3 +113,21 @@ def test_random_numbers_are_drawn_anew_each_replay_as_eager_draws_them():
     for call, (g, w) in enumerate(zip(got, want)):
         np.testing.assert_array_equal(g, w, err_msg=f"call {call}")
     assert not np.array_equal(got[3], got[4])
+
+
+def test_a_local_tensor_read_before_its_update_reads_the_upload():
+    """Found by the jit fuzzer (tests/fuzz, check_jit): the old value of an assign that
+    reads its target shifted is copied before the assign, and a kernel that reads the
+    tensor before it is updated runs first too: both read the previous call's result while
+    the upload was put back only before the assign."""
+    @jit
+    def f(x):
+        t = Tensor(np.arange(12).reshape(4, 3))
+        before = t * 1
+        t.assign(t.pad(((1, -1), (0, 0))))
+        return t + x, before
+    for i in range(4):
+        got, before = f(Tensor(np.full((4, 3), i)))
+        want = np.pad(np.arange(12).reshape(4, 3), ((1, 0), (0, 0)))[:4] + i
+        np.testing.assert_array_equal(got.numpy(), want)
+        np.testing.assert_array_equal(before.numpy(), np.arange(12).reshape(4, 3))
