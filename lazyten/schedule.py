@@ -196,8 +196,10 @@ class _RowGroup:
     (or a rule-3 chain top) over the trailing axes of S, whose input has shape S, read
     as its one value per row (the expand of its kept shape onto S); the walk continues
     into it, so a reduce read by another (softmax's max, by the sum) joins too. The
-    group is taken only if every read of a candidate is such a read, and nothing but
-    this kernel reads a candidate, directly or through ops another kernel inlines."""
+    group is refused if a candidate is also read another way; a candidate that another
+    kernel reads (directly or through ops that kernel inlines) stays materialised and
+    is read from memory, and the rest join (layernorm's backward: the row's mean and
+    rstd, which its weight gradient reads too, come from memory; its two sums join)."""
 
     def __init__(self, graph: _Graph, out: LazyBuffer):
         self.graph, self.out, self.shape = graph, out, out.shape
@@ -216,9 +218,15 @@ class _RowGroup:
                 st = ShapeTracker.from_shape(base.src[0].shape)
             for src in base.src:
                 self._visit(src.base, st if src._base is None else src.st + st, stack)
-        if self.bad or not all(self._only_here(b) for b in self.group):
+        if self.bad:
             return set()
-        return self.group
+        # a candidate another kernel reads stays materialised and is read from memory here;
+        # what only it read is then read by its kernel too, so prune until nothing changes
+        while True:
+            kept = {b for b in self.group if self._only_here(b)}
+            if kept == self.group:
+                return kept
+            self.group = kept
 
     def _visit(self, base: LazyBuffer, st: ShapeTracker, stack: list) -> None:
         graph = self.graph

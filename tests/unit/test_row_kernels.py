@@ -161,6 +161,27 @@ def test_a_row_value_also_read_through_another_view_stays_a_buffer():
         np.testing.assert_allclose(y.numpy(), a * sa + np.flip(sa, 0), rtol=1e-5, atol=1e-5)
 
 
+def test_a_row_value_another_kernel_reads_stays_a_buffer_and_the_rest_join():
+    """The mean is read by a column sum too: it keeps its kernel and the row kernel reads
+    it from memory, while the row's own sum (read only there) joins the row kernel (before,
+    the whole group was refused: three kernels for the row output). Layernorm's backward
+    is this shape: its weight gradient reads the row's mean and rstd."""
+    a = np.random.default_rng(2).standard_normal((8, 33)).astype(np.float32)
+    x = Tensor(a)
+    m = x.mean(-1, keepdim=True)
+    row = (x - m) * (x - m).square().sum(-1, keepdim=True)
+    col = ((x - m) * 2).sum(0)
+    items = [i.ast for i in create_schedule([row.lazydata, col.lazydata]) if i.ast is not None]
+    rows = [ast for ast in items if is_row_kernel(ast)]
+    assert len(items) == 3 and len(rows) == 1 and _reduces(rows[0]) == 1, \
+        f"expected mean, column sum and a row kernel with one reduce, got {len(items)} kernels"
+    Tensor.realize(row, col)
+    centred = a.astype(np.float64) - a.mean(-1, keepdims=True)
+    np.testing.assert_allclose(row.numpy(), centred * (centred ** 2).sum(-1, keepdims=True),
+                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(col.numpy(), (centred * 2).sum(0), rtol=1e-4, atol=1e-4)
+
+
 def test_rows_longer_than_the_limit_are_not_fused():
     from lazyten import schedule, schedule_cache
     a = np.random.default_rng(2).standard_normal((2, 300)).astype(np.float32)
