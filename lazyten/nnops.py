@@ -175,12 +175,20 @@ class NNMixin(TensorMixin):
         return out + bias if bias is not None else out
 
     def _one_layer_norm(self, params: list) -> bool:
-        dtype = self.lazydata.dtype
-        if not dtype.is_float or dtype.opmath is not dtype or not self.ndim or 0 in self.shape:
+        """Can LayerNorm take these inputs: x a float32 or float64 with elements, each
+        parameter a Tensor of its dtype and device that broadcasts to x's shape."""
+        lazy = self.lazydata
+        dtype, shape = lazy.dtype, lazy.shape
+        if not dtype.is_float or dtype.opmath is not dtype or not shape or 0 in shape:
             return False
-        return all(isinstance(p, type(self)) and p.lazydata.dtype is dtype and p.ndim <= self.ndim
-                   and p.device == self.device and broadcast_shape(self.shape, p.shape) == self.shape
-                   for p in params)
+        for p in params:
+            if not isinstance(p, type(self)) or p.lazydata.dtype is not dtype or \
+                    p.lazydata.device != lazy.device or len(p.lazydata.shape) > len(shape):
+                return False
+            tail = shape[len(shape) - len(p.lazydata.shape):]
+            if any(a != b and a != 1 for a, b in zip(p.lazydata.shape, tail)):
+                return False
+        return True
 
     def batchnorm(self, weight, bias, mean, invstd, axis=1):
         shape = tuple(s if i == axis else 1 for i, s in enumerate(self.shape))
