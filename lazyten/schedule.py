@@ -31,7 +31,7 @@ from lazyten.pack import pack_schedule
 from lazyten.schedule_cache import cached_schedule
 from lazyten.schedule_item import ScheduleItem, copy_ast, loop_target
 from lazyten.schedule_order import order_items
-from lazyten.split import split_reduces
+from lazyten.split import ROW_MAX, split_reduces
 
 __all__ = ["ScheduleItem", "copy_ast", "create_schedule"]
 
@@ -39,7 +39,7 @@ _ELEMENTWISE = (UnaryOps, BinaryOps, TernaryOps)
 _EXPAND_MIN = 8            # reads per element that make an expanded elementwise base...
 _RECOMPUTE_MIN = 1 << 16   # ...worth materialising, when this many ops would be repeated
 _OPS_COUNTED = 16          # inlined ops counted per base (enough to pass the bar)
-_ROW_MAX = 1 << 16         # rule 5: elements in a row of a row kernel (256 KB of float32)
+_ROW_MAX = ROW_MAX          # rule 5: elements in a row of a row kernel (256 KB of float32)
 
 
 def _has_mask(st: ShapeTracker) -> bool:
