@@ -172,3 +172,14 @@ def test_backward_kernel_counts():
         items = [i for i in create_schedule([g.lazydata for g in grads]) if i.ast is not None]
         assert len(items) <= most, \
             f"layernorm backward {affine}: expected <= {most} kernels, got {len(items)}"
+
+
+def test_only_a_parameter_needs_a_gradient():
+    """x without a gradient: the backward skips x's row kernel and gives the weight's."""
+    rng = np.random.default_rng(4)
+    xn, wn, bn, g = (rng.standard_normal(s) for s in ((4, 6), 6, 6, (4, 6)))
+    x, w, b = Tensor(xn), Tensor(wn, requires_grad=True), Tensor(bn)
+    x._layer_norm(-1, EPS, w, b).backward(Tensor(g))
+    assert x.grad is None and b.grad is None
+    np.testing.assert_allclose(w.grad.numpy(), (g * reference(xn, -1, None, None)).sum(0),
+                               rtol=1e-10, atol=1e-12)
