@@ -12,7 +12,9 @@ from codegen.dtypes import dtypes, promote
 from codegen.helpers import make_pair
 from lazyten.autograd.conv import Conv, dilate, transposed_weight
 from lazyten.autograd.matmul import Linear, Matmul
+from lazyten.autograd.norm import LayerNorm
 from lazyten.autograd.views import Moves
+from lazyten.dims import norm_axes
 from lazyten.elementwise import broadcast_shape
 from lazyten.errors import ShapeError
 from lazyten.index_check import check_index
@@ -168,8 +170,37 @@ class NNMixin(TensorMixin):
 
     # ---- normalisation and regularisation ----
     def layernorm(self, axis=-1, eps: float = 1e-5):
+        """(x - mean) / sqrt(var + eps) over `axis` (biased variance, as PyTorch)."""
+        return self._layer_norm(axis, eps, None, None)
+
+    def _layer_norm(self, axis, eps: float, weight, bias):
+        """layernorm over `axis`, then `* weight` and `+ bias` where given (broadcast as the
+        operators broadcast them): one LayerNorm Function for float32 and float64 inputs
+        whose parameters share their dtype and shape fits x, else the Tensor chain."""
+        params = [p for p in (weight, bias) if p is not None]
+        if self._one_layer_norm(params):
+            return self.apply(LayerNorm, *params, axes=norm_axes(axis, self.ndim), eps=eps,
+                              affine=(weight is not None, bias is not None))
         y = self - self.mean(axis, keepdim=True)
-        return y * (y.square().mean(axis, keepdim=True) + eps).rsqrt()
+        out = y * (y.square().mean(axis, keepdim=True) + eps).rsqrt()
+        out = out * weight if weight is not None else out
+        return out + bias if bias is not None else out
+
+    def _one_layer_norm(self, params: list) -> bool:
+        """Can LayerNorm take these inputs: x a float32 or float64 with elements, each
+        parameter a Tensor of its dtype and device that broadcasts to x's shape."""
+        lazy = self.lazydata
+        dtype, shape = lazy.dtype, lazy.shape
+        if not dtype.is_float or dtype.opmath is not dtype or not shape or 0 in shape:
+            return False
+        for p in params:
+            if not isinstance(p, type(self)) or p.lazydata.dtype is not dtype or \
+                    p.lazydata.device != lazy.device or len(p.lazydata.shape) > len(shape):
+                return False
+            tail = shape[len(shape) - len(p.lazydata.shape):]
+            if any(a != b and a != 1 for a, b in zip(p.lazydata.shape, tail)):
+                return False
+        return True
 
     def batchnorm(self, weight, bias, mean, invstd, axis=1):
         shape = tuple(s if i == axis else 1 for i, s in enumerate(self.shape))

@@ -37,7 +37,7 @@ from lazyten.pack import pack_schedule
 from lazyten.schedule_cache import cached_schedule
 from lazyten.schedule_item import ScheduleItem, copy_ast, loop_target
 from lazyten.schedule_order import order_items
-from lazyten.split import split_reduces
+from lazyten.split import ROW_MAX, split_reduces
 
 __all__ = ["ScheduleItem", "copy_ast", "create_schedule"]
 
@@ -45,7 +45,7 @@ _ELEMENTWISE = (UnaryOps, BinaryOps, TernaryOps)
 _EXPAND_MIN = 8            # reads per element that make an expanded elementwise base...
 _RECOMPUTE_MIN = 1 << 16   # ...worth materialising, when this many ops would be repeated
 _OPS_COUNTED = 16          # inlined ops counted per base (enough to pass the bar)
-_ROW_MAX = 1 << 16         # rule 5: elements in a row of a row kernel (256 KB of float32)
+_ROW_MAX = ROW_MAX          # rule 5: elements in a row of a row kernel (256 KB of float32)
 _DEPTH_MAX = 512           # rule 6: the longest chain of ops one kernel inlines
 
 
@@ -226,8 +226,10 @@ class _RowGroup:
     (or a rule-3 chain top) over the trailing axes of S, whose input has shape S, read
     as its one value per row (the expand of its kept shape onto S); the walk continues
     into it, so a reduce read by another (softmax's max, by the sum) joins too. The
-    group is taken only if every read of a candidate is such a read, and nothing but
-    this kernel reads a candidate, directly or through ops another kernel inlines."""
+    group is refused if a candidate is also read another way; a candidate that another
+    kernel reads (directly or through ops that kernel inlines) stays materialised and
+    is read from memory, and the rest join (layernorm's backward: the row's mean and
+    rstd, which its weight gradient reads too, come from memory; its two sums join)."""
 
     def __init__(self, graph: _Graph, out: LazyBuffer):
         self.graph, self.out, self.shape = graph, out, out.shape
@@ -246,9 +248,15 @@ class _RowGroup:
                 st = ShapeTracker.from_shape(base.src[0].shape)
             for src in base.src:
                 self._visit(src.base, st if src._base is None else src.st + st, stack)
-        if self.bad or not all(self._only_here(b) for b in self.group):
+        if self.bad:
             return set()
-        return self.group
+        # a candidate another kernel reads stays materialised and is read from memory here;
+        # what only it read is then read by its kernel too, so prune until nothing changes
+        while True:
+            kept = {b for b in self.group if self._only_here(b)}
+            if kept == self.group:
+                return kept
+            self.group = kept
 
     def _visit(self, base: LazyBuffer, st: ShapeTracker, stack: list) -> None:
         graph = self.graph

@@ -24,6 +24,7 @@ _TILE_ROUNDS = 4             # most upcasts in one tile
 _PAD_VECTORS = 4             # a reduce this many vectors long pads its last one (D54)
 _ROW_VECTORS = 4             # an output row up to this many vectors pads to whole ones (D57)
 _ROW_CHAINS = ((64, 4), (32, 2))  # a row walked alone, this many vectors long: accumulators
+_COSTLY_PAD = 5              # rows with exp or log this wide pad to whole vectors at any width
 
 
 def _halvings(start: int) -> list[int]:
@@ -266,8 +267,8 @@ def _rows_at_once(k: Kernel, target: Target, why: str) -> list[Opt]:
     """Upcast the innermost output axis that 8 (else 4, 2) divides, for a reduce whose
     input is contiguous along it and that takes vector lanes."""
     inner = k.n_global + k.n_reduce - 1
-    if not k.n_global or not k.n_reduce or \
-            not _reduce_lane_width(k.full_shape[inner], target, may_pad=not _divides(k))[0]:
+    if not k.n_global or not k.n_reduce or not _reduce_lane_width(
+            k.full_shape[inner], target, may_pad=not _divides(k), costly=_costly_row(k))[0]:
         return []
     if not any(k.strides(key, inner) == 1 for key in k.loads):
         return []
@@ -294,7 +295,8 @@ def reduce_lanes(k: Kernel, target: Target) -> list[Opt]:
         return []
     size = k.full_shape[axis]
     lanes, pad = _row_chains(k, target, size,
-                             _reduce_lane_width(size, target, _shares_loads(k), not _divides(k)))
+                             _reduce_lane_width(size, target, _shares_loads(k), not _divides(k),
+                                                _costly_row(k)))
     why = f"{size} is no multiple of {lanes}: pad the last vector"
     opts = [Opt(OptOps.PAD, axis, lanes, why)] if pad else []
     opts.append(Opt(OptOps.REDUCE_LANES, axis, lanes, "an input is contiguous along the reduce"))
@@ -319,8 +321,13 @@ def _row_chains(k: Kernel, target: Target, size: int, chosen: tuple[int, bool]) 
     return lanes, size % lanes != 0
 
 
+def _costly_row(k: Kernel) -> bool:
+    """A row kernel (D55) that computes a transcendental op (softmax's exp) per element."""
+    return bool(k.rows) and any(n.op in TRANSCENDENTAL for n in k.ast.walk())
+
+
 def _reduce_lane_width(size: int, target: Target, reuse: bool = False,
-                       may_pad: bool = True) -> tuple[int, bool]:
+                       may_pad: bool = True, costly: bool = False) -> tuple[int, bool]:
     """(lanes, whether to pad) for a reduce axis of `size`; (0, False): no lanes. A tile
     whose copies share loads (reuse: compute, not memory, bounds it) and that neither a
     vector nor half a vector divides pads where 3/4 of the padded lanes are busy: a conv
@@ -328,7 +335,10 @@ def _reduce_lane_width(size: int, target: Target, reuse: bool = False,
     of scalar code; a 3-tap reduce stays scalar, and a 17-long one (17/32: measured
     slower) [D57] (where
     half a vector divides, it stays: LeNet's 24-wide rows were slower padded to 32); a
-    streaming reduce pads only from _PAD_VECTORS vectors (D54). Never where the kernel
+    streaming reduce pads only from _PAD_VECTORS vectors (D54), but a row kernel that
+    computes exp or log per element (`costly`) from _COSTLY_PAD wide, to half a vector
+    or a whole one: a vector exp costs about one scalar exp (softmax 4096 x 33: 197 ->
+    97 us; 4096 x 4: LLVM's own loop, 13 us, against 49 padded). Never where the kernel
     divides integers (`may_pad`: the padding computes on zeros)."""
     wide = target.lanes
     exact = next((d for d in (wide, wide // 2) if d and size % d == 0), 0)
@@ -336,6 +346,8 @@ def _reduce_lane_width(size: int, target: Target, reuse: bool = False,
         return exact, False
     if reuse and not exact and 4 * size >= 3 * (size + -size % wide):  # 3/4 of lanes busy
         return wide, True
+    if costly and not exact and size >= _COSTLY_PAD:  # an exp per lane, not per element
+        return (wide // 2 if 2 * size <= wide else wide), True
     if size >= _PAD_VECTORS * wide:
         return wide, True
     return exact, False

@@ -6,6 +6,8 @@
 - special.py: Functions whose forward is a composite (mathfn.py's special functions,
   atan2, copysign, pow in Tensor ops; softmax in LazyBuffer ops) and whose backward is
   PyTorch's closed-form formula.
+- norm.py: layer normalisation with its weight and bias as one Function, in LazyBuffer
+  ops (the chain's forward graph; a closed-form backward).
 - matmul.py: matmul as one Function, in LazyBuffer ops (the graph its Tensor ops built).
 - views.py: a chain of movement ops as one Function (`Moves` on a `ViewChain`).
 - conv.py: convolution, whose gradients are convolutions.

@@ -1,4 +1,5 @@
-"""Function: the base of every autograd op (primitives.py, special.py, conv.py, stable.py).
+"""Function: the base of every autograd op (primitives.py, special.py, norm.py, conv.py,
+stable.py).
 
 `forward` takes LazyBuffers (and keyword arguments) and returns one LazyBuffer; `backward`
 takes the output's gradient and returns one gradient per input (None where that input

@@ -230,10 +230,7 @@ class LayerNorm(Module):
         n = len(self.normalized_shape)
         if x.shape[x.ndim - n:] != self.normalized_shape:
             raise ValueError(f"layernorm over {self.normalized_shape} got input {x.shape}")
-        out = x.layernorm(axis=tuple(range(x.ndim - n, x.ndim)), eps=self.eps)
-        if self.weight is None:
-            return out
-        return out * self.weight + self.bias
+        return x._layer_norm(tuple(range(x.ndim - n, x.ndim)), self.eps, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         return (f"{self.normalized_shape}, eps={self.eps}, "

@@ -76,10 +76,7 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     if input.shape[input.ndim - len(shape):] != shape:
         raise ValueError(f"layer_norm over {shape} got input {input.shape}")
-    out = input.layernorm(axis=tuple(range(input.ndim - len(shape), input.ndim)), eps=eps)
-    if weight is not None:
-        out = out * weight
-    return out + bias if bias is not None else out
+    return input._layer_norm(tuple(range(input.ndim - len(shape), input.ndim)), eps, weight, bias)
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:

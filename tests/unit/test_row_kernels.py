@@ -55,7 +55,7 @@ def test_a_row_op_is_one_kernel(name):
 
 
 @pytest.mark.parametrize("name", list(OPS))
-@pytest.mark.parametrize("width", [1, 2, 15, 16, 17, 63, 65, 100, 1000, 1003])
+@pytest.mark.parametrize("width", [1, 2, 4, 5, 7, 9, 15, 16, 17, 33, 63, 65, 100, 1000, 1003])
 def test_row_ops_match_numpy_at_odd_widths(name, width):
     ours, ref = OPS[name]
     a = np.random.default_rng(width).standard_normal((5, width)).astype(np.float32) * 3
@@ -159,6 +159,27 @@ def test_a_row_value_also_read_through_another_view_stays_a_buffer():
         y = s.flip(0) + x * s if flipped_first else x * s + s.flip(0)
         assert len(_kernels(y)) == 2
         np.testing.assert_allclose(y.numpy(), a * sa + np.flip(sa, 0), rtol=1e-5, atol=1e-5)
+
+
+def test_a_row_value_another_kernel_reads_stays_a_buffer_and_the_rest_join():
+    """The mean is read by a column sum too: it keeps its kernel and the row kernel reads
+    it from memory, while the row's own sum (read only there) joins the row kernel (before,
+    the whole group was refused: three kernels for the row output). Layernorm's backward
+    is this shape: its weight gradient reads the row's mean and rstd."""
+    a = np.random.default_rng(2).standard_normal((8, 33)).astype(np.float32)
+    x = Tensor(a)
+    m = x.mean(-1, keepdim=True)
+    row = (x - m) * (x - m).square().sum(-1, keepdim=True)
+    col = ((x - m) * 2).sum(0)
+    items = [i.ast for i in create_schedule([row.lazydata, col.lazydata]) if i.ast is not None]
+    rows = [ast for ast in items if is_row_kernel(ast)]
+    assert len(items) == 3 and len(rows) == 1 and _reduces(rows[0]) == 1, \
+        f"expected mean, column sum and a row kernel with one reduce, got {len(items)} kernels"
+    Tensor.realize(row, col)
+    centred = a.astype(np.float64) - a.mean(-1, keepdims=True)
+    np.testing.assert_allclose(row.numpy(), centred * (centred ** 2).sum(-1, keepdims=True),
+                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(col.numpy(), (centred * 2).sum(0), rtol=1e-4, atol=1e-4)
 
 
 def test_rows_longer_than_the_limit_are_not_fused():
@@ -270,6 +291,50 @@ def test_a_row_walked_alone_keeps_several_accumulators(width, lanes):
     assert [o.amount for o in opts if o.op is OptOps.REDUCE_LANES] == [lanes]
     (ast,) = _kernels(OPS["softmax"][0](Tensor(np.ones((8, width), np.float32))))
     assert [o.amount for o in linearize(ast, cpu(512)).opts if o.op is OptOps.REDUCE_LANES] == [16]
+
+
+@pytest.mark.parametrize("width,lanes", [(4, None), (5, 8), (7, 8), (9, 16), (24, 8), (33, 16),
+                                         (63, 16), (100, 16)])
+def test_narrow_rows_with_exp_pad_to_whole_vectors(width, lanes):
+    """A row that computes exp or log per element pads to whole vectors from 5 wide: one
+    vector exp instead of one per element (softmax 4096 x 33: 197 -> 97 us, log_softmax
+    4096 x 7: 120 -> 68); rows up to 4 wide keep LLVM's own loop (4096 x 4: 13 us against
+    49 padded). A width that 8 divides keeps its exact lanes; plain sums (layernorm) stay
+    as they were (D54: padding loses below 4 vectors there)."""
+    from codegen.kernel import OptOps
+    from codegen.linearizer import linearize
+    from codegen.target import cpu
+    for name in ("softmax", "log_softmax"):
+        (ast,) = _kernels(OPS[name][0](Tensor(np.ones((16, width), np.float32))))
+        opts = linearize(ast, cpu(512)).opts
+        got = [o.amount for o in opts if o.op is OptOps.REDUCE_LANES]
+        assert got == ([] if lanes is None else [lanes]), f"{name} x {width}: lanes {got}"
+        assert any(o.op is OptOps.PAD for o in opts) == (lanes is not None and width % lanes != 0)
+    (ast,) = _kernels(OPS["layernorm"][0](Tensor(np.ones((16, width), np.float32))))
+    assert not any(o.op is OptOps.PAD for o in linearize(ast, cpu(512)).opts) or width >= 64
+
+
+@pytest.mark.parametrize("width", [5, 7, 9, 33, 50])
+@pytest.mark.parametrize("view", ["plain", "slice", "transpose", "broadcast"])
+def test_narrow_padded_rows_match_numpy(width, view):
+    """Padded narrow rows with exp, 8 rows at once, read through views, and their
+    gradients (the backward's rows compute exp too for log_softmax)."""
+    a = np.random.default_rng(width).standard_normal((24, width)) * 3
+    t = Tensor(a.astype(np.float32), requires_grad=True)
+    if view == "slice":
+        x, ref = t[:, : width - 1] if width > 5 else t, a[:, : width - 1] if width > 5 else a
+    elif view == "transpose":
+        t = Tensor(np.ascontiguousarray(a.T).astype(np.float32), requires_grad=True)
+        x, ref = t.T, a
+    elif view == "broadcast":
+        t = Tensor(a[:1].astype(np.float32), requires_grad=True)
+        x, ref = t.expand(24, width), np.broadcast_to(a[:1], (24, width))
+    else:
+        x, ref = t, a
+    for name in ("softmax", "log_softmax"):
+        ours, numpy_op = OPS[name]
+        np.testing.assert_allclose(ours(x).numpy(), numpy_op(ref), rtol=2e-5, atol=2e-5)
+    check_grad(lambda v: v.log_softmax(-1), np.ascontiguousarray(ref[:8]))
 
 
 @pytest.mark.parametrize("width", [511, 512, 513, 700, 1023, 1025, 2049, 3000, 4097])
