@@ -1,0 +1,131 @@
+"""Vector lanes across a conv's output channels (D63), against numpy.
+
+Where the output's rows fill no vectors (7 or 8 wide with 16 lanes, or read at a stride of
+2) and the output channels do, the conv copies its weight with the output channels
+innermost and the CPU tile takes its lanes across them: one vector load of the weight per
+tap, the input broadcast. Each test checks that the rule fired (or did not) and compares
+with numpy at odd widths, batch 1, channel counts that are no multiple of 16, stride 2,
+on sliced, transposed and grouped inputs, forward and gradients.
+"""
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from codegen.kernel import Kernel
+from codegen.lanes import row_fill
+from codegen.ops import LoadOps
+from lazyten import Tensor
+from lazyten.schedule import create_schedule
+from runtimes import get_runtime
+from tests.gradcheck import check_grad, spaced
+from tests.unit.test_conv_speed_rules import conv_grads, lowered, rnd
+
+# the copy is decided for the device's own vector width; the tile here is AVX-512's
+HOST16 = get_runtime("CPU").renderer.target.lanes == 16
+
+
+def conv_ref(x, w, padding=1, stride=1, groups=1):
+    """numpy conv: stride 1 over the padded input, then every stride-th output."""
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    kh, kw = w.shape[2:]
+    cols = np.lib.stride_tricks.sliding_window_view(xp, (kh, kw), axis=(2, 3))
+    n, cin, oh, ow = cols.shape[:4]
+    cols = cols.reshape(n, groups, cin // groups, oh, ow, kh, kw)
+    wg = w.astype(np.float64).reshape(groups, -1, cin // groups, kh, kw)
+    out = np.einsum("ngcyxij,gocij->ngoyx", cols, wg).reshape(n, -1, oh, ow)
+    return out[:, :, ::stride, ::stride]
+
+
+def copies(t: Tensor) -> int:
+    """Kernels in t's schedule that only copy (the weight with its channels innermost)."""
+    return sum(1 for item in create_schedule([t.lazydata])
+               if any(n.op is LoadOps.CONTIGUOUS for n in item.ast.walk()) or
+               Kernel(item.ast).reduceop is None)
+
+
+def channel_lanes(k: Kernel) -> bool:
+    """Whether the kernel's vector lanes run across an axis the output is not contiguous in."""
+    axis = len(k.full_shape) - 1
+    return k.lanes == 16 and k.strides(k.out_key, axis) != 1
+
+
+@settings(max_examples=14, deadline=None)
+@given(width=st.sampled_from([5, 7, 8, 9, 14, 28]), stride=st.sampled_from([1, 2]),
+       n=st.sampled_from([1, 2]), cin=st.sampled_from([1, 3, 17]),
+       cout=st.sampled_from([8, 16, 20, 48]), padding=st.sampled_from([0, 1]),
+       dtype=st.sampled_from([np.float32, np.float64]))
+@example(width=7, stride=1, n=1, cin=3, cout=48, padding=1, dtype=np.float32)
+@example(width=28, stride=2, n=2, cin=3, cout=16, padding=1, dtype=np.float32)
+@example(width=28, stride=1, n=2, cin=3, cout=16, padding=1, dtype=np.float32)
+def test_narrow_rows_take_lanes_across_channels(width, stride, n, cin, cout, padding, dtype):
+    """Rows that fill no vectors and channels that do: lanes across the channels, and the
+    values match numpy; full rows keep their lanes along the row."""
+    xn, wn = rnd((n, cin, 6, width), dtype), rnd((cout, cin, 3, 3), dtype, 1)
+    out = Tensor(xn).conv2d(Tensor(wn), padding=padding, stride=stride)
+    row = (width + 2 * padding - 3) // stride + 1
+    poor_rows = stride > 1 or row_fill(row, 16) < 0.75
+    if HOST16:
+        k = lowered(out)
+        wanted = poor_rows and cout >= 16 and row_fill(cout, 16) >= 0.75
+        assert channel_lanes(k) == wanted, k.applied
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(out.numpy(), conv_ref(xn, wn, padding, stride), rtol=tol,
+                               atol=tol)
+
+
+@pytest.mark.parametrize("layout", ["sliced", "transposed", "weight_view"])
+def test_channel_lanes_on_views(layout):
+    """A sliced input, a transposed one, and a weight that is itself a view (a slice of a
+    wider, transposed parameter): the copy reads the view, the conv matches numpy."""
+    xs, ws = rnd((2, 20, 9, 12)), rnd((40, 32, 3, 3), seed=1)
+    x, xn = Tensor(xs)[:, 2:18, 1:8, 3:10], xs[:, 2:18, 1:8, 3:10]
+    w, wn = Tensor(ws)[4:36, :16], ws[4:36, :16]
+    if layout == "transposed":
+        x, xn = x.transpose(2, 3), xn.transpose(0, 1, 3, 2)
+    if layout == "weight_view":
+        w, wn = Tensor(ws.transpose(1, 0, 3, 2).copy()).transpose(0, 1)[4:36, :16].transpose(2, 3), \
+            ws[4:36, :16]
+    out = x.conv2d(w, padding=1)
+    if HOST16:
+        assert channel_lanes(lowered(out)), lowered(out).applied
+    np.testing.assert_allclose(out.numpy(), conv_ref(xn, wn), rtol=1e-4, atol=1e-4)
+
+
+def test_grouped_conv_lanes_within_a_group():
+    """Two groups of 32 output channels: lanes across each group's channels."""
+    xn, wn = rnd((2, 8, 7, 7)), rnd((64, 4, 3, 3), seed=1)
+    out = Tensor(xn).conv2d(Tensor(wn), padding=1, groups=2)
+    if HOST16:
+        assert channel_lanes(lowered(out)), lowered(out).applied
+    np.testing.assert_allclose(out.numpy(), conv_ref(xn, wn, groups=2), rtol=1e-4, atol=1e-4)
+
+
+def test_the_weight_is_copied_only_where_it_pays():
+    """28-wide rows fill vectors: no copy of the weight; 8-wide ones with 32 channels do."""
+    w = Tensor(rnd((32, 16, 3, 3)))
+    wide = Tensor(rnd((1, 16, 28, 28))).conv2d(w, padding=1)
+    narrow = Tensor(rnd((1, 16, 8, 8))).conv2d(w, padding=1)
+    assert copies(wide) == 0
+    assert copies(narrow) == (1 if HOST16 else 0)
+
+
+@pytest.mark.parametrize("shape,stride", [((2, 5, 7, 7), 1), ((1, 3, 8, 8), 1),
+                                          ((2, 3, 14, 13), 2)])
+def test_channel_lane_gradients(shape, stride):
+    """Gradients of input, weight and bias through channel lanes (the input gradient's conv
+    takes them too, with the flipped, transposed weight copied): against numpy's adjoint at
+    stride 1, against finite differences at stride 2."""
+    n, cin, h, wd = shape
+    xn, wn = rnd(shape), rnd((32, cin, 3, 3), seed=1)
+    if stride == 1:
+        gn = rnd((n, 32, h, wd), seed=2)
+        x, w = Tensor(xn, requires_grad=True), Tensor(wn, requires_grad=True)
+        (x.conv2d(w, padding=1) * Tensor(gn)).sum().backward()
+        gx, gw = conv_grads(xn.astype(np.float64), wn.astype(np.float64), gn.astype(np.float64))
+        np.testing.assert_allclose(x.grad.numpy(), gx, rtol=1e-3, atol=1e-3)
+        np.testing.assert_allclose(w.grad.numpy(), gw, rtol=1e-3, atol=1e-3)
+        return
+    rng = np.random.default_rng(3)
+    x, w, b = spaced(rng, (1, 2, 9, 8), (16, 2, 3, 3), (16,))
+    check_grad(lambda a, c, d: a.conv2d(c, d, padding=1, stride=2), x, w, b)
