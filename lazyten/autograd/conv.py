@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from codegen.dtypes import dtypes
-from codegen.lanes import FULL, row_fill
+from codegen.lanes import FULL, HALF, row_fill
 from codegen.ops import BinaryOps, ReduceOps
 from lazyten.autograd.function import Function
 from lazyten.elementwise import broadcast_shape
@@ -102,7 +102,7 @@ class Conv(Function):
                 groups, (1,) * nd, dilation, [(0, 0)] * nd), tensor)
         if self.needs_input_grad[1]:
             xw = _grouped_windows(x, kernel, self.spec, tensor)
-            if _channel_lanes(x.device, cout // groups, out_sp[-1], stride[-1]):
+            if _channel_lanes(x.device, cout // groups, out_sp[-1], stride[-1], FULL):
                 g = _channels_inner(g, batch=True)
             gr = g.reshape((bs, groups, cout // groups, 1) + out_sp + (1,) * nd)
             grad_w = _sum(_mul(xw, gr), (0,) + tuple(range(4, 4 + nd))).reshape(w.shape)
@@ -116,22 +116,25 @@ def _conv(x, weight, spec, tensor):
     nd, kernel = len(weight.shape) - 2, weight.shape[2:]
     bs, cout, cin_g = x.shape[0], weight.shape[0], weight.shape[1]
     xw = _grouped_windows(x, kernel, spec, tensor)
-    if _channel_lanes(x.device, cout // spec.groups, xw.shape[3 + nd], spec.stride[-1]):
+    if _channel_lanes(x.device, cout // spec.groups, xw.shape[3 + nd], spec.stride[-1], HALF):
         weight = _channels_inner(weight)
     w = weight.reshape((1, spec.groups, cout // spec.groups, cin_g) + (1,) * nd + kernel)
     axes = (3,) + tuple(range(4 + nd, 4 + 2 * nd))
     return _sum(_mul(xw, w), axes).reshape((bs, cout) + xw.shape[4:4 + nd])
 
 
-def _channel_lanes(device: str, cout: int, width: int, stride: int) -> bool:
+def _channel_lanes(device: str, cout: int, width: int, stride: int, least: float) -> bool:
     """Whether the CPU tile should take its vector lanes across output channels: where the
-    output's rows fill no vectors (7 or 8 wide with 16 lanes, or read at a stride: each
-    lane a gathered load) and the channels (per group) do [D63]."""
+    output's rows fill less than `least` of a register (or are read at a stride: each
+    lane a gathered load) and the channels (per group) fill one [D63]. The forward asks
+    for half a register (rows of 8 lanes ran as fast as channel lanes, and cost no
+    copy), the weight gradient, whose other choice is lanes along those rows in its
+    reduce, for 3/4 (FULL)."""
     target = get_runtime(device).renderer.target
     if target.gpu or target.lanes <= 1:
         return False
     rows = row_fill(width, target.lanes) if stride == 1 else 0.0
-    return rows < FULL <= row_fill(cout, target.lanes) and cout >= target.lanes
+    return rows < least and FULL <= row_fill(cout, target.lanes) and cout >= target.lanes
 
 
 def _channels_inner(t, batch: bool = False):
