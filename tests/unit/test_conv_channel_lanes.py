@@ -136,3 +136,26 @@ def test_channel_lane_gradients(shape, stride):
     rng = np.random.default_rng(3)
     x, w, b = spaced(rng, (1, 2, 9, 8), (16, 2, 3, 3), (16,))
     check_grad(lambda a, c, d: a.conv2d(c, d, padding=1, stride=2), x, w, b)
+
+
+@settings(max_examples=30, deadline=None)
+@given(sizes=st.lists(st.integers(1, 6), min_size=1, max_size=2),
+       strides=st.lists(st.integers(1, 3), min_size=2, max_size=2),
+       pads=st.lists(st.tuples(st.integers(-2, 3), st.integers(-2, 3)), min_size=2, max_size=2))
+def test_dilated_padded_gradient(sizes, strides, pads):
+    """The input gradient's dilated, padded output gradient, built as blocks of the stride
+    (one view, interval masks): numpy's zeros-and-slices, negative pads (crops) too."""
+    from lazyten.autograd.conv import _dilated_padded
+    nd = len(sizes)
+    stride, pad = tuple(strides[:nd]), [tuple(p) for p in pads[:nd]]
+    gn = rnd((2, 3) + tuple(sizes))
+    dil = np.zeros((2, 3) + tuple((o - 1) * s + 1 for o, s in zip(sizes, stride)), np.float32)
+    dil[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in stride)] = gn
+    widths = [(max(b, 0), max(a, 0)) for b, a in pad]
+    ref = np.pad(dil, [(0, 0), (0, 0)] + widths)
+    ref = ref[(slice(None), slice(None)) + tuple(
+        slice(max(-b, 0), ref.shape[2 + i] - max(-a, 0)) for i, (b, a) in enumerate(pad))]
+    if min(ref.shape) <= 0:
+        return
+    out = Tensor._wrap(_dilated_padded(Tensor(gn).lazydata, stride, list(pad)))
+    np.testing.assert_array_equal(out.numpy(), ref)
