@@ -140,13 +140,13 @@ def _channel_lanes(device: str, cout: int, width: int, stride: int, least: float
 
 
 def _channels_inner(t, batch: bool = False):
-    """(A Tensor or a LazyBuffer) t copied with its channels (axis 0, or 1 after a batch axis) innermost in memory,
-    seen in its own shape: the CPU tile may then take vector lanes across output channels,
-    which fill every lane whatever the image's width [D63]. The forward's weight: one
-    vector load of it per tap, the input broadcast; the weight gradient's output gradient:
-    one vector load per position, the input broadcast."""
-    lead, axis = (1, 1) if batch else (0, 0)
-    order = tuple(range(lead)) + tuple(range(axis + 1, len(t.shape))) + (axis,)
+    """t (a Tensor or a LazyBuffer) copied with its channels (axis 0, or 1 after a batch
+    axis) innermost in memory, seen in its own shape: the CPU tile may then take vector
+    lanes across output channels, which fill every lane whatever the image's width [D63].
+    The forward's weight: one vector load of it per tap, the input broadcast; the weight
+    gradient's output gradient: one vector load per position, the input broadcast."""
+    axis = 1 if batch else 0
+    order = tuple(range(axis)) + tuple(range(axis + 1, len(t.shape))) + (axis,)
     back = tuple(order.index(i) for i in range(len(order)))
     return t.permute(order).contiguous().permute(back)
 
