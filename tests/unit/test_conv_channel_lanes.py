@@ -159,3 +159,12 @@ def test_dilated_padded_gradient(sizes, strides, pads):
         return
     out = Tensor._wrap(_dilated_padded(Tensor(gn).lazydata, stride, list(pad)))
     np.testing.assert_array_equal(out.numpy(), ref)
+
+
+@pytest.mark.parametrize("size,lanes,fill", [
+    (16, 16, 1.0), (64, 16, 1.0), (28, 16, 28 / 32), (56, 16, 56 / 64), (14, 16, 14 / 16),
+    (8, 16, 0.5), (7, 16, 7 / 16), (6, 16, 6 / 16), (72, 16, 0.5), (3, 8, 3 / 8), (5, 1, 1.0)])
+def test_row_fill(size, lanes, fill):
+    """The share of lanes busy: whole vectors, a padded row up to 4 vectors, a partial
+    vector under one, else the widest power of two dividing the row."""
+    assert row_fill(size, lanes) == pytest.approx(fill)
