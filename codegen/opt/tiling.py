@@ -373,7 +373,9 @@ def order_loops(k: Kernel, target: Target) -> list[Opt]:
     it (a matmul's B, for each block of rows). So the outer loop is the one that
     minimises iterations x bytes of the inputs it ignores, if it has enough iterations to
     split across threads. An input small enough to stay in the L1 cache (a bias) costs
-    nothing to re-read."""
+    nothing to re-read. An outer loop with fewer iterations than threads (a batch of 4
+    unrolled whole) gives way to the cheapest one that has enough, whatever it re-reads:
+    else the kernel runs on one thread."""
     if k.reduceop is None or not target.tile:
         return []
     cached = target.cached_bytes // 4  # in float32 elements
@@ -392,4 +394,6 @@ def order_loops(k: Kernel, target: Target) -> list[Opt]:
     best = min(axes, key=lambda a: (cost(a), a))
     if best != 0 and cost(best) < cost(0):
         return [Opt(OptOps.OUTER, best, why=f"re-reads {cost(best)} elements, not {cost(0)}")]
+    if best != 0 and k.full_shape[0] < max(2, target.threads):  # threads split it [D63]
+        return [Opt(OptOps.OUTER, best, why=f"{k.full_shape[0]} iterations are too few to split")]
     return []

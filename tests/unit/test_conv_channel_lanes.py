@@ -168,3 +168,14 @@ def test_row_fill(size, lanes, fill):
     """The share of lanes busy: whole vectors, a padded row up to 4 vectors, a partial
     vector under one, else the widest power of two dividing the row."""
     assert row_fill(size, lanes) == pytest.approx(fill)
+
+
+def test_the_outer_loop_can_be_split():
+    """A batch of 4 unrolled whole leaves the outer loop one iteration: another loop goes
+    outermost, so the threads have pieces to share; the values match numpy."""
+    xn, wn = rnd((4, 96, 14, 14)), rnd((96, 96, 3, 3), seed=1)
+    out = Tensor(xn).conv2d(Tensor(wn), padding=1)
+    k = lowered(out)
+    assert k.full_shape[0] >= 2, (k.full_shape, k.applied)
+    assert any(o.op.name == "OUTER" for o in k.applied), k.applied
+    np.testing.assert_allclose(out.numpy(), conv_ref(xn, wn), rtol=1e-4, atol=1e-4)
