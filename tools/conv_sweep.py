@@ -2,11 +2,13 @@
 
     PYTHONPATH=. /tmp/tvenv/bin/python tools/conv_sweep.py [--grid small|wide] [--rounds 5]
         [--mode fwd,fwdbwd] [--shapes 8x256x8,4x64-128x28s2 ...] [--worst 10] [--base TREE]
+        [--threads 2]
 
 A shape is N x C x H (C in = out, H = W), or N x Cin-Cout x H, with `s2` for stride 2.
 Each side runs in its own child process (as bench/ does: in one process, torch's OpenMP
 threads spin after each op and slow lazyten's threads down, and the other way round),
-torch on 2 threads. For each shape and mode both run `--rounds` rounds in turn (lazyten,
+both on `--threads` threads (THREADS for lazyten; the lazyten child's own torch, which
+checks the results, on one). For each shape and mode both run `--rounds` rounds in turn (lazyten,
 then torch, each a few calls), after an untimed warm-up call (compiling): the best call
 of each side is kept, so that both see the same load on a shared machine. Forward calls realize
 conv2d(x, w, b); forward + backward calls differentiate (out * grad).sum() and realize the
@@ -112,7 +114,7 @@ def _inputs(shape: str, backward: bool) -> tuple[list[np.ndarray], int]:
 
 def worker(side: str) -> None:
     """A child: reads `setup SHAPE MODE` and `time CALLS` lines, answers one line each."""
-    torch.set_num_threads(2 if side == "torch" else 1)
+    torch.set_num_threads(int(os.environ["THREADS"]) if side == "torch" else 1)
     fn = None
     for line in sys.stdin:
         cmd, *rest = line.split()
@@ -135,8 +137,8 @@ def worker(side: str) -> None:
 
 
 class _Child:
-    def __init__(self, side: str, tree: str | None = None):
-        env = dict(os.environ, PYTHONPATH=tree) if tree else None
+    def __init__(self, side: str, threads: int, tree: str | None = None):
+        env = dict(os.environ, THREADS=str(threads), **({"PYTHONPATH": tree} if tree else {}))
         self.proc = subprocess.Popen([sys.executable, __file__, "--worker", side], env=env,
                                      cwd=tree, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True)
@@ -169,13 +171,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--worst", type=int, default=10)
     parser.add_argument("--base", help="another lazyten tree to time too (A/B)")
+    parser.add_argument("--threads", type=int, default=2,
+                        help="threads of each side (1: kernel quality, whatever the load)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return worker(args.worker)
-    children = {"lazyten": _Child("lazyten"), "torch": _Child("torch")}
+    children = {"lazyten": _Child("lazyten", args.threads),
+                "torch": _Child("torch", args.threads)}
     if args.base:
-        children["base"] = _Child("lazyten", os.path.abspath(args.base))
+        children["base"] = _Child("lazyten", args.threads, os.path.abspath(args.base))
     shapes = args.shapes.split(",") if args.shapes else (_SMALL if args.grid == "small" else _wide())
     rows = []
     for shape, mode in itertools.product(shapes, args.mode.split(",")):
