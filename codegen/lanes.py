@@ -6,6 +6,25 @@ from __future__ import annotations
 from codegen.shape.symbolic import Node, NumNode, SumNode, Variable, sum_nodes
 
 MAX_WINDOW = 64              # widest span one vector load may read to gather its lanes
+ROW_VECTORS = 4              # an output row up to this many vectors pads to whole ones (D57)
+FULL = 0.75                  # lanes that fill at least this share of a register fill it
+HALF = 0.5                   # half a register of lanes: as fast as full ones in a conv (D63)
+
+
+def row_fill(size: int, lanes: int) -> float:
+    """The share of vector lanes busy when an axis of `size` is walked in vectors of up to
+    `lanes`: whole vectors where they divide it; a row up to ROW_VECTORS vectors padded to
+    whole ones (D57: 28 -> 28/32); a row under one vector as one partial vector (14 ->
+    14/16); else the widest power of two that divides it, in one register (8 -> 8/16)."""
+    if lanes <= 1 or size % lanes == 0:
+        return 1.0
+    padded = size + -size % lanes
+    if size <= padded <= ROW_VECTORS * lanes:
+        return size / padded
+    width = lanes
+    while size % width:
+        width //= 2
+    return width / lanes
 
 
 def lane_window(idx: Node, lane: Variable, lanes: int) -> tuple[Node, list[int]] | None:

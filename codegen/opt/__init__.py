@@ -24,10 +24,10 @@ from typing import Callable
 
 from codegen.helpers import getenv
 from codegen.kernel import Kernel, Opt
+from codegen.opt.elementwise import gather_lanes
 from codegen.opt.gpu import gpu_layout, item_tile
 from codegen.opt.simplify import simplify
-from codegen.opt.tiling import (gather_lanes, order_loops, reduce_lanes, row_kernel_rows,
-                                 stream_rows, tile)
+from codegen.opt.tiling import order_loops, reduce_lanes, row_kernel_rows, stream_rows, tile
 from codegen.target import Target
 
 Pass = Callable[[Kernel, Target], list[Opt]]

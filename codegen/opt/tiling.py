@@ -1,16 +1,17 @@
 """CPU passes: register tiling, vector lanes and loop order.
 
 Which output axes of a reduce to unroll into a tile of accumulators, which axis becomes
-vector lanes (an output axis, or the reduce), several rows of a streaming reduce at
-once, the outer loop, and explicit lanes for elementwise kernels that LLVM's vectoriser
-gives up on. Each pass returns `Opt`s (codegen/kernel.py); the widths come from the
-`Target` (16 float lanes with AVX-512, 8 with AVX2). docs/decisions.md gives the rules'
-measurements.
+vector lanes (an output axis, an axis an input is contiguous along, or the reduce),
+several rows of a streaming reduce at once, and the outer loop (elementwise kernels'
+lanes: codegen/opt/elementwise.py). Each pass returns `Opt`s (codegen/kernel.py); the
+widths come from the `Target` (16 float lanes with AVX-512, 8 with AVX2).
+docs/decisions.md gives the rules' measurements.
 """
 from __future__ import annotations
 
 from codegen.helpers import prod
 from codegen.kernel import Kernel, Opt, OptOps
+from codegen.lanes import FULL, ROW_VECTORS, row_fill
 from codegen.ops import TRANSCENDENTAL, BinaryOps
 from codegen.target import Target
 
@@ -22,7 +23,6 @@ _SHORT_REDUCE = 16           # reduces this short may take vector lanes across s
 _WHOLE = 8                   # an axis this short may be unrolled whole, whatever its size
 _TILE_ROUNDS = 4             # most upcasts in one tile
 _PAD_VECTORS = 4             # a reduce this many vectors long pads its last one (D54)
-_ROW_VECTORS = 4             # an output row up to this many vectors pads to whole ones (D57)
 _ROW_CHAINS = ((64, 4), (32, 2))  # a row walked alone, this many vectors long: accumulators
 _COSTLY_PAD = 5              # rows with exp or log this wide pad to whole vectors at any width
 
@@ -110,7 +110,7 @@ def _pad_row(k: Kernel, budget: int, target: Target) -> Opt | None:
                 any(k.strides(key, axis) not in (0, 1) for key in k.loads):
             continue
         exact, padded = _unroll_amount(size, wide, budget), _round_up(size, wide)
-        if padded <= min(_ROW_VECTORS * wide, budget) and size * wide > exact * padded:
+        if padded <= min(ROW_VECTORS * wide, budget) and size * wide > exact * padded:
             opt = Opt(OptOps.PAD_OUT, axis, wide, f"{size} is no multiple of {wide}: pad the row")
             return opt if k.can_apply(opt) else None
     return None
@@ -139,23 +139,40 @@ def _best_upcast(k: Kernel, budget: int, split: set[int], target: Target) -> Opt
     """The next unroll. The first is the vector axis (the widest); after it, the one that
     leaves the fewest loads per accumulator update [D57], then the most accumulators,
     preferring an axis not unrolled yet, then the one the output is most contiguous in."""
-    best: tuple[tuple[float, int, bool, int], Opt] | None = None
+    best: tuple[tuple[float, bool, int, bool, int], Opt] | None = None
     for axis in range(k.n_global):
         out_stride = k.strides(k.out_key, axis)
         why = _worth_unrolling(k, axis)
         if why is None or out_stride is None:
             continue
-        want = target.lanes if not k.upcasts and out_stride == 1 else 4
+        want = target.lanes if not k.upcasts and _lane_axis(k, axis) else 4
         room = budget // prod(k.upcasts)
         amount = _unroll_amount(k.full_shape[axis], want, room)
         opt = Opt(OptOps.UPCAST, axis, amount, why)
         if not amount or not k.can_apply(opt) or not _fits_registers(k, opt, target):
             continue
         rank = (-_loads_per_update(k, opt, target) if k.lanes else 0,
-                amount, axis not in split, -out_stride)
+                not k.upcasts and _full_row(k, axis, target), amount, axis not in split,
+                -out_stride)
         if best is None or rank > best[0]:
             best = (rank, opt)
     return best[1] if best is not None else None
+
+
+def _lane_axis(k: Kernel, axis: int) -> bool:
+    """Whether the first unroll of this axis may become vector lanes: the output or an input
+    is contiguous along it (a conv's output channels, where its weight has them innermost)."""
+    return k.strides(k.out_key, axis) == 1 or any(k.strides(key, axis) == 1 for key in k.loads)
+
+
+def _full_row(k: Kernel, axis: int, target: Target) -> bool:
+    """Whether the output's own row makes full vectors along this axis: contiguous, no input
+    gathers along it, and 3/4 of the lanes busy. It is then the lane axis; where it is not
+    (a conv's rows of 7 or 8, or of stride 2), the widest unroll is, which may be an axis
+    only an input is contiguous along (a conv's output channels) [D63]."""
+    return k.strides(k.out_key, axis) == 1 and \
+        all(k.strides(key, axis) in (0, 1) for key in k.loads) and \
+        row_fill(k.full_shape[axis], target.lanes) >= FULL
 
 
 def _registers(k: Kernel, target: Target) -> int:
@@ -368,7 +385,9 @@ def order_loops(k: Kernel, target: Target) -> list[Opt]:
     it (a matmul's B, for each block of rows). So the outer loop is the one that
     minimises iterations x bytes of the inputs it ignores, if it has enough iterations to
     split across threads. An input small enough to stay in the L1 cache (a bias) costs
-    nothing to re-read."""
+    nothing to re-read. An outer loop with fewer iterations than threads (a batch of 4
+    unrolled whole) gives way to the cheapest one that has enough, whatever it re-reads:
+    else the kernel runs on one thread."""
     if k.reduceop is None or not target.tile:
         return []
     cached = target.cached_bytes // 4  # in float32 elements
@@ -387,31 +406,6 @@ def order_loops(k: Kernel, target: Target) -> list[Opt]:
     best = min(axes, key=lambda a: (cost(a), a))
     if best != 0 and cost(best) < cost(0):
         return [Opt(OptOps.OUTER, best, why=f"re-reads {cost(best)} elements, not {cost(0)}")]
+    if best != 0 and k.full_shape[0] < max(2, target.threads):  # threads split it [D63]
+        return [Opt(OptOps.OUTER, best, why=f"{k.full_shape[0]} iterations are too few to split")]
     return []
-
-
-def gather_lanes(k: Kernel, target: Target) -> list[Opt]:
-    """An elementwise kernel is left to LLVM's loop vectoriser, unless a load's index is
-    not affine along the innermost axis (an upsampled gradient reads x // 2) or a
-    contiguous load is masked along it (a padded copy): the vectoriser gives up there,
-    so that axis becomes explicit vector lanes. Such a load reads the span its lanes
-    touch once and shuffles, or is one masked vector load (codegen/linearizer.py)."""
-    if k.reduceop is not None or not target.tile or not k.full_shape:
-        return []
-    axis = len(k.full_shape) - 1
-    if k.strides(k.out_key, axis) != 1 or not any(_needs_lanes(k, key, axis) for key in k.mem):
-        return []
-    size, wide = k.full_shape[axis], target.lanes
-    lanes = next((d for d in (wide, wide // 2) if d and size % d == 0),
-                 size if wide // 2 < size <= wide else 0)
-    upcast = Opt(OptOps.UPCAST, axis, lanes, "a load LLVM's vectoriser gives up on")
-    if not lanes or not k.can_apply(upcast):
-        return []
-    return [upcast, Opt(OptOps.LANES, axis + 1, lanes, "explicit lanes for that load")]
-
-
-def _needs_lanes(k: Kernel, key: int, axis: int) -> bool:
-    stride = k.strides(key, axis)
-    tangled = stride is None and len(k.sts[key].views) > 1
-    masked = stride == 1 and k.strides(key, axis, ignore_valid=False) is None
-    return tangled or masked
