@@ -8,7 +8,7 @@ from codegen.shape.symbolic import Node, NumNode, SumNode, Variable, sum_nodes
 MAX_WINDOW = 64              # widest span one vector load may read to gather its lanes
 ROW_VECTORS = 4              # an output row up to this many vectors pads to whole ones (D57)
 FULL = 0.75                  # lanes that fill at least this share of a register fill it
-HALF = 0.5                   # half a register of lanes: as fast as full ones in a conv (D63)
+HALF = 0.5                   # half a register of lanes: as fast as full ones in a conv (D66)
 
 
 def row_fill(size: int, lanes: int) -> float:

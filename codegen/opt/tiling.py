@@ -169,7 +169,7 @@ def _full_row(k: Kernel, axis: int, target: Target) -> bool:
     """Whether the output's own row makes full vectors along this axis: contiguous, no input
     gathers along it, and 3/4 of the lanes busy. It is then the lane axis; where it is not
     (a conv's rows of 7 or 8, or of stride 2), the widest unroll is, which may be an axis
-    only an input is contiguous along (a conv's output channels) [D63]."""
+    only an input is contiguous along (a conv's output channels) [D66]."""
     return k.strides(k.out_key, axis) == 1 and \
         all(k.strides(key, axis) in (0, 1) for key in k.loads) and \
         row_fill(k.full_shape[axis], target.lanes) >= FULL
@@ -406,6 +406,6 @@ def order_loops(k: Kernel, target: Target) -> list[Opt]:
     best = min(axes, key=lambda a: (cost(a), a))
     if best != 0 and cost(best) < cost(0):
         return [Opt(OptOps.OUTER, best, why=f"re-reads {cost(best)} elements, not {cost(0)}")]
-    if best != 0 and k.full_shape[0] < max(2, target.threads):  # threads split it [D63]
+    if best != 0 and k.full_shape[0] < max(2, target.threads):  # threads split it [D66]
         return [Opt(OptOps.OUTER, best, why=f"{k.full_shape[0]} iterations are too few to split")]
     return []

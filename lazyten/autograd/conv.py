@@ -128,7 +128,7 @@ def _conv(x, weight, spec, tensor):
 def _channel_lanes(device: str, cout: int, width: int, stride: int, least: float) -> bool:
     """Whether the CPU tile should take its vector lanes across output channels: where the
     output's rows fill less than `least` of a register (or are read at a stride: each
-    lane a gathered load) and the channels (per group) fill one [D63]. The forward asks
+    lane a gathered load) and the channels (per group) fill one [D66]. The forward asks
     for half a register (rows of 8 lanes ran as fast as channel lanes, and cost no
     copy), the weight gradient, whose other choice is lanes along those rows in its
     reduce, for 3/4 (FULL)."""
@@ -142,7 +142,7 @@ def _channel_lanes(device: str, cout: int, width: int, stride: int, least: float
 def _channels_inner(t, batch: bool = False):
     """t (a Tensor or a LazyBuffer) copied with its channels (axis 0, or 1 after a batch
     axis) innermost in memory, seen in its own shape: the CPU tile may then take vector
-    lanes across output channels, which fill every lane whatever the image's width [D63].
+    lanes across output channels, which fill every lane whatever the image's width [D66].
     The forward's weight: one vector load of it per tap, the input broadcast; the weight
     gradient's output gradient: one vector load per position, the input broadcast."""
     axis = 1 if batch else 0
@@ -161,9 +161,13 @@ def _grouped_windows(x, kernel: tuple, spec, tensor):
 
 
 def _pad(x, pads: list):
-    """Tensor.pad with zeros: negative amounts crop first, then the rest grows."""
-    crop = tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pads, x.shape))
-    return x.shrink(crop).pad(tuple((max(b, 0), max(a, 0)) for b, a in pads))
+    """Tensor.pad with zeros: the positive amounts grow first, then negative ones crop (a
+    crop may take padding: 2 before and -2 after keeps one element of one)."""
+    if any(b > 0 or a > 0 for b, a in pads):
+        x = x.pad(tuple((max(b, 0), max(a, 0)) for b, a in pads))
+    if any(b < 0 or a < 0 for b, a in pads):
+        x = x.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pads, x.shape)))
+    return x
 
 
 def _mul(x, y):
@@ -188,7 +192,7 @@ def _dilated_padded(g, stride: tuple, pads: list):
     axis: g's element i lands in block i + q at offset r, where q, r = divmod(before, s),
     so the copy reads g through one view with interval masks; the dilation's own views
     (pad, then merge the padded axis) index it with divisions and remainders, which ran
-    at 1.2 GB/s [D63]."""
+    at 1.2 GB/s [D66]."""
     bs, c, sp = g.shape[0], g.shape[1], g.shape[2:]
     if all(s == 1 for s in stride):
         return _pad(g, [(0, 0), (0, 0)] + pads).contiguous()

@@ -202,7 +202,7 @@ def test_conv_tile_shares_input_loads_within_the_registers():
 
 def test_half_width_rows_keep_to_the_registers():
     """8-wide rows take 8 lanes (half a register) where the output channels are too few for
-    lanes of their own (D63); the tile still counts registers, not floats: at most 16
+    lanes of their own (D66); the tile still counts registers, not floats: at most 16
     accumulators."""
     x, w = Tensor(rnd((8, 32, 8, 8))), Tensor(rnd((8, 32, 3, 3), seed=1))
     out = x.conv2d(w, padding=1)
