@@ -194,6 +194,8 @@ class ElementwiseMixin(TensorMixin):
             if x.dtype.is_int and exponent < 0:
                 raise ArgumentError(f"integers to negative integer powers are not allowed "
                                  f"(tensor of {x.dtype.name} ** {exponent})")
+            if x.dtype.is_float and x.dtype.opmath != x.dtype:  # 16-bit: one rounding, as torch
+                return x.float().apply(Pow, power=int(exponent), tensor=type(self)).cast(x.dtype)
             return x.apply(Pow, power=int(exponent), tensor=type(self))
         x, y = self._broadcasted(exponent, reverse)
         if not x.dtype.is_float:  # integer powers in float64 (exact below 2**53), rounded back

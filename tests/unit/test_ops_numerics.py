@@ -114,3 +114,17 @@ def test_integer_tensor_divided_by_a_negative_python_number():
     np.testing.assert_array_equal((Tensor(x) / -1).numpy(), x / -1)
     np.testing.assert_array_equal((-6 / Tensor(x + 1)).numpy(), (-6 / (x + 1)).astype(np.float32))
     np.testing.assert_array_equal((Tensor(x.astype(np.int8)) / -2).numpy(), x.astype(np.int8) / -2)
+
+
+def test_16_bit_integer_powers_round_once():
+    """bfloat16 x ** 3 multiplied in bfloat16, rounding twice: 1.9453125 ** 3 = 7.3615 gave
+    7.34375 instead of 7.375 (found by the fuzzer, seed 581). Computed in float32 and
+    rounded once, every power below is the exact power rounded to the nearest value."""
+    from tests.helpers import rne_bf16
+    x = rne_bf16(np.random.default_rng(0).uniform(-3, 3, 4000).astype(np.float32))
+    for n in (2, 3, 4, 5, -1, -2, -3):
+        exact = x.astype(np.float64) ** n
+        got = (Tensor(x, dtype=dtypes.bfloat16) ** n).float().numpy()
+        np.testing.assert_array_equal(got, rne_bf16(exact.astype(np.float32)), err_msg=f"n={n}")
+        got16 = (Tensor(x.astype(np.float16)) ** n).numpy()
+        np.testing.assert_array_equal(got16, exact.astype(np.float16), err_msg=f"f16 n={n}")
