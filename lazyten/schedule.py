@@ -10,9 +10,10 @@ Fusion rules, applied to the graph of bases reachable from the outputs:
      by rule 3 (a reduce read by several consumers, or expanded), an elementwise base
      read through padding when one of its ops does not map 0 to 0 (exp, log, recip...),
      and an elementwise base read through an expand that would repeat much work: each
-     element read `_EXPAND_MIN` times or more, repeating `_RECOMPUTE_MIN` ops or more (the
-     relu mask of an MLP's gradient, re-read for every input feature of a weight
-     gradient, is computed once instead of 784 times).
+     element read `_EXPAND_MIN` times or more (or twice or more, repeating `_REPEAT_OPS`
+     ops per element), repeating `_RECOMPUTE_MIN` ops or more in all (the relu mask of an
+     MLP's gradient, re-read for every input feature of a weight gradient, is computed
+     once instead of 784 times; a gelu read by a 7-class head, once instead of 7 times).
   5. Row kernels (D55): on a loop target (a CPU), a reduce materialised by rule 4 whose
      only reader is one elementwise kernel of the reduce's input shape, reading it one
      value per row (a reduce over the trailing axes expanded back: softmax's max and sum,
@@ -43,7 +44,8 @@ __all__ = ["ScheduleItem", "copy_ast", "create_schedule"]
 
 _ELEMENTWISE = (UnaryOps, BinaryOps, TernaryOps)
 _EXPAND_MIN = 8            # reads per element that make an expanded elementwise base...
-_RECOMPUTE_MIN = 1 << 16   # ...worth materialising, when this many ops would be repeated
+_RECOMPUTE_MIN = 1 << 16   # ...worth materialising, when this many ops would be repeated;
+_REPEAT_OPS = 24           # fewer reads do, when each element repeats this many ops
 _OPS_COUNTED = 16          # inlined ops counted per base (enough to pass the bar)
 _ROW_MAX = ROW_MAX          # rule 5: elements in a row of a row kernel (256 KB of float32)
 _DEPTH_MAX = 512           # rule 6: the longest chain of ops one kernel inlines
@@ -186,9 +188,11 @@ class _Graph:
     def _repeats_work(self, base: LazyBuffer, view: LazyBuffer) -> bool:
         """Would inlining `base` where `view` reads it repeat much work (rule 4)?"""
         size, reads = prod(base.shape), prod(view.shape)
-        if reads < _EXPAND_MIN * size:
+        if reads < 2 * size:
             return False
-        return (reads - size) * self._inlined_ops(base) >= _RECOMPUTE_MIN
+        repeated = (reads - size) * self._inlined_ops(base)
+        return repeated >= _RECOMPUTE_MIN and \
+            (reads >= _EXPAND_MIN * size or repeated >= _REPEAT_OPS * size)
 
     def _inlined_ops(self, base: LazyBuffer) -> int:
         """Elementwise ops a kernel reading `base` computes for each element (up to

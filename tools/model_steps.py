@@ -141,10 +141,13 @@ SIZES = {"mlp": (32, 512), "transformer": (4, 16), "cnn": (8, 32)}
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("models", nargs="*", default=list(SIZES), choices=list(SIZES))
+    parser.add_argument("models", nargs="*", help=f"of {', '.join(SIZES)}; all if none")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--jit", action="store_true", help="lazyten's step under lazyten.jit")
     args = parser.parse_args(argv)
+    unknown = [m for m in args.models if m not in SIZES]
+    if unknown:
+        parser.error(f"unknown model(s) {', '.join(unknown)}: choose from {', '.join(SIZES)}")
     for kind in args.models or list(SIZES):
         for size in SIZES[kind]:
             print(compare(kind, size, args.steps, args.jit), flush=True)
