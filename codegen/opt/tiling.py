@@ -1,30 +1,26 @@
 """CPU passes: register tiling, vector lanes and loop order.
 
 Which output axes of a reduce to unroll into a tile of accumulators, which axis becomes
-vector lanes (an output axis, an axis an input is contiguous along, or the reduce),
-several rows of a streaming reduce at once, and the outer loop (elementwise kernels'
-lanes: codegen/opt/elementwise.py). Each pass returns `Opt`s (codegen/kernel.py); the
-widths come from the `Target` (16 float lanes with AVX-512, 8 with AVX2).
-docs/decisions.md gives the rules' measurements.
+vector lanes (an output axis, an axis an input is contiguous along, or the reduce), and
+the outer loop. Several rows of a reduce at once and lanes along the reduce are in
+codegen/opt/reduce_rows.py; elementwise kernels' lanes in codegen/opt/elementwise.py.
+Each pass returns `Opt`s (codegen/kernel.py); the widths come from the `Target` (16
+float lanes with AVX-512, 8 with AVX2). docs/decisions.md gives the rules' measurements.
 """
 from __future__ import annotations
 
 from codegen.helpers import prod
 from codegen.kernel import Kernel, Opt, OptOps
 from codegen.lanes import FULL, ROW_VECTORS, row_fill
-from codegen.ops import TRANSCENDENTAL, BinaryOps
+from codegen.opt.reduce_rows import divides_integers
 from codegen.target import Target
 
 _MIN_OUTER = 8               # iterations the outermost loop needs to be worth splitting
 _SCALAR_TILE = 16            # most scalar accumulators a tile without vector lanes gets
 _WORK_PER_ACC = 4096         # a tile gets at most one accumulator per this many iterations
-_STREAM_MIN = 256            # reduces this long stream several rows at a time
 _SHORT_REDUCE = 16           # reduces this short may take vector lanes across strided outputs
 _WHOLE = 8                   # an axis this short may be unrolled whole, whatever its size
 _TILE_ROUNDS = 4             # most upcasts in one tile
-_PAD_VECTORS = 4             # a reduce this many vectors long pads its last one (D54)
-_ROW_CHAINS = ((64, 4), (32, 2))  # a row walked alone, this many vectors long: accumulators
-_COSTLY_PAD = 5              # rows with exp or log this wide pad to whole vectors at any width
 
 
 def _halvings(start: int) -> list[int]:
@@ -101,7 +97,7 @@ def _pad_row(k: Kernel, budget: int, target: Target) -> Opt | None:
     lanes), and not where the kernel divides integers (the padded lanes compute on zeros:
     a division by zero is undefined)."""
     wide = target.lanes
-    if budget < wide or _divides(k):
+    if budget < wide or divides_integers(k):
         return None
     for axis in range(k.n_global):
         size = k.full_shape[axis]
@@ -123,12 +119,6 @@ def _whole_row(k: Kernel) -> Opt | None:
     rest = k.full_shape[k.padded_axis] if k.padded_axis >= 0 and k.lanes else 1
     opt = Opt(OptOps.UPCAST, k.padded_axis, rest, "a padded row unrolls whole")
     return opt if rest > 1 and k.can_apply(opt) else None
-
-
-def _divides(k: Kernel) -> bool:
-    """Whether the kernel divides integers: padded lanes compute on zeros, and an integer
-    division by zero is undefined (x86 traps; LLVM may assume it never happens)."""
-    return any(n.op in (BinaryOps.IDIV, BinaryOps.MOD) for n in k.ast.walk())
 
 
 def _round_up(size: int, amount: int) -> int:
@@ -254,128 +244,6 @@ def _first_lanes(k: Kernel) -> Opt | None:
     if k.upcasts[0] >= 4 and (k.strides(k.out_key, axis) == 1 or 1 in walks):
         return Opt(OptOps.LANES, axis, k.upcasts[0], "memory is contiguous along the unroll")
     return None
-
-
-def stream_rows(k: Kernel, target: Target) -> list[Opt]:
-    """A long contiguous reduce with no reuse (a row sum) streams its input once; doing
-    several rows at once keeps more memory requests in flight per core and gives the
-    reduce independent accumulators. The rows become a tile, so the reduce takes vector
-    lanes (reduce_lanes, padded where the width is odd). On the 2-core machine a 4096 x
-    4096 row sum went from 3.2 to 3.0 ms (8 rows); the rows are taken from the innermost
-    output axis that 8 (else 4, 2) divides: a split reduce's chunks (64 x 29) from the 64."""
-    if k.reduceop is None or not target.tile or k.upcasts or prod(k.reduce_shape) < _STREAM_MIN:
-        return []
-    return _rows_at_once(k, target, "a long streaming reduce: rows at once")
-
-
-def row_kernel_rows(k: Kernel, target: Target) -> list[Opt]:
-    """A row kernel (D55) takes several rows at once, whatever their width, where its
-    loops compute a transcendental op (softmax's exp): the rows' independent work hides
-    its latency (2048 x 128 softmax 0.14 -> 0.11 ms, 4096 x 1000 1.43 -> 1.20 ms,
-    interleaved, best of 30). Plain sums (layernorm) run at the cache's speed one row at
-    a time and lose a little with eight (4096 x 1000: 0.70 -> 0.78 ms), so they do not."""
-    if not k.rows or not target.tile or k.upcasts or \
-            not any(n.op in TRANSCENDENTAL for n in k.ast.walk()):
-        return []
-    return _rows_at_once(k, target, "a row kernel's exp or log: rows at once")
-
-
-def _rows_at_once(k: Kernel, target: Target, why: str) -> list[Opt]:
-    """Upcast the innermost output axis that 8 (else 4, 2) divides, for a reduce whose
-    input is contiguous along it and that takes vector lanes."""
-    inner = k.n_global + k.n_reduce - 1
-    if not k.n_global or not k.n_reduce or not _reduce_lane_width(
-            k.full_shape[inner], target, may_pad=not _divides(k), costly=_costly_row(k))[0]:
-        return []
-    if not any(k.strides(key, inner) == 1 for key in k.loads):
-        return []
-    for rows in (8, 4, 2):
-        for axis in reversed(range(k.n_global)):
-            opt = Opt(OptOps.UPCAST, axis, rows, why)
-            if k.full_shape[axis] % rows == 0 and k.can_apply(opt):
-                return [opt]
-    return []
-
-
-def reduce_lanes(k: Kernel, target: Target) -> list[Opt]:
-    """Vector lanes along the innermost reduce axis, for a tile whose output rows form
-    no vectors (a conv weight gradient: its output is a 5 x 5 window of taps; a row sum)
-    while an input walks the reduce contiguously. Each accumulator becomes a vector of
-    partial reductions, summed across its lanes once, after the reduce loops. A full
-    vector wide where the axis divides; else, from 4 vectors long, padded to whole
-    vectors (the last step is masked, after the loop); else half a vector. A row kernel
-    (D55) takes them with no tile: its reduce and store loops walk the row in vectors."""
-    if k.reduceop is None or not target.tile or not (k.upcasts or k.rows) or k.lanes:
-        return []
-    axis = k.n_global + k.n_reduce - 1
-    if not any(k.strides(key, axis) == 1 for key in k.loads):
-        return []
-    size = k.full_shape[axis]
-    lanes, pad = _row_chains(k, target, size,
-                             _reduce_lane_width(size, target, _shares_loads(k), not _divides(k),
-                                                _costly_row(k)))
-    why = f"{size} is no multiple of {lanes}: pad the last vector"
-    opts = [Opt(OptOps.PAD, axis, lanes, why)] if pad else []
-    opts.append(Opt(OptOps.REDUCE_LANES, axis, lanes, "an input is contiguous along the reduce"))
-    t = k.copy()
-    for opt in opts:
-        if not lanes or not t.can_apply(opt):
-            return []
-        t.apply(opt)
-    return opts
-
-
-def _row_chains(k: Kernel, target: Target, size: int, chosen: tuple[int, bool]) -> tuple[int, bool]:
-    """(lanes, pad): `chosen`, or for a row kernel that walks one row at a time in whole
-    vectors and may pad (layernorm), 2 or 4 vectors per step from 32 or 64 vectors on:
-    each reduce keeps that many accumulators (LLVM splits the wide vector into registers)
-    whose adds do not wait on each other: 64 rows x 1023 17.2 -> 14.7 us; under 32 vectors
-    the padded last step costs more (x 100: 25 -> 27 us) [D60]."""
-    lanes = chosen[0]
-    if not k.rows or k.upcasts or lanes != target.lanes or _divides(k):
-        return chosen
-    lanes *= next((n for least, n in _ROW_CHAINS if size >= least * lanes), 1)
-    return lanes, size % lanes != 0
-
-
-def _costly_row(k: Kernel) -> bool:
-    """A row kernel (D55) that computes a transcendental op (softmax's exp) per element."""
-    return bool(k.rows) and any(n.op in TRANSCENDENTAL for n in k.ast.walk())
-
-
-def _reduce_lane_width(size: int, target: Target, reuse: bool = False,
-                       may_pad: bool = True, costly: bool = False) -> tuple[int, bool]:
-    """(lanes, whether to pad) for a reduce axis of `size`; (0, False): no lanes. A tile
-    whose copies share loads (reuse: compute, not memory, bounds it) and that neither a
-    vector nor half a vector divides pads where 3/4 of the padded lanes are busy: a conv
-    weight gradient's 14- or 28-wide rows take 16 lanes, 14/16 or 28/32 busy, instead
-    of scalar code; a 3-tap reduce stays scalar, and a 17-long one (17/32: measured
-    slower) [D57] (where
-    half a vector divides, it stays: LeNet's 24-wide rows were slower padded to 32); a
-    streaming reduce pads only from _PAD_VECTORS vectors (D54), but a row kernel that
-    computes exp or log per element (`costly`) from _COSTLY_PAD wide, to half a vector
-    or a whole one: a vector exp costs about one scalar exp (softmax 4096 x 33: 197 ->
-    97 us; 4096 x 4: LLVM's own loop, 13 us, against 49 padded). Never where the kernel
-    divides integers (`may_pad`: the padding computes on zeros)."""
-    wide = target.lanes
-    exact = next((d for d in (wide, wide // 2) if d and size % d == 0), 0)
-    if not may_pad or not wide or size % wide == 0:
-        return exact, False
-    if reuse and not exact and 4 * size >= 3 * (size + -size % wide):  # 3/4 of lanes busy
-        return wide, True
-    if costly and not exact and size >= _COSTLY_PAD:  # an exp per lane, not per element
-        return (wide // 2 if 2 * size <= wide else wide), True
-    if size >= _PAD_VECTORS * wide:
-        return wide, True
-    return exact, False
-
-
-def _shares_loads(k: Kernel) -> bool:
-    """Whether some input is read once for several copies of the tile (it ignores an
-    unrolled axis)."""
-    first = len(k.full_shape) - len(k.upcasts)
-    return any(k.strides(key, axis) == 0 for key in k.loads
-               for axis in range(first, len(k.full_shape)))
 
 
 def order_loops(k: Kernel, target: Target) -> list[Opt]:
