@@ -5,7 +5,9 @@ The product is a broadcast multiply summed over k: x viewed as (..., n, 1, k), w
 transposed and viewed as (..., 1, m, k), both expanded to the broadcast batch shape. The
 ops, and in the backward the reduces and views that undo them, are those the chain of
 Tensor ops (reshape, transpose, expand, multiply, sum) built with a Function and a Tensor
-each, in the same order: the scheduler sees the same graph (D61).
+each, in the same order: the scheduler sees the same graph (D61). One exception: the
+gradient of a w in memory order (a plain parameter, an Embedding's table) is reduced in
+w's own layout, not as w^T viewed transposed (D67).
 """
 from __future__ import annotations
 
@@ -28,6 +30,9 @@ class Matmul(Function):
         self.xr_shape, self.wt_shape, self.wr_shape = xr.shape, wt.shape, wr.shape
         self.shape = broadcast_shape(xr.shape, wr.shape)
         self.xb, self.wb = _broadcast(xr, self.shape), _broadcast(wr, self.shape)
+        # w's gradient is laid out as w is: an optimiser's elementwise update then reads
+        # it in order (a transposed read walks memory 4 bytes per 2 KB: D67)
+        self.w_in_order = w._base is None or w.st.contiguous
         self.kept = self.xb.e(BinaryOps.MUL, self.wb).r(ReduceOps.SUM, (len(self.shape) - 1,))
         return self.kept.reshape(self.shape[:-1])
 
@@ -37,7 +42,12 @@ class Matmul(Function):
         if self.needs_input_grad[0]:
             gx = _unbroadcast(self.wb.e(BinaryOps.MUL, grad), self.xr_shape)
             gx = gx.reshape(self.x_shape)
-        if self.needs_input_grad[1]:
+        if self.needs_input_grad[1] and self.w_in_order:  # reduced as (..., n, k, m)
+            swap = tuple(range(len(self.shape) - 2)) + (len(self.shape) - 1, len(self.shape) - 2)
+            shape = self.wr_shape[:-2] + (self.wr_shape[-1], self.wr_shape[-2])
+            product = self.xb.permute(swap).e(BinaryOps.MUL, grad.permute(swap))
+            gw = _unbroadcast(product, shape).reshape(self.w_shape)
+        elif self.needs_input_grad[1]:  # a transposed view's memory is (m, k): so is this
             gw = _unbroadcast(self.xb.e(BinaryOps.MUL, grad), self.wr_shape)
             gw = gw.reshape(self.wt_shape).permute(self.swap)  # a swap is its own inverse
         return gx, gw

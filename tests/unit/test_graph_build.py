@@ -219,8 +219,10 @@ def matmul_shapes(draw):
 @given(shapes=matmul_shapes(), grads=st.sampled_from([(True, True), (False, True), (True, False)]),
        transposed=st.booleans(), dtype=st.sampled_from([dtypes.float32, dtypes.float64]))
 def test_matmul_builds_the_chains_graph(shapes, grads, transposed, dtype):
-    """Forward and both gradients: the graph of the chain of Tensor ops, exactly; a
-    transposed (non-contiguous) weight too."""
+    """Forward and x's gradient: the graph of the chain of Tensor ops, exactly; w's too
+    for a transposed (non-contiguous) w. A w in memory order gets its gradient reduced in
+    its own layout (D67): a view in order, not the chain's transposed one (values:
+    test_matmul_values_and_gradients_match_numpy)."""
     rng = np.random.default_rng(0)
     xs, ws = shapes
     x_np, w_np = rng.standard_normal(xs), rng.standard_normal(ws)
@@ -233,8 +235,13 @@ def test_matmul_builds_the_chains_graph(shapes, grads, transposed, dtype):
         w = leaf.transpose(-1, -2) if transposed else leaf
         out = build(x, w)
         out.backward(Tensor(g_np, dtype=dtype))
+        in_order = w.lazydata._base is None or w.lazydata.st.contiguous  # (k, 1).T is too
+        compared = (x,) if in_order else (x, leaf)
         keys.append([graph_key(out.lazydata)] +
-                     [graph_key(t.grad.lazydata) for t in (x, leaf) if t.requires_grad])
+                    [graph_key(t.grad.lazydata) for t in compared if t.requires_grad])
+        if build is Tensor.matmul and grads[1] and in_order:
+            gw = leaf.grad.lazydata
+            assert gw._base is None or gw.st.contiguous, "w's gradient is a transposed view"
     assert keys[0] == keys[1]
 
 
