@@ -53,8 +53,11 @@ def _redraw(draw, dtype: DType, memory) -> None:
     """A replayed host step: fresh random numbers from the host generator into `memory`,
     in the order the function drew them, so a jitted step draws as the eager one does."""
     arr = draw()
-    if dtype == dtypes.bfloat16:
-        arr = bf16_bits(arr)
+    copy_in(memory, bf16_bits(arr) if dtype == dtypes.bfloat16 else arr)
+
+
+def copy_in(memory, arr: np.ndarray) -> None:
+    """arr's bytes into device memory (Tensor(numpy)'s upload, a replayed random draw)."""
     memory.copyin(np.ascontiguousarray(arr).reshape(-1).view(np.uint8).data)
 
 

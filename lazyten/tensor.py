@@ -18,7 +18,7 @@ from lazyten.autograd import primitives as F
 from lazyten.autograd.engine import describe, propagate, seed
 from lazyten.autograd.function import Function
 from lazyten.compat import CompatMixin
-from lazyten.creation import (CreationMixin, _scalar_dtype, bf16_bits, bf16_values,
+from lazyten.creation import (CreationMixin, _scalar_dtype, bf16_bits, bf16_values, copy_in,
                               default_device, storage_numpy_dtype, to_numpy_dtype)
 from lazyten.einsum import EinsumMixin
 from lazyten.elementwise import ElementwiseMixin
@@ -362,7 +362,7 @@ def _from_numpy(arr: np.ndarray, device: str, dtype: DType | None = None) -> Laz
     dtype = dtype or dtypes.from_name(arr.dtype.name)
     buf = Buffer(get_runtime(device), arr.size, dtype)
     if arr.size:
-        buf.copyin(np.ascontiguousarray(arr).reshape(-1).view(np.uint8).data)
+        copy_in(buf, arr)
         if Capture.uploaded is not None:  # a JIT capture: replays do not upload again
             Capture.uploaded[id(buf)] = buf
     return LazyBuffer.from_buffer(buf, tuple(arr.shape))

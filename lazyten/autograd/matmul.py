@@ -29,7 +29,7 @@ class Matmul(Function):
         wr = wt.reshape(wt.shape[:-2] + (1,) + wt.shape[-2:])
         self.xr_shape, self.wt_shape, self.wr_shape = xr.shape, wt.shape, wr.shape
         self.shape = broadcast_shape(xr.shape, wr.shape)
-        self.xb, self.wb = _broadcast(xr, self.shape), _broadcast(wr, self.shape)
+        self.xb, self.wb = broadcast_to(xr, self.shape), broadcast_to(wr, self.shape)
         # w's gradient is laid out as w is: an optimiser's elementwise update then reads
         # it in order (a transposed read walks memory 4 bytes per 2 KB: D67)
         self.w_in_order = w._base is None or w.st.contiguous
@@ -40,15 +40,15 @@ class Matmul(Function):
         grad = grad.reshape(self.kept.shape).expand(self.shape)
         gx = gw = None
         if self.needs_input_grad[0]:
-            gx = _unbroadcast(self.wb.e(BinaryOps.MUL, grad), self.xr_shape)
+            gx = unbroadcast(self.wb.e(BinaryOps.MUL, grad), self.xr_shape)
             gx = gx.reshape(self.x_shape)
         if self.needs_input_grad[1] and self.w_in_order:  # reduced as (..., n, k, m)
             swap = tuple(range(len(self.shape) - 2)) + (len(self.shape) - 1, len(self.shape) - 2)
             shape = self.wr_shape[:-2] + (self.wr_shape[-1], self.wr_shape[-2])
             product = self.xb.permute(swap).e(BinaryOps.MUL, grad.permute(swap))
-            gw = _unbroadcast(product, shape).reshape(self.w_shape)
+            gw = unbroadcast(product, shape).reshape(self.w_shape)
         elif self.needs_input_grad[1]:  # a transposed view's memory is (m, k): so is this
-            gw = _unbroadcast(self.xb.e(BinaryOps.MUL, grad), self.wr_shape)
+            gw = unbroadcast(self.xb.e(BinaryOps.MUL, grad), self.wr_shape)
             gw = gw.reshape(self.wt_shape).permute(self.swap)  # a swap is its own inverse
         return gx, gw
 
@@ -63,14 +63,14 @@ class Linear(Matmul):
         if b is None:
             return out
         self.b_shape = b.shape
-        return out.e(BinaryOps.ADD, _broadcast(b, out.shape))
+        return out.e(BinaryOps.ADD, broadcast_to(b, out.shape))
 
     def backward(self, grad: LazyBuffer):
         gx, gw = super().backward(grad)
         gw = None if gw is None else gw.permute((1, 0))
         if len(self.needs_input_grad) < 3:
             return gx, gw
-        gb = _unbroadcast(grad, self.b_shape) if self.needs_input_grad[2] else None
+        gb = unbroadcast(grad, self.b_shape) if self.needs_input_grad[2] else None
         return gx, gw, gb
 
 
@@ -78,13 +78,14 @@ def _padded(shape: tuple[int, ...], ndim: int) -> tuple[int, ...]:
     return (1,) * (ndim - len(shape)) + shape
 
 
-def _broadcast(x: LazyBuffer, shape: tuple[int, ...]) -> LazyBuffer:
-    """x reshaped to `shape`'s rank and expanded to it (Tensor._broadcast_to's views)."""
+def broadcast_to(x: LazyBuffer, shape: tuple[int, ...]) -> LazyBuffer:
+    """x reshaped to `shape`'s rank and expanded to it (Tensor._broadcast_to's views; also
+    LayerNorm's weight and bias)."""
     return x.reshape(_padded(x.shape, len(shape))).expand(shape)
 
 
-def _unbroadcast(grad: LazyBuffer, shape: tuple[int, ...]) -> LazyBuffer:
-    """The gradient of `_broadcast` from `shape`: summed over the expanded axes (Expand's
+def unbroadcast(grad: LazyBuffer, shape: tuple[int, ...]) -> LazyBuffer:
+    """The gradient of `broadcast_to` from `shape`: summed over the expanded axes (Expand's
     backward), then reshaped back (Reshape's)."""
     padded = _padded(shape, len(grad.shape))
     axis = tuple(i for i, (a, b) in enumerate(zip(padded, grad.shape)) if a != b)

@@ -19,6 +19,7 @@ from math import prod
 
 from codegen.ops import BinaryOps, ReduceOps, UnaryOps
 from lazyten.autograd.function import Function
+from lazyten.autograd.matmul import broadcast_to, unbroadcast
 from lazyten.lazy import LazyBuffer
 
 
@@ -35,20 +36,20 @@ class LayerNorm(Function):
         var = _mean(centred.e(BinaryOps.MUL, centred), axes, self.count)
         self.rstd = var.e(BinaryOps.ADD, var.const(eps)).e(UnaryOps.SQRT).e(UnaryOps.RECIP)
         self.norm = out = centred.e(BinaryOps.MUL, self.rstd.expand(shape))
-        self.weight = self.bias = None
-        if affine[0]:
-            self.weight = _Broadcast(params[0], shape)
-            out = out.e(BinaryOps.MUL, self.weight.value)
-        if affine[1]:
-            self.bias = _Broadcast(params[-1], shape)
-            out = out.e(BinaryOps.ADD, self.bias.value)
+        self.weight = broadcast_to(params[0], shape) if affine[0] else None
+        self.bias = broadcast_to(params[-1], shape) if affine[1] else None
+        self.param_shapes = [p.shape for p in params]
+        if self.weight is not None:
+            out = out.e(BinaryOps.MUL, self.weight)
+        if self.bias is not None:
+            out = out.e(BinaryOps.ADD, self.bias)
         return out
 
     def backward(self, grad: LazyBuffer):
         weight, bias, norm = self.weight, self.bias, self.norm
         gx = None
         if self.needs_input_grad[0]:
-            g_norm = grad if weight is None else grad.e(BinaryOps.MUL, weight.value)
+            g_norm = grad if weight is None else grad.e(BinaryOps.MUL, weight)
             total = g_norm.r(ReduceOps.SUM, self.axes).expand(norm.shape)
             along = g_norm.e(BinaryOps.MUL, norm).r(ReduceOps.SUM, self.axes).expand(norm.shape)
             inner = g_norm.e(BinaryOps.MUL, g_norm.const(self.count)).e(
@@ -58,25 +59,12 @@ class LayerNorm(Function):
             gx = inner.e(BinaryOps.MUL, scale.expand(norm.shape))
         grads: list[LazyBuffer | None] = [gx]
         if weight is not None:
-            grads.append(weight.gradient(norm.e(BinaryOps.MUL, grad))
+            grads.append(unbroadcast(norm.e(BinaryOps.MUL, grad), self.param_shapes[0])
                          if self.needs_input_grad[1] else None)
         if bias is not None:
-            grads.append(bias.gradient(grad) if self.needs_input_grad[-1] else None)
+            grads.append(unbroadcast(grad, self.param_shapes[-1])
+                         if self.needs_input_grad[-1] else None)
         return tuple(grads)
-
-
-class _Broadcast:
-    """A parameter broadcast to x's shape (`value`), as Tensor broadcasting does it: a
-    reshape that adds leading 1s, then an expand; `gradient` undoes both."""
-
-    def __init__(self, param: LazyBuffer, shape: tuple[int, ...]):
-        self.shape = param.shape
-        self.padded = (1,) * (len(shape) - len(param.shape)) + param.shape
-        self.value = param.reshape(self.padded).expand(shape)
-
-    def gradient(self, grad: LazyBuffer) -> LazyBuffer:
-        axes = tuple(i for i, (a, b) in enumerate(zip(self.padded, grad.shape)) if a != b)
-        return grad.r(ReduceOps.SUM, axes).reshape(self.shape)
 
 
 def _mean(x: LazyBuffer, axes: tuple[int, ...], count: int) -> LazyBuffer:
