@@ -354,33 +354,52 @@ class ElementwiseMixin(TensorMixin):
     def tanh(self): return self._opmath(lambda x: x.apply(F.Tanh))
     def relu6(self): return self.relu().minimum(6)
     def leakyrelu(self, neg_slope: float = 0.01): return self.relu() - (-neg_slope * self).relu()
-    def elu(self, alpha: float = 1.0): return (self > 0).where(self, alpha * (self.exp() - 1))
+    def elu(self, alpha: float = 1.0):
+        """x above 0, alpha * (e^x - 1) below: expm1 keeps tiny |x| relatively exact (e^x - 1
+        was 0 for x = -3e-9), and e^x of x clamped to <= 0 never overflows (its gradient,
+        0 * inf where x > 88, was NaN); a where clamps, so d/dx at 0 is alpha, not split."""
+        return self._opmath(lambda x: (x > 0).where(x, alpha * _nonpositive(x).expm1()))
     def celu(self, alpha: float = 1.0):
-        return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
+        return self._opmath(lambda x: (x > 0).where(x, alpha * (_nonpositive(x) / alpha).expm1()))
     def softplus(self, beta: float = 1.0):
-        # log(1 + exp(bx))/b computed stably: max(bx, 0) + log(1 + exp(-|bx|)); maximum
-        # (not relu) splits the gradient at the kink, so d/dx at 0 is 0.5 as it should be
-        bx = self * beta
-        return (bx.maximum(0) + (1 + (-bx.abs()).exp()).log()) / beta
-    def softsign(self): return self / (1 + self.abs())
+        """log(1 + e^(bx)) / b as max(bx, 0) + log1p(e^-|bx|): no overflow, and log1p keeps
+        the tiny values of bx << 0 (log(1 + e^-20) was 0). maximum (not relu) splits the
+        gradient at the kink, so d/dx at 0 is 0.5 as it should be."""
+        def fn(x):
+            bx = x * beta
+            return (bx.maximum(0) + (-bx.abs()).exp().log1p()) / beta
+        return self._opmath(fn)
+    def softsign(self): return self._opmath(lambda x: x / (1 + x.abs()))
     def gelu(self, approximate: str = "none"):
         """x * Phi(x), Phi the normal CDF (as 0.5 * erfc(-x / sqrt 2): no cancellation for
         x << 0), or PyTorch's tanh approximation with approximate="tanh"."""
         if approximate == "tanh":
-            inner = math.sqrt(2 / math.pi) * (self + 0.044715 * self ** 3)
-            return 0.5 * self * (1 + inner.tanh())
+            def fn(x):
+                inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)
+                return 0.5 * x * (1 + inner.tanh())
+            return self._opmath(fn)
         if approximate != "none":
             raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
         return self._opmath(lambda x: 0.5 * x * (x * -math.sqrt(0.5)).erfc())
-    def quick_gelu(self): return self * (self * 1.702).sigmoid()
-    def mish(self): return self * self.softplus().tanh()
-    def swish(self): return self * self.sigmoid()
+    def quick_gelu(self): return self._opmath(lambda x: x * (x * 1.702).sigmoid())
+    def mish(self): return self._opmath(lambda x: x * x.softplus().tanh())
+    def swish(self): return self._opmath(lambda x: x * x.sigmoid())
     silu = swish
     def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5):
-        return (alpha * self + beta).relu().minimum(1)
-    def hardswish(self): return self * (self + 3).relu6() * (1 / 6)
+        """clip(alpha x + beta, 0, 1), computed as (x + beta / alpha) / (1 / alpha): PyTorch's
+        relu6(x + 3) / 6 for the defaults; alpha x + beta cancels near x = -3 (8192 ulps)."""
+        if not alpha:
+            return self._opmath(lambda x: (x * 0 + beta).relu().minimum(1))
+        return self._opmath(lambda x: ((x + beta / alpha) / (1 / alpha)).relu().minimum(1))
+    def hardswish(self):  # x * (relu6(x + 3) / 6): x * 6 would overflow for x near the max
+        return self._opmath(lambda x: x * ((x + 3).relu6() / 6))
     def hardtanh(self, min_val: float = -1, max_val: float = 1): return self.clip(min_val, max_val)
     def lerp(self, end, weight): return self + (end - self) * weight
+
+
+def _nonpositive(x):
+    """x where x <= 0, else 0 (the gradient is x's there, whole, at 0 too)."""
+    return (x > 0).where(0.0, x)
 
 
 def _py_dtype(value):

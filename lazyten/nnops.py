@@ -178,6 +178,15 @@ class NNMixin(TensorMixin):
         operators broadcast them): one LayerNorm Function for float32 and float64 inputs
         whose parameters share their dtype and shape fits x, else the Tensor chain."""
         params = [p for p in (weight, bias) if p is not None]
+        if self.dtype.is_float and self.dtype.opmath != self.dtype:
+            # 16-bit floats: computed in float32 and rounded once to the dtype the chain
+            # gives, as PyTorch (x - mean rounded to float16 lost small outputs' precision)
+            dtype = self.dtype
+            for p in params:
+                dtype = promote(dtype, p.dtype) if isinstance(p, type(self)) else dtype
+            up = [p.float() if isinstance(p, type(self)) and p.dtype.opmath != p.dtype else p
+                  for p in (weight, bias)]
+            return self.float()._layer_norm(axis, eps, *up).cast(dtype)
         if self._one_layer_norm(params):
             return self.apply(LayerNorm, *params, axes=norm_axes(axis, self.ndim), eps=eps,
                               affine=(weight is not None, bias is not None))

@@ -96,7 +96,7 @@ class PointwiseMixin(TensorMixin):
 
     def selu(self):
         """scale * (x if x > 0 else alpha * (e^x - 1)), PyTorch's constants."""
-        return SELU_SCALE * (self > 0).where(self, SELU_ALPHA * self.minimum(0).expm1())
+        return self._opmath(lambda x: SELU_SCALE * (x > 0).where(x, SELU_ALPHA * x.elu()))
 
     def idiv(self, other, reverse: bool = False):
         """Integer division rounding toward zero (tinygrad; torch.div(rounding_mode="trunc"))."""

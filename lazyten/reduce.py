@@ -153,6 +153,8 @@ class ReduceMixin(TensorMixin):
         means correction 1/0."""
         correction = _correction(correction, unbiased)
         x = self if self.dtype.is_float else self.float()
+        if x.dtype.opmath != x.dtype:  # 16-bit floats: computed in float32, rounded once
+            return x.float().var(axis, keepdim, correction).cast(x.dtype)
         count = prod(self.shape[i] for i in norm_axes(axis, self.ndim))
         squares = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
         dof = count - correction
@@ -237,8 +239,10 @@ class ReduceMixin(TensorMixin):
 
     @keywords(dim="axis")
     def logsumexp(self, axis=None, keepdim: bool = False):
-        if not self.dtype.is_float:  # as PyTorch; x - max(x) in integers would wrap
-            return self.float().logsumexp(axis, keepdim)
+        if not self.dtype.is_float or self.dtype.opmath != self.dtype:
+            # as PyTorch: x - max(x) in integers would wrap; 16-bit floats round once
+            out = self.float().logsumexp(axis, keepdim)
+            return out.cast(self.dtype) if self.dtype.is_float else out
         m = self.detach().amax(axis, keepdim=True)  # a shift only: no gradient, no saved input
         m = m.isinf().where(0, m)  # all -inf rows: avoid inf - inf
         out = (self - m).exp().sum(axis, keepdim=True).log() + m
@@ -249,13 +253,12 @@ class ReduceMixin(TensorMixin):
 
     @keywords(dim="axis")
     def softmax(self, axis: int = -1):
-        x = self._float()
-        return x.apply(Softmax, axis=axis, log=False, tensor=type(x))
+        """16-bit floats are computed in float32 and rounded once, as PyTorch does."""
+        return self._opmath(lambda x: x.apply(Softmax, axis=axis, log=False, tensor=type(x)))
 
     @keywords(dim="axis")
     def log_softmax(self, axis: int = -1):
-        x = self._float()
-        return x.apply(Softmax, axis=axis, log=True, tensor=type(x))
+        return self._opmath(lambda x: x.apply(Softmax, axis=axis, log=True, tensor=type(x)))
 
     @keywords(dim="axis")
     def cumsum(self, axis: int = 0):

@@ -143,15 +143,18 @@ def test_parameters_as_views_and_broadcasts():
     np.testing.assert_allclose(b_leaf.grad.numpy(), [g.sum()], rtol=1e-10)
 
 
-@pytest.mark.parametrize("dtype", [dtypes.float16, dtypes.int32])
-def test_other_dtypes_keep_the_chain(dtype):
-    """float16 computes its mean in float32 and rounds (Tensor.mean): the chain's graph."""
-    x = Tensor(np.arange(12).reshape(3, 4) % 5, dtype=dtype)
+def test_int_keeps_the_chain_and_16bit_floats_round_once():
+    """An integer input takes the chain; float16 computes in float32 (the Function) and
+    rounds once, as PyTorch (the chain rounded x - mean to float16)."""
+    x = Tensor(np.arange(12).reshape(3, 4) % 5, dtype=dtypes.int32)
     assert graph_key(x.layernorm().lazydata) == graph_key(chain(x, -1, None, None).lazydata)
-    tol = 2e-2 if dtype == dtypes.float16 else 1e-5
-    np.testing.assert_allclose(x.layernorm().numpy().astype(np.float64),
-                               reference(np.arange(12).reshape(3, 4) % 5, -1, None, None),
-                               rtol=tol, atol=tol)
+    want = reference(np.arange(12).reshape(3, 4) % 5, -1, None, None)
+    np.testing.assert_allclose(x.layernorm().numpy().astype(np.float64), want, rtol=1e-5, atol=1e-5)
+    h = Tensor(np.arange(12).reshape(3, 4) % 5, dtype=dtypes.float16)
+    out = h.layernorm()
+    assert out.dtype == dtypes.float16
+    assert graph_key(out.lazydata) == graph_key(h.float().layernorm().cast(dtypes.float16).lazydata)
+    np.testing.assert_array_equal(out.numpy(), want.astype(np.float16))
 
 
 def test_mixed_parameter_dtype_and_empty_input_keep_the_chain():
