@@ -141,18 +141,26 @@ class LossMixin(TensorMixin):
         return _reduce_loss(loss, reduction)
 
     def binary_crossentropy(self, target, reduction: str = "mean"):
-        loss = -(target * self.clip(1e-12, None).log() +
-                 (1 - target) * (1 - self).clip(1e-12, None).log())
+        """-(t log x + (1 - t) log(1 - x)) with each log clamped to >= -100, as PyTorch's
+        (so x = 0 or 1 exactly gives PyTorch's loss, not a clamp's own). The gradient is
+        the log's, 1/x, for x >= 1e-12, and 0 below it, so it stays finite."""
+        def clamped_log(p):
+            value = p.log().maximum(-100).detach()
+            slope = p.clip(1e-12, None).log()
+            return value + (slope - slope.detach())
+        loss = -(target * clamped_log(self) + (1 - target) * clamped_log(1 - self))
         return _reduce_loss(loss, reduction)
 
     def binary_crossentropy_logits(self, target, reduction: str = "mean", pos_weight=None):
         """BCE of logits; `pos_weight` scales the positive term (broadcast over the class
-        dim, as PyTorch's BCEWithLogitsLoss)."""
-        if pos_weight is None:  # max(x, 0) - x*t + log(1 + exp(-|x|)), stable for large |x|
-            loss = self.maximum(0) - self * target + (1 + (-self.abs()).exp()).log()
-        else:  # (1 - t) x + (1 + (pw - 1) t) softplus(-x)
-            softplus_neg = (1 + (-self.abs()).exp()).log() + (-self).maximum(0)
-            loss = (1 - target) * self + (1 + (pos_weight - 1) * target) * softplus_neg
+        dim, as PyTorch's BCEWithLogitsLoss). log1p(e^-|x|) keeps its relative precision
+        where it is the whole loss (log(1 + e^-|x|) made a confident right answer's loss 0)."""
+        tail = (-self.abs()).exp().log1p()
+        if pos_weight is None:  # max(x, 0) - x t + log1p(e^-|x|): no term cancels another
+            loss = self.maximum(0) - self * target + tail
+        else:  # (1 - t) softplus(x) + pw t softplus(-x): (1 - t) x + ... cancelled for x << 0
+            loss = (1 - target) * (self.maximum(0) + tail) + \
+                pos_weight * target * ((-self).maximum(0) + tail)
         return _reduce_loss(loss, reduction)
 
     def mse(self, target, reduction: str = "mean"):

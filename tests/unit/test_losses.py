@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
+from codegen.dtypes import dtypes
 from lazyten import Tensor
 import lazyten.nn.functional as F
 from gradcheck import check_grad
@@ -238,3 +239,36 @@ def test_functional_dropout_edges_and_conv_same_stride():
     w = Tensor(np.zeros((1, 1, 3, 3), np.float32))
     with pytest.raises(ValueError, match="'same' needs stride 1"):
         F.conv2d(Tensor(np.zeros((1, 1, 5, 5), np.float32)), w, stride=2, padding="same")
+
+
+def test_bce_clamps_each_log_at_minus_100_as_pytorch():
+    """Probabilities of exactly 0 and 1 give PyTorch's documented loss (each log clamped
+    to >= -100), not a clamp of the probability; the gradient stays finite."""
+    x = np.array([0.0, 1.0, 1e-30, 0.5, 1.0, 0.0], np.float32)
+    t = np.array([1.0, 0.3, 1.0, 0.5, 1.0, 0.0], np.float32)
+    x64, t64 = x.astype(np.float64), t.astype(np.float64)
+    with np.errstate(divide="ignore"):
+        want = -(t64 * np.maximum(np.log(x64), -100) + (1 - t64) * np.maximum(np.log1p(-x64), -100))
+    leaf = Tensor(x, requires_grad=True)
+    loss = leaf.binary_crossentropy(Tensor(t), "none")
+    np.testing.assert_allclose(loss.numpy(), want, rtol=1e-6)
+    loss.sum().backward()
+    assert np.isfinite(leaf.grad.numpy()).all()
+    np.testing.assert_allclose(leaf.grad.numpy()[3], (0.5 - 0.5) / 0.25, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float64])
+@pytest.mark.parametrize("pos_weight", [None, 2.0])
+def test_bce_logits_keeps_tiny_losses_relatively_exact(dtype, pos_weight):
+    """A confident right answer's loss is log1p(e^-|x|), tiny: log(1 + e^-|x|) made it 0."""
+    x = np.array([-80.0, -40.0, -20.0, -5.0, 0.0, 3.0, 20.0, 40.0, 80.0])
+    t = (x > 0).astype(np.float64)
+    pw = 1.0 if pos_weight is None else pos_weight
+    def softplus(z):
+        return np.maximum(z, 0) + np.log1p(np.exp(-np.abs(z)))
+    want = pw * t * softplus(-x) + (1 - t) * softplus(x)  # no term cancels another
+    np_dtype = np.float32 if dtype is dtypes.float32 else np.float64
+    weight = None if pos_weight is None else Tensor(np.array([pos_weight], np_dtype))
+    got = Tensor(x.astype(np_dtype)).binary_crossentropy_logits(
+        Tensor(t.astype(np_dtype)), "none", pos_weight=weight).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5 if dtype is dtypes.float32 else 1e-12)
