@@ -15,7 +15,7 @@ from lazyten.autograd.special import Pow
 from lazyten.errors import ArgumentError, DTypeError, ShapeError
 from lazyten.lazy import LazyBuffer
 from lazyten.mixin import TensorMixin
-from lazyten.power import float_pow
+from lazyten.power import float_pow, int_tensor_power
 
 
 @functools.lru_cache(maxsize=4096)  # eager code broadcasts the same shapes on every call
@@ -198,7 +198,9 @@ class ElementwiseMixin(TensorMixin):
                 return x.float().apply(Pow, power=int(exponent), tensor=type(self)).cast(x.dtype)
             return x.apply(Pow, power=int(exponent), tensor=type(self))
         x, y = self._broadcasted(exponent, reverse)
-        if not x.dtype.is_float:  # integer powers in float64 (exact below 2**53), rounded back
+        if x.dtype.is_int:  # exact, wrapping: repeated squaring
+            return int_tensor_power(x, y)
+        if not x.dtype.is_float:  # bool: in float64, rounded back
             return float_pow(x.double(), y.double()).round().cast(x.dtype)
         if x.dtype.opmath != x.dtype:
             return x.float().apply(Pow, y.float(), tensor=type(self)).cast(x.dtype)

@@ -25,6 +25,25 @@ def int_power(x, n: int):
     return out
 
 
+def int_tensor_power(x, y):
+    """x ** y for integer tensors (y broadcast to x's dtype): squaring over every bit y's
+    dtype can hold, so it wraps exactly as repeated multiplication does (numpy, PyTorch;
+    float64's pow was inexact past 2**53 and saturated past the dtype). A negative y gives
+    PyTorch's answers: 1 ** y = 1, (-1) ** y = +-1 (the sign of an odd y), else 0."""
+    bits = y.dtype.itemsize * 8 - (0 if y.dtype.is_unsigned else 1)
+    e = y.maximum(0)
+    out, square = x.ones_like(), x
+    for i in range(bits):
+        out = ((e & 1) != 0).where(out * square, out)
+        if i + 1 < bits:
+            square, e = square * square, e >> 1
+    if y.dtype.is_unsigned:
+        return out
+    odd = (y & 1) != 0
+    negative = (x == 1).where(1, ((x == -1) & odd).where(-1, (x == -1).where(1, 0))).cast(x.dtype)
+    return (y < 0).where(negative, out)
+
+
 def float_pow(x, y):
     """Float x ** y as exp2(y * log2|x|) with C99 pow's special cases."""
     magnitude = (y * x.abs().log2()).exp2()

@@ -534,6 +534,35 @@ def test_pow_special_values_match_numpy():
     assert_tensor(Tensor(x) ** Tensor(y), expected, rtol=1e-12)
 
 
+def _wrapped_power(base: int, exponent: int, dtype) -> int:
+    """Repeated multiplication modulo 2**bits, read back as the dtype (numpy and PyTorch
+    wrap so); negative exponents as PyTorch: 1, +-1 for a base of -1, else 0."""
+    bits = np.dtype(NP[dtype]).itemsize * 8
+    if exponent < 0:
+        return 1 if base == 1 else (-1) ** exponent if base == -1 else 0
+    value = pow(base, exponent, 1 << bits)
+    signed = np.issubdtype(NP[dtype], np.signedinteger)
+    return value - (1 << bits) if signed and value >> (bits - 1) else value
+
+
+@given(data=st.data(), dtype=st.sampled_from(INTS + [dtypes.uint16, dtypes.uint32]))
+@fast(20)
+def test_pow_integer_tensors_wrap_as_repeated_multiplication(data, dtype):
+    """Integer tensor ** integer tensor: exact and wrapping (float64's pow saturated and
+    was inexact past 2**53: int8 (-127) ** 7 gave -125, uint8 7 ** 254 gave 0)."""
+    info = np.iinfo(NP[dtype])
+    n = data.draw(st.integers(1, 12))
+    base = data.draw(st.lists(st.one_of(st.integers(int(info.min), int(info.max)),
+                                        st.sampled_from([0, 1, -1, 2, -2, 3] if info.min else [0, 1, 2, 3])),
+                              min_size=n, max_size=n))
+    low = -3 if info.min else 0
+    exps = data.draw(st.lists(st.one_of(st.integers(low, 40), st.integers(0, int(info.max))),
+                              min_size=n, max_size=n))
+    a, b = np.array(base, NP[dtype]), np.array(exps, NP[dtype])
+    want = np.array([_wrapped_power(int(x), int(y), dtype) for x, y in zip(a, b)], NP[dtype])
+    assert_tensor(Tensor(a) ** Tensor(b), want, dtype=dtype, exact=True)
+
+
 def test_pow_integer_tensors_and_reversed():
     a = np.array([2, 3, -2, 0, 1, -1], np.int32)
     b = np.array([3, 19, 5, 2, 7, 4], np.int32)
