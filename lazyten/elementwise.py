@@ -268,11 +268,19 @@ class ElementwiseMixin(TensorMixin):
         out = out if max_ is None else out.minimum(max_)
         if not self.requires_grad or any(isinstance(b, type(self)) for b in (min_, max_)):
             return out  # tensor bounds: ties share the gradient, as PyTorch's
-        # number bounds: PyTorch passes the gradient only strictly inside (min_, max_)
-        inside = (self > min_) if min_ is not None else None
-        if max_ is not None:
-            inside = (self < max_) if inside is None else inside & (self < max_)
-        return inside.where(self, out.detach())
+        # number bounds: PyTorch's clamp passes the gradient where min_ <= x <= max_ (its
+        # bounds included; hardtanh and relu6 exclude them: _inside(strict=True))
+        return self._inside(min_, max_, strict=False).where(self, out.detach())
+
+    def _inside(self, low, high, strict: bool):
+        """Where low < x < high (strict) or low <= x <= high; a None bound is no bound."""
+        inside = None
+        if low is not None:
+            inside = self > low if strict else self >= low
+        if high is not None:
+            below = self < high if strict else self <= high
+            inside = below if inside is None else inside & below
+        return inside
 
     clamp = clip
 
@@ -354,7 +362,7 @@ class ElementwiseMixin(TensorMixin):
     def relu(self): return self.apply(F.Relu)
     def sigmoid(self): return self._opmath(lambda x: x.apply(F.Sigmoid))
     def tanh(self): return self._opmath(lambda x: x.apply(F.Tanh))
-    def relu6(self): return self.relu().minimum(6)
+    def relu6(self): return self.hardtanh(0, 6)
     def leakyrelu(self, neg_slope: float = 0.01): return self.relu() - (-neg_slope * self).relu()
     def elu(self, alpha: float = 1.0):
         """x above 0, alpha * (e^x - 1) below: expm1 keeps tiny |x| relatively exact (e^x - 1
@@ -395,7 +403,13 @@ class ElementwiseMixin(TensorMixin):
         return self._opmath(lambda x: ((x + beta / alpha) / (1 / alpha)).relu().minimum(1))
     def hardswish(self):  # x * (relu6(x + 3) / 6): x * 6 would overflow for x near the max
         return self._opmath(lambda x: x * ((x + 3).relu6() / 6))
-    def hardtanh(self, min_val: float = -1, max_val: float = 1): return self.clip(min_val, max_val)
+    def hardtanh(self, min_val: float = -1, max_val: float = 1):
+        """clip(x, min_val, max_val), with PyTorch's hardtanh gradient: 1 strictly inside
+        the bounds, 0 at them (clamp's includes them)."""
+        out = self.maximum(min_val).minimum(max_val)
+        if not self.requires_grad:
+            return out
+        return self._inside(min_val, max_val, strict=True).where(self, out.detach())
     def lerp(self, end, weight): return self + (end - self) * weight
 
 

@@ -60,7 +60,8 @@ class Atan2(Function):
     def backward(self, grad):
         wrap = self.tensor._wrap
         y, x, g = wrap(self.y), wrap(self.x), wrap(grad)
-        scale = g / (x * x + y * y)
+        norm = x * x + y * y
+        scale = (norm == 0).where(0.0, g / norm)  # 0 at the origin, as PyTorch (not 0/0)
         gy = (scale * x).lazydata if self.needs_input_grad[0] else None
         gx = (-scale * y).lazydata if self.needs_input_grad[1] else None
         return gy, gx

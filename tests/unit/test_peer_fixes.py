@@ -71,11 +71,13 @@ def test_gradient_rejects_unused_targets_and_targets_without_requires_grad():
 
 
 # ---- edge cases as PyTorch ----
-def test_clip_with_number_bounds_passes_gradient_strictly_inside():
-    """PyTorch's clamp backward: 1 where min < x < max, 0 at and beyond the bounds."""
+def test_clip_with_number_bounds_passes_gradient_at_and_inside_the_bounds():
+    """PyTorch's clamp backward (torch 2.13, measured): 1 where min <= x <= max, 0 beyond
+    (this test said strictly inside before: clamp(0, 2.5)'s gradient at 0 was 0, not 1);
+    hardtanh and relu6 exclude the bounds, as PyTorch's."""
     values = np.array([-3., -2.5, 0., 1.5, 2.])
-    for kwargs, expected in [({"min": -2.5, "max": 1.5}, [0, 0, 1, 0, 0]),
-                             ({"min": -2.5}, [0, 0, 1, 1, 1]), ({"max": 1.5}, [1, 1, 1, 0, 0]),
+    for kwargs, expected in [({"min": -2.5, "max": 1.5}, [0, 1, 1, 1, 0]),
+                             ({"min": -2.5}, [0, 1, 1, 1, 1]), ({"max": 1.5}, [1, 1, 1, 1, 0]),
                              ({"min": 1.0, "max": -1.0}, [0, 0, 0, 0, 0])]:
         x = Tensor(values, requires_grad=True)
         out = x.clip(**kwargs)
@@ -83,6 +85,22 @@ def test_clip_with_number_bounds_passes_gradient_strictly_inside():
         np.testing.assert_array_equal(out.numpy(), np.minimum(np.maximum(values, lo), hi))
         out.sum().backward()
         np.testing.assert_array_equal(x.grad.numpy(), expected)
+    for fn, bounds in [(lambda t: t.hardtanh(-2.5, 1.5), [0, 0, 1, 0, 0]),
+                       (lambda t: t.relu6(), [0, 0, 0, 1, 1])]:
+        x = Tensor(values, requires_grad=True)
+        fn(x).sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), bounds)
+    x = Tensor(np.array([0., 6., 3.]), requires_grad=True)
+    x.relu6().sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [0, 0, 1])
+
+
+def test_atan2_gradient_at_the_origin_is_zero_as_pytorch():
+    y = Tensor(np.array([0., -0., 1.]), requires_grad=True)
+    x = Tensor(np.array([0., 0., 1.]), requires_grad=True)
+    y.atan2(x).sum().backward()
+    np.testing.assert_array_equal(y.grad.numpy(), [0, 0, 0.5])
+    np.testing.assert_array_equal(x.grad.numpy(), [0, 0, -0.5])
 
 
 def test_clip_with_tensor_bounds_shares_the_gradient_at_ties():
