@@ -6,13 +6,15 @@ rate) are realized buffers that keep their storage across steps. `step()` builds
 update lazily and realizes them all in one call, so the scheduler sees the whole update
 at once. The update is the same kernels on the same buffers every step, so from the
 third step on it is replayed (lazyten/jit.py) instead of built: no graph, no schedule,
-no Python per parameter (D59). Formulas follow PyTorch's SGD, Adam and AdamW.
+no Python per parameter (D59). Formulas and argument names follow PyTorch's SGD, Adam and
+AdamW (`betas=`, `amsgrad`, `maximize`, `dampening`, `param_groups[0]["lr"]`).
 """
 from __future__ import annotations
 import math
 
 import numpy as np
 
+from codegen.dtypes import dtypes
 from codegen.helpers import dedup
 from codegen.ops import LoadOps
 from lazyten.jit import JitError, TinyJit
@@ -44,12 +46,21 @@ class Optimizer:
         if not self.params:
             raise ValueError("optimizer got no parameters that require grad")
         realize_owned(self.params)
-        self.lr = Tensor(np.array(lr, dtype=np.float32), device=self.params[0].device)
+        # float64 where a parameter is float64: a float32 lr moved its steps 1e-8 relatively
+        wide = any(p.dtype == dtypes.float64 for p in self.params)
+        self._lr_dtype = np.float64 if wide else np.float32
+        self.lr = Tensor(np.array(lr, dtype=self._lr_dtype), device=self.params[0].device)
 
     def set_lr(self, lr: float) -> None:
         """A new learning rate, copied from the host (the step's kernels stay the same)."""
-        value = Tensor(np.array(lr, dtype=np.float32), device=self.lr.device)
+        value = Tensor(np.array(lr, dtype=self._lr_dtype), device=self.lr.device)
         self.lr.assign(value).realize()
+
+    @property
+    def param_groups(self) -> list[ParamGroup]:
+        """PyTorch's view of the settings: one group, `opt.param_groups[0]["lr"] = 0.01`
+        sets the learning rate (a scheduler's habit), other keys set the attribute."""
+        return [ParamGroup(self)]
 
     def zero_grad(self) -> None:
         for p in self.params:
@@ -122,32 +133,40 @@ class Optimizer:
         raise NotImplementedError
 
     def _grad(self, p: Tensor, grad: Tensor) -> Tensor:
-        """`grad`, p's gradient, detached, checked and cast to p's dtype."""
+        """`grad`, p's gradient, detached, checked, cast to p's dtype, negated to maximize."""
         g = grad.detach()
         if g.shape != p.shape:
             raise ValueError(f"gradient shape {g.shape} != parameter shape {p.shape}")
-        return g.cast(p.dtype)
+        g = g.cast(p.dtype)
+        return -g if getattr(self, "maximize", False) else g
 
     def _lr(self, p: Tensor) -> Tensor:
         return self.lr.cast(p.dtype).to(p.device)
 
 
 class SGD(Optimizer):
-    """p -= lr * g, with PyTorch's L2 weight decay, momentum and Nesterov momentum."""
+    """p -= lr * g, with PyTorch's L2 weight decay, momentum (with dampening) and Nesterov
+    momentum; `maximize` ascends."""
 
     def __init__(self, params: list[Tensor], lr: float = 1e-3, momentum: float = 0.0,
-                 weight_decay: float = 0.0, nesterov: bool = False):
-        if nesterov and momentum <= 0:
-            raise ValueError("nesterov momentum needs momentum > 0")
+                 dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
+                 *, maximize: bool = False):
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("nesterov momentum needs momentum > 0 and zero dampening")
         super().__init__(params, lr)
         self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, nesterov
+        self.dampening, self.maximize = dampening, maximize
         self.buffers = [_zeros_like(p) for p in self.params] if momentum else []
+        # PyTorch's first momentum step takes g whole (no dampening): 0 until a step ran
+        self.started = Tensor(np.zeros((), np.float32), device=self.params[0].device) \
+            if dampening else None
 
     def _state(self) -> list[Tensor]:
-        return super()._state() + self.buffers
+        return super()._state() + self.buffers + ([self.started] if self.started is not None else [])
 
     def _update(self) -> list[Tensor]:
         written = [self.lr]
+        damp = 1 - self.dampening * self.started if self.started is not None else None
         for i, p in enumerate(self.params):
             if p.grad is None:
                 continue
@@ -155,10 +174,13 @@ class SGD(Optimizer):
             if self.weight_decay:
                 g = g + self.weight_decay * p.detach()
             if self.momentum:
-                buf = self.buffers[i].assign(self.buffers[i] * self.momentum + g)
+                fresh = g if damp is None else g * damp.cast(p.dtype).to(p.device)
+                buf = self.buffers[i].assign(self.buffers[i] * self.momentum + fresh)
                 g = g + buf * self.momentum if self.nesterov else buf
                 written.append(buf)
             written.append(p.assign(p.detach() - self._lr(p) * g))
+        if self.started is not None:
+            written.append(self.started.assign(self.started.ones_like()))
         return written
 
 
@@ -168,17 +190,26 @@ class Adam(Optimizer):
     decoupled = False
 
     def __init__(self, params: list[Tensor], lr: float = 1e-3, b1: float = 0.9,
-                 b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0):
+                 b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0,
+                 amsgrad: bool = False, *, betas: tuple[float, float] | None = None,
+                 maximize: bool = False):
+        if isinstance(b1, (tuple, list)):  # PyTorch's positional order: (params, lr, betas)
+            betas = b1
+        if betas is not None:  # PyTorch's spelling of b1, b2
+            b1, b2 = betas
         if not (0 <= b1 < 1 and 0 <= b2 < 1):
             raise ValueError(f"Adam betas must be in [0, 1), got {b1}, {b2}")
         super().__init__(params, lr)
         self.b1, self.b2, self.eps, self.weight_decay = b1, b2, eps, weight_decay
+        self.amsgrad, self.maximize = amsgrad, maximize
         self.t = Tensor(np.zeros((), dtype=np.int32), device=self.params[0].device)
         self.m = [_zeros_like(p) for p in self.params]
         self.v = [_zeros_like(p) for p in self.params]
+        # amsgrad: the largest second moment so far, which the step divides by
+        self.v_max = [_zeros_like(p) for p in self.params] if amsgrad else []
 
     def _state(self) -> list[Tensor]:
-        return super()._state() + [self.t] + self.m + self.v
+        return super()._state() + [self.t] + self.m + self.v + self.v_max
 
     def _bias_correction(self, beta: float, p: Tensor, made: dict) -> Tensor | float:
         """1 - beta**t, computed on the device from the step count (no per-step constant);
@@ -205,9 +236,13 @@ class Adam(Optimizer):
                 weights = weights * (1 - lr * self.weight_decay)
             m = self.m[i].assign(self.m[i] * self.b1 + g * (1 - self.b1))
             v = self.v[i].assign(self.v[i] * self.b2 + g.square() * (1 - self.b2))
+            written += [m, v]
+            if self.amsgrad:
+                v = self.v_max[i].assign(self.v_max[i].maximum(v))
+                written.append(v)
             m_hat = m / self._bias_correction(self.b1, p, corrections)
             v_hat = v / self._bias_correction(self.b2, p, corrections)
-            written += [m, v, p.assign(weights - lr * m_hat / (v_hat.sqrt() + self.eps))]
+            written.append(p.assign(weights - lr * m_hat / (v_hat.sqrt() + self.eps)))
         return written
 
 
@@ -216,5 +251,31 @@ class AdamW(Adam):
     decoupled = True
 
     def __init__(self, params: list[Tensor], lr: float = 1e-3, b1: float = 0.9,
-                 b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.01):
-        super().__init__(params, lr, b1, b2, eps, weight_decay)
+                 b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.01,
+                 amsgrad: bool = False, *, betas: tuple[float, float] | None = None,
+                 maximize: bool = False):
+        super().__init__(params, lr, b1, b2, eps, weight_decay, amsgrad, betas=betas,
+                         maximize=maximize)
+
+
+class ParamGroup(dict):
+    """One entry of `Optimizer.param_groups`: the settings as PyTorch names them; writing
+    a key writes the optimiser ("lr" through `set_lr`, "betas" as b1 and b2)."""
+
+    def __init__(self, opt: Optimizer):
+        settings = {k: v for k, v in vars(opt).items() if type(v) in (int, float, bool)}
+        if "b1" in settings:
+            settings["betas"] = (settings.pop("b1"), settings.pop("b2"))
+        super().__init__(params=opt.params, lr=float(opt.lr.item()), **settings)
+        self.opt = opt
+
+    def __setitem__(self, key: str, value) -> None:
+        if key == "lr":
+            self.opt.set_lr(value)
+        elif key == "betas":
+            self.opt.b1, self.opt.b2 = value  # type: ignore[attr-defined]
+        elif key in self and key != "params":
+            setattr(self.opt, key, value)
+        else:
+            raise KeyError(f"param_groups: {key!r} is not a setting of {type(self.opt).__name__}")
+        super().__setitem__(key, value)
