@@ -19,7 +19,8 @@ from codegen.helpers import dedup
 from codegen.ops import LoadOps
 from lazyten.jit import JitError, TinyJit
 from lazyten.lazy import pending_assigns
-from lazyten.nn.state import realize_owned
+from lazyten import lr_scheduler  # noqa: F401  # lazyten.optim.lr_scheduler, as torch.optim's
+from lazyten.nn.state import get_state_dict, load_state_dict, realize_owned
 from lazyten.realize import realize
 from lazyten.tensor import Tensor, no_grad, to_numpy_dtype
 
@@ -50,11 +51,21 @@ class Optimizer:
         wide = any(p.dtype == dtypes.float64 for p in self.params)
         self._lr_dtype = np.float64 if wide else np.float32
         self.lr = Tensor(np.array(lr, dtype=self._lr_dtype), device=self.params[0].device)
+        self._host_lr = [float(lr)]  # the value as given (a list: not a setting of the replay key)
 
     def set_lr(self, lr: float) -> None:
         """A new learning rate, copied from the host (the step's kernels stay the same)."""
         value = Tensor(np.array(lr, dtype=self._lr_dtype), device=self.lr.device)
         self.lr.assign(value).realize()
+        self._host_lr[0] = float(lr)
+
+    def get_lr(self) -> float:
+        """The learning rate as last given (`lr` holds it rounded to its dtype), unless
+        a loaded state replaced the lr tensor's value."""
+        stored = float(self.lr.item())
+        if stored != float(np.array(self._host_lr[0], dtype=self._lr_dtype)):
+            self._host_lr[0] = stored
+        return self._host_lr[0]
 
     @property
     def param_groups(self) -> list[ParamGroup]:
@@ -62,9 +73,18 @@ class Optimizer:
         sets the learning rate (a scheduler's habit), other keys set the attribute."""
         return [ParamGroup(self)]
 
-    def zero_grad(self) -> None:
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Drop every gradient (set_to_none=False: zeros instead, as PyTorch's)."""
         for p in self.params:
-            p.grad = None
+            p.grad = None if set_to_none or p.grad is None else p.grad.zeros_like()
+
+    def state_dict(self) -> dict[str, Tensor]:
+        """Every state tensor by name (moments, step count, lr, parameters), as
+        nn.state.get_state_dict(opt); `load_state_dict` reads it back."""
+        return get_state_dict(self)
+
+    def load_state_dict(self, state_dict: dict[str, Tensor]) -> None:
+        load_state_dict(self, state_dict)
 
     def step(self) -> None:
         """Apply one update to every parameter that has a gradient."""
@@ -266,7 +286,7 @@ class ParamGroup(dict):
         settings = {k: v for k, v in vars(opt).items() if type(v) in (int, float, bool)}
         if "b1" in settings:
             settings["betas"] = (settings.pop("b1"), settings.pop("b2"))
-        super().__init__(params=opt.params, lr=float(opt.lr.item()), **settings)
+        super().__init__(params=opt.params, lr=opt.get_lr(), **settings)
         self.opt = opt
 
     def __setitem__(self, key: str, value) -> None:

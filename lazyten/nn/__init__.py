@@ -19,6 +19,7 @@ from lazyten.nn.functional import (avg_pool2d, binary_cross_entropy,  # re-expor
                                    max_pool2d, mse_loss)
 from lazyten.nn.container import ModuleList, Sequential
 from lazyten.nn.module import Module, Parameter
+from lazyten.nn import utils  # noqa: F401  # nn.utils.clip_grad_norm_, as torch.nn.utils
 from lazyten.nn.stateless import (AvgPool2d, CrossEntropyLoss, Flatten, GELU, Identity,
                                   LogSoftmax, MaxPool2d, MSELoss, ReLU, Sigmoid, Softmax, Tanh)
 from lazyten.tensor import Tensor, no_grad
