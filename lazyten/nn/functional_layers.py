@@ -119,7 +119,7 @@ def _adaptive_avg(input: Tensor, output_size, nd: int) -> Tensor:
     out = input
     for axis, (n, o) in zip(range(-nd, 0), pairs):
         # mean of each window as a (in, out) matrix of 1/len weights, applied along `axis`
-        weights = np.zeros((n, o), np.float32)
+        weights = np.zeros((n, o))  # float64, cast to the input dtype below
         for i, (start, stop) in enumerate(_bounds(n, o)):
             weights[start:stop, i] = 1 / (stop - start)
         matrix = Tensor(weights, device=input.device).cast(input.dtype)

@@ -75,16 +75,18 @@ class AdaptiveAvgPool2d(_Adaptive):
         return functional_layers.adaptive_avg_pool2d(x, self.output_size)
 
 
-class AdaptiveMaxPool1d(_Adaptive):
+class _AdaptiveMax(_Adaptive):
     def __init__(self, output_size, return_indices: bool = False):
         super().__init__(output_size)
         self.return_indices = return_indices
 
+
+class AdaptiveMaxPool1d(_AdaptiveMax):
     def forward(self, x: Tensor) -> Tensor:
         return functional_layers.adaptive_max_pool1d(x, self.output_size, self.return_indices)
 
 
-class AdaptiveMaxPool2d(AdaptiveMaxPool1d):
+class AdaptiveMaxPool2d(_AdaptiveMax):
     def forward(self, x: Tensor) -> Tensor:
         return functional_layers.adaptive_max_pool2d(x, self.output_size, self.return_indices)
 
