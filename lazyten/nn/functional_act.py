@@ -135,7 +135,7 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
     return (x1 - x2 + eps).norm(p, dim=-1, keepdim=keepdim)
 
 
-def _channel_dropout(input: Tensor, p: float, training: bool, spatial: int) -> Tensor:
+def channel_dropout(input: Tensor, p: float, training: bool, spatial: int) -> Tensor:
     """Zero whole channels: one keep/drop draw per (N, C) (per C for an unbatched input)."""
     if not 0 <= p <= 1:
         raise ValueError(f"dropout probability must be in [0, 1], got {p}")
@@ -151,16 +151,16 @@ def _channel_dropout(input: Tensor, p: float, training: bool, spatial: int) -> T
 
 def dropout1d(input: Tensor, p: float = 0.5, training: bool = True,
               inplace: bool = False) -> Tensor:
-    return _channel_dropout(input, p, training, 1)
+    return channel_dropout(input, p, training, 1)
 
 
 def dropout2d(input: Tensor, p: float = 0.5, training: bool = True,
               inplace: bool = False) -> Tensor:
     """Zero whole channels of (N, C, H, W) with probability p (a 3-d input is (N, C, L),
     as PyTorch reads it), scale the rest by 1/(1-p)."""
-    return _channel_dropout(input, p, training, 2 if input.ndim == 4 else 1)
+    return channel_dropout(input, p, training, 2 if input.ndim == 4 else 1)
 
 
 def dropout3d(input: Tensor, p: float = 0.5, training: bool = True,
               inplace: bool = False) -> Tensor:
-    return _channel_dropout(input, p, training, 3)
+    return channel_dropout(input, p, training, 3)

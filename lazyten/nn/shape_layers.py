@@ -200,7 +200,7 @@ class Dropout2d(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         spatial = 1 if self.spatial == 2 and x.ndim == 3 else self.spatial  # (N, C, L)
-        return functional_act._channel_dropout(x, self.p, self.training, spatial)
+        return functional_act.channel_dropout(x, self.p, self.training, spatial)
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
