@@ -68,7 +68,8 @@ def spec(rng) -> dict:
         s["layers"].append(("flatten",))
         s["layers"].append(("linear", ch * size * size, s["classes"], True))
     else:
-        vocab, d, t = int(rng.choice([11, 50, 300])), int(rng.choice([8, 24, 32])), int(rng.choice([3, 9, 16]))
+        vocab, d = int(rng.choice([11, 50, 300])), int(rng.choice([8, 24, 32]))
+        t = int(rng.choice([3, 9, 16]))
         s.update(vocab=vocab, d=d, t=t, heads=int(rng.choice([1, 2, 4])) if d % 4 == 0 else 1,
                  causal=bool(rng.random() < 0.5))
         s["layers"] = [("linear", d, s["classes"], True)]
@@ -193,8 +194,8 @@ def check(s: dict, seed: int, steps: int, use_jit: bool) -> str | None:
     batches = [data(s, rng) for _ in range(steps)]
     try:
         want, want_w, state = run(torch, s, batches)
-    except Exception as e:  # noqa: BLE001  # torch refuses the model: not a finding
-        return None if "lazyten" else str(e)
+    except Exception:  # noqa: BLE001  # torch refuses the model: not a finding
+        return None
     try:
         got, got_w, _ = run(lazyten, s, batches, state, use_jit)
     except Exception:  # noqa: BLE001

@@ -4,7 +4,10 @@ Each layer takes Tensors in and gives a Tensor out in `forward`; the math lives 
 methods (nnops.py), so a layer only owns its parameters and PyTorch's default
 initialisation. Parameters are realized buffers from the start, so optimisers can update
 them in place. Layers without parameters (activations, pooling, losses) are in
-nn/stateless.py. Plain objects that hold layers still work: `get_parameters` /
+nn/stateless.py, nn/activations.py, nn/shape_layers.py and nn/loss_layers.py; more layers
+with parameters in nn/layers.py (Conv1d/3d, PReLU, RMSNorm, InstanceNorm) and
+nn/attention_layers.py (MultiheadAttention, TransformerEncoderLayer); containers in
+nn/container.py. Plain objects that hold layers still work: `get_parameters` /
 `get_state_dict` (nn/state.py) find tensors by walking attributes.
 """
 from __future__ import annotations
@@ -17,9 +20,16 @@ from lazyten.index_check import check_index
 from lazyten.nn.functional import (avg_pool2d, binary_cross_entropy,  # re-exported
                                    binary_cross_entropy_with_logits, cross_entropy,
                                    max_pool2d, mse_loss)
-from lazyten.nn.container import ModuleList, Sequential
+from lazyten.nn import activations, layers, loss_layers, shape_layers
+from lazyten.nn.activations import *  # noqa: F401,F403
+from lazyten.nn.container import ModuleDict, ModuleList, ParameterList, Sequential
+from lazyten.nn.layers import *  # noqa: F401,F403
+from lazyten.nn.loss_layers import *  # noqa: F401,F403
 from lazyten.nn.module import Module, Parameter
 from lazyten.nn import utils  # noqa: F401  # nn.utils.clip_grad_norm_, as torch.nn.utils
+from lazyten.nn.params import (conv_padding as _conv_padding, filled as _filled,
+                               uniform_bias as _uniform_bias)
+from lazyten.nn.shape_layers import *  # noqa: F401,F403
 from lazyten.nn.stateless import (AvgPool2d, CrossEntropyLoss, Flatten, GELU, Identity,
                                   LogSoftmax, MaxPool2d, MSELoss, ReLU, Sigmoid, Softmax, Tanh)
 from lazyten.tensor import Tensor, no_grad
@@ -30,20 +40,11 @@ __all__ = ["Linear", "Conv2d", "ConvTranspose2d", "BatchNorm", "BatchNorm1d", "B
            "mse_loss"]
 
 
-def _filled(shape: tuple[int, ...], value: float, requires_grad: bool | None = None) -> Tensor:
-    """A realized buffer (copied in from the host, so no kernel runs)."""
-    data = np.full(shape, value, dtype=np.float32)
-    return Tensor(data, requires_grad=requires_grad)
-
-
-def _uniform_bias(n: int, fan_in: int) -> Tensor:
-    bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
-    return Tensor.uniform(n, low=-bound, high=bound, requires_grad=True)
-
-
 __all__ += ["Module", "Parameter", "Sequential", "ModuleList", "ReLU", "GELU", "Sigmoid",
             "Tanh", "Softmax", "LogSoftmax", "Flatten", "Identity", "MaxPool2d", "AvgPool2d",
-            "CrossEntropyLoss", "MSELoss"]
+            "CrossEntropyLoss", "MSELoss", "ModuleDict", "ParameterList"]
+__all__ += (activations.__all__ + layers.__all__ + loss_layers.__all__
+            + shape_layers.__all__ + ["MultiheadAttention", "TransformerEncoderLayer"])
 
 
 class Linear(Module):
@@ -62,16 +63,6 @@ class Linear(Module):
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"bias={self.bias is not None}")
-
-
-def _conv_padding(padding, kernel: tuple[int, ...], dilation: tuple[int, ...]):
-    """PyTorch's padding argument, with "valid" and "same" spelled out as per-dim pairs."""
-    if padding == "valid":
-        return 0
-    if padding == "same":
-        total = [d * (k - 1) for k, d in zip(kernel, dilation)]
-        return [(t // 2, t - t // 2) for t in total]
-    return padding
 
 
 def _conv_repr(conv: Conv2d | ConvTranspose2d, output_padding=0) -> str:
@@ -304,3 +295,7 @@ class Dropout(Module):
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
+
+
+# last: these layers are built from Linear, LayerNorm and Dropout above
+from lazyten.nn.attention_layers import MultiheadAttention, TransformerEncoderLayer  # noqa: E402,F401

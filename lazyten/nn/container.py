@@ -1,15 +1,17 @@
-"""Containers: Sequential (modules called in order) and ModuleList (a list of modules).
-Both register their items as children named "0", "1", ..., as PyTorch names them.
+"""Containers: Sequential (modules called in order), ModuleList (a list of modules),
+ModuleDict (modules by name) and ParameterList (a list of parameters). Items are registered
+as children or parameters named "0", "1", ... (or by their keys), as PyTorch names them.
 """
 from __future__ import annotations
 from collections import OrderedDict
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from lazyten.nn.module import Module
+from lazyten.nn.module import Module, Parameter
+from lazyten.tensor import Tensor
 
-__all__ = ["Sequential", "ModuleList"]
+__all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList"]
 
 
 class Sequential(Module):
@@ -113,6 +115,107 @@ class ModuleList(Module):
 
     def __iadd__(self, modules: Iterable[Module]) -> ModuleList:
         return self.extend(modules)
+
+
+class ModuleDict(Module):
+    """Modules by name, registered as children under their keys (insertion order); no
+    forward. A key must be a valid attribute name not taken by the class (not "items")."""
+
+    def __init__(self, modules: Mapping[str, Module] | Iterable[tuple[str, Module]] | None = None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def keys(self) -> list[str]:
+        return [name for name, _ in self._children()]
+
+    def values(self) -> list[Module]:
+        return [module for _, module in self._children()]
+
+    def items(self) -> list[tuple[str, Module]]:
+        return list(self._children())
+
+    def __len__(self) -> int:
+        return len(self.keys())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.keys()
+
+    def __getitem__(self, key: str) -> Module:
+        if key not in self:
+            raise KeyError(f"ModuleDict has no module {key!r} (keys: {self.keys()})")
+        return self.__dict__[key]
+
+    def __setitem__(self, key: str, module: Module) -> None:
+        if not isinstance(module, Module):
+            raise TypeError(f"ModuleDict item {key!r} is {type(module).__name__}, not a Module")
+        self.add_module(key, module)
+
+    def __delitem__(self, key: str) -> None:
+        self[key]  # KeyError naming the keys
+        delattr(self, key)
+
+    def pop(self, key: str) -> Module:
+        module = self[key]
+        del self[key]
+        return module
+
+    def clear(self) -> None:
+        for key in self.keys():
+            delattr(self, key)
+
+    def update(self, modules: Mapping[str, Module] | Iterable[tuple[str, Module]]) -> None:
+        """Add or replace modules from a mapping or (key, module) pairs."""
+        pairs = modules.items() if isinstance(modules, Mapping) else modules
+        for key, module in pairs:
+            self[key] = module
+
+
+class ParameterList(Module):
+    """A list of parameters named "0", "1", ...; a tensor without requires_grad becomes a
+    parameter (a new leaf of its value, nn.Parameter), as PyTorch wraps it."""
+
+    def __init__(self, values: Iterable[Tensor] | None = None):
+        super().__init__()
+        for value in values or []:
+            self.append(value)
+
+    def _list(self) -> list[Tensor]:
+        return [self.__dict__[str(i)] for i in range(len(self))]
+
+    def __len__(self) -> int:
+        return sum(1 for name in self._kinds if name.isdigit())
+
+    def __iter__(self) -> Iterator[Tensor]:
+        return iter(self._list())
+
+    def __getitem__(self, idx: int) -> Tensor:
+        return self._list()[_index(idx, len(self), "ParameterList")]
+
+    def __setitem__(self, idx: int, value: Tensor) -> None:
+        self.register_parameter(str(_index(idx, len(self), "ParameterList")), _parameter(value))
+
+    def append(self, value: Tensor) -> ParameterList:
+        self.register_parameter(str(len(self)), _parameter(value))
+        return self
+
+    def extend(self, values: Iterable[Tensor]) -> ParameterList:
+        for value in values:
+            self.append(value)
+        return self
+
+    def extra_repr(self) -> str:
+        return "\n".join(f"({i}): Parameter containing: [{t.dtype.name} of size {t.shape}]"
+                         for i, t in enumerate(self._list()))
+
+
+def _parameter(value: Any) -> Tensor:
+    if not isinstance(value, Tensor):
+        raise TypeError(f"ParameterList items must be Tensors, got {type(value).__name__}")
+    return value if value.requires_grad else Parameter(value)
 
 
 def _index(idx: Any, n: int, what: str) -> int:

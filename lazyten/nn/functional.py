@@ -3,24 +3,24 @@
 Each function takes PyTorch's argument names and order and forwards to the Tensor method
 that holds the math (nnops.py, losses.py, padding.py, resize.py, attention.py, einsum.py).
 The legacy `size_average` / `reduce` loss arguments map to `reduction` as PyTorch's do.
+More names live in functional_act.py (activations, distances, channel dropout),
+functional_layers.py (convs, pooling, norms, embedding, unfold, pixel shuffle) and
+functional_losses.py (the other losses); this module re-exports them all.
 """
 from __future__ import annotations
 from lazyten.losses import _reduce_loss
+from lazyten.nn import functional_act, functional_layers, functional_losses
+from lazyten.nn.functional_act import *  # noqa: F401,F403
+from lazyten.nn.functional_layers import *  # noqa: F401,F403
+from lazyten.nn.functional_losses import *  # noqa: F401,F403
+from lazyten.nn.functional_losses import _reduction
 from lazyten.tensor import Tensor
 
 __all__ = ["relu", "gelu", "softmax", "log_softmax", "dropout", "conv2d", "linear", "one_hot",
            "pad", "interpolate", "scaled_dot_product_attention", "max_pool2d", "avg_pool2d",
            "layer_norm", "nll_loss", "cross_entropy", "l1_loss", "mse_loss",
            "binary_cross_entropy", "binary_cross_entropy_with_logits"]
-
-
-def _reduction(size_average, reduce, reduction: str) -> str:
-    """PyTorch's legacy_get_string: the deprecated flags, when given, pick the reduction."""
-    if size_average is None and reduce is None:
-        return reduction
-    size_average = True if size_average is None else size_average
-    reduce = True if reduce is None else reduce
-    return "none" if not reduce else "mean" if size_average else "sum"
+__all__ += functional_act.__all__ + functional_layers.__all__ + functional_losses.__all__
 
 
 # ---- activations and regularisation ----
