@@ -6,8 +6,10 @@ had not met), comparing losses and weights step by step.
 
 Each model is a random stack written once against an `nn` module (torch.nn or lazyten.nn):
 vector inputs (Linear, activations, LayerNorm, BatchNorm1d), images (Conv2d of kernel 1-5,
-stride 1-2, padding 0-2, groups, BatchNorm2d, pooling) or token ids (Embedding, LayerNorm,
-attention through scaled_dot_product_attention), odd sizes throughout. Weights are
+stride 1-2, padding 0-2, groups, BatchNorm2d / GroupNorm / InstanceNorm2d, pooling,
+adaptive average pooling), sequences (Conv1d), or token ids (Embedding, LayerNorm,
+attention through scaled_dot_product_attention, or a TransformerEncoderLayer), odd sizes
+throughout. Weights are
 torch's initialisation copied through the state dict; both sides train a few steps with a
 random optimiser (SGD with momentum / nesterov / weight decay, Adam, AdamW, amsgrad) on a
 random loss (cross entropy with or without label smoothing, MSE). A model fails when a
@@ -34,7 +36,7 @@ def _act(F, name: str, x):
 
 def spec(rng) -> dict:
     """A random model description (plain data, so both libraries build the same model)."""
-    kind = rng.choice(["vector", "image", "tokens"])
+    kind = rng.choice(["vector", "image", "tokens", "sequence", "encoder"])
     s: dict = {"kind": kind, "batch": int(rng.choice([1, 3, 8, 17])),
                "classes": int(rng.choice([2, 7, 10])), "acts": [], "layers": []}
     if kind == "vector":
@@ -61,20 +63,39 @@ def spec(rng) -> dict:
                 continue
             s["layers"].append(("conv", ch, out, k, stride, pad, groups, bool(rng.random() < 0.7)))
             size = (size + 2 * pad - k) // stride + 1
-            if rng.random() < 0.5:
-                s["layers"].append(("batchnorm2d", out))
+            norm = rng.choice(["none", "batchnorm2d", "groupnorm", "instancenorm"])
+            if norm == "groupnorm" and out % 2 == 0:
+                s["layers"].append(("groupnorm", 2, out))
+            elif norm != "none" and norm != "groupnorm":
+                s["layers"].append((str(norm), out))
             s["layers"].append(("act", str(rng.choice(ACTS))))
             if size >= 4 and rng.random() < 0.5:
                 s["layers"].append((str(rng.choice(["maxpool", "avgpool"])), 2))
                 size //= 2
             ch = out
+        if rng.random() < 0.5:  # global pooling to an odd size, as a ResNet head
+            side = int(rng.choice([1, 3]))
+            s["layers"].append(("adaptive", side))
+            size = side
         s["layers"].append(("flatten",))
         s["layers"].append(("linear", ch * size * size, s["classes"], True))
+    elif kind == "sequence":  # (batch, channels, length): Conv1d stacks
+        ch, length = int(rng.choice([1, 3])), int(rng.choice([9, 20]))
+        s["in"], s["size"] = ch, length
+        for _ in range(rng.integers(1, 3)):
+            out, k = int(rng.choice([4, 6])), int(rng.choice([1, 3]))
+            s["layers"].append(("conv1d", ch, out, k, int(rng.choice([1, 2])), k // 2))
+            length = (length + 2 * (k // 2) - k) // s["layers"][-1][4] + 1
+            s["layers"].append(("act", str(rng.choice(ACTS))))
+            ch = out
+        s["layers"].append(("flatten",))
+        s["layers"].append(("linear", ch * length, s["classes"], True))
     else:
         vocab, d = int(rng.choice([11, 50, 300])), int(rng.choice([8, 24, 32]))
         t = int(rng.choice([3, 9, 16]))
         s.update(vocab=vocab, d=d, t=t, heads=int(rng.choice([1, 2, 4])) if d % 4 == 0 else 1,
-                 causal=bool(rng.random() < 0.5))
+                 causal=bool(rng.random() < 0.5), norm_first=bool(rng.random() < 0.5),
+                 activation=str(rng.choice(["relu", "gelu"])))
         s["layers"] = [("linear", d, s["classes"], True)]
     s["loss"] = str(rng.choice(["ce", "ce_smooth", "mse"]))
     s["opt"] = str(rng.choice(["sgd", "sgd_momentum", "sgd_nesterov_wd", "adam", "adamw",
@@ -102,13 +123,26 @@ def build(nn, F, s: dict):
                     mods.append(nn.BatchNorm1d(layer[1]))
                 elif name == "batchnorm2d":
                     mods.append(nn.BatchNorm2d(layer[1]))
+                elif name == "groupnorm":
+                    mods.append(nn.GroupNorm(layer[1], layer[2]))
+                elif name == "instancenorm":
+                    mods.append(nn.InstanceNorm2d(layer[1], affine=True))
+                elif name == "conv1d":
+                    _, cin, cout, k, stride, pad = layer
+                    mods.append(nn.Conv1d(cin, cout, k, stride=stride, padding=pad))
+                elif name == "adaptive":
+                    mods.append(nn.AdaptiveAvgPool2d(layer[1]))
                 else:
                     mods.append(None)
             self.mods = nn.ModuleList([m for m in mods if m is not None])
-            if s["kind"] == "tokens":
+            if s["kind"] in ("tokens", "encoder"):
                 self.emb = nn.Embedding(s["vocab"], s["d"])
                 self.ln = nn.LayerNorm(s["d"])
                 self.qkv = nn.Linear(s["d"], 3 * s["d"])
+            if s["kind"] == "encoder":
+                self.enc = nn.TransformerEncoderLayer(s["d"], s["heads"], 2 * s["d"], dropout=0.0,
+                                                      activation=s["activation"], batch_first=True,
+                                                      norm_first=s["norm_first"])
 
         def forward(self, x):
             if s["kind"] == "tokens":
@@ -117,6 +151,8 @@ def build(nn, F, s: dict):
                 q, k, v = self.qkv(h).reshape(b, t, 3, s["heads"], d // s["heads"]).permute(2, 0, 3, 1, 4)
                 a = F.scaled_dot_product_attention(q, k, v, is_causal=s["causal"])
                 x = (a.permute(0, 2, 1, 3).reshape(b, t, d) + h).mean(1)
+            if s["kind"] == "encoder":
+                x = self.enc(self.ln(self.emb(x))).mean(1)
             it = iter(self.mods)
             for layer in s["layers"]:
                 name = layer[0]
@@ -152,6 +188,8 @@ def data(s: dict, rng):
     b = s["batch"]
     if s["kind"] == "vector":
         x = rng.standard_normal((b, s["in"])).astype(np.float32)
+    elif s["kind"] == "sequence":
+        x = rng.standard_normal((b, s["in"], s["size"])).astype(np.float32)
     elif s["kind"] == "image":
         x = rng.standard_normal((b, s["in"], s["size"], s["size"])).astype(np.float32)
     else:
@@ -202,8 +240,8 @@ def check(s: dict, seed: int, steps: int, use_jit: bool) -> str | None:
     batches = [data(s, rng) for _ in range(steps)]
     try:
         want, want_w, state, want_g = run(torch, s, batches)
-    except Exception:  # noqa: BLE001  # torch refuses the model: not a finding
-        return None
+    except Exception as e:  # noqa: BLE001  # torch refuses the model: not a finding
+        return f"skipped (torch raised {type(e).__name__}: {e})"
     try:
         got, got_w, _, got_g = run(lazyten, s, batches, state, use_jit)
     except Exception:  # noqa: BLE001
@@ -238,15 +276,20 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     import torch
     torch.set_num_threads(1)
-    failures = 0
+    failures = skipped = 0
+    kinds: dict[str, int] = {}
     for i in range(args.models):
         seed = args.seed * 100_000 + i
         s = spec(np.random.default_rng(seed))
+        kinds[str(s["kind"])] = kinds.get(str(s["kind"]), 0) + 1
         problem = check(s, seed, args.steps, args.jit)
-        if problem is not None:
+        if problem is not None and problem.startswith("skipped"):
+            skipped += 1
+            print(f"model {seed}: {problem}", flush=True)
+        elif problem is not None:
             failures += 1
             print(f"model {seed}: {problem}\n  spec: {s}", flush=True)
-    print(f"{args.models} models, {failures} failed")
+    print(f"{args.models} models ({kinds}), {failures} failed, {skipped} skipped")
     return 1 if failures else 0
 
 

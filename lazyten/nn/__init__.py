@@ -165,6 +165,9 @@ class BatchNorm(Module):
         axes = (0,) + tuple(range(2, x.ndim))
         training, running_mean, running_var = self.training, self.running_mean, self.running_var
         if training or running_mean is None or running_var is None:
+            if training and x.numel() // x.shape[1] == 1:  # as PyTorch: no statistics in one value
+                raise ValueError(f"batchnorm: expected more than 1 value per channel when "
+                                 f"training, got input of shape {x.shape}")
             mean = x.mean(axis=axes)
             shape = (1, self.num_features) + (1,) * (x.ndim - 2)
             var = (x - mean.reshape(shape)).square().mean(axis=axes)

@@ -1,6 +1,7 @@
 """nn layers against numpy references: PyTorch's default initialisation, forward values,
 BatchNorm's train/eval behaviour and running statistics, losses, and a small training run."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -301,3 +302,15 @@ def test_small_convnet_learns(training):
     Tensor.training = False
     accuracy = (model(x).argmax(-1).numpy() == labels).mean()
     assert accuracy >= 0.9
+
+
+def test_batchnorm_training_on_one_value_per_channel_raises_as_pytorch():
+    """(1, C) or (1, C, 1, 1) in training has no batch statistics: PyTorch raises; the
+    normalised output was 0 silently. In eval mode the running statistics serve."""
+    for bn, shape in [(nn.BatchNorm1d(3), (1, 3)), (nn.BatchNorm2d(3), (1, 3, 1, 1))]:
+        bn.train()
+        with pytest.raises(ValueError, match="more than 1 value per channel.*" + re.escape(str(shape))):
+            bn(Tensor(np.ones(shape, np.float32)))
+        bn.eval()
+        np.testing.assert_allclose(bn(Tensor(np.ones(shape, np.float32))).numpy(),
+                                   np.full(shape, 1 / np.sqrt(1 + 1e-5)), rtol=1e-6)
