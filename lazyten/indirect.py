@@ -1,0 +1,70 @@
+"""Schedule pass: one-hot picks against a range become indirect loads (D69).
+
+`Tensor.arange(n)` of integers marks its buffer (`LazyBuffer.range_len`: it holds 0..n-1).
+Each kernel that reads such a buffer goes through codegen/gather.py's rewrite, told
+which of its inputs are ranges; a rewritten kernel no longer reads the ranges it
+compared with, so they leave its inputs and the others are renumbered.
+
+`picks_by_range` tells the reduce splitter (split.py) to leave such a reduce whole: its
+stages would compare against a reshaped range, which the rewrite cannot see through.
+"""
+from __future__ import annotations
+
+from codegen.gather import rewrite_gathers
+from codegen.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, TernaryOps, UnaryOps
+from lazyten.lazy import LazyBuffer
+from lazyten.schedule_item import ScheduleItem
+
+
+def indirect_items(items: list[ScheduleItem]) -> list[ScheduleItem]:
+    """The items with their one-hot picks rewritten where the rewrite applies."""
+    return [_rewrite(item) for item in items]
+
+
+def _rewrite(item: ScheduleItem) -> ScheduleItem:
+    if item.ast is None:
+        return item
+    ranges = {i + 1: b.range_len for i, b in enumerate(item.inputs) if b.range_len}
+    if not ranges:
+        return item
+    ast = rewrite_gathers(item.ast, ranges)
+    if ast is item.ast:
+        return item
+    used = sorted({n.arg.idx for n in ast.walk() if n.op is BufferOps.LOAD} - {0})
+    number = {old: new for new, old in enumerate(used, 1)}
+    return ScheduleItem(_renumber(ast, number), item.out, [item.inputs[i - 1] for i in used])
+
+
+def _renumber(ast: LazyOp, number: dict[int, int]) -> LazyOp:
+    """The AST with its loads' buffer indices mapped through `number` (0 stays 0)."""
+    done: dict[int, LazyOp] = {}
+    for node in ast.walk():
+        srcs = tuple(done[id(s)] for s in node.src)
+        arg = node.arg
+        if node.op is BufferOps.LOAD and number.get(arg.idx, arg.idx) != arg.idx:
+            arg = MemBuffer(number[arg.idx], arg.dtype, arg.st)
+        same = arg is node.arg and all(a is b for a, b in zip(srcs, node.src))
+        done[id(node)] = node if same else LazyOp(node.op, srcs, arg)
+    return done[id(ast)]
+
+
+def picks_by_range(reduce: LazyBuffer) -> bool:
+    """Does the reduce's input compare something with a range buffer?"""
+    return compares_range(reduce.src[0].base)
+
+
+def compares_range(base: LazyBuffer) -> bool:
+    """Does `base`, or an unrealized elementwise op it reads, compare with a range buffer
+    (a one-hot)? The scheduler inlines such a base wherever it is read (an expanded
+    one-hot read by a matmul is then a pick the rewrite sees)."""
+    stack, seen = [base], set()
+    while stack:
+        base = stack.pop()
+        if id(base) in seen or base.realized is not None or base.op is None:
+            continue
+        seen.add(id(base))
+        if base.op is BinaryOps.CMPNE and any(s.base.range_len for s in base.src):
+            return True
+        if isinstance(base.op, (UnaryOps, BinaryOps, TernaryOps)):
+            stack.extend(s.base for s in base.src)
+    return False
