@@ -11,7 +11,7 @@ stages would compare against a reshaped range, which the rewrite cannot see thro
 from __future__ import annotations
 
 from codegen.gather import rewrite_gathers
-from codegen.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, TernaryOps, UnaryOps
+from codegen.ops import BinaryOps, BufferOps, LazyOp, LoadOps, MemBuffer, TernaryOps, UnaryOps
 from lazyten.lazy import LazyBuffer
 from lazyten.schedule_item import ScheduleItem
 
@@ -49,22 +49,32 @@ def _renumber(ast: LazyOp, number: dict[int, int]) -> LazyOp:
 
 
 def picks_by_range(reduce: LazyBuffer) -> bool:
-    """Does the reduce's input compare something with a range buffer?"""
-    return compares_range(reduce.src[0].base)
+    """Is the reduce's input a pick: where(onehot, x, 0), cast(onehot) * x, or a cast of
+    one (the forms codegen/gather.py rewrites)?"""
+    body = reduce.src[0].base
+    while body.realized is None and body.op is UnaryOps.CAST:
+        body = body.src[0].base
+    if body.realized is not None:
+        return False
+    if body.op is TernaryOps.WHERE:
+        return is_onehot(body.src[0].base)
+    return body.op in (BinaryOps.MUL, BinaryOps.AND) and \
+        any(is_onehot(s.base) for s in body.src)
 
 
-def compares_range(base: LazyBuffer) -> bool:
-    """Does `base`, or an unrealized elementwise op it reads, compare with a range buffer
-    (a one-hot)? The scheduler inlines such a base wherever it is read (an expanded
-    one-hot read by a matmul is then a pick the rewrite sees)."""
-    stack, seen = [base], set()
-    while stack:
-        base = stack.pop()
-        if id(base) in seen or base.realized is not None or base.op is None:
-            continue
-        seen.add(id(base))
-        if base.op is BinaryOps.CMPNE and any(s.base.range_len for s in base.src):
-            return True
-        if isinstance(base.op, (UnaryOps, BinaryOps, TernaryOps)):
-            stack.extend(s.base for s in base.src)
+def is_onehot(base: LazyBuffer) -> bool:
+    """Is `base` a comparison with a range buffer, through casts, negations (XOR) and ANDs
+    of such (a one-hot mask)? The scheduler inlines it wherever it is read: an expanded
+    one-hot read by a matmul is then a pick the rewrite sees, and recomputing it costs a
+    compare where a load would be."""
+    if base.realized is not None:
+        return False
+    if base.op is BinaryOps.CMPNE:
+        return any(s.base.range_len for s in base.src)
+    if base.op is UnaryOps.CAST and not base.arg[1]:
+        return is_onehot(base.src[0].base)
+    if base.op is BinaryOps.XOR:
+        return is_onehot(base.src[0].base) and base.src[1].base.op is LoadOps.CONST
+    if base.op is BinaryOps.AND:
+        return all(is_onehot(s.base) for s in base.src)
     return False

@@ -33,7 +33,7 @@ from codegen.ops import (BinaryOps, BufferOps, ConstBuffer, LazyOp, LoadOps, Mem
                          ReduceOps, TernaryOps, UnaryOps, ZERO_PRESERVING)
 from codegen.shape.shapetracker import ShapeTracker
 from lazyten.fuse_attention import fuse_attention
-from lazyten.indirect import compares_range, indirect_items
+from lazyten.indirect import indirect_items, is_onehot
 from lazyten.lazy import LazyBuffer
 from lazyten.pack import pack_schedule
 from lazyten.schedule_cache import cached_schedule
@@ -189,7 +189,7 @@ class _Graph:
     def _repeats_work(self, base: LazyBuffer, view: LazyBuffer) -> bool:
         """Would inlining `base` where `view` reads it repeat much work (rule 4)?"""
         size, reads = prod(base.shape), prod(view.shape)
-        if reads < 2 * size or compares_range(base):  # a one-hot: a pick once inlined (D69)
+        if reads < 2 * size or is_onehot(base):  # a one-hot: a pick once inlined (D69)
             return False
         repeated = (reads - size) * self._inlined_ops(base)
         return repeated >= _RECOMPUTE_MIN and \

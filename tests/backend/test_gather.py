@@ -216,3 +216,14 @@ def test_jitted_embedding_step(device):
         ref = np.zeros_like(w)
         np.add.at(ref, idx, 1.0)
         np.testing.assert_array_equal(grad.numpy(), ref)
+
+
+def test_few_picks_from_a_long_table_are_not_split(device):
+    """One token of a 20000-row table: few outputs and a long reduce, which the splitter
+    (split.py) would cut in two stages; a pick stays whole and becomes a load."""
+    w = np.arange(20000 * 4, dtype=np.float32).reshape(20000, 4)
+    emb = nn.Embedding(20000, 4)
+    emb.weight = Tensor(w, device=device)
+    out = emb(Tensor(np.array([12345]), device=device))
+    assert _sums(out) == 0
+    np.testing.assert_array_equal(out.numpy(), w[[12345]])
