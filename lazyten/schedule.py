@@ -14,6 +14,8 @@ Fusion rules, applied to the graph of bases reachable from the outputs:
      ops per element), repeating `_RECOMPUTE_MIN` ops or more in all (the relu mask of an
      MLP's gradient, re-read for every input feature of a weight gradient, is computed
      once instead of 784 times; a gelu read by a 7-class head, once instead of 7 times).
+     Never a one-hot against a range (`is_onehot`): inlined, the kernel reading it is a
+     pick that lazyten/indirect.py turns into a load (D69).
   5. Row kernels (D55): on a loop target (a CPU), a reduce materialised by rule 4 whose
      only reader is one elementwise kernel of the reduce's input shape, reading it one
      value per row (a reduce over the trailing axes expanded back: softmax's max and sum,

@@ -2,6 +2,8 @@
 read the picked elements through indirect loads, and an Embedding's weight gradient
 accumulates under a branch. Every result is compared with numpy on every device; the
 path-taken checks look at the kernel ASTs and uops, which do not depend on timing."""
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
@@ -227,3 +229,23 @@ def test_few_picks_from_a_long_table_are_not_split(device):
     out = emb(Tensor(np.array([12345]), device=device))
     assert _sums(out) == 0
     np.testing.assert_array_equal(out.numpy(), w[[12345]])
+
+
+def test_cuda_renders_picks_and_guards():
+    """Renderer only (no GPU needed): CUDA C for an indirect load (64-bit index math) and
+    for a guarded accumulation (a work-item tile shares the condition, as on pocl)."""
+    from codegen.renderer.cuda import CUDARenderer
+    from codegen.target import work_item_cpu
+    rng = np.random.default_rng(0)
+    emb = nn.Embedding(300, 64)
+    emb.weight = Tensor(rng.standard_normal((300, 64)).astype(np.float32), requires_grad=True)
+    out = emb(Tensor(rng.integers(0, 300, 40)))
+    (out * Tensor(rng.standard_normal((40, 64)).astype(np.float32))).sum().backward()
+    renderer = CUDARenderer()
+    sources = []
+    for t, target in ((out, renderer.target), (emb.weight.grad, work_item_cpu("CUDA", 4))):
+        for item in create_schedule([t.lazydata]):
+            if item.ast is not None:
+                sources.append(renderer.render(linearize(item.ast, target)))
+    text = "\n".join(sources)
+    assert re.search(r"if \(\w+\) \{", text) and "long long" in text, text[-2000:]
