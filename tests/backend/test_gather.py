@@ -249,3 +249,17 @@ def test_cuda_renders_picks_and_guards():
                 sources.append(renderer.render(linearize(item.ast, target)))
     text = "\n".join(sources)
     assert re.search(r"if \(\w+\) \{", text) and "long long" in text, text[-2000:]
+
+
+@pytest.mark.parametrize("n", [5, 70000])  # a cached range, and one too long to cache
+def test_a_range_updated_in_place_is_no_longer_a_range(device, n):
+    x = Tensor(np.arange(n, dtype=np.float32) * 10, device=device)
+    idx = Tensor(np.array([0, 2, 4]), device=device)
+    r = Tensor.arange(n, device=device)
+    r += 1
+    doubled = Tensor.arange(n, device=device)
+    doubled.assign(doubled * 2).realize()
+    for rng, values in ((r, np.arange(n) + 1), (doubled, np.arange(n) * 2)):
+        picked = (idx.unsqueeze(-1) == rng).where(x, 0).sum(-1)
+        ref = ((np.array([0, 2, 4])[:, None] == values) * (np.arange(n) * 10.0)).sum(-1)
+        np.testing.assert_array_equal(picked.numpy(), ref)
