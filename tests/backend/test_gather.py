@@ -263,3 +263,24 @@ def test_a_range_updated_in_place_is_no_longer_a_range(device, n):
         picked = (idx.unsqueeze(-1) == rng).where(x, 0).sum(-1)
         ref = ((np.array([0, 2, 4])[:, None] == values) * (np.arange(n) * 10.0)).sum(-1)
         np.testing.assert_array_equal(picked.numpy(), ref)
+
+
+@fast(6)
+@given(vocab=st.integers(2, 30), width=st.integers(1, 20), tokens=st.integers(1, 12),
+       seed=st.integers(0, 99))
+def test_pick_gradients_match_finite_differences(vocab, width, tokens, seed):
+    """float64 gradients of an Embedding's table, x[idx] and gather (CPU: the guarded
+    weight gradient is a tiled kernel there)."""
+    from tests.gradcheck import check_grad
+    rng = np.random.default_rng(seed)
+    table = rng.standard_normal((vocab, width))
+    idx = rng.integers(-vocab, vocab, tokens)
+    emb = nn.Embedding(vocab, width)
+
+    def embed(w):
+        emb.weight = w
+        return emb(Tensor(idx % vocab))
+    check_grad(embed, table, seed=seed)
+    check_grad(lambda w: w[Tensor(idx)], table, seed=seed)
+    cols = rng.integers(0, width, (vocab, 3))
+    check_grad(lambda w: w.gather(1, Tensor(cols)), table, seed=seed)
