@@ -34,6 +34,7 @@ class Emitter:
     lane: Variable | None
     cache: dict[int, UOp]
     reduced: dict[tuple[int, ...], UOp]  # the reduce's value per upcast copy
+    offset: UOp | None = None  # the offset of the indirect load being emitted
 
     def __init__(self, k: Kernel, target: Target):
         self.k, self.target, self.ast = k, target, k.ast
@@ -111,6 +112,23 @@ class Emitter:
         is contiguous along the lanes, else a vector gathered lane by lane."""
         idx, valid = self.sts[id(node)].expr_idxs(self._idxs(id(node) in self.k.pre))
         lane = self.lane
+        if node.src:  # an indirect load (codegen/gather.py): its address adds an offset
+            offset = self.cast(self.emit(node.src[0]), self.idx_dtype)
+            if dtype_of(offset).count > 1:  # a different row per lane: lane by lane
+                assert lane is not None
+                return self.vectorize([self._load(node.arg, idx.substitute({lane: k}),
+                                                  valid.substitute({lane: k}),
+                                                  offset=self.extract(offset, k))
+                                       for k in range(self.lanes)])
+            self.offset = offset
+            try:
+                return self._placed(node, idx, valid)
+            finally:
+                self.offset = None
+        return self._placed(node, idx, valid)
+
+    def _placed(self, node: LazyOp, idx: Node, valid: Node) -> UOp:
+        lane = self.lane
         if lane is None or (lane not in idx.vars() and lane not in valid.vars()):
             return self._load(node.arg, idx, valid)
         window = lane_window(idx, lane, self.lanes) if isinstance(node.arg, MemBuffer) else None
@@ -136,9 +154,16 @@ class Emitter:
         load that reads only the valid lanes (a vector gate; 0 in the others)."""
         gate = self._gate(valid)
         return self.g.add(UOps.LOAD, arg.dtype.vec(self.lanes),
-                          (self.bufs[arg.idx], self.render_index(start), gate))
+                          (self.bufs[arg.idx], self._address(start), gate))
 
-    def _load(self, arg: MemBuffer | ConstBuffer, idx: Node, valid: Node, lanes: int = 1) -> UOp:
+    def _address(self, idx: Node, offset: UOp | None = None) -> UOp:
+        """The index uop of a load: `idx` plus an indirect load's offset, if any."""
+        out = self.render_index(idx)
+        offset = offset if offset is not None else self.offset
+        return out if offset is None else self.alu(BinaryOps.ADD, self.idx_dtype, out, offset)
+
+    def _load(self, arg: MemBuffer | ConstBuffer, idx: Node, valid: Node, lanes: int = 1,
+              offset: UOp | None = None) -> UOp:
         zero = self.const(0, arg.dtype) if arg.dtype != dtypes.bool else self.const(False, arg.dtype)
         if valid.min == valid.max == 0:
             return zero
@@ -146,7 +171,7 @@ class Emitter:
         if isinstance(arg, ConstBuffer):
             value = self.const(arg.val, arg.dtype)
             return value if gate is None else self.alu(TernaryOps.WHERE, arg.dtype, gate, value, zero)
-        src = (self.bufs[arg.idx], self.render_index(idx)) + ((gate,) if gate is not None else ())
+        src = (self.bufs[arg.idx], self._address(idx, offset)) + ((gate,) if gate is not None else ())
         return self.g.add(UOps.LOAD, arg.dtype.vec(lanes) if lanes > 1 else arg.dtype, src)
 
     def _gate(self, valid: Node) -> UOp:

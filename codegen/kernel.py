@@ -85,6 +85,8 @@ class Kernel:
         self.pre = set(map(id, under))  # leaves under the reduce: they view the full shape
         self.mem = {id(n) for n in leaves(ast) if n.op is BufferOps.LOAD}
         self.sts: dict[int, ShapeTracker] = {id(n): n.arg.st for n in leaves(ast)}
+        # an indirect load (codegen/gather.py) -> the leaves its address offset reads
+        self.indirect = _indirect(ast)
         self.out_shape: tuple[int, ...] = ast.arg.st.shape
         self.full_shape: tuple[int, ...] = under[0].arg.st.shape if under else self.out_shape
         if self.rows:  # axes are global or reduce as in the reduces' output
@@ -130,7 +132,10 @@ class Kernel:
         return self.full_shape[:self.n_global]
 
     def strides(self, key: int, axis: int, ignore_valid: bool = True) -> int | None:
-        """The stride of leaf `key` along `axis` (None where its index is not affine)."""
+        """The stride of leaf `key` along `axis` (None where its index is not affine, or
+        comes from data along it: an indirect load whose offset depends on the axis)."""
+        if any(self.sts[s].real_strides()[axis] != 0 for s in self.indirect.get(key, ())):
+            return None
         return self.sts[key].real_strides(ignore_valid=ignore_valid)[axis]
 
     @property
@@ -187,6 +192,12 @@ class Kernel:
         self._move(lambda st: st.permute(order), lambda st: st.permute(order))
         self.full_shape = tuple(self.full_shape[i] for i in order)
         self.out_shape = tuple(self.out_shape[i] for i in order)
+
+
+def _indirect(ast: LazyOp) -> dict[int, list[int]]:
+    """Each indirect load's key -> the keys of the leaves its offset reads."""
+    return {id(n): [id(s) for s in leaves(n.src[0])] for n in ast.walk()
+            if n.op is BufferOps.LOAD and n.src}
 
 
 def _reduces_inner_first(ast: LazyOp) -> list[LazyOp]:

@@ -81,7 +81,8 @@ class Linearizer(Emitter):
         k, g = self.k, UOpGraph()
         self.g = g
         # CPU indexes are 64-bit (free on x86-64, no sign extensions); GPUs prefer 32 bits
-        small = self.target.gpu and self._max_index() < 2**31 - 1
+        # (an indirect load's offset reaches past what its tracker says: 64 bits)
+        small = self.target.gpu and self._max_index() < 2**31 - 1 and not k.indirect
         self.idx_dtype = dtypes.int32 if small else dtypes.int64
         bufs = sorted({n.arg.idx: n.arg.dtype for n in leaves(self.ast)
                        if isinstance(n.arg, MemBuffer)}.items())
@@ -207,7 +208,11 @@ class Linearizer(Emitter):
         rsizes = self.k.reduce_shape
         peel = self.k.padded and self.group is None and bool(rsizes)
         loops = self._reduce_loops(rsizes, peel)
-        accs = [self._accumulate(node, combo, op, acc_dtype, loops) for combo in combos]
+        guarded = None if peel or not loops else self._guards(node, combos)
+        if guarded is not None:
+            accs = self._guarded(node, combos, op, acc_dtype, loops, guarded)
+        else:
+            accs = [self._accumulate(node, combo, op, acc_dtype, loops) for combo in combos]
         if peel:  # the last step of the innermost loop, after it
             self.g.end_loop(loops.pop())
             self.ridx[-1] = NumNode(rsizes[-1] - 1)
@@ -234,13 +239,52 @@ class Linearizer(Emitter):
             self.vars[f"ridx{j}"] = loop
         return loops
 
+    def _guards(self, node: LazyOp, combos: list[tuple[int, ...]]) \
+            -> tuple[LazyOp, list[tuple[UOp, list[tuple[int, ...]]]]] | None:
+        """A tiled SUM of `where(c, x, 0)` or `cast(c) * x` whose c is one scalar for
+        several upcast copies (an Embedding's weight gradient: c = (idx[t] == v), the
+        same along the row of v): (x, [(c, its copies)]), each group to run under
+        `if c` (D69). None where c varies along the lanes or every copy has its own."""
+        if node.op is not ReduceOps.SUM or self.k.padded or self.group is not None or \
+                self.reduce_lanes or not self.k.upcasts:
+            return None
+        picked = _picked(node.src[0])
+        if picked is None or self._dtype_of(picked[0]) != dtypes.bool:
+            return None
+        cond, body = picked
+        groups: dict[int, tuple[UOp, list[tuple[int, ...]]]] = {}
+        for self.combo in combos:
+            self.cache = {}
+            c = self.emit(cond)
+            if dtype_of(c).count > 1:
+                return None
+            groups.setdefault(id(c), (c, []))[1].append(self.combo)
+        if len(groups) == len(combos) and not self.lanes:
+            return None  # a branch per scalar: no work skipped
+        return body, list(groups.values())
+
+    def _guarded(self, node: LazyOp, combos: list[tuple[int, ...]], op: BinaryOps,
+                 acc_dtype: DType, loops: list[UOp],
+                 guarded: tuple[LazyOp, list[tuple[UOp, list[tuple[int, ...]]]]]) -> list[UOp]:
+        """acc += x only where c holds, per group of copies: their loads are skipped
+        elsewhere."""
+        body, groups = guarded
+        by_combo = {}
+        for cond, group in groups:
+            block = self.g.open_if(cond)
+            by_combo.update({c: self._accumulate(node, c, op, acc_dtype, loops, body=body)
+                             for c in group})
+            self.g.end_loop(block)
+        return [by_combo[c] for c in combos]
+
     def _accumulate(self, node: LazyOp, combo: tuple[int, ...], op: BinaryOps, acc_dtype: DType,
-                    loops: list[UOp], acc: UOp | None = None) -> UOp:
+                    loops: list[UOp], acc: UOp | None = None, body: LazyOp | None = None) -> UOp:
         """acc = op(acc, value) for one upcast copy, in the open reduce loops; the value is
-        the reduce's identity where a padded reduce reads padding. Defines acc if None."""
+        the reduce's identity where a padded reduce reads padding. Defines acc if None.
+        `body` replaces the reduce's input (the x of a guarded `where(c, x, 0)`)."""
         self.combo, self.cache = combo, {}
         init = _identity(node.op, acc_dtype)
-        value = self.cast(self.emit(node.src[0]), acc_dtype)
+        value = self.cast(self.emit(node.src[0] if body is None else body), acc_dtype)
         if self.reduce_lanes:
             value = self.widen(value, self.lanes)
         if self.k.padded and not (node.op is ReduceOps.SUM and _zero_where_unread(node.src[0])):
@@ -310,6 +354,20 @@ def _zero_where_unread(node: LazyOp) -> bool:
     if node.op not in (BinaryOps.ADD, BinaryOps.MUL) and not cast:
         return False
     return all(_zero_where_unread(s) for s in node.src)
+
+
+def _picked(body: LazyOp) -> tuple[LazyOp, LazyOp] | None:
+    """(c, x) when `body` is where(c, x, 0) or cast(c) * x (either order), else None."""
+    if body.op is TernaryOps.WHERE:
+        zero = body.src[2]
+        if zero.op is BufferOps.CONST and zero.arg.val == 0 and not zero.arg.st.views[-1].mask:
+            return body.src[0], body.src[1]
+        return None
+    if body.op is BinaryOps.MUL:
+        for a, b in (body.src, body.src[::-1]):
+            if a.op is UnaryOps.CAST and not a.arg[1]:
+                return a.src[0], b
+    return None
 
 
 def _identity(op: Op, dtype: DType) -> Any:

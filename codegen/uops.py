@@ -30,6 +30,8 @@ class UOps(Enum):
     BITCAST = auto()        # src=(x,), dtype=target of the same itemsize: the same bits
     VECTORIZE = auto()      # src=lanes (scalars); dtype=a vector (all lanes equal: a splat)
     EXTRACT = auto()        # src=(vector,), arg=lane; the scalar in that lane
+    IF = auto()             # src=(cond,), arg=its loop: up to its ENDIF, runs where cond holds
+    ENDIF = auto()          # src=(if,); closes the block
 
 
 @dataclass(eq=False)
@@ -61,11 +63,11 @@ def format_uops(uops: list[UOp]) -> str:
 
 # an ACC_READ is never shared: a read after the reduce loops must not reuse the one inside
 _NEVER_CSE = {UOps.LOOP, UOps.END, UOps.DEFINE_ACC, UOps.ACC_READ, UOps.ACC_UPDATE, UOps.STORE,
-              UOps.DEFINE_GLOBAL, UOps.DEFINE_VAR, UOps.SPECIAL}
+              UOps.DEFINE_GLOBAL, UOps.DEFINE_VAR, UOps.SPECIAL, UOps.IF, UOps.ENDIF}
 
 
 # these never move out of the loops open when they are added
-_IN_PLACE = {UOps.LOOP, UOps.STORE, UOps.ACC_UPDATE}
+_IN_PLACE = {UOps.LOOP, UOps.STORE, UOps.ACC_UPDATE, UOps.IF}
 
 
 def dtype_of(u: UOp) -> DType:
@@ -94,23 +96,39 @@ class UOpGraph:
         key = (op, dtype, tuple(id(v) for v in src), _hashable(arg))
         if op not in _NEVER_CSE and not pinned and key in self._cache:
             return self._cache[key]
-        loops = extra_loops.union(*(v.loops for v in src))
-        if op in _IN_PLACE or pinned:
-            loops |= frozenset(self._open)
+        loops = self._loops(extra_loops.union(*(v.loops for v in src)), op in _IN_PLACE or pinned)
         node = UOp(op, dtype, tuple(src), arg, loops)
-        if op is UOps.LOOP:
+        if op in (UOps.LOOP, UOps.IF):
             node.loops = loops | {node}
         self._insert(node, loops)
-        if op is UOps.LOOP:
+        if op in (UOps.LOOP, UOps.IF):
             self._open.append(node)
         if op not in _NEVER_CSE and not pinned:
             self._cache[key] = node
         return node
 
+    def _loops(self, loops: frozenset[UOp], in_place: bool) -> frozenset[UOp]:
+        """The loops (and IF blocks) a new uop is inside."""
+        if in_place:
+            loops |= frozenset(self._open)
+        guard = self._open[-1] if self._open and self._open[-1].op is UOps.IF else None
+        if guard is not None and guard.arg in loops:
+            loops |= {guard}  # what runs in the guarded loop's body runs under the guard
+        return loops
+
+    def open_if(self, cond: UOp) -> UOp:
+        """A block run where `cond` holds, inside the innermost open loop: what is added
+        to that loop until `end_loop(block)` goes in the block (what does not depend on the
+        loop is still hoisted out of it)."""
+        assert self._open and self._open[-1].op is UOps.LOOP, "a block opens inside a loop"
+        return self.add(UOps.IF, None, (cond,), self._open[-1])
+
     def end_loop(self, loop: UOp) -> None:
-        """Close the innermost loop; values that depend on it are forgotten by the cache."""
+        """Close the innermost loop (or IF block); values that depend on it are forgotten
+        by the cache."""
         assert self._open and self._open[-1] is loop, "loops must close innermost first"
-        self.uops.append(UOp(UOps.END, None, (loop,), None, frozenset()))
+        end = UOps.ENDIF if loop.op is UOps.IF else UOps.END
+        self.uops.append(UOp(end, None, (loop,), None, frozenset()))
         self._open.pop()
         self._cache = {k: v for k, v in self._cache.items() if loop not in v.loops}
 

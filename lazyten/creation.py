@@ -170,6 +170,8 @@ class CreationMixin(TensorMixin):
             # a cumulative sum of a constant would be O(n^2); build the values on the host
             data = (start + step * np.arange(n, dtype=np.float64)).astype(to_numpy_dtype(key[3]))
             lazy = cls(data, device=key[4], dtype=key[3]).lazydata
+            if start == 0 and step == 1 and key[3].is_int and n <= dtypes.max(key[3]):
+                lazy.range_len = n  # 0..n-1, every value exact
             if cached:
                 _remember_range(key, lazy)
         return cls(lazy, device=lazy.device, requires_grad=requires_grad)

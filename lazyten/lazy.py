@@ -24,6 +24,9 @@ class LazyBuffer:
     # (lazyten/index_check.py); `index_check` marks such a flag
     checks: tuple[LazyBuffer, ...] = ()
     index_check: tuple | None = None
+    # n where this realized base holds 0..n-1 (Tensor.arange): kernels that compare with it
+    # may read what it picks directly (lazyten/indirect.py, D69)
+    range_len = 0
 
     def __init__(self, device: str, st: ShapeTracker, dtype: DType, op=None,
                  src: tuple[LazyBuffer, ...] = (), arg: Any = None,

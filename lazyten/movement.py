@@ -355,7 +355,8 @@ class MovementMixin(TensorMixin):
         return as_index(item)
 
     def _advanced_index(self, advanced):
-        """Integer-array indexing, as one-hot masks reduced by a sum (no gather op)."""
+        """Integer-array indexing, as one-hot masks reduced by a sum (no gather op): the
+        compiler reads the picked elements directly (codegen/gather.py, D69)."""
         tensor_type = type(self)
         dims = [d for d, _ in advanced]
         try:

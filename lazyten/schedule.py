@@ -14,6 +14,8 @@ Fusion rules, applied to the graph of bases reachable from the outputs:
      ops per element), repeating `_RECOMPUTE_MIN` ops or more in all (the relu mask of an
      MLP's gradient, re-read for every input feature of a weight gradient, is computed
      once instead of 784 times; a gelu read by a 7-class head, once instead of 7 times).
+     Never a one-hot against a range (`is_onehot`): inlined, the kernel reading it is a
+     pick that lazyten/indirect.py turns into a load (D69).
   5. Row kernels (D55): on a loop target (a CPU), a reduce materialised by rule 4 whose
      only reader is one elementwise kernel of the reduce's input shape, reading it one
      value per row (a reduce over the trailing axes expanded back: softmax's max and sum,
@@ -33,6 +35,7 @@ from codegen.ops import (BinaryOps, BufferOps, ConstBuffer, LazyOp, LoadOps, Mem
                          ReduceOps, TernaryOps, UnaryOps, ZERO_PRESERVING)
 from codegen.shape.shapetracker import ShapeTracker
 from lazyten.fuse_attention import fuse_attention
+from lazyten.indirect import indirect_items, is_onehot
 from lazyten.lazy import LazyBuffer
 from lazyten.pack import pack_schedule
 from lazyten.schedule_cache import cached_schedule
@@ -188,7 +191,7 @@ class _Graph:
     def _repeats_work(self, base: LazyBuffer, view: LazyBuffer) -> bool:
         """Would inlining `base` where `view` reads it repeat much work (rule 4)?"""
         size, reads = prod(base.shape), prod(view.shape)
-        if reads < 2 * size:
+        if reads < 2 * size or is_onehot(base):  # a one-hot: a pick once inlined (D69)
             return False
         repeated = (reads - size) * self._inlined_ops(base)
         return repeated >= _RECOMPUTE_MIN and \
@@ -413,4 +416,4 @@ def _schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
             if old is not None:
                 items.append(ScheduleItem(copy_ast(old.shape, old.dtype), old, [old.src[0]]))
             items.append(ScheduleItem(ast, base, builder.inputs))
-    return pack_schedule(order_items(fuse_attention(items, graph.outs)))
+    return pack_schedule(order_items(fuse_attention(indirect_items(items), graph.outs)))

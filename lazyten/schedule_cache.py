@@ -64,7 +64,7 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
         elif base in index:
             continue
         elif base.realized is not None:
-            part = ("buffer", base.shape, base.dtype.name, base.device)
+            part = ("buffer", base.shape, base.dtype.name, base.device, base.range_len)
         else:
             if base.op in _UNCACHED:
                 return None, nodes

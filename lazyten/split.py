@@ -16,6 +16,7 @@ from __future__ import annotations
 from codegen.helpers import prod
 from codegen.ops import ReduceOps
 from codegen.shape.shapetracker import ShapeTracker
+from lazyten.indirect import picks_by_range
 from lazyten.lazy import LazyBuffer
 from runtimes import get_runtime
 
@@ -49,6 +50,8 @@ def _split(reduce: LazyBuffer, chunks: int, threads: int) -> LazyBuffer | None:
     src, axis, out_shape = reduce.src[0], reduce.arg, reduce.shape
     outputs = prod(out_shape)
     if not chunks or outputs >= _MAX_OUTPUTS or prod(src.shape) < outputs * _MIN_REDUCE:
+        return None
+    if picks_by_range(reduce):  # a one-hot pick: an indirect load once scheduled (D69)
         return None
     if _is_row_reduce(axis, len(src.shape)) and (outputs >= _ROWS_PER_THREAD * threads or
                                                   prod(src.shape) <= outputs * ROW_MAX):

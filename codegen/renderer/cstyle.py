@@ -275,6 +275,12 @@ class CStyleRenderer(Renderer):
         k.depth -= 1
         k.emit("}")
 
+    def _render_if(self, k: _CKernel, u: UOp) -> None:
+        k.emit(f"if ({k.names[u.src[0]]}) {{")
+        k.depth += 1
+
+    _render_endif = _render_end
+
     def _render_define_acc(self, k: _CKernel, u: UOp) -> None:
         dtype = dtype_of(u)
         k.names[u], k.acc_depth[u] = k.fresh("acc"), k.depth

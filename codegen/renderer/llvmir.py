@@ -124,6 +124,17 @@ class LLVMRenderer(Renderer):
                    f"{self._loop_metadata(k, loop)}", f"{label}_exit:"]
         k.block = f"{label}_exit"
 
+    def _render_if(self, k: _LLVMKernel, u: UOp) -> None:
+        label = k.names[u] = k.fresh("if")[1:]
+        k.body += [f"  br i1 {k.names[u.src[0]]}, label %{label}, label %{label}_end",
+                   f"{label}:"]
+        k.block = label
+
+    def _render_endif(self, k: _LLVMKernel, u: UOp) -> None:
+        label = k.names[u.src[0]]
+        k.body += [f"  br label %{label}_end", f"{label}_end:"]
+        k.block = f"{label}_end"
+
     @staticmethod
     def _loop_metadata(k: _LLVMKernel, loop: UOp) -> str:
         """LLVM may fully unroll short constant loops (pool windows, conv taps); unrolling

@@ -270,8 +270,8 @@ class Embedding(Module):
     def forward(self, idx: Tensor) -> Tensor:
         if idx.dtype.is_float:
             raise TypeError(f"embedding indices must be integers, got {idx.dtype}")
-        # one-hot rows times the table: a reduce the scheduler fuses, and its gradient
-        # is a plain matmul back into the table
+        # one-hot rows times the table: the compiler reads the picked rows (an indirect
+        # load), and the gradient's matmul adds a token's row only where it picks (D69)
         onehot = (idx.unsqueeze(-1) == Tensor.arange(self.num_embeddings, device=idx.device))
         onehot = check_index(onehot, idx, self.num_embeddings, "Embedding")
         return onehot.cast(self.weight.dtype) @ self.weight

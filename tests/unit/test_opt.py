@@ -34,6 +34,8 @@ def _programs():
     x = _rnd((2, 3, 8, 12), 2)
     up = np.repeat(x, 2, axis=3)
     r = _rnd((6, 37), 3)
+    rng = np.random.default_rng(4)
+    gi, ia, gg = rng.integers(0, 37, (6, 16)), rng.integers(0, 12, 20), _rnd((20, 16), 5)
     return [
         # values under the reduce whose padding is no identity (exp(0 - 1), 0 > x - 9)
         ((Tensor(r) - 1).exp().sum(axis=1), np.exp(r - 1).sum(axis=1)),
@@ -43,6 +45,12 @@ def _programs():
         (Tensor(x).max(axis=(0, 3)), x.max(axis=(0, 3), keepdims=True).reshape(3, 8)),
         (Tensor(x).reshape(2, 3, 8, 12, 1).expand(2, 3, 8, 12, 2).reshape(2, 3, 8, 24) * 2,
          up * 2),
+        # picks by index (D69): an indirect load whose row comes from data along any axis
+        # the decisions make lanes or tiles, and a reduce under `if` (a weight gradient)
+        (Tensor(r).gather(1, Tensor(gi)), np.take_along_axis(r, gi, 1)),
+        ((Tensor(ia).reshape(20, 1, 1) == Tensor.arange(12).reshape(1, 12, 1)).where(
+            Tensor(gg).reshape(20, 1, 16), 0).sum(0),
+         ((ia[:, None, None] == np.arange(12)[None, :, None]) * gg[:, None, :]).sum(0)),
     ]
 
 
@@ -143,8 +151,8 @@ def _candidates(k: Kernel) -> list[Opt]:
     return opts
 
 
-@settings(max_examples=40, deadline=None)
-@given(program=st.integers(0, 5), picks=st.lists(st.integers(0, 10**6), max_size=5))
+@settings(max_examples=60, deadline=None)
+@given(program=st.integers(0, 7), picks=st.lists(st.integers(0, 10**6), max_size=5))
 def test_any_applicable_decisions_compute_the_same(program, picks):
     """The generator behind the passes' bugs: random decisions, not only the chosen ones."""
     t, want = _programs()[program]
