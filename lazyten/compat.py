@@ -16,7 +16,7 @@ from lazyten.autograd import primitives as F
 from lazyten.aliases import keywords
 from lazyten.dims import as_int, norm_dim
 from lazyten.elementwise import broadcasts_to
-from lazyten.errors import ShapeError
+from lazyten.errors import DTypeError, ShapeError
 from lazyten.mixin import TensorMixin
 
 if TYPE_CHECKING:  # same package; only for the annotations
@@ -306,6 +306,12 @@ class CompatMixin(TensorMixin):
             if grad or n > 16:  # each level read twice: inlined, the tree would grow as n
                 out = out.apply(F.Materialize)
         return out if out is not self else self._same()
+
+    def frac(self) -> Tensor:
+        """x - trunc(x): the fractional part, signed like x (PyTorch's frac; floats only)."""
+        if not self.dtype.is_float:
+            raise DTypeError(f"frac of a {self.dtype.name} tensor: floats only, as PyTorch")
+        return self - self.trunc()
 
     def fmod(self, other: Any) -> Tensor:
         """C's remainder (math.fmod): the sign of the dividend. remainder() is Python's %."""

@@ -92,6 +92,10 @@ class ScatterMixin(TensorMixin):
         out = (last >= 0).squeeze(dim).where(picked, x)
         return out.cast(self.dtype) if out.dtype != self.dtype else out
 
+    def scatter_add(self, dim: int, index, src):
+        """PyTorch's scatter_add: self plus the src values written to each position."""
+        return self.scatter_reduce(dim, index, src, "sum")
+
     def scatter_reduce(self, dim: int, index, src, reduce: str, include_self: bool = True):
         """PyTorch's scatter_reduce: each position of self combines (sum, prod, mean, amax,
         amin) the src values written to it, and its own value with include_self; positions

@@ -1,5 +1,5 @@
-"""Sorting, scans and selection Tensor methods: sort, argsort, topk, cummax, cummin,
-logcumsumexp, index_select and multinomial. Mixed into Tensor.
+"""Sorting, scans and selection Tensor methods: sort, argsort, topk, kthvalue, median,
+cummax, cummin, logcumsumexp, index_select and multinomial. Mixed into Tensor.
 
 There is no sort primitive. A sort ranks every element of a row against every other one
 (O(n^2) comparisons per row, one reduce): rank_i = #{j: x_j before x_i} + #{j < i: x_j
@@ -109,6 +109,53 @@ class SortingMixin(TensorMixin):
             raise IndexError(f"topk: k={k} is out of range for dim {dim_} of size {n} "
                              f"(shape {self.shape})")
         return self._sorted(dim_, largest, k, "topk")
+
+    @keywords(axis="dim")
+    def kthvalue(self, k: int, dim: int = -1, keepdim: bool = False) -> SortResult:
+        """The k-th smallest (k from 1) along `dim` and its index, as PyTorch; NaN is the
+        largest value."""
+        dim_ = norm_dim(dim, self.ndim, "kthvalue: dim")
+        n = self.shape[dim_] if self.ndim else 1
+        k = as_int(k, "kthvalue: k")
+        if not 1 <= k <= n:
+            raise IndexError(f"kthvalue: k={k} is out of range for dim {dim_} of size {n} "
+                             f"(shape {self.shape})")
+        return self._pick_sorted(dim_, k - 1, keepdim, "kthvalue")
+
+    @keywords(axis="dim")
+    def median(self, dim: int | None = None, keepdim: bool = False):
+        """The lower median ((n - 1) // 2-th smallest) of all elements, or (values, indices)
+        along `dim`, as PyTorch; a row holding NaN has median NaN (index: its first NaN)."""
+        if dim is None:
+            flat = self.reshape(-1)
+            if flat.shape[0] == 0:
+                raise IndexError("median of an empty tensor")
+            return flat.median(0).values
+        dim_ = norm_dim(dim, self.ndim, "median: dim")
+        n = self.shape[dim_] if self.ndim else 1
+        if n == 0:
+            raise IndexError(f"median: dim {dim_} of shape {self.shape} is empty")
+        picked = self._pick_sorted(dim_, (n - 1) // 2, keepdim, "median")
+        if not self.dtype.is_float:
+            return picked
+        nan = self.isnan()
+        any_nan = nan.any(dim_, keepdim=keepdim) if self.ndim else nan
+        first_nan = nan.cast(dtypes.int8).argmax(dim_, keepdim=keepdim) if self.ndim else \
+            self.zeros_like(dtype=dtypes.int64)
+        return SortResult(any_nan.where(float("nan"), picked.values),
+                          any_nan.where(first_nan, picked.indices))
+
+    def _pick_sorted(self, dim: int, position: int, keepdim: bool, what: str) -> SortResult:
+        """(value, index) at `position` of the stable ascending sort along dim."""
+        values, indices = self._sorted(dim, False, position + 1, what)
+        if not self.ndim:
+            return SortResult(values.reshape(()), indices.reshape(()))
+        arg = tuple((position, position + 1) if i == dim else (0, s)
+                    for i, s in enumerate(values.shape))
+        values, indices = values.shrink(arg), indices.shrink(arg)
+        if not keepdim:
+            values, indices = values.squeeze(dim), indices.squeeze(dim)
+        return SortResult(values, indices)
 
     # ---- scans ----
     def _cum_extreme(self, dim, largest: bool, what: str) -> SortResult:

@@ -329,3 +329,57 @@ def test_kernel_counts(name, fn, most):
     count = Stats.kernels - before
     assert count <= most, f"{name} of a realized (4, 9) tensor: expected <= {most} kernels, " \
                           f"got {count}"
+
+
+def _lower_median_ref(arr: np.ndarray, dim: int):
+    """numpy reference: the (n-1)//2-th of a stable sort with NaN largest; NaN (and the
+    first NaN's index) where the row holds one, as torch.median."""
+    order = np.argsort(arr, axis=dim, kind="stable")  # numpy sorts NaN last too
+    pos = (arr.shape[dim] - 1) // 2
+    idx = np.take(order, pos, axis=dim)
+    val = np.take_along_axis(arr, np.expand_dims(idx, dim), dim).squeeze(dim)
+    if arr.dtype.kind == "f":
+        nan = np.isnan(arr)
+        has = nan.any(dim)
+        val = np.where(has, np.nan, val)
+        idx = np.where(has, nan.argmax(dim), idx)
+    return val, idx
+
+
+@given(data=st.data(), dtype=st.sampled_from([dtypes.float32, dtypes.int32, dtypes.float64]),
+       layout=LAYOUT)
+@fast(15)
+def test_median_and_kthvalue_match_references(data, dtype, layout):
+    arr = data.draw(tied_arrays(dtype))
+    t = make_layout(arr, layout, data.draw)
+    dim = data.draw(st.integers(0, arr.ndim - 1))
+    val, idx = _lower_median_ref(arr, dim)
+    got = t.median(dim)
+    np.testing.assert_array_equal(got.values.numpy(), val)
+    np.testing.assert_array_equal(got.indices.numpy(), idx)
+    whole = _lower_median_ref(arr.reshape(-1), 0)[0]
+    np.testing.assert_array_equal(t.median().numpy(), whole)
+    k = data.draw(st.integers(1, arr.shape[dim]))
+    order = np.argsort(arr, axis=dim, kind="stable")
+    want_i = np.take(order, k - 1, axis=dim)
+    out = t.kthvalue(k, dim, keepdim=True)
+    np.testing.assert_array_equal(out.indices.numpy(), np.expand_dims(want_i, dim))
+    np.testing.assert_array_equal(out.values.numpy(),
+                                  np.take_along_axis(arr, np.expand_dims(want_i, dim), dim))
+    with pytest.raises(IndexError, match="kthvalue"):
+        t.kthvalue(arr.shape[dim] + 1, dim)
+
+
+def test_frac_and_scatter_add_as_pytorch():
+    x = np.array([-2.5, -0.3, 0.0, 1.75, -0.0])
+    np.testing.assert_array_equal(Tensor(x).frac().numpy(), x - np.trunc(x))
+    with pytest.raises(TypeError, match="floats only"):
+        Tensor(np.arange(3)).frac()
+    base = np.arange(12.0).reshape(3, 4)
+    idx = np.array([[0, 1, 0, 2], [2, 2, 1, 0]])
+    src = np.arange(8.0).reshape(2, 4) + 100
+    want = base.copy()
+    for i in range(2):
+        for j in range(4):
+            want[idx[i, j], j] += src[i, j]
+    np.testing.assert_array_equal(Tensor(base).scatter_add(0, Tensor(idx), Tensor(src)).numpy(), want)
