@@ -126,6 +126,8 @@ def _pad_long_row(k: Kernel, axis: int, wide: int) -> Opt | None:
     """Pad an output row longer than _ROW_VECTORS vectors to whole tiles of vectors, walked
     in a loop like any row (a matmul's 300 columns: 320, five tiles of 4 vectors, the last
     vector of the last tile masked), so the tile and the packed panels apply as at 320.
+    (Whole vectors no tile of 4 divides are left alone: 784 = 49 vectors padded to 832
+    took a 4 x 4 tile over an unpacked B, 0.94 ms against 0.50 for 16 rows x 1 vector.)
     Wider tiles first while 7/8 of the padded row is real (_LONG_FILL); a vector at least.
     Only where no input is masked (a conv's window, whose index wraps past the row's end
     in the padding: a loop would gather it lane by lane [D57]) and, once padded and split
@@ -133,7 +135,7 @@ def _pad_long_row(k: Kernel, axis: int, wide: int) -> Opt | None:
     size = k.full_shape[axis]
     amount = next((w * wide for w in (4, 2) if size >= _LONG_FILL * _round_up(size, w * wide)),
                   wide)
-    opt = Opt(OptOps.PAD_OUT, axis, amount, f"{size} is no multiple of {wide}: pad to "
+    opt = Opt(OptOps.PAD_OUT, axis, amount, f"{size} is no multiple of {amount}: pad to "
               f"{_round_up(size, amount)}, a loop over its vectors")
     trial = k.copy()
     if not trial.can_apply(opt):
@@ -149,15 +151,16 @@ def _pad_long_row(k: Kernel, axis: int, wide: int) -> Opt | None:
 
 def _pad_rows(k: Kernel, budget: int, target: Target) -> Opt | None:
     """Pad an output axis that an input ignores (a matmul's rows, which B ignores) to a
-    multiple of _ROW_TILE when none divides it (257 rows: 260), so the tile takes
-    _ROW_TILE of them, as it does at 256. Only where the budget has room for that many
+    multiple of _ROW_TILE when it is odd (257 rows: 260), so the tile takes _ROW_TILE of
+    them, as it does at 256 (an even axis unrolls 2 rows: as few loads per update, and
+    no padding: 10 rows as 2 x 5). Only where the budget has room for that many
     vectors, where the output's own row then takes the lanes (the padded rows' stores
     are masked vectors) and no input is masked (the padding's loads read element 0)."""
     if budget < _ROW_TILE * target.lanes or divides_integers(k):
         return None
     for axis in range(k.n_global):
         size = k.full_shape[axis]
-        if k.strides(k.out_key, axis) == 1 or size <= _WHOLE or size % _ROW_TILE == 0 or \
+        if k.strides(k.out_key, axis) == 1 or size <= _WHOLE or size % 2 == 0 or \
                 not any(k.strides(key, axis) == 0 for key in k.loads) or \
                 _worth_unrolling(k, axis) is None:
             continue
