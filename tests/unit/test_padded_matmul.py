@@ -72,11 +72,21 @@ def test_odd_matmuls_match_numpy(m, k, n, layout, dtype):
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_long_rows_pad_to_whole_tiles(layout):
     """300 columns: padded to 320 (five tiles of 4 vectors, 300/320 busy) and walked in a
-    loop, not unrolled whole; the tile is 4 rows x 4 vectors as at 320."""
-    a, b, at, bt = operands(64, 96, 300, layout)
+    loop, not unrolled whole; the tile is 4 rows x 4 vectors as at 320 (65 rows: 68)."""
+    a, b, at, bt = operands(65, 96, 300, layout)
     out = at @ bt
     k = lowered(out)
     assert (1, 64) in pads(k) and k.lanes == 16 and k.upcasts == [4, 4, 16], k.applied
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_whole_vectors_of_a_transposed_input_take_the_lanes():
+    """A weight gradient's A^T is contiguous along its 256 rows: the lanes run there (D66)
+    and the 300 columns are not padded."""
+    a, b, at, bt = operands(256, 96, 300, "tn")
+    out = at @ bt
+    k = lowered(out)
+    assert pads(k) == [] and k.lanes == 16, k.applied
     np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-4)
 
 
