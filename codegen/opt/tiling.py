@@ -131,14 +131,15 @@ def _pad_long_row(k: Kernel, axis: int, wide: int) -> Opt | None:
     Wider tiles first while 7/8 of the padded row is real (_LONG_FILL); a vector at least.
     Only where no input is masked (a conv's window, whose index wraps past the row's end
     in the padding: a loop would gather it lane by lane [D57]), where no other axis has
-    whole vectors an input is contiguous along (a weight gradient's A^T along its rows of
-    256: lanes there, 0.71 ms, against 0.78 padded at 256 x 784 x 300), and where, once
+    whole vectors an input is contiguous along while 4 of this row make the tile's other
+    side (a weight gradient's A^T along its rows of 256: lanes there, 0.71 ms, against
+    0.78 padded at 256 x 784 x 300; at 3077 columns, no 4 divides them), and where, once
     padded and split into vectors, every input is a vector load or a broadcast along the
     lanes."""
-    if any(a != axis and k.full_shape[a] % wide == 0 and
-           any(k.strides(key, a) == 1 for key in k.loads) for a in range(k.n_global)):
-        return None  # an input's whole vectors take the lanes [D66]
     size = k.full_shape[axis]
+    if size % _ROW_TILE == 0 and any(a != axis and k.full_shape[a] % wide == 0 and any(
+            k.strides(key, a) == 1 for key in k.loads) for a in range(k.n_global)):
+        return None  # an input's whole vectors take the lanes, 4 of this row a tile [D66]
     amount = next((w * wide for w in (4, 2) if size >= _LONG_FILL * _round_up(size, w * wide)),
                   wide)
     opt = Opt(OptOps.PAD_OUT, axis, amount, f"{size} is no multiple of {amount}: pad to "
