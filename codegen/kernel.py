@@ -297,7 +297,10 @@ def _pad_out(k: Kernel, opt: Opt) -> None:
     whole vectors [D57]. A leaf that depends on the axis reads nothing in the padding (its
     view is padded: a mask), the store writes nothing there; a leaf that ignores the axis
     (stride 0: a conv's weight across positions) is only widened, so it stays one
-    broadcast and gets no mask."""
+    broadcast and gets no mask. Besides the output's row, one other axis may be padded (a
+    matmul's rows, D68); a load whose only masks are these pads is `clamped`: the
+    padding's values reach only outputs that are not stored, so it may read any element
+    there."""
     axis, amount = opt.axis, opt.amount
     row = k.strides(k.out_key, axis) == 1 if 0 <= axis < k.n_global else False
     if k.upcasts or k.group or (k.padded_axis if row else k.padded_rows) >= 0 or amount < 2 or \
