@@ -47,6 +47,7 @@ class _Shape:
     reduce_lanes: bool = False
     applied: list[Opt] = field(default_factory=list)
     rows: bool = False
+    clamped: frozenset[int] = frozenset()
 
 
 class AttentionLinearizer(Linearizer):

@@ -130,7 +130,7 @@ class Emitter:
     def _placed(self, node: LazyOp, idx: Node, valid: Node) -> UOp:
         lane = self.lane
         if lane is None or (lane not in idx.vars() and lane not in valid.vars()):
-            return self._load(node.arg, idx, valid)
+            return self._load(node.arg, idx, valid, clamp=id(node) in self.k.clamped)
         window = lane_window(idx, lane, self.lanes) if isinstance(node.arg, MemBuffer) else None
         if lane in valid.vars():  # a masked vector load, else lane by lane
             vector = isinstance(node.arg, MemBuffer) and node.arg.dtype != dtypes.bool
@@ -163,7 +163,11 @@ class Emitter:
         return out if offset is None else self.alu(BinaryOps.ADD, self.idx_dtype, out, offset)
 
     def _load(self, arg: MemBuffer | ConstBuffer, idx: Node, valid: Node, lanes: int = 1,
-              offset: UOp | None = None) -> UOp:
+              offset: UOp | None = None, clamp: bool = False) -> UOp:
+        """A load, 0 where `valid` is false; with `clamp` (a leaf masked only by a padded
+        output axis, Kernel.clamped: what it reads there reaches only outputs that are not
+        stored) it reads element 0 there instead, a select of the index but not the value.
+        `offset`: an indirect load's data offset (else the one `_leaf` set)."""
         zero = self.const(0, arg.dtype) if arg.dtype != dtypes.bool else self.const(False, arg.dtype)
         if valid.min == valid.max == 0:
             return zero
@@ -171,7 +175,11 @@ class Emitter:
         if isinstance(arg, ConstBuffer):
             value = self.const(arg.val, arg.dtype)
             return value if gate is None else self.alu(TernaryOps.WHERE, arg.dtype, gate, value, zero)
-        src = (self.bufs[arg.idx], self._address(idx, offset)) + ((gate,) if gate is not None else ())
+        address = self._address(idx, offset)
+        if clamp and gate is not None:
+            index = self.alu(TernaryOps.WHERE, self.idx_dtype, gate, address, self.const(0))
+            return self.g.add(UOps.LOAD, arg.dtype, (self.bufs[arg.idx], index))
+        src = (self.bufs[arg.idx], address) + ((gate,) if gate is not None else ())
         return self.g.add(UOps.LOAD, arg.dtype.vec(lanes) if lanes > 1 else arg.dtype, src)
 
     def _gate(self, valid: Node) -> UOp:

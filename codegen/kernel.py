@@ -31,7 +31,8 @@ class OptOps(Enum):
     UPCAST = auto()        # split global `axis` by `amount`; the new axis is unrolled in registers
     LANES = auto()         # the last upcast axis (`amount` wide) becomes vector lanes
     PAD = auto()           # pad the innermost reduce axis to a multiple of `amount` (identity)
-    PAD_OUT = auto()       # pad global `axis` to a multiple of `amount` (not read, not stored)
+    PAD_OUT = auto()       # pad global `axis` to a multiple of `amount` (not stored; the row
+    #                        the output is contiguous in, and one other axis, at most)
     REDUCE_LANES = auto()  # split the innermost reduce axis: `amount` lanes across it
     OUTER = auto()         # move `axis` outermost (the loop the threads split)
     GROUP = auto()         # GPU: one work-group of `amount` work-items per output reduces together
@@ -96,7 +97,9 @@ class Kernel:
         self.lanes = 0                # > 1: the last upcast axis is vector lanes this wide
         self.reduce_lanes = False     # the lane axis is a reduce axis (summed after the loops)
         self.padded = False           # the innermost reduce axis was padded (sts[REDUCE_VALID])
-        self.padded_axis = -1         # the global axis OptOps.PAD_OUT padded (-1: none)
+        self.padded_axis = -1         # the output's row OptOps.PAD_OUT padded (-1: none)
+        self.padded_rows = -1         # another global axis it padded (a matmul's rows)
+        self.clamped: frozenset[int] = frozenset()  # loads masked only by PAD_OUT
         self.group = 0                # GPU: work-items per work-group of a group reduce
         self.local: dict[int, int] = {}  # GPU: hardware dim -> work-group size
         self.flat = False             # GPU: all global axes in hardware dim 0
@@ -269,7 +272,7 @@ def _upcast(k: Kernel, opt: Opt) -> None:
         raise OptError(f"cannot upcast axis {axis} of {k.full_shape} by {amount}")
     # splitting a padded axis may split its mask: a view more
     k._reshape(_split(k.full_shape, axis, amount), _split(k.out_shape, axis, amount),
-               grow=axis == k.padded_axis)
+               grow=axis in (k.padded_axis, k.padded_rows))
     rest = [i for i in range(len(k.full_shape)) if i != axis + 1]
     at = len(rest) - len(k.upcasts)
     k._permute(tuple(rest[:at] + [axis + 1] + rest[at:]))
@@ -293,6 +296,7 @@ def _pad(k: Kernel, opt: Opt) -> None:
         raise OptError(f"cannot pad reduce axis {opt.axis} of {k.full_shape} to {amount}")
     arg = tuple((0, -size % amount if i == axis else 0) for i, size in enumerate(k.full_shape))
     k.sts[REDUCE_VALID] = ShapeTracker.from_shape(k.full_shape)
+    k.clamped = frozenset()  # their masks are the reduce's too
     k.pre = k.pre | {REDUCE_VALID}
     k._move(lambda st: st.pad(arg), lambda st: st)
     k.full_shape = tuple(s + a for s, (_, a) in zip(k.full_shape, arg))
@@ -304,17 +308,26 @@ def _pad_out(k: Kernel, opt: Opt) -> None:
     whole vectors [D57]. A leaf that depends on the axis reads nothing in the padding (its
     view is padded: a mask), the store writes nothing there; a leaf that ignores the axis
     (stride 0: a conv's weight across positions) is only widened, so it stays one
-    broadcast and gets no mask."""
+    broadcast and gets no mask. Besides the output's row, one other axis may be padded (a
+    matmul's rows, D68); a load whose only masks are these pads is `clamped`: the
+    padding's values reach only outputs that are not stored, so it may read any element
+    there."""
     axis, amount = opt.axis, opt.amount
-    if k.upcasts or k.group or k.padded_axis >= 0 or amount < 2 or \
+    row = k.strides(k.out_key, axis) == 1 if 0 <= axis < k.n_global else False
+    if k.upcasts or k.group or (k.padded_axis if row else k.padded_rows) >= 0 or amount < 2 or \
             not 0 <= axis < k.n_global or k.full_shape[axis] % amount == 0:
         raise OptError(f"cannot pad global axis {axis} of {k.full_shape} to {amount}")
     size = k.full_shape[axis]
     new = size + -size % amount
+    if not k.padded:  # what they read in the padding reaches only outputs never stored
+        k.clamped |= {key for key in k.mem if all(v.mask is None for v in k.sts[key].views)}
     k.sts = {key: _pad_axis(st, axis, new) for key, st in k.sts.items()}
     k.full_shape = k.full_shape[:axis] + (new,) + k.full_shape[axis + 1:]
     k.out_shape = k.out_shape[:axis] + (new,) + k.out_shape[axis + 1:]
-    k.padded_axis = axis
+    if row:
+        k.padded_axis = axis
+    else:
+        k.padded_rows = axis
 
 
 def _pad_axis(st: ShapeTracker, axis: int, new: int) -> ShapeTracker:
@@ -348,8 +361,12 @@ def _outer(k: Kernel, opt: Opt) -> None:
     if not 0 <= opt.axis < k.n_global:
         raise OptError(f"axis {opt.axis} is not a global axis of {k.full_shape}")
     k._permute((opt.axis,) + tuple(i for i in range(len(k.full_shape)) if i != opt.axis))
-    if 0 <= k.padded_axis <= opt.axis:
-        k.padded_axis = 0 if k.padded_axis == opt.axis else k.padded_axis + 1
+    k.padded_axis, k.padded_rows = (_moved_out(a, opt.axis) for a in (k.padded_axis, k.padded_rows))
+
+
+def _moved_out(axis: int, outer: int) -> int:
+    """Where global `axis` is once `outer` moved outermost (-1 stays -1)."""
+    return axis if not 0 <= axis <= outer else 0 if axis == outer else axis + 1
 
 
 def _group(k: Kernel, opt: Opt) -> None:

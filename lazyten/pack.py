@@ -14,9 +14,13 @@ batch and heads), and is re-read along another output axis (a matmul's B does no
 depend on the row), is replaced by a read of a packed copy
 P[b..., l // W, r, l % W] (W = the pack width), made by one extra copy kernel scheduled just
 before, unless it already reads well (stride 1 along l and under `_MIN_STRIDE` along r)
-or is small (under `_MIN_BYTES`). Walking r then reads P contiguously, whatever the
-layout of the original (B, or a transposed B). The copy costs one pass over B (about
-2 ms for 1024 x 1024 floats); it pays for itself when B is re-read by many tile rows.
+or is small (under `_MIN_BYTES`; `_MIN_GATHERED` where l is not contiguous, as in a
+transposed B, whose lanes would be gathered one by one). Walking r then reads P
+contiguously, whatever the layout of the original (B, or a transposed B). The copy costs
+one pass over B (about 2 ms for 1024 x 1024 floats); it pays for itself when B is
+re-read by many tile rows. A transposed B whose row no panel divides gets its last
+panel padded with zeros (300 columns: five panels of 64, D68); the kernel pads its row
+to match (codegen/opt/tiling.py's `_pad_long_row`).
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ from runtimes import get_runtime
 
 _MIN_STRIDE = 256          # elements between consecutive reduce steps
 _MIN_BYTES = 1 << 18       # smaller operands stay in cache anyway
+_MIN_GATHERED = 1 << 14    # smaller operands not contiguous along the lanes are cheap to gather
 
 
 def pack_schedule(items: list[ScheduleItem]) -> list[ScheduleItem]:
@@ -48,7 +53,8 @@ def pack_schedule(items: list[ScheduleItem]) -> list[ScheduleItem]:
 
 
 def _pack_width(item: ScheduleItem) -> int:
-    if item.ast is None or all(prod(b.shape) * b.dtype.itemsize < _MIN_BYTES for b in item.inputs):
+    if item.ast is None or \
+            all(prod(b.shape) * b.dtype.itemsize < _MIN_GATHERED for b in item.inputs):
         return 0
     width = get_runtime(item.out.device).renderer.target.pack
     if not width or not any(isinstance(n.op, ReduceOps) for n in item.ast.walk()) or \
@@ -92,18 +98,22 @@ def _pack(item: ScheduleItem, width: int) -> tuple[ScheduleItem, ScheduleItem | 
         lanes, steps = full[lane_axis], full[red_axis]
         bshape = tuple(full[b] for b in batch)
         nb = len(batch)
-        # the copy: P[b..., l // W, r, l % W] = src[offset + b.. + r * stride_r + l * stride_l]
+        # the copy: P[b..., l // W, r, l % W] = src[offset + b.. + r * stride_r + l * stride_l],
+        # 0 in the last panel past the row's end
         plane = View.create((*bshape, steps, lanes), (*(view.strides[b] for b in batch),
                             view.strides[red_axis], view.strides[lane_axis]), view.offset)
+        padded = lanes + -lanes % width
         swap = (*range(nb), nb + 1, nb, nb + 2)  # (steps, panels) <-> (panels, steps)
-        read = ShapeTracker((plane,)).reshape((*bshape, steps, lanes // width, width)).permute(swap)
+        read = ShapeTracker((plane,)).pad(((0, 0),) * (nb + 1) + ((0, padded - lanes),)) \
+            .reshape((*bshape, steps, padded // width, width)).permute(swap)
         packed = LazyBuffer(src.device, ShapeTracker.from_shape(read.shape), src.dtype,
                             LoadOps.CONTIGUOUS, (src,))
         load = LazyOp(BufferOps.LOAD, (), MemBuffer(1, src.dtype, read))
         copy = LazyOp(BufferOps.STORE, (load,),
                       MemBuffer(0, src.dtype, ShapeTracker.from_shape(read.shape)))
         # the kernel reads P back in its own index space: (batch..., r, l), in full's order
-        st = ShapeTracker.from_shape(read.shape).permute(swap).reshape((*bshape, steps, lanes))
+        st = ShapeTracker.from_shape(read.shape).permute(swap).reshape((*bshape, steps, padded))
+        st = st.shrink(tuple((0, s) for s in (*bshape, steps, lanes)))
         axes = [*batch, red_axis, lane_axis]
         st = st.permute(tuple(sorted(range(len(axes)), key=lambda i: axes[i])))
         shape = [1] * len(full)
@@ -143,6 +153,11 @@ def _reduce_axis(buf: MemBuffer, lane_axis: int, out_axes: list[int], width: int
     friendly = view.strides[lane_axis] == 1 and abs(view.strides[red_axis]) < _MIN_STRIDE
     panels = lanes * steps * buf.dtype.itemsize
     size = panels * prod(view.shape[b] for b in batch)
-    if friendly or lanes % width or size < _MIN_BYTES or (batch and panels <= cached):
+    gathered = view.strides[lane_axis] != 1
+    small = size < (_MIN_GATHERED if gathered else _MIN_BYTES)
+    # a row no panel divides is padded with zeros only where it would be gathered:
+    # contiguous lanes read in place as well (784 x 256: 0.50 ms in place, 0.52 + 0.03 packed)
+    if friendly or lanes < width or (lanes % width and not gathered) or small or \
+            (batch and panels <= cached):
         return None
     return red_axis, batch

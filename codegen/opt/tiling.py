@@ -20,6 +20,8 @@ _SCALAR_TILE = 16            # most scalar accumulators a tile without vector la
 _WORK_PER_ACC = 4096         # a tile gets at most one accumulator per this many iterations
 _SHORT_REDUCE = 16           # reduces this short may take vector lanes across strided outputs
 _WHOLE = 8                   # an axis this short may be unrolled whole, whatever its size
+_LONG_FILL = 0.875         # share of a long padded row that is real, for wider tiles
+_ROW_TILE = 4               # rows a padded matmul's tile takes (its other axis: vectors)
 _TILE_ROUNDS = 4             # most upcasts in one tile
 
 
@@ -53,10 +55,15 @@ def tile(k: Kernel, target: Target) -> list[Opt]:
         return []
     t, opts, split = k.copy(), [], set[int]()
     budget = tile_budget(t, target)
-    pad = _pad_row(t, budget, target)
+    masked = _masked(t)  # before the pads add masks of their own
+    pad = _pad_row(t, budget, target, masked)
     if pad is not None:
         t.apply(pad)
         opts.append(pad)
+    rows = None if masked else _pad_rows(t, budget, target)
+    if rows is not None:
+        t.apply(rows)
+        opts.append(rows)
     for _ in range(_TILE_ROUNDS):
         upcast = _best_upcast(t, budget, split, target)
         if upcast is None or not t.can_apply(upcast):
@@ -87,7 +94,7 @@ def _lane_loads(k: Kernel, key: int, lanes: int, target: Target) -> int:
     return lanes if stride is not None and stride > 1 else -(-lanes // target.lanes)
 
 
-def _pad_row(k: Kernel, budget: int, target: Target) -> Opt | None:
+def _pad_row(k: Kernel, budget: int, target: Target, masked: bool) -> Opt | None:
     """Pad the output's contiguous axis to whole vectors when that fills the registers
     better than the widest power of two dividing it: a 28-wide conv row becomes two
     16-lane vectors (the second masked: 28/32 of the lanes busy) instead of seven of 4
@@ -102,14 +109,89 @@ def _pad_row(k: Kernel, budget: int, target: Target) -> Opt | None:
     for axis in range(k.n_global):
         size = k.full_shape[axis]
         if k.strides(k.out_key, axis) != 1 or size <= wide or size % wide == 0 or \
-                _worth_unrolling(k, axis) is None or \
-                any(k.strides(key, axis) not in (0, 1) for key in k.loads):
+                _worth_unrolling(k, axis) is None:
             continue
         exact, padded = _unroll_amount(size, wide, budget), _round_up(size, wide)
+        if padded > ROW_VECTORS * wide:
+            return None if masked else _pad_long_row(k, axis, wide)
+        if any(k.strides(key, axis) not in (0, 1) for key in k.loads):
+            continue
         if padded <= min(ROW_VECTORS * wide, budget) and size * wide > exact * padded:
             opt = Opt(OptOps.PAD_OUT, axis, wide, f"{size} is no multiple of {wide}: pad the row")
             return opt if k.can_apply(opt) else None
     return None
+
+
+def _pad_long_row(k: Kernel, axis: int, wide: int) -> Opt | None:
+    """Pad an output row longer than _ROW_VECTORS vectors to whole tiles of vectors, walked
+    in a loop like any row (a matmul's 300 columns: 320, five tiles of 4 vectors, the last
+    vector of the last tile masked), so the tile and the packed panels apply as at 320.
+    (Whole vectors no tile of 4 divides are left alone: 784 = 49 vectors padded to 832
+    took a 4 x 4 tile over an unpacked B, 0.94 ms against 0.50 for 16 rows x 1 vector.)
+    Wider tiles first while 7/8 of the padded row is real (_LONG_FILL); a vector at least.
+    Only where no input is masked (a conv's window, whose index wraps past the row's end
+    in the padding: a loop would gather it lane by lane [D57]), where no other axis has
+    whole vectors an input is contiguous along while 4 of this row make the tile's other
+    side (a weight gradient's A^T along its rows of 256: lanes there, 0.71 ms, against
+    0.78 padded at 256 x 784 x 300; at 3077 columns, no 4 divides them), and where, once
+    padded and split into vectors, every input is a vector load or a broadcast along the
+    lanes."""
+    size = k.full_shape[axis]
+    if size % _ROW_TILE == 0 and any(a != axis and k.full_shape[a] % wide == 0 and any(
+            k.strides(key, a) == 1 for key in k.loads) for a in range(k.n_global)):
+        return None  # an input's whole vectors take the lanes, 4 of this row a tile [D66]
+    amount = next((w * wide for w in (4, 2) if size >= _LONG_FILL * _round_up(size, w * wide)),
+                  wide)
+    opt = Opt(OptOps.PAD_OUT, axis, amount, f"{size} is no multiple of {amount}: pad to "
+              f"{_round_up(size, amount)}, a loop over its vectors")
+    trial = k.copy()
+    if not trial.can_apply(opt):
+        return None
+    trial.apply(opt)
+    split = Opt(OptOps.UPCAST, axis, wide)
+    if not trial.can_apply(split):
+        return None
+    trial.apply(split)
+    lane = len(trial.full_shape) - 1
+    return opt if all(trial.strides(key, lane) in (0, 1) for key in trial.loads) else None
+
+
+def _pad_rows(k: Kernel, budget: int, target: Target) -> Opt | None:
+    """Pad an output axis that an input ignores (a matmul's rows, which B ignores) to a
+    multiple of _ROW_TILE when it is odd (257 rows: 260), so the tile takes _ROW_TILE of
+    them, as it does at 256 (an even axis unrolls 2 rows: as few loads per update, and
+    no padding: 10 rows as 2 x 5). Only where the budget has room for that many
+    vectors, where the output's own row then takes the lanes (the padded rows' stores
+    are masked vectors) and no input is masked (the padding's loads read element 0)."""
+    if budget < _ROW_TILE * target.lanes or divides_integers(k):
+        return None
+    for axis in range(k.n_global):
+        size = k.full_shape[axis]
+        if k.strides(k.out_key, axis) == 1 or size <= _WHOLE or size % 2 == 0 or \
+                not any(k.strides(key, axis) == 0 for key in k.loads) or \
+                _worth_unrolling(k, axis) is None:
+            continue
+        opt = Opt(OptOps.PAD_OUT, axis, _ROW_TILE, f"{size} rows: pad to a multiple of {_ROW_TILE}")
+        return opt if _row_takes_lanes(k, opt, budget, target) else None
+    return None
+
+
+def _row_takes_lanes(k: Kernel, pad: Opt, budget: int, target: Target) -> bool:
+    """Whether, once `pad` is applied, the first unroll is the output's row as lanes."""
+    if not k.can_apply(pad):
+        return False
+    t = k.copy()
+    t.apply(pad)
+    first = _best_upcast(t, budget, set(), target)
+    if first is None or t.strides(t.out_key, first.axis) != 1:
+        return False
+    t.apply(first)
+    return _first_lanes(t) is not None
+
+
+def _masked(k: Kernel) -> bool:
+    """Whether an input under the reduce is read through a mask (a padded conv window)."""
+    return any(view.mask is not None for key in k.loads for view in k.sts[key].views)
 
 
 def _whole_row(k: Kernel) -> Opt | None:
@@ -117,6 +199,8 @@ def _whole_row(k: Kernel) -> Opt | None:
     constants, so a load through a window view (whose index wraps past the row's end,
     where the mask is off) is one masked vector load, not a gather [D57]."""
     rest = k.full_shape[k.padded_axis] if k.padded_axis >= 0 and k.lanes else 1
+    if rest > ROW_VECTORS:  # a long row (_pad_long_row) is a loop
+        return None
     opt = Opt(OptOps.UPCAST, k.padded_axis, rest, "a padded row unrolls whole")
     return opt if rest > 1 and k.can_apply(opt) else None
 

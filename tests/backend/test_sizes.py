@@ -78,3 +78,16 @@ def test_more_than_three_parallel_axes(device):
 def test_axis_beyond_the_second_dims_launch_limit(device):
     x = rnd(3, 70001)  # transposed: dim 1 would need 70001 work-groups (CUDA allows 65535)
     close(Tensor(x, device=device).T.contiguous().numpy(), x.T)
+
+
+@pytest.mark.parametrize("m,k,n", [(257, 300, 300), (64, 100, 100), (130, 17, 1000)], ids=str)
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
+def test_matmul_sizes_no_vector_divides(device, m, k, n, layout):
+    """On the CPU, rows and columns padded to whole tiles and B packed into zero-padded
+    panels (D68); targets without tiles (CLANG, OpenCL) run the same graphs untiled."""
+    a = rnd(k, m) if layout[0] == "t" else rnd(m, k)
+    b = rnd(n, k, seed=1) if layout[1] == "t" else rnd(k, n, seed=1)
+    at, bt = Tensor(a, device=device).realize(), Tensor(b, device=device).realize()
+    got = ((at.T if layout[0] == "t" else at) @ (bt.T if layout[1] == "t" else bt)).numpy()
+    want = (a.T if layout[0] == "t" else a) @ (b.T if layout[1] == "t" else b)
+    close(got, want, rtol=1e-4, atol=1e-3)

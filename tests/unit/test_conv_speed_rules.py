@@ -159,8 +159,9 @@ def test_padded_stores_are_masked():
 
 
 def test_pad_out_refuses_what_it_cannot_pad():
-    """An axis a vector divides, a reduce axis, a second pad and a pad after an unroll are
-    refused; a padded kernel runs and matches the unpadded one."""
+    """An axis a vector divides, a reduce axis, a second pad of the row or of the other
+    axis and a pad after an unroll are refused; a padded kernel runs and matches the
+    unpadded one."""
     a, b = Tensor(rnd((8, 32))), Tensor(rnd((32, 20), seed=1))
     item = _last_item(a @ b)
     k = Kernel(item.ast)
@@ -172,7 +173,10 @@ def test_pad_out_refuses_what_it_cannot_pad():
     padded = k.copy()
     padded.apply(Opt(OptOps.PAD_OUT, 1, 16))
     assert padded.full_shape == (8, 32, 32)
-    assert not padded.can_apply(Opt(OptOps.PAD_OUT, 0, 16))
+    assert not padded.can_apply(Opt(OptOps.PAD_OUT, 1, 64)), "the row is padded already"
+    both = padded.copy()  # one other axis may be padded too (a matmul's rows, D68)
+    both.apply(Opt(OptOps.PAD_OUT, 0, 16))
+    assert both.full_shape == (16, 32, 32) and not both.can_apply(Opt(OptOps.PAD_OUT, 0, 32))
     up = k.copy()
     up.apply(Opt(OptOps.UPCAST, 0, 4))
     with pytest.raises(OptError):

@@ -1,0 +1,220 @@
+"""Matmuls whose sizes no vector divides (issue 15, D68), against numpy.
+
+A long output row is padded to whole tiles of vectors and walked in a loop (the last
+vector's loads and store masked); rows no tile divides are padded to a multiple of 4 (the
+padded rows' loads read element 0, their stores are masked off); a strided operand is
+packed into panels padded with zeros past the row's end. Each rule test checks that the
+rule fired, so it fails when the rule is off, and every test compares with numpy at odd
+sizes, on transposed, sliced, broadcast and batched inputs and over dtypes.
+"""
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from codegen.kernel import Kernel, OptOps
+from codegen.linearizer import Linearizer
+from codegen.opt import optimize
+from codegen.target import cpu
+from codegen.uops import UOps
+from lazyten import Tensor
+from lazyten.schedule import create_schedule
+from runtimes import get_runtime
+
+SIDES = st.sampled_from([1, 3, 17, 63, 65, 100, 130, 257, 300])
+LAYOUTS = ["nn", "tn", "nt", "tt"]
+
+
+def rnd(shape, dtype=np.float32, seed=0):
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind in "iu":
+        return rng.integers(-4, 5, size=shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def operands(m: int, k: int, n: int, layout: str, dtype=np.float32):
+    """(a, b) as numpy arrays in the math's layout, and the Tensors, transposed views of
+    realized buffers where the layout says so (t: stored transposed)."""
+    a = rnd((k, m) if layout[0] == "t" else (m, k), dtype)
+    b = rnd((n, k) if layout[1] == "t" else (k, n), dtype, seed=1)
+    at, bt = Tensor(a).realize(), Tensor(b).realize()
+    at, bt = (at.T if layout[0] == "t" else at), (bt.T if layout[1] == "t" else bt)
+    return (a.T if layout[0] == "t" else a), (b.T if layout[1] == "t" else b), at, bt
+
+
+def lowered(t: Tensor, index: int = -1, vector_bits: int = 512) -> Kernel:
+    """A kernel of t's schedule optimised for a CPU `vector_bits` wide; it must emit."""
+    target = cpu(vector_bits)
+    k = optimize(Kernel(create_schedule([t.lazydata])[index].ast), target)
+    Linearizer(k, target).linearize()
+    return k
+
+
+def pads(k: Kernel) -> list[tuple[int, int]]:
+    """(axis, amount) of each PAD_OUT the passes applied."""
+    return [(o.axis, o.amount) for o in k.applied if o.op is OptOps.PAD_OUT]
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=SIDES, k=SIDES, n=SIDES, layout=st.sampled_from(LAYOUTS),
+       dtype=st.sampled_from([np.float32, np.float64]))
+@example(m=257, k=300, n=300, layout="nn", dtype=np.float32)  # both pads, packed B
+@example(m=64, k=100, n=100, layout="nt", dtype=np.float64)
+@example(m=130, k=17, n=300, layout="tn", dtype=np.float32)
+def test_odd_matmuls_match_numpy(m, k, n, layout, dtype):
+    a, b, at, bt = operands(m, k, n, layout, dtype)
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose((at @ bt).numpy(), a @ b, rtol=tol, atol=tol * np.sqrt(k))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_long_rows_pad_to_whole_tiles(layout):
+    """300 columns: padded to 320 (five tiles of 4 vectors, 300/320 busy) and walked in a
+    loop, not unrolled whole; the tile is 4 rows x 4 vectors as at 320 (65 rows: 68)."""
+    a, b, at, bt = operands(65, 96, 300, layout)
+    out = at @ bt
+    k = lowered(out)
+    assert (1, 64) in pads(k) and k.lanes == 16 and k.upcasts == [4, 4, 16], k.applied
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("n", [300, 301])
+def test_whole_vectors_of_a_transposed_input_take_the_lanes(n):
+    """A weight gradient's A^T is contiguous along its 256 rows: the lanes run there (D66)
+    and 300 columns, 4 a tile, are not padded; 301 (no 4 divides them) are."""
+    a, b, at, bt = operands(256, 96, n, "tn")
+    out = at @ bt
+    k = lowered(out)
+    assert (pads(k) == []) == (n % 4 == 0) and k.lanes == 16, k.applied
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("n,amount", [(200, 32), (100, 16), (1000, 64), (3077, 64)])
+def test_long_row_tile_width_keeps_seven_eighths_busy(n, amount):
+    """The padded row takes the widest tile (4, 2, 1 vectors) that leaves 7/8 of it real:
+    200 -> 224 (2 vectors; 256 would be 78%), 100 -> 112 (1), 1000 -> 1024 (4)."""
+    a, b = rnd((16, 24)), rnd((24, n), seed=1)
+    out = Tensor(a) @ Tensor(b)
+    assert (1, amount) in pads(lowered(out)), lowered(out).applied
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("m", [257, 67, 19])
+def test_rows_pad_to_the_tile(m):
+    """An odd number of rows is padded to a multiple of 4 (257 -> 260) so the tile keeps
+    4 rows; their stores are masked off, their loads read element 0 (an index select,
+    no value select: `clamped`)."""
+    a, b = rnd((m, 200)), rnd((200, 320), seed=1)
+    out = Tensor(a) @ Tensor(b)
+    k = lowered(out)
+    assert (0, 4) in pads(k) and 4 in k.upcasts[:-1], k.applied
+    assert k.clamped, "A's loads are masked only by the padding"
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("m,k", [(9, 40), (66, 200), (10, 256)])
+def test_rows_that_need_no_padding_keep_their_size(m, k):
+    """A kernel too small for a tile of 4 rows of vectors (9 x 40 x 320) pads no rows, nor
+    an even number of rows (2 at a time: as few loads per update, no wasted rows)."""
+    a, b = rnd((m, k)), rnd((k, 320), seed=1)
+    out = Tensor(a) @ Tensor(b)
+    assert (0, 4) not in pads(lowered(out)), lowered(out).applied
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-3)
+
+
+def test_rows_of_a_masked_operand_are_not_padded():
+    """An input read through a mask of its own (a padded tensor) keeps its rows and row
+    unpadded by these rules; the values are numpy's."""
+    a, b = rnd((257, 40)), rnd((40, 300), seed=1)
+    out = Tensor(a).pad(((0, 0), (2, 3))) @ Tensor(b).pad(((2, 3), (0, 0)))
+    k = lowered(out)
+    assert pads(k) == [], k.applied
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("layout", ["nn", "nt", "tt"])
+def test_transposed_operand_packs_into_zero_padded_panels(layout):
+    """A transposed B (nt: Linear's weight) is copied into panels of the pack width, the
+    last one padded with zeros; the matmul reads them as it reads whole panels. A B whose
+    rows are contiguous (nn: 784 x 300, rows 300 floats apart) is read in place."""
+    m, k, n = 96, 784, 300
+    a, b, at, bt = operands(m, k, n, layout)
+    out = at @ bt
+    items = create_schedule([out.lazydata])
+    width = get_runtime("CPU").renderer.target.pack
+    if layout == "nn":
+        assert len(items) == 1, [i.out.shape for i in items]
+    else:
+        assert len(items) == 2 and items[0].out.shape == (-(-n // width), k, width), \
+            f"expected a pack copy into padded panels: {[i.out.shape for i in items]}"
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-3)
+
+
+def test_small_transposed_operand_is_packed():
+    """A transposed B too small to pack for its rows' distance (100 x 300, 120 KB) is still
+    packed: read in place, its lanes would be gathered one by one."""
+    a, b, at, bt = operands(256, 300, 100, "nt")
+    out = at @ bt
+    assert len(create_schedule([out.lazydata])) == 2
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-3)
+
+
+@settings(max_examples=15, deadline=None)
+@given(batch=st.sampled_from([1, 3]), m=SIDES, k=st.sampled_from([5, 70]), n=SIDES,
+       broadcast=st.booleans())
+def test_batched_and_fused_odd_matmuls(batch, m, k, n, broadcast):
+    """Batched (B broadcast or per batch), sliced inputs, and a bias and relu fused after
+    the reduce: the padded outputs are computed and dropped."""
+    a = rnd((batch, m, k + 1))[:, :, 1:]  # a slice: offset view, rows k + 1 apart
+    b = rnd((k, n) if broadcast else (batch, k, n), seed=1)
+    bias = rnd((n,), seed=2)
+    out = (Tensor(rnd((batch, m, k + 1)))[:, :, 1:] @ Tensor(b) + Tensor(bias)).relu()
+    np.testing.assert_allclose(out.numpy(), np.maximum(a @ b + bias, 0), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float16])
+def test_odd_matmul_dtypes(dtype):
+    """Integers pad too (no division: the padding's products are never stored); half is
+    stored as half and accumulated in float."""
+    a, b = rnd((257, 33), dtype), rnd((33, 300), dtype, seed=1)
+    out = Tensor(a) @ Tensor(b)
+    assert pads(lowered(out)), lowered(out).applied
+    if dtype == np.float16:
+        ref = (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16)
+        np.testing.assert_allclose(out.numpy().astype(np.float32), ref.astype(np.float32),
+                                   rtol=1e-2, atol=1e-1)
+    else:
+        np.testing.assert_array_equal(out.numpy(), a @ b)
+
+
+def test_integer_division_is_not_padded():
+    """A kernel that divides integers computes no padding (it would divide by zero)."""
+    a, b = rnd((257, 33), np.int32), rnd((33, 300), np.int32, seed=1)
+    out = (Tensor(a) @ Tensor(b)) // 7
+    assert pads(lowered(out)) == [], lowered(out).applied
+    np.testing.assert_array_equal(out.numpy(), (a @ b) // 7)
+
+
+def test_avx2_pads_to_its_vectors():
+    """8 float lanes: 300 pads to 32-wide tiles (320), 4 rows x 4 vectors."""
+    a, b = rnd((64, 24)), rnd((24, 300), seed=1)
+    k = lowered(Tensor(a) @ Tensor(b), vector_bits=256)
+    assert (1, 32) in pads(k) and k.lanes == 8, k.applied
+
+
+def test_padded_row_stores_are_masked():
+    """The stores of rows that may lie in the padding are masked (a fourth, gate source),
+    and the padded rows' loads are not value-selected."""
+    target = replace(cpu(512), tile=256)
+    out = Tensor(rnd((257, 40))) @ Tensor(rnd((40, 300), seed=1))
+    k = optimize(Kernel(create_schedule([out.lazydata])[-1].ast), target)
+    uops = Linearizer(k, target).linearize().uops
+    stores = [u for u in uops if u.op is UOps.STORE]
+    # a 4 x 4 tile of vectors: row 4i always exists (4 * 64 < 257), rows 4i + 1.. may not;
+    # vectors 64i + 16j for j < 2 always lie in the 300 columns (256 + 32 < 300), 2 and 3 not
+    gated = sum(len(u.src) == 4 for u in stores)
+    assert len(stores) == 16 and gated == 14, f"{gated} of {len(stores)} stores are gated"
+    gated_loads = [u for u in uops if u.op is UOps.LOAD and len(u.src) == 3 and u.dtype.count == 1]
+    assert gated_loads == [], "A's padded rows read element 0, ungated"
