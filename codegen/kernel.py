@@ -161,12 +161,18 @@ class Kernel:
         trial.applied.append(opt)
         self.__dict__.update(trial.__dict__)
 
-    def can_apply(self, opt: Opt) -> bool:
+    def tried(self, opt: Opt) -> Kernel | None:
+        """A copy with `opt` applied, or None where it does not apply: a pass that weighs a
+        decision reads the trial, rather than applying it again to ask each question."""
+        trial = self.copy()
         try:
-            self.copy().apply(opt)
+            trial.apply(opt)
         except OptError:
-            return False
-        return True
+            return None
+        return trial
+
+    def can_apply(self, opt: Opt) -> bool:
+        return self.tried(opt) is not None
 
     def _move(self, fn_full: Callable[[ShapeTracker], ShapeTracker],
               fn_out: Callable[[ShapeTracker], ShapeTracker], merged: int | None = None,

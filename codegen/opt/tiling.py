@@ -66,11 +66,11 @@ def tile(k: Kernel, target: Target) -> list[Opt]:
         opts.append(rows)
     for _ in range(_TILE_ROUNDS):
         upcast = _best_upcast(t, budget, split, target)
-        if upcast is None or not t.can_apply(upcast):
+        if upcast is None:
             break
-        t.apply(upcast)
-        opts.append(upcast)
-        split.add(upcast.axis)
+        opt, t = upcast
+        opts.append(opt)
+        split.add(opt.axis)
         if len(t.upcasts) == 1:
             lanes = _first_lanes(t)
             if lanes is not None:
@@ -183,10 +183,9 @@ def _row_takes_lanes(k: Kernel, pad: Opt, budget: int, target: Target) -> bool:
     t = k.copy()
     t.apply(pad)
     first = _best_upcast(t, budget, set(), target)
-    if first is None or t.strides(t.out_key, first.axis) != 1:
+    if first is None or t.strides(t.out_key, first[0].axis) != 1:
         return False
-    t.apply(first)
-    return _first_lanes(t) is not None
+    return _first_lanes(first[1]) is not None
 
 
 def _masked(k: Kernel) -> bool:
@@ -209,11 +208,13 @@ def _round_up(size: int, amount: int) -> int:
     return size + -size % amount
 
 
-def _best_upcast(k: Kernel, budget: int, split: set[int], target: Target) -> Opt | None:
-    """The next unroll. The first is the vector axis (the widest); after it, the one that
-    leaves the fewest loads per accumulator update [D57], then the most accumulators,
-    preferring an axis not unrolled yet, then the one the output is most contiguous in."""
-    best: tuple[tuple[float, bool, int, bool, int], Opt] | None = None
+def _best_upcast(k: Kernel, budget: int, split: set[int],
+                 target: Target) -> tuple[Opt, Kernel] | None:
+    """The next unroll, and the kernel with it applied. The first is the vector axis (the
+    widest); after it, the one that leaves the fewest loads per accumulator update [D57],
+    then the most accumulators, preferring an axis not unrolled yet, then the one the
+    output is most contiguous in."""
+    best: tuple[tuple[float, bool, int, bool, int], Opt, Kernel] | None = None
     for axis in range(k.n_global):
         out_stride = k.strides(k.out_key, axis)
         why = _worth_unrolling(k, axis)
@@ -223,14 +224,15 @@ def _best_upcast(k: Kernel, budget: int, split: set[int], target: Target) -> Opt
         room = budget // prod(k.upcasts)
         amount = _unroll_amount(k.full_shape[axis], want, room)
         opt = Opt(OptOps.UPCAST, axis, amount, why)
-        if not amount or not k.can_apply(opt) or not _fits_registers(k, opt, target):
+        trial = k.tried(opt) if amount else None
+        if trial is None or (k.lanes and not _fits_registers(trial, target)):
             continue
-        rank = (-_loads_per_update(k, opt, target) if k.lanes else 0,
+        rank = (-_loads_per_update(trial, target) if k.lanes else 0,
                 not k.upcasts and _full_row(k, axis, target), amount, axis not in split,
                 -out_stride)
         if best is None or rank > best[0]:
-            best = (rank, opt)
-    return best[1] if best is not None else None
+            best = (rank, opt, trial)
+    return (best[1], best[2]) if best is not None else None
 
 
 def _lane_axis(k: Kernel, axis: int) -> bool:
@@ -257,24 +259,18 @@ def _registers(k: Kernel, target: Target) -> int:
     return prod(k.upcasts[:-1]) * -(-k.lanes // target.lanes)
 
 
-def _fits_registers(k: Kernel, opt: Opt, target: Target) -> bool:
-    """Whether the tile after `opt` still fits the target's accumulator registers."""
-    if not k.lanes:
-        return True
-    t = k.copy()
-    t.apply(opt)
+def _fits_registers(t: Kernel, target: Target) -> bool:
+    """Whether the tile of `t` (an unroll tried) fits the target's accumulator registers."""
     return _registers(t, target) <= target.tile // target.lanes
 
 
-def _loads_per_update(k: Kernel, opt: Opt, target: Target) -> float:
-    """Loads per vector accumulator update in one step of the reduce, once `opt` is
-    applied: every input is loaded once per unrolled copy of the axes it depends on (a
+def _loads_per_update(t: Kernel, target: Target) -> float:
+    """Loads per vector accumulator update in one step of the reduce of `t` (an unroll
+    tried): every input is loaded once per unrolled copy of the axes it depends on (a
     vector per register of lanes along the vector axis, one broadcast where it does not
     depend on it, a load per lane where it gathers). A conv's input ignores the output
     channel, its weight every position: unrolling channels shares the input's vector
     loads."""
-    t = k.copy()
-    t.apply(opt)
     first = len(t.full_shape) - len(t.upcasts)
     lane_axis = len(t.full_shape) - 1 if t.lanes else -1
     loads = 0

@@ -252,8 +252,9 @@ class ShapeTracker:
     # ---- indexing ----
     def expr_idxs(self, idxs: list[Node] | None = None) -> tuple[Node, Node]:
         """(memory index, validity) for per-axis indexes (default Variables idx0, idx1, ...)."""
-        if idxs is None:
-            idxs = _idx_vars(self.shape, "idx")
+        return _expr_idxs(self, tuple(_idx_vars(self.shape, "idx") if idxs is None else idxs))
+
+    def _expr_idxs(self, idxs: tuple[Node, ...]) -> tuple[Node, Node]:
         idx, valid = self.views[-1].expr_idxs(list(idxs))
         for view in reversed(self.views[:-1]):
             if valid.max == 0:
@@ -274,26 +275,10 @@ class ShapeTracker:
     def real_strides(self, ignore_valid: bool = False) -> tuple[int | None, ...]:
         """Memory stride per axis when the index is affine in that axis alone, else None.
 
-        Axes that the validity depends on are None unless ignore_valid is set."""
-        vs = _idx_vars(self.shape, "idx")
-        idx, valid = self.expr_idxs(vs)
-        terms = idx.nodes if isinstance(idx, SumNode) else [idx]
-        valid_vars = valid.vars()
-        out: list[int | None] = []
-        for v in vs:
-            if not isinstance(v, Variable):
-                out.append(0)
-                continue
-            hits = [t for t in terms if v in t.vars()]
-            st: int | None = None
-            if not hits:
-                st = 0
-            elif len(hits) == 1 and hits[0] == v:
-                st = 1
-            elif len(hits) == 1 and isinstance(hits[0], MulNode) and hits[0].a == v:
-                st = hits[0].b
-            out.append(None if (not ignore_valid and v in valid_vars) else st)
-        return tuple(out)
+        Axes that the validity depends on are None unless ignore_valid is set. Memoized:
+        the optimiser asks for the same trackers' strides many times per kernel, and each
+        answer costs a symbolic expansion of the index."""
+        return _real_strides(self, ignore_valid)
 
     def unit_stride_axes(self, ignore_valid: bool = False) -> list[int]:
         """Axes whose memory stride is exactly 1."""
@@ -328,3 +313,34 @@ class ShapeTracker:
 @functools.lru_cache(maxsize=MEMO_SIZE)
 def _from_shape(shape: tuple[int, ...]) -> ShapeTracker:
     return ShapeTracker((View.create(shape),))
+
+
+@functools.lru_cache(maxsize=MEMO_SIZE)
+def _expr_idxs(st: ShapeTracker, idxs: tuple[Node, ...]) -> tuple[Node, Node]:
+    """ShapeTracker.expr_idxs, memoized: a kernel's upcast copies and a model's kernels
+    derive the same tracker's index at the same per-axis indexes again (nodes are
+    immutable values, equal when they render alike)."""
+    return st._expr_idxs(idxs)
+
+
+@functools.lru_cache(maxsize=MEMO_SIZE)
+def _real_strides(st: ShapeTracker, ignore_valid: bool) -> tuple[int | None, ...]:
+    vs = _idx_vars(st.shape, "idx")
+    idx, valid = st.expr_idxs(vs)
+    terms = idx.nodes if isinstance(idx, SumNode) else [idx]
+    valid_vars = valid.vars()
+    out: list[int | None] = []
+    for v in vs:
+        if not isinstance(v, Variable):
+            out.append(0)
+            continue
+        hits = [t for t in terms if v in t.vars()]
+        stride: int | None = None
+        if not hits:
+            stride = 0
+        elif len(hits) == 1 and hits[0] == v:
+            stride = 1
+        elif len(hits) == 1 and isinstance(hits[0], MulNode) and hits[0].a == v:
+            stride = hits[0].b
+        out.append(None if (not ignore_valid and v in valid_vars) else stride)
+    return tuple(out)
