@@ -315,11 +315,12 @@ def _from_shape(shape: tuple[int, ...]) -> ShapeTracker:
     return ShapeTracker((View.create(shape),))
 
 
-@functools.lru_cache(maxsize=MEMO_SIZE)
+@functools.lru_cache(maxsize=MEMO_SIZE // 8)
 def _expr_idxs(st: ShapeTracker, idxs: tuple[Node, ...]) -> tuple[Node, Node]:
     """ShapeTracker.expr_idxs, memoized: a kernel's upcast copies and a model's kernels
     derive the same tracker's index at the same per-axis indexes again (nodes are
-    immutable values, equal when they render alike)."""
+    immutable values, equal when they render alike). The repeats are near each other
+    and an entry holds an expression tree (~3 KB), so the memo is kept small."""
     return st._expr_idxs(idxs)
 
 
