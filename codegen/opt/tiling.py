@@ -53,10 +53,25 @@ def tile(k: Kernel, target: Target) -> list[Opt]:
     reduce 4 broadcasts and 4 vector loads feed 16 vector FMAs."""
     if k.reduceop is None or not target.tile:
         return []
+    t, opts = _tile(k, target, pad_row=True)
+    if t.padded_axis >= 0 and not _row_is_lanes(t):
+        # the row was padded for vector lanes no unroll gave it (a 3x3 pool's row of 12 on
+        # AVX2): the padding would be computed and stored as outputs, so tile it unpadded
+        t, opts = _tile(k, target, pad_row=False)
+    return opts
+
+
+def _row_is_lanes(t: Kernel) -> bool:
+    """Whether the vector lanes run along the output's row (the only axis the output is
+    contiguous along), so a padded row's stores are masked vectors."""
+    return bool(t.lanes) and t.strides(t.out_key, len(t.full_shape) - 1) == 1
+
+
+def _tile(k: Kernel, target: Target, pad_row: bool) -> tuple[Kernel, list[Opt]]:
     t, opts, split = k.copy(), [], set[int]()
     budget = tile_budget(t, target)
     masked = _masked(t)  # before the pads add masks of their own
-    pad = _pad_row(t, budget, target, masked)
+    pad = _pad_row(t, budget, target, masked) if pad_row else None
     if pad is not None:
         t.apply(pad)
         opts.append(pad)
@@ -82,7 +97,7 @@ def tile(k: Kernel, target: Target) -> list[Opt]:
             if whole is not None:
                 t.apply(whole)
                 opts.append(whole)
-    return opts
+    return t, opts
 
 
 def _lane_loads(k: Kernel, key: int, lanes: int, target: Target) -> int:
