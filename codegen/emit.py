@@ -29,7 +29,8 @@ class Emitter:
     idx_dtype: DType
     bufs: dict[int, UOp]
     vars: dict[str, UOp]
-    gidx: list[Variable]
+    global_loops: list[UOp]  # the open global loops (accumulators live inside them)
+    gidx: list[Node]  # a peeled loop's index is bounded to its segment (or one value)
     ridx: list[Node]
     lane: Variable | None
     cache: dict[int, UOp]

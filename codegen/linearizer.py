@@ -21,6 +21,7 @@ from codegen.ops import (BinaryOps, BufferOps, LazyOp, MemBuffer, Op, ReduceOps,
                          TernaryOps, UnaryOps)
 from codegen.opt import optimize
 from codegen.opt.gpu import hardware_dims
+from codegen.peel import peel_plan
 from codegen.shape.symbolic import Node, NumNode, Variable
 from codegen.target import Target
 from codegen.uops import UOp, UOpGraph, UOps, dtype_of
@@ -61,13 +62,31 @@ class Linearizer(Emitter):
     inside come from Emitter, codegen/emit.py)."""
 
     def linearize(self) -> LinearKernel:
-        launch = self._begin()
-        k, combos = self.k, self._combos()
-        self.reduced = self._reduce(k.reduceop, combos) if k.reduceop else {}
+        launch = self._begin(open_loops=False)
+        combos, shape = self._combos(), list(self.k.global_shape)
+        peel = None if self.target.gpu else peel_plan(self.k, self.gidx, self.lane, combos)
+        if peel is None:
+            self._loops(shape)
+            self._body(combos)
+            return self._finish(launch)
+        # a loop at a window's border: border and interior loops, each with its own bounds
+        axis, segments = peel
+        self._loops(shape[:axis])
+        outer = list(self.global_loops)
+        for segment in segments:
+            self._loops(shape, axis, segment)
+            self._body(combos)
+            for loop in reversed(self.global_loops[len(outer):]):
+                self.g.end_loop(loop)
+            self.global_loops = list(outer)
+        return self._finish(launch)
+
+    def _body(self, combos: list[tuple[int, ...]]) -> None:
+        """The reduce and the stores, inside the open global loops."""
+        self.reduced = self._reduce(self.k.reduceop, combos) if self.k.reduceop else {}
         for self.combo in combos:
             self.cache: dict[int, UOp] = {}
             self._store(self.emit(self.ast.src[0]))
-        return self._finish(launch)
 
     def _combos(self) -> list[tuple[int, ...]]:
         """The upcast copies (not the lanes): one copy of the body each; CSE shares what
@@ -75,7 +94,7 @@ class Linearizer(Emitter):
         copies = self.k.upcasts[:-1] if self.lanes else self.k.upcasts
         return list(itertools.product(*(range(u) for u in copies)))
 
-    def _begin(self) -> tuple[list[int], list[int]]:
+    def _begin(self, open_loops: bool = True) -> tuple[list[int], list[int]]:
         """The buffers and the global loops (or work-item indices); returns the launch
         sizes (work-groups, work-group size)."""
         k, g = self.k, UOpGraph()
@@ -89,12 +108,15 @@ class Linearizer(Emitter):
         self.buf_dtypes = [dt for _, dt in bufs]
         self.bufs = {i: g.add(UOps.DEFINE_GLOBAL, None, (), (f"data{i}", dt)) for i, dt in bufs}
         gsizes = list(k.global_shape)
-        self.global_loops: list[UOp] = []
+        self.global_loops = []
         self.vars: dict[str, UOp] = {}
         self.var_names: list[str] = []
         self.group: tuple[UOp, int] | None = None  # (local index, size) of a group reduce
-        launch = self._gpu_indices(gsizes) if self.target.gpu else self._loops(gsizes)
+        launch = self._gpu_indices(gsizes) if self.target.gpu else \
+            (gsizes or [1], [1] * max(1, len(gsizes)))
         self.gidx = [Variable(f"gidx{i}", 0, s - 1) for i, s in enumerate(gsizes)]
+        if open_loops:  # else the caller opens them (a peeled loop: in segments)
+            self._loops(gsizes)
         self.lane = Variable("lane", 0, self.lanes - 1) if self.lanes else None
         self.ridx: list[Node] = []
         return launch
@@ -113,21 +135,44 @@ class Linearizer(Emitter):
         shape_str = "_".join(map(str, glob or (1,)))
         return f"r_{shape_str}_{'_'.join(map(str, red))}" if self.k.reduceop else f"E_{shape_str}"
 
-    def _loops(self, gsizes: list[int]) -> tuple[list[int], list[int]]:
-        """CPU: a loop per global axis; the runtime splits the outer one across threads,
-        so its bounds are the arguments core_start and core_end."""
+    def _loops(self, gsizes: list[int], first: int = 0,
+               segment: tuple[int, int] | None = None) -> None:
+        """CPU: a loop per global axis from `first`; the runtime splits the outer one
+        across threads, so its bounds are the arguments core_start and core_end. With a
+        `segment`, axis `first` runs over [start, end) only (a peeled loop, codegen/peel.py),
+        and its index is bounded so."""
+        if self.target.gpu:
+            return
         g = self.g
         for i, s in enumerate(gsizes):
+            if i < first:
+                continue
             if i == 0:
-                self.var_names = ["core_start", "core_end"]
-                start = g.add(UOps.DEFINE_VAR, self.idx_dtype, (), "core_start")
-                end = g.add(UOps.DEFINE_VAR, self.idx_dtype, (), "core_end")
+                if not self.var_names:
+                    self.var_names = ["core_start", "core_end"]
+                    self.core = tuple(g.add(UOps.DEFINE_VAR, self.idx_dtype, (), name)
+                                      for name in self.var_names)
+                start, end = self.core
             else:
                 start, end = self.const(0), self.const(s)
+            if segment is not None and i == first:
+                start, end = self._clip(start, segment[0]), self._clip(end, segment[1])
+                self.gidx[i] = Variable(f"gidx{i}", segment[0], segment[1] - 1)
             loop = g.add(UOps.LOOP, self.idx_dtype, (start, end), f"gidx{i}")
             self.global_loops.append(loop)
             self.vars[f"gidx{i}"] = loop
-        return gsizes or [1], [1] * max(1, len(gsizes))
+
+    def _clip(self, bound: UOp, at: int) -> UOp:
+        """A loop bound moved into a peeled segment: the constant, or for the threads'
+        outer loop max(core bound, at) as start and min(core bound, at) as end (an empty
+        piece runs no iteration: the loop checks before its first)."""
+        if bound.op is UOps.CONST:
+            return self.const(at)
+        dt = self.idx_dtype
+        if bound.arg == "core_start":
+            return self.alu(BinaryOps.MAX, dt, bound, self.const(at))
+        neg = self.alu(UnaryOps.NEG, dt, bound)
+        return self.alu(UnaryOps.NEG, dt, self.alu(BinaryOps.MAX, dt, neg, self.const(-at)))
 
     def _gpu_indices(self, gsizes: list[int]) -> tuple[list[int], list[int]]:
         """GPU: bind the global axes to work-item indices as the gpu_layout pass (codegen/opt/gpu.py) decided;

@@ -106,7 +106,13 @@ class LLVMRenderer(Renderer):
     def _render_loop(self, k: _LLVMKernel, u: UOp) -> None:
         """A block headed by the loop variable's phi; END adds the back edge's value."""
         label = k.fresh("loop")[1:]
-        k.body += [f"  br label %{label}", f"{label}:"]
+        start, end = u.src
+        if start.op is UOps.CONST and end.op is UOps.CONST:
+            k.body += [f"  br label %{label}", f"{label}:"]
+        else:  # bounds only known at run time (a thread's piece, a peeled segment of it)
+            ty = LLVM_TYPES[dtype_of(u)]
+            enter = k.emit(f"icmp slt {ty} {k.names[start]}, {k.names[end]}")
+            k.body += [f"  br i1 {enter}, label %{label}, label %{label}_exit", f"{label}:"]
         k.names[u] = k.fresh("i")
         k.phis[u] = (len(k.body), label)
         k.body.append(f"  {k.names[u]} = phi {LLVM_TYPES[dtype_of(u)]} "
