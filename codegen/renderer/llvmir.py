@@ -17,6 +17,7 @@ from codegen.target import Target, host_cpu
 from codegen.ops import EXACT_OPS, TernaryOps
 from codegen.renderer import ProgramSpec, Renderer
 from codegen.renderer.llvm_alu import alu
+from codegen.renderer.llvm_masks import masked_load
 from codegen.renderer.llvm_casts import (bf16_bits, from_bf16, render_bitcast, render_cast,
                                          round_to_bf16)
 from codegen.renderer.llvm_types import LLVM_TYPES, like, llvm_const, ltype, mem_type, suffix
@@ -274,56 +275,15 @@ class LLVMRenderer(Renderer):
         return val
 
     def _masked_load(self, k: _LLVMKernel, u: UOp, dtype: DType) -> str:
-        """A vector load with a gate per lane: llvm.masked.load reads only valid lanes. A
-        vector wider than one register is loaded a register at a time: LLVM 22's x86
-        backend, splitting a wider masked load itself, aborts on an assertion or reads
-        masked-off lanes where it can prove every lane of a register off (a circular
-        pad's <6 x double> on AVX2, whose live lanes are 4 and 5) [D71]."""
+        """A vector load with a gate per lane (llvm_masks.py) [D71]."""
         idx = u.src[1]  # no inbounds: lane 0 may lie outside the buffer (masked off)
         ptr = k.emit(f"getelementptr {mem_type(dtype.scalar)}, ptr {k.names[u.src[0]]}, "
                      f"{LLVM_TYPES[dtype_of(idx)]} {k.names[idx]}")
         stored = like(dtype, dtypes.uint16) if dtype.scalar == dtypes.bfloat16 else dtype
-        per = self.target.vector_bits // (8 * stored.itemsize) or stored.count
-        mask = k.names[u.src[2]]
-        if stored.count <= per:
-            val = _masked_piece(k, ptr, mask, stored, 0, stored.count)
-        else:
-            val = "zeroinitializer"
-            for start in range(0, stored.count, per):
-                first = min(start, stored.count - per)  # a last register overlaps the one before
-                piece = _masked_piece(k, ptr, mask, stored, first, per)
-                val = _placed_lanes(k, val, piece, stored, per, first, start)
+        val = masked_load(k.emit, k.used, ptr, u.src[2], k.names[u.src[2]], stored,
+                          self.target.vector_bits)
         return from_bf16(val, dtype, k.emit) if dtype.scalar == dtypes.bfloat16 else val
 
-
-def _masked_piece(k: _LLVMKernel, ptr: str, mask: str, stored: DType, first: int,
-                  lanes: int) -> str:
-    """llvm.masked.load of lanes [first, first + lanes) of a `stored` vector at `ptr`, under
-    those lanes of `mask` (lanes > 1)."""
-    whole = ltype(dtypes.bool.vec(stored.count))
-    if lanes < stored.count:
-        picks = ", ".join(f"i32 {first + i}" for i in range(lanes))
-        mask = k.emit(f"shufflevector {whole} {mask}, {whole} poison, <{lanes} x i32> <{picks}>")
-        ptr = k.emit(f"getelementptr {mem_type(stored.scalar)}, ptr {ptr}, i64 {first}")
-    piece = stored.scalar.vec(lanes)
-    ty, mty = mem_type(piece), ltype(dtypes.bool.vec(lanes))
-    fn = f"@llvm.masked.load.{suffix(piece)}.p0"
-    k.used.add(f"declare {ty} {fn}(ptr, i32 immarg, {mty}, {ty})")
-    return k.emit(f"call {ty} {fn}(ptr {ptr}, i32 {stored.itemsize}, {mty} {mask}, "
-                  f"{ty} zeroinitializer)")
-
-
-def _placed_lanes(k: _LLVMKernel, vec: str, piece: str, stored: DType, lanes: int,
-                  first: int, start: int) -> str:
-    """`vec` (a `stored` vector) with its lanes from `start` to `first + lanes` taken from
-    `piece`, which holds lanes [first, first + lanes)."""
-    ty, short = mem_type(stored), mem_type(stored.scalar.vec(lanes))
-    widen = ", ".join(f"i32 {i}" if i < lanes else "i32 poison" for i in range(stored.count))
-    wide = k.emit(f"shufflevector {short} {piece}, {short} poison, <{stored.count} x i32> "
-                  f"<{widen}>")
-    blend = ", ".join(f"i32 {stored.count + i - first}" if start <= i < first + lanes
-                      else f"i32 {i}" for i in range(stored.count))
-    return k.emit(f"shufflevector {ty} {vec}, {ty} {wide}, <{stored.count} x i32> <{blend}>")
 
 def piece_loop(buffers: int) -> str:
     """`pieces_N(ptr kernel, ptr data0, ..., ptr next, i64 n, i64 chunks)`, for kernels

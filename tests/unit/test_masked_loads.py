@@ -15,9 +15,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from codegen.dtypes import dtypes
 from codegen.linearizer import linearize
+from codegen.ops import BinaryOps
+from codegen.renderer.llvm_masks import masked_load
 from codegen.renderer.llvmir import LLVMRenderer
 from codegen.target import cpu
+from codegen.uops import UOp, UOps
 from lazyten import Tensor
 from lazyten.schedule import create_schedule
 
@@ -86,3 +90,44 @@ def test_pads_of_narrow_rows_match_numpy(data, dtype, mode):
     x = Tensor(a)[..., 1:]  # a view: the row is read through a tracker with an offset
     got = x.pad(pads, mode=mode).numpy()
     np.testing.assert_array_equal(got, np.pad(a[..., 1:], pads, mode=_NP_MODE[mode]))
+
+
+def test_gather_gradient_repeated_reads_no_stale_lanes():
+    """x.gather(1, index) of a 4x4 float64, backward: the gradient's rows 1-3 are a padded
+    row's masked-off lanes. On AVX2 each 8-lane copy is two registers, the second all off;
+    LLVM made that register a plain load, so every third step (when the allocator handed
+    back a used buffer) rows 1-3 held old values (found by tests/unit/test_grad.py)."""
+    rng = np.random.default_rng(0)
+    x0, g0 = rng.standard_normal((4, 4)), rng.standard_normal((1, 4))
+    index = rng.integers(0, 4, (1, 4))
+    want = np.zeros((4, 4))
+    np.add.at(want, (np.zeros((1, 4), int), index), g0)
+    for step in range(9):
+        x = Tensor(x0, requires_grad=True)
+        (x.gather(1, Tensor(index)) * Tensor(g0)).sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), want, err_msg=f"step {step}")
+
+
+def _bool_lanes(values: list) -> UOp:
+    """A bool vector uop: constant lanes, and None for a lane only known at run time."""
+    unknown = UOp(UOps.DEFINE_VAR, dtypes.bool, (), "g")
+    return UOp(UOps.VECTORIZE, dtypes.bool.vec(len(values)), tuple(
+        unknown if v is None else UOp(UOps.CONST, dtypes.bool, (), v) for v in values))
+
+
+@pytest.mark.parametrize("lanes, loads", [
+    ([True] * 4 + [False] * 4, 1),              # the second register all off: not loaded
+    ([False] * 4 + [None] * 2 + [False] * 2, 1),  # the first all off (the circular pad)
+    ([None] * 8, 2), ([False] * 8, 0), ([None, False, False, False] * 2, 2)])
+def test_registers_known_off_are_not_loaded(lanes, loads):
+    lines: list[str] = []
+
+    def emit(rhs: str) -> str:
+        lines.append(rhs)
+        return f"%v{len(lines)}"
+    gate = UOp(UOps.ALU, dtypes.bool.vec(8), (_bool_lanes(lanes), _bool_lanes([None] * 8)),
+               BinaryOps.AND)
+    masked_load(emit, set(), "%p", gate, "%mask", dtypes.float64.vec(8), 256)
+    calls = [line for line in lines if "@llvm.masked.load" in line]
+    assert len(calls) == loads, f"{lanes}: expected {loads} register loads, got {calls}"
+    assert all("<4 x double>" in call for call in calls), f"a load wider than a register: {calls}"
