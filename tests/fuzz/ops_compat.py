@@ -107,7 +107,9 @@ def draw_scatter(g):
         g.prog.bad_index.add(var.name)
 
     def write(a, b, i):
-        out = a.copy()
+        # in the finite-difference reference b is float64 where x is float32: writing it
+        # into a copy of x would round each step of the difference to float32
+        out = a.astype(np.result_type(a.dtype, b.dtype))
         for pos in np.ndindex(*i.shape):  # row-major: the latest write along dim wins
             target = list(pos)
             target[dim] = min(max(int(i[pos]), 0), n - 1)

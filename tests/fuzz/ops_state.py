@@ -169,7 +169,7 @@ def draw_setitem(g):
             part = interp.cast(interp.env[vname], dtype)
         else:
             part = interp.cast(Ref(np.array(vname)), dtype)
-        val = old.val.copy()
+        val = old.val.astype(np.result_type(old.val.dtype, part.val.dtype))  # fd: float64
         val[index] = part.val
         if old.err is None and part.err is None:
             return Ref(val)
