@@ -126,13 +126,19 @@ class AttentionLinearizer(Linearizer):
             self.accs = [[g.add(UOps.DEFINE_ACC, vec, (), 0.0, extra_loops=glob)
                           for _ in range(ew)] for _ in copies]
         self.columns = ew
-        nblocks = -(-p.keys // self.block)
-        block = g.add(UOps.LOOP, self.idx_dtype, (self.const(0), self.const(nblocks)), "jb")
-        self.vars["jb"] = block
-        self.jb = Variable("jb", 0, nblocks - 1)
-        probs = self._scores(block)
-        self._values(probs, block)
-        g.end_loop(block)
+        # the whole blocks, then the last, padded one: in a loop over whole blocks the
+        # keys' validity folds to true, so its loads are plain vectors (D70's peel, for
+        # the keys: 200 keys took 8.3 ms in one masked loop, against 1.3 unfused)
+        nblocks, whole = -(-p.keys // self.block), p.keys // self.block
+        for first, end in ((0, whole), (whole, nblocks)):
+            if end <= first:
+                continue
+            block = g.add(UOps.LOOP, self.idx_dtype, (self.const(first), self.const(end)), "jb")
+            self.vars["jb"] = block
+            self.jb = Variable("jb", first, end - 1)
+            probs = self._scores(block)
+            self._values(probs, block)
+            g.end_loop(block)
         self._finish_rows()
         return self._finish(launch)
 
