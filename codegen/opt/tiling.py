@@ -68,6 +68,8 @@ def _row_is_lanes(t: Kernel) -> bool:
 
 
 def _tile(k: Kernel, target: Target, pad_row: bool) -> tuple[Kernel, list[Opt]]:
+    """The tile's decisions and a copy of `k` with them applied; `pad_row`: may the
+    output's row be padded to whole vectors (D57)."""
     t, opts, split = k.copy(), [], set[int]()
     budget = tile_budget(t, target)
     masked = _masked(t)  # before the pads add masks of their own
