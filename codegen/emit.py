@@ -201,13 +201,17 @@ class Emitter:
         return self.alu(BinaryOps.AND, dtype_of(gate), gate, shared)
 
     def _dtype_of(self, node: LazyOp) -> DType:
-        """The dtype an AST node computes."""
-        if node.op in BufferOps:
-            dtype: DType = node.arg.dtype
-            return dtype
-        if node.op is UnaryOps.CAST:
-            cast_to: DType = node.arg[0]
-            return cast_to
-        if node.op in (BinaryOps.CMPLT, BinaryOps.CMPNE):
-            return dtypes.bool
-        return self._dtype_of(node.src[1] if node.op is TernaryOps.WHERE else node.src[0])
+        return node_dtype(node)
+
+
+def node_dtype(node: LazyOp) -> DType:
+    """The dtype an AST node computes."""
+    if node.op in BufferOps:
+        dtype: DType = node.arg.dtype
+        return dtype
+    if node.op is UnaryOps.CAST:
+        cast_to: DType = node.arg[0]
+        return cast_to
+    if node.op in (BinaryOps.CMPLT, BinaryOps.CMPNE):
+        return dtypes.bool
+    return node_dtype(node.src[1] if node.op is TernaryOps.WHERE else node.src[0])

@@ -23,6 +23,7 @@ axes and keep the others (a loss's label pick summed over its rows).
 from __future__ import annotations
 
 from codegen.dtypes import DType, dtypes
+from codegen.emit import node_dtype
 from codegen.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps, \
     TernaryOps, UnaryOps
 from codegen.shape.shapetracker import ShapeTracker
@@ -144,7 +145,7 @@ class _Substitution:
             index = self.build(e)
             if index is None:
                 return None
-            dtype = _dtype(e)
+            dtype = node_dtype(e)
             n = full[r]
             below = self._const(n, dtype)
             ok = LazyOp(BinaryOps.CMPLT, (index, below))
@@ -201,16 +202,3 @@ def _with_st(arg: MemBuffer | ConstBuffer, st: ShapeTracker) -> MemBuffer | Cons
     if isinstance(arg, MemBuffer):
         return MemBuffer(arg.idx, arg.dtype, st)
     return ConstBuffer(arg.val, arg.dtype, st)
-
-
-def _dtype(node: LazyOp) -> DType:
-    """The dtype an AST node computes."""
-    if node.op in (BufferOps.LOAD, BufferOps.CONST):
-        dtype: DType = node.arg.dtype
-        return dtype
-    if node.op is UnaryOps.CAST:
-        cast_to: DType = node.arg[0]
-        return cast_to
-    if node.op in (BinaryOps.CMPLT, BinaryOps.CMPNE):
-        return dtypes.bool
-    return _dtype(node.src[1] if node.op is TernaryOps.WHERE else node.src[0])
