@@ -40,47 +40,47 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
     Dtypes go in by name (graph dtypes are scalars, and a str hashes faster than a
     DType). The key is None for graphs with copies; an op argument that cannot be
     hashed makes the lookup raise TypeError."""
-    # one pass over the graph per realize, so written for speed: bases are dict keys by
-    # identity, `_base or lb` is `lb.base` without a property call, and a base is pushed
-    # twice, under `_FINISH`, to number it after its sources
+    # one pass over the graph per realize, so written for speed: breadth first, a base
+    # numbered when it is first found (the key names each node's sources by number, so
+    # it describes the graph, sharing included, whatever the order); bases are dict keys
+    # by identity, and `_base` is read directly rather than through the `base` property
     index: dict[LazyBuffer, int] = {}
     nodes: list[LazyBuffer] = []
+    for out in outs:
+        base = out._base or out
+        if base not in index:
+            index[base] = len(nodes)
+            nodes.append(base)
     parts: list[tuple] = []
-    stack: list = [o._base or o for o in reversed(outs)]
-    while stack:  # iterative post-order, like _Graph
-        base = stack.pop()
-        if base is _FINISH:
-            base = stack.pop()
-            if base in index:
-                continue
-            # a source that is a base is its number; a view is (its base's number, view)
-            srcs = tuple([index[src] if src._base is None else (index[src._base], src.st)
-                          for src in base.src])
-            arg = base.arg
-            part: tuple = (base.op, repr(arg) if type(arg) is float else arg,  # -0.0 is not 0.0
-                           base.shape, base.dtype.name, base.device, srcs)
-            if base.checks:
-                part += (tuple([index[flag] for flag in base.checks]),)
-        elif base in index:
+    for base in nodes:  # grows while it is walked: each new source goes on the end
+        if base.realized is not None:
+            parts.append(("buffer", base.shape, base.dtype.name, base.device, base.range_len))
             continue
-        elif base.realized is not None:
-            part = ("buffer", base.shape, base.dtype.name, base.device, base.range_len)
-        else:
-            if base.op in _UNCACHED:
-                return None, nodes
-            stack.append(base)
-            stack.append(_FINISH)
-            stack.extend([src._base or src for src in reversed(base.src)])
-            if base.checks:
-                stack.extend(base.checks)
-            continue
-        index[base] = len(nodes)
-        nodes.append(base)
+        if base.op in _UNCACHED:
+            return None, nodes
+        srcs: list = []
+        for src in base.src:  # a source that is a base is its number; a view is (its
+            view = src._base  # base's number, the view)
+            found = src if view is None else view
+            n = index.get(found)
+            if n is None:
+                n = index[found] = len(nodes)
+                nodes.append(found)
+            srcs.append(n if view is None else (n, src.st))
+        arg = base.arg
+        part: tuple = (base.op, repr(arg) if type(arg) is float else arg,  # -0.0 is not 0.0
+                       base.shape, base.dtype.name, base.device, tuple(srcs))
+        if base.checks:
+            flags = []
+            for flag in base.checks:
+                n = index.get(flag)
+                if n is None:
+                    n = index[flag] = len(nodes)
+                    nodes.append(flag)
+                flags.append(n)
+            part += (tuple(flags),)
         parts.append(part)
     return (tuple(parts), tuple([index[o._base or o] for o in outs])), nodes
-
-
-_FINISH = object()  # on _signature's stack: the base below it has its sources numbered
 
 
 def _template(items: list[ScheduleItem], nodes: list[LazyBuffer]) -> list[tuple]:

@@ -135,3 +135,29 @@ def test_signed_zero_constants_are_different_kernels():
         with np.errstate(divide="ignore"):
             want = 1 / (x * np.float32(zero))
         np.testing.assert_array_equal((1 / (Tensor(x) * zero)).numpy(), want)
+
+
+def test_sharing_is_part_of_the_key():
+    """Two graphs alike node for node but for which nodes are shared (one exp read twice,
+    or two equal exps; one input read twice, or two inputs) have different keys, and each
+    computes its own value when the cache serves it again."""
+    x, y = Tensor(rnd(4, 7)).realize(), Tensor(rnd(4, 7, seed=1)).realize()
+
+    def shared(a, b):
+        e = a.exp()
+        return e * e + b
+
+    def unshared(a, b):
+        return a.exp() * b.exp() + b
+
+    keys = set()
+    for build in (shared, unshared):
+        for a, b in ((x, y), (x, x), (y, x)):
+            for _ in range(2):  # the second time from the cache
+                key, _ = S._signature([build(a, b).lazydata])
+                keys.add(key)
+                want = (np.exp(a.numpy().astype(np.float64)) * np.exp(
+                    (a if build is shared else b).numpy().astype(np.float64)) + b.numpy())
+                np.testing.assert_allclose(build(a, b).numpy(), want, rtol=1e-5)
+    # shared(x, y) and shared(y, x) are one structure; so are unshared's; (x, x) differs
+    assert len(keys) == 4
