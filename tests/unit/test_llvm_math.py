@@ -130,3 +130,35 @@ def test_vscalef_whole_range(fn, low, high, lanes):
     assert err.max() <= 1.0, f"{fn}({x[err.argmax()]}) = {got[err.argmax()]}, want {want[err.argmax()]}"
     plain = _vector_function(fn, lanes, False)
     np.testing.assert_array_equal(got, plain(x))  # bit for bit, NaN where NaN
+
+
+# NaNs of both signs, quiet and signalling, with payload bits all over the mantissa: the
+# functions read integers from float bits, and a NaN's payload must not turn into a number
+_NAN_BITS = [0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF800001, 0x7FC00002, 0x7FC003FE,
+             0x7FFFFFFF, 0xFFFFFFFF, 0x7FA5A5A5, 0xFFD0F0F0, 0x7F800200, 0x7FC7FC01]
+
+
+@pytest.mark.parametrize("lanes", [1, 4, 8, 16])
+@pytest.mark.parametrize("fn", ["exp", "exp2", "log2"])
+def test_every_nan_stays_nan(fn, lanes):
+    nans = np.array(_NAN_BITS * 4, np.uint32).view(np.float32)
+    assert np.isnan(_vector_function(fn, lanes, False)(nans)).all()
+    assert np.isnan(getattr(Tensor(nans), fn)().numpy()).all()
+
+
+def test_avx512_forms_are_valid_ir():
+    """The vscalefps and ldexp forms only run on AVX-512 hosts (test_vscalef_whole_range);
+    on any host they must at least parse, verify and compile for an AVX-512 target."""
+    import llvmlite.binding as llvm
+    from codegen.renderer import llvm_math
+    machine = llvm.Target.from_triple("x86_64-unknown-linux-gnu").create_target_machine(
+        cpu="skylake-avx512", features="+avx512f,+avx512vl,+fma,+avx2", opt=2)
+    for fn in ("exp", "exp2"):
+        for lanes in (1, 4, 8, 16):
+            name, definitions = getattr(llvm_math, fn)(lanes, True)
+            t = "float" if lanes == 1 else f"<{lanes} x float>"
+            src = "\n".join([f"define {t} @f({t} %x) {{", f"  %y = call {t} {name}({t} %x)",
+                             f"  ret {t} %y", "}", *definitions])
+            module = llvm.parse_assembly(src)
+            module.verify()
+            assert machine.emit_assembly(module)
