@@ -36,26 +36,36 @@ def stream_rows(k: Kernel, target: Target) -> list[Opt]:
 
 def row_kernel_rows(k: Kernel, target: Target) -> list[Opt]:
     """A row kernel (D55) takes several rows at once, whatever their width, where its
-    loops compute a transcendental op (softmax's exp): the rows' independent work hides
-    its latency (2048 x 128 softmax 0.14 -> 0.11 ms, 4096 x 1000 1.43 -> 1.20 ms,
-    interleaved, best of 30). Plain sums (layernorm) run at the cache's speed one row at
-    a time and lose a little with eight (4096 x 1000: 0.70 -> 0.78 ms), so they do not."""
+    loops compute a transcendental op (softmax's exp) and the target's registers hold
+    them: the rows' independent work hides its latency (AVX-512: 2048 x 128 softmax 0.14
+    -> 0.11 ms, 4096 x 1000 1.43 -> 1.20 ms, interleaved, best of 30). Each row keeps an
+    accumulator and its row value (the max) in registers beside the op's ~16 constants
+    and temporaries, so AVX2's 16 registers hold one row: eight spilled, and one row at a
+    time is faster there (4096 x 1000 softmax 2.4-2.9 -> 1.9-2.0 ms, 64 x 1000 51-64 ->
+    41 us). Plain sums (layernorm) run at the cache's speed one row at a time and lose a
+    little with eight (4096 x 1000: 0.70 -> 0.78 ms), so they do not."""
     if not k.rows or not target.tile or k.upcasts or \
             not any(n.op in TRANSCENDENTAL for n in k.ast.walk()):
         return []
-    return _rows_at_once(k, target, "a row kernel's exp or log: rows at once")
+    fit = (target.vector_registers - _TRANSCENDENTAL_REGISTERS) // 2
+    return _rows_at_once(k, target, "a row kernel's exp or log: rows at once", fit)
 
 
-def _rows_at_once(k: Kernel, target: Target, why: str) -> list[Opt]:
-    """Upcast the innermost output axis that 8 (else 4, 2) divides, for a reduce whose
-    input is contiguous along it and that takes vector lanes."""
+_TRANSCENDENTAL_REGISTERS = 16  # an exp's constants and temporaries, about (llvm_math.py)
+
+
+def _rows_at_once(k: Kernel, target: Target, why: str, fit: int = 8) -> list[Opt]:
+    """Upcast the innermost output axis that 8 (else 4, 2; none over `fit`) divides, for
+    a reduce whose input is contiguous along it and that takes vector lanes."""
+    if fit < 2:
+        return []
     inner = k.n_global + k.n_reduce - 1
     if not k.n_global or not k.n_reduce or not _reduce_lane_width(
             k.full_shape[inner], target, may_pad=not divides_integers(k), costly=_costly_row(k))[0]:
         return []
     if not any(k.strides(key, inner) == 1 for key in k.loads):
         return []
-    for rows in (8, 4, 2):
+    for rows in [r for r in (8, 4, 2) if r <= fit]:
         for axis in reversed(range(k.n_global)):
             opt = Opt(OptOps.UPCAST, axis, rows, why)
             if k.full_shape[axis] % rows == 0 and k.can_apply(opt):
