@@ -59,7 +59,7 @@ class AttentionLinearizer(Linearizer):
         self.kvecs = max(1, min(_KEY_VECTORS, -(-parts.keys // w)))  # vectors of keys per block
         self.block = bw = w * self.kvecs
         n, jp, ep = len(parts.rows), -(-parts.keys // bw) * bw, -(-parts.width // w) * w
-        self.copies = _rows_at_once(parts.rows, ep // w)
+        self.copies = _rows_at_once(parts.rows, ep // w, self.kvecs, target.vector_registers)
         full = parts.rows + (jp, parts.depth, ep)
         sts = {}
         for leaf in leaves(ast):
@@ -326,10 +326,15 @@ class AttentionLinearizer(Linearizer):
         return flops, mem
 
 
-def _rows_at_once(rows: tuple[int, ...], vectors: int) -> int:
+def _rows_at_once(rows: tuple[int, ...], vectors: int, key_vectors: int, registers: int) -> int:
     """Rows of a group: 4, 2 or 1, dividing the last row axis, while the group's column
-    accumulators fit in about half the vector registers (16)."""
+    accumulators fit in about half the vector registers (16) and its scores, a block of
+    `key_vectors` per row, in half of the target's: AVX-512's 32 registers hold 4 rows'
+    scores, AVX2's 16 hold 2 (4 spilled: 4x4x128x32 0.71-0.74 -> 0.44-0.59 ms a kernel;
+    depth 64 is 2 rows on both). A target that names no registers (CLANG's C) is not
+    bounded by them."""
     for c in (4, 2):
-        if rows and rows[-1] % c == 0 and c * vectors <= _ACC_VECTORS:
+        if rows and rows[-1] % c == 0 and c * vectors <= _ACC_VECTORS and \
+                (not registers or c * key_vectors <= registers // 2):
             return c
     return 1

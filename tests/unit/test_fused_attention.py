@@ -270,6 +270,24 @@ def test_whole_blocks_of_keys_load_without_checks(bits):
     assert any(u.op is UOps.LOAD and len(u.src) > 2 for u in uops[ends[0]:]), \
         "the last block's loads should be gated"
 
+@pytest.mark.parametrize("bits,depth,rows", [(512, 32, 4), (512, 64, 4), (256, 32, 2),
+                                             (256, 64, 2), (128, 32, 2)])
+def test_a_group_of_rows_keeps_its_scores_in_registers(bits, depth, rows):
+    """A group's scores (4 vectors of keys a row) take at most half the target's vector
+    registers: AVX-512 takes 4 rows at depth 32, AVX2 2 (4 rows' 16 score vectors filled
+    all 16 registers and spilled: 0.71-0.74 -> 0.44-0.59 ms at 4x4x128x32); the column
+    accumulators bound it too (AVX2 at depth 64: 8 vectors a row, 2 rows). The output is
+    the same either way (the other tests)."""
+    from codegen.attention_kernel import AttentionLinearizer
+    from codegen.attention import attention_parts
+    from codegen.target import cpu
+    q, k, v = (Tensor(a) for a in _data((2, 16, depth), (2, 40, depth), (2, 40, depth), seed=4))
+    ast = next(a for a in _asts(_by_hand(q, k, v, 0.5)) if is_attention_kernel(a))
+    parts = attention_parts(ast)
+    assert parts is not None
+    assert AttentionLinearizer(parts, ast, cpu(bits)).copies == rows
+
+
 def test_jit_replays_the_fused_kernel():
     """The JIT records the copy of k and the attention kernel and replays them on new
     inputs (third call on)."""
