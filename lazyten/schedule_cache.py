@@ -46,11 +46,16 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
     # by identity, and `_base` is read directly rather than through the `base` property
     index: dict[LazyBuffer, int] = {}
     nodes: list[LazyBuffer] = []
-    for out in outs:
-        base = out._base or out
-        if base not in index:
-            index[base] = len(nodes)
+
+    def number(base: LazyBuffer) -> int:  # (inlined for sources, the hot case)
+        n = index.get(base)
+        if n is None:
+            n = index[base] = len(nodes)
             nodes.append(base)
+        return n
+
+    for out in outs:
+        number(out._base or out)
     parts: list[tuple] = []
     for base in nodes:  # grows while it is walked: each new source goes on the end
         if base.realized is not None:
@@ -71,14 +76,7 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
         part: tuple = (base.op, repr(arg) if type(arg) is float else arg,  # -0.0 is not 0.0
                        base.shape, base.dtype.name, base.device, tuple(srcs))
         if base.checks:
-            flags = []
-            for flag in base.checks:
-                n = index.get(flag)
-                if n is None:
-                    n = index[flag] = len(nodes)
-                    nodes.append(flag)
-                flags.append(n)
-            part += (tuple(flags),)
+            part += (tuple([number(flag) for flag in base.checks]),)
         parts.append(part)
     return (tuple(parts), tuple([index[o._base or o] for o in outs])), nodes
 
