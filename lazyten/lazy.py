@@ -7,6 +7,7 @@ intermediate buffers are freed.
 """
 from __future__ import annotations
 import functools
+import itertools
 import threading
 import weakref
 from typing import Any
@@ -158,7 +159,7 @@ class LazyBuffer:
         makes a value that reads this buffer through another view read a copy.)"""
         out = LazyBuffer.loadop(LoadOps.ASSIGN, self.shape, self.dtype, self.device,
                                 src=(value, self))
-        _ASSIGNS.made.add(out)
+        _ASSIGNS.add(out)
         return out
 
     # ---- movement: views only ----
@@ -210,26 +211,33 @@ _OWN_DTYPE = frozenset(op for op in (*UnaryOps, *BinaryOps, *TernaryOps)
 
 
 class _Assigns(threading.local):
-    """The ASSIGNs this thread made, held weakly: the JIT finishes the unrealized ones so
-    a call's in-place updates happen inside that call."""
+    """The ASSIGNs this thread made, held weakly and in the order they were made: the JIT
+    finishes the unrealized ones so a call's in-place updates happen inside that call.
+    The order is part of the schedule cache's key (the outputs are numbered in it), so
+    it must be the same each time the same code runs: not a WeakSet's, which follows
+    memory addresses and missed the cache on a training step with two BatchNorms."""
 
     def __init__(self) -> None:
-        self.made: weakref.WeakSet[LazyBuffer] = weakref.WeakSet()
+        self.made: weakref.WeakValueDictionary[int, LazyBuffer] = weakref.WeakValueDictionary()
+        self.count = itertools.count()
+
+    def add(self, lb: LazyBuffer) -> None:
+        self.made[next(self.count)] = lb
 
 
 _ASSIGNS = _Assigns()
 
 
 def pending_assigns() -> list[LazyBuffer]:
-    """This thread's in-place updates that are still unrealized (the realized ones are
-    forgotten)."""
+    """This thread's in-place updates that are still unrealized, in the order they were
+    made (the realized ones are forgotten)."""
     made = _ASSIGNS.made
     if not made:
         return []
-    pending = [lb for lb in made if lb.realized is None]
+    pending = [(n, lb) for n, lb in made.items() if lb.realized is None]
     made.clear()
     made.update(pending)
-    return pending
+    return [lb for _, lb in pending]
 
 
 _SCALAR = ShapeTracker.from_shape(())

@@ -21,12 +21,19 @@ def cached_schedule(outs: list[LazyBuffer],
         key = template = None
     if template is not None:
         return _rebind(template, nodes)
+    CacheStats.misses += 1
     items = schedule(outs)
     if key is not None:
         if len(_SCHEDULES) >= getenv("SCHEDULE_CACHE", 1024):
             _SCHEDULES.clear()
         _SCHEDULES[key] = _template(items, nodes)
     return items
+
+
+class CacheStats:
+    """Schedules made because the cache had none (uncachable graphs included): eager
+    code run again in the same way should add none (the tests read it)."""
+    misses = 0
 
 
 _SCHEDULES: dict[tuple, list[tuple]] = {}
