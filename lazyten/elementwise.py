@@ -11,9 +11,10 @@ from codegen.dtypes import dtypes, promote, scalar_result
 from codegen.ops import BinaryOps
 from lazyten.aliases import keywords
 from lazyten.autograd import primitives as F
-from lazyten.autograd.special import Pow
+from lazyten.autograd.special import Pow, Special
 from lazyten.errors import ArgumentError, DTypeError, ShapeError
 from lazyten.lazy import LazyBuffer
+from lazyten.mathfn import gelu, gelu_slope
 from lazyten.mixin import TensorMixin
 from lazyten.power import float_pow, int_tensor_power
 
@@ -382,7 +383,8 @@ class ElementwiseMixin(TensorMixin):
     def softsign(self): return self._opmath(lambda x: x / (1 + x.abs()))
     def gelu(self, approximate: str = "none"):
         """x * Phi(x), Phi the normal CDF (as 0.5 * erfc(-x / sqrt 2): no cancellation for
-        x << 0), or PyTorch's tanh approximation with approximate="tanh"."""
+        x << 0), with PyTorch's gradient Phi(x) + x phi(x) (one traced node each way,
+        traced.py); or PyTorch's tanh approximation with approximate="tanh"."""
         if approximate == "tanh":
             def fn(x):
                 inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)
@@ -390,7 +392,8 @@ class ElementwiseMixin(TensorMixin):
             return self._opmath(fn)
         if approximate != "none":
             raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-        return self._opmath(lambda x: 0.5 * x * (x * -math.sqrt(0.5)).erfc())
+        return self._opmath(lambda x: x.apply(Special, value=gelu, slope=gelu_slope,
+                                              tensor=type(x)))
     def quick_gelu(self): return self._opmath(lambda x: x * (x * 1.702).sigmoid())
     def mish(self): return self._opmath(lambda x: x * x.softplus().tanh())
     def swish(self): return self._opmath(lambda x: x * x.sigmoid())

@@ -68,7 +68,7 @@ class LazyBuffer:
         # one view of the scalar, not a view of a view (what `_view` gives: the tracker of
         # a non-empty shape is never the scalar's own)
         shape = shape if type(shape) is tuple else tuple(shape)
-        return LazyBuffer(device, _broadcast_scalar(shape), dtype, base=scalar)
+        return LazyBuffer(device, broadcast_scalar(shape), dtype, base=scalar)
 
     @staticmethod
     def from_buffer(buffer: Buffer, shape: tuple[int, ...]) -> LazyBuffer:
@@ -244,7 +244,7 @@ _SCALAR = ShapeTracker.from_shape(())
 
 
 @functools.lru_cache(maxsize=4096)  # eager code makes constants of the same shapes
-def _broadcast_scalar(shape: tuple[int, ...]) -> ShapeTracker:
+def broadcast_scalar(shape: tuple[int, ...]) -> ShapeTracker:
     """The tracker that views a 0-d constant at `shape`."""
     return _SCALAR.reshape((1,) * len(shape)).expand(shape)
 

@@ -20,6 +20,8 @@ from codegen.dtypes import dtypes
 
 LN2 = math.log(2)
 TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
+SQRT_HALF = math.sqrt(0.5)
+INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
 # erf(x) = x * sum_n c_n x^(2n) for |x| < 0.5 (Maclaurin series): c_n = 2/sqrt(pi) *
 # (-1)^n / (n! (2n + 1)). float32 needs 7 terms (the next is 5e-10 relative), float64 13.
 ERF_SERIES = [TWO_OVER_SQRT_PI * (-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(13)]
@@ -149,6 +151,16 @@ def erfc(x):
     tail = _erfc_tail(x.abs().maximum(0.5))
     return (x.abs() < 0.5).where(1 - _erf_small(x.clip(-0.5, 0.5)),
                                  (x < 0).where(2 - tail, tail))
+
+
+def gelu(x):
+    """x * Phi(x) = x * erfc(-x / sqrt 2) / 2 (erfc keeps Phi's relative precision for x << 0)."""
+    return 0.5 * x * erfc(x * -SQRT_HALF)
+
+
+def gelu_slope(x, y):
+    """d gelu / dx = Phi(x) + x phi(x), as PyTorch computes it (nan at +-inf, as there)."""
+    return 0.5 * erfc(x * -SQRT_HALF) + x * ((x * x * -0.5).exp() * INV_SQRT_2PI)
 
 
 def logaddexp(x, y, exp, log1p_scale: float, tie: float):

@@ -42,10 +42,11 @@ from lazyten.schedule_cache import cached_schedule
 from lazyten.schedule_item import ScheduleItem, copy_ast, loop_target
 from lazyten.schedule_order import order_items
 from lazyten.split import ROW_MAX, split_reduces
+from lazyten.traced import CompositeOps, expand as expand_pointwise
 
 __all__ = ["ScheduleItem", "copy_ast", "create_schedule"]
 
-_ELEMENTWISE = (UnaryOps, BinaryOps, TernaryOps)
+_ELEMENTWISE = (UnaryOps, BinaryOps, TernaryOps, CompositeOps)  # a traced composite is one
 _EXPAND_MIN = 8            # reads per element that make an expanded elementwise base...
 _RECOMPUTE_MIN = 1 << 16   # ...worth materialising, when this many ops would be repeated;
 _REPEAT_OPS = 24           # fewer reads do, when each element repeats this many ops
@@ -140,7 +141,8 @@ class _Graph:
         cuts = set()
         for base in self.order:  # sources first
             below = [depth.get(s.base, 0) for s in base.src if s.base not in self.realize]
-            depth[base] = 1 + max(below, default=0)
+            own = base.arg.depth if base.op is CompositeOps.POINTWISE else 1
+            depth[base] = own + max(below, default=0)
             if depth[base] > _DEPTH_MAX and base not in self.realize:
                 cuts.add(base)
                 depth[base] = 0
@@ -207,7 +209,7 @@ class _Graph:
                 continue
             seen.add(id(b))
             if isinstance(b.op, _ELEMENTWISE):
-                count += 1
+                count += b.arg.ops if b.op is CompositeOps.POINTWISE else 1
                 stack.extend(s.base for s in b.src)
         return count
 
@@ -386,6 +388,8 @@ class _KernelBuilder:
         if base.op is LoadOps.CONTIGUOUS:
             return self.lazyop(base.src[0], st)
         srcs = tuple(self.lazyop(s, st) for s in base.src)
+        if base.op is CompositeOps.POINTWISE:
+            return expand_pointwise(base, srcs, st)
         return LazyOp(base.op, srcs, base.arg)
 
 

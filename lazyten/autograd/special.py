@@ -18,6 +18,7 @@ from lazyten.dims import norm_axes
 from lazyten.lazy import LazyBuffer
 from lazyten.mathfn import atan2, signbit
 from lazyten.power import float_pow, int_power
+from lazyten.traced import code_key, pointwise
 
 
 class Special(Function):
@@ -26,12 +27,13 @@ class Special(Function):
 
     def forward(self, x, value=None, slope=None, tensor=None):
         self.x, self.slope, self.tensor = x, slope, tensor
-        self.ret = value(tensor._wrap(x)).lazydata
+        self.ret = pointwise(value, value, tensor._wrap, x)  # mathfn's: module-level
         return self.ret
 
     def backward(self, grad):
-        wrap = self.tensor._wrap
-        return (wrap(grad) * self.slope(wrap(self.x), wrap(self.ret))).lazydata
+        slope = self.slope
+        return pointwise(lambda g, x, y: g * slope(x, y), _tagged("slope", slope),
+                         self.tensor._wrap, grad, self.x, self.ret)
 
 
 class Special2(Function):
@@ -39,15 +41,25 @@ class Special2(Function):
 
     def forward(self, x, y, value=None, slope=None, tensor=None):
         self.x, self.y, self.slope, self.tensor = x, y, slope, tensor
-        self.ret = value(tensor._wrap(x), tensor._wrap(y)).lazydata
+        self.ret = pointwise(value, code_key(value), tensor._wrap, x, y)
         return self.ret
 
     def backward(self, grad):
-        wrap = self.tensor._wrap
-        x, y, z, g = wrap(self.x), wrap(self.y), wrap(self.ret), wrap(grad)
-        gx = (g * self.slope(x, y, z)).lazydata if self.needs_input_grad[0] else None
-        gy = (g * self.slope(y, x, z)).lazydata if self.needs_input_grad[1] else None
+        slope, key, wrap = self.slope, _tagged("slope2", self.slope), self.tensor._wrap
+
+        def part(g, x, y, z):
+            return g * slope(x, y, z)
+        gx = pointwise(part, key, wrap, grad, self.x, self.y, self.ret) \
+            if self.needs_input_grad[0] else None
+        gy = pointwise(part, key, wrap, grad, self.y, self.x, self.ret) \
+            if self.needs_input_grad[1] else None
         return gx, gy
+
+
+def _tagged(tag: str, fn) -> tuple | None:
+    """A trace key for a wrapper of `fn` (None where fn has none)."""
+    key = code_key(fn)
+    return None if key is None else (tag, key)
 
 
 class Atan2(Function):
