@@ -5,7 +5,6 @@ Functions in function.py. Mixed into Tensor.
 """
 from __future__ import annotations
 import functools
-import math
 
 from codegen.dtypes import dtypes, promote, scalar_result
 from codegen.ops import BinaryOps
@@ -14,7 +13,7 @@ from lazyten.autograd import primitives as F
 from lazyten.autograd.special import Pow, Special
 from lazyten.errors import ArgumentError, DTypeError, ShapeError
 from lazyten.lazy import LazyBuffer
-from lazyten.mathfn import gelu, gelu_slope
+from lazyten.mathfn import gelu, gelu_slope, gelu_tanh, gelu_tanh_slope
 from lazyten.mixin import TensorMixin
 from lazyten.power import float_pow, int_tensor_power
 
@@ -390,10 +389,8 @@ class ElementwiseMixin(TensorMixin):
         x << 0), with PyTorch's gradient Phi(x) + x phi(x) (one traced node each way,
         traced.py); or PyTorch's tanh approximation with approximate="tanh"."""
         if approximate == "tanh":
-            def fn(x):
-                inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)
-                return 0.5 * x * (1 + inner.tanh())
-            return self._opmath(fn)
+            return self._opmath(lambda x: x.apply(Special, value=gelu_tanh,
+                                                  slope=gelu_tanh_slope, tensor=type(x)))
         if approximate != "none":
             raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
         return self._opmath(lambda x: x.apply(Special, value=gelu, slope=gelu_slope,

@@ -22,6 +22,8 @@ LN2 = math.log(2)
 TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
 SQRT_HALF = math.sqrt(0.5)
 INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
+SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+GELU_TANH_CUBIC = 0.044715
 # erf(x) = x * sum_n c_n x^(2n) for |x| < 0.5 (Maclaurin series): c_n = 2/sqrt(pi) *
 # (-1)^n / (n! (2n + 1)). float32 needs 7 terms (the next is 5e-10 relative), float64 13.
 ERF_SERIES = [TWO_OVER_SQRT_PI * (-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(13)]
@@ -163,6 +165,20 @@ def gelu(x):
 def gelu_slope(x, y):
     """d gelu / dx = Phi(x) + x phi(x), as PyTorch computes it (nan at +-inf, as there)."""
     return 0.5 * erfc(x * -SQRT_HALF) + x * ((x * x * -0.5).exp() * INV_SQRT_2PI)
+
+
+def gelu_tanh(x):
+    """PyTorch's tanh approximation of gelu: x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2."""
+    inner = SQRT_2_OVER_PI * (x + GELU_TANH_CUBIC * x ** 3)
+    return 0.5 * x * (1 + inner.tanh())
+
+
+def gelu_tanh_slope(x, y):
+    """Its derivative, as PyTorch computes it: (1 + t) / 2 + x (1 - t^2) k (1 + 3c x^2) / 2,
+    t = tanh(k (x + c x^3))."""
+    t = (SQRT_2_OVER_PI * (x + GELU_TANH_CUBIC * x ** 3)).tanh()
+    inner_slope = SQRT_2_OVER_PI * (1 + 3 * GELU_TANH_CUBIC * (x * x))
+    return 0.5 * (1 + t) + 0.5 * x * ((1 - t * t) * inner_slope)
 
 
 def logaddexp(x, y, exp, log1p_scale: float, tie: float):
