@@ -184,6 +184,22 @@ def optimizer(optim, params, name: str):
     return optim.Adam(params, lr=0.01, amsgrad=True)
 
 
+def train_step(F, model, opt, s: dict):
+    """step(x, y): zero_grad, forward, the loss of `s`, backward, the optimiser's step;
+    returns the loss."""
+    def step(x, y):
+        opt.zero_grad()
+        out = model(x)
+        if s["loss"] == "mse":
+            loss = F.mse_loss(out, F.one_hot(y, s["classes"]).float())
+        else:
+            loss = F.cross_entropy(out, y, label_smoothing=0.1 if s["loss"] == "ce_smooth" else 0.0)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
 def data(s: dict, rng):
     b = s["batch"]
     if s["kind"] == "vector":
@@ -209,17 +225,7 @@ def run(lib, s: dict, batches, state=None, use_jit=False):
     model.train()
     opt = optimizer(lib.optim, list(model.parameters()), s["opt"])
     tensor = lib.from_numpy if lib.__name__ == "torch" else lib.Tensor
-
-    def step(x, y):
-        opt.zero_grad()
-        out = model(x)
-        if s["loss"] == "mse":
-            loss = F.mse_loss(out, F.one_hot(y, s["classes"]).float())
-        else:
-            loss = F.cross_entropy(out, y, label_smoothing=0.1 if s["loss"] == "ce_smooth" else 0.0)
-        loss.backward()
-        opt.step()
-        return loss
+    step = train_step(F, model, opt, s)
     if use_jit and lib.__name__ != "torch":
         step = lib.jit(step)
     losses, first_grads = [], {}

@@ -29,22 +29,6 @@ def test_assigns_are_pending_in_the_order_they_were_made():
     assert pending_assigns() == []
 
 
-def _step(model, opt, s):
-    F = lazyten.nn.functional
-
-    def step(x, y):
-        opt.zero_grad()
-        out = model(x)
-        if s["loss"] == "mse":
-            loss = F.mse_loss(out, F.one_hot(y, s["classes"]).float())
-        else:
-            loss = F.cross_entropy(out, y, label_smoothing=0.1 if s["loss"] == "ce_smooth" else 0.0)
-        loss.backward()
-        opt.step()
-        return loss
-    return step
-
-
 # 27: two BatchNorm1d layers (six running-stat updates pending at once), which missed
 # the cache on most steps while pending assigns came out of a WeakSet
 @pytest.mark.parametrize("seed", [27, 0, 2, 3, 5, 9, 11, 14])
@@ -56,7 +40,7 @@ def test_a_repeated_training_step_schedules_nothing_new(seed):
     model = model_fuzz.build(lazyten.nn, lazyten.nn.functional, s)
     model.train()
     opt = model_fuzz.optimizer(lazyten.optim, list(model.parameters()), s["opt"])
-    step = _step(model, opt, s)
+    step = model_fuzz.train_step(lazyten.nn.functional, model, opt, s)
     losses, new = [], []
     for x, y in batches:
         misses, lowered = CacheStats.misses, Stats.lowered
