@@ -42,7 +42,7 @@ class Pointwise:
     i-th input), ("const", value, dtype), or (op, arg, operand positions), operands
     before their users; the last is the result, of `dtype`. `ops` is how many
     elementwise ops it computes per element, `depth` its longest chain. Compared by
-    identity: there is one per traced (function, dtypes, device)."""
+    identity: there is one per traced (function, dtypes, device, shape)."""
 
     def __init__(self, name: str, program: tuple, dtype: DType):
         # the inputs the program reads, renumbered in that order (a kernel's AST must
@@ -79,7 +79,6 @@ class NotPointwise(Exception):
     """The traced graph is not a composition of elementwise ops of the inputs."""
 
 
-_ELEMENTWISE = (UnaryOps, BinaryOps, TernaryOps)
 # (key, dtypes, device, shape) -> the traced program, or None where the function is refused
 _TRACES: dict[tuple, Pointwise | None] = {}
 
@@ -95,7 +94,7 @@ def code_key(fn: Callable) -> tuple | None:
 
 def pointwise(fn: Callable, key: Any, wrap: Callable, *inputs: LazyBuffer) -> LazyBuffer:
     """fn(*inputs) (same-shaped LazyBuffers, made Tensors by `wrap`) as one POINTWISE
-    node, traced the first time `key` meets these dtypes on this device; as fn itself
+    node, traced the first time `key` meets these dtypes, device and shape; as fn itself
     where it cannot be traced (key None, POINTWISE_TRACE=0, a refused function)."""
     program = None
     if key is not None and getenv("POINTWISE_TRACE", 1):
@@ -188,8 +187,8 @@ def _inline(inner: Pointwise, operands: list[int], program: list) -> int:
     return local[-1]
 
 
-_TRACEABLE = frozenset((*_ELEMENTWISE[0], *_ELEMENTWISE[1], *_ELEMENTWISE[2], LoadOps.CONST,
-                        CompositeOps.INPUT, CompositeOps.POINTWISE))
+_TRACEABLE = frozenset((*UnaryOps, *BinaryOps, *TernaryOps, LoadOps.CONST, CompositeOps.INPUT,
+                        CompositeOps.POINTWISE))
 
 
 def expand(base: LazyBuffer, srcs: tuple[LazyOp, ...], st: ShapeTracker) -> LazyOp:
