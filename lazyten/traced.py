@@ -4,19 +4,20 @@ A special function (erf, erfc, expm1, gelu's value and slope, ...) is written on
 composition of Tensor ops (mathfn.py), which is easy to read and to check, but eager code
 paid for it on every call: erfc built 120 Tensor ops, each an autograd-free Function, a
 LazyBuffer and a constant or two, about 0.75 ms of Python, and the schedule cache's key
-walked them all again. Here such a function is run once per (function, dtypes, device, shape) on
-placeholder inputs of the same shape, and the graph it builds is kept as a `Pointwise` program: a list of
-instructions over its inputs and constants. Each later call makes one LazyBuffer whose op
-is `CompositeOps.POINTWISE` and whose argument is that program; the scheduler treats it as
-one elementwise op that costs `ops` ops and is `depth` deep, and the kernel builder expands
-it into the same AST the Tensor ops would have built (the values are bit for bit the same:
-tests/unit/test_traced.py).
+walked them all again. Here such a function is run once per (function, dtypes, device,
+shape) on placeholder inputs of that shape, and the graph it builds is kept as a
+`Pointwise` program: a list of instructions over its inputs and constants. Each later
+call makes one LazyBuffer whose op is `CompositeOps.POINTWISE` and whose argument is that
+program; the scheduler treats it as one elementwise op that costs `ops` ops and is
+`depth` deep, and the kernel builder expands it into the same AST the Tensor ops would
+have built (the values are bit for bit the same: tests/unit/test_traced.py).
 
-A function is traced only if what it computes is fixed by `key` and the input dtypes: the
-callers pass the function itself as the key where it is module-level, and `code_key`
-gives one for a function without closure cells (its code and defaults). A function whose
-graph is not pointwise (a reduce, a movement of a computed value, a realized buffer it
-reads, an index check) is refused once and then always run as written.
+A function is traced only if what it computes is fixed by `key` and the inputs' dtypes,
+device and shape: the callers pass the function itself as the key where it is
+module-level, and `code_key` gives one for a function without closure cells (its code and
+defaults). A function whose graph is not pointwise (a reduce, a movement of a computed
+value, a realized buffer it reads, an index check) is refused once and then always run
+as written.
 """
 from __future__ import annotations
 from typing import Any, Callable
