@@ -21,13 +21,19 @@ one pass over B (about 2 ms for 1024 x 1024 floats); it pays for itself when B i
 re-read by many tile rows. A transposed B whose row no panel divides gets its last
 panel padded with zeros (300 columns: five panels of 64, D68); the kernel pads its row
 to match (codegen/opt/tiling.py's `_pad_long_row`).
+
+The same copy serves the left operand where it is contiguous along the output's rows and
+strided along the reduce (a weight gradient's dy^T, D73): P[b..., i // 8, r, i % 8], so
+the tile's row broadcasts of one reduce step are adjacent. A batch of reduce axes that
+merge into one ((batch, tokens) of Linear's weight gradient) is merged first.
 """
 from __future__ import annotations
+from dataclasses import replace
 
 from codegen.helpers import prod
 from codegen.attention import is_attention_kernel
 from codegen.kernel import is_row_kernel
-from codegen.ops import BufferOps, LazyOp, LoadOps, MemBuffer, ReduceOps
+from codegen.ops import BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer, ReduceOps
 from codegen.shape.shapetracker import ShapeTracker
 from codegen.shape.view import View
 from lazyten.lazy import LazyBuffer
@@ -37,6 +43,7 @@ from runtimes import get_runtime
 _MIN_STRIDE = 256          # elements between consecutive reduce steps
 _MIN_BYTES = 1 << 18       # smaller operands stay in cache anyway
 _MIN_GATHERED = 1 << 14    # smaller operands not contiguous along the lanes are cheap to gather
+_ROW_PANEL = 8             # rows of a transposed A's panels
 
 
 def pack_schedule(items: list[ScheduleItem]) -> list[ScheduleItem]:
@@ -44,10 +51,11 @@ def pack_schedule(items: list[ScheduleItem]) -> list[ScheduleItem]:
     out = []
     for item in items:
         width = _pack_width(item)
-        if width:
+        while width:  # B's panels, then a transposed A's (a packed leaf is not packed again)
             item, pack_item = _pack(item, width)
-            if pack_item is not None:
-                out.append(pack_item)
+            if pack_item is None:
+                break
+            out.append(pack_item)
         out.append(item)
     return out
 
@@ -65,8 +73,8 @@ def _pack_width(item: ScheduleItem) -> int:
 
 def _pack(item: ScheduleItem, width: int) -> tuple[ScheduleItem, ScheduleItem | None]:
     """(kernel item reading the packed copy, the copy's item), or (item, None)."""
-    ast = item.ast
-    assert ast is not None, "_pack_width passes only kernel items"
+    assert item.ast is not None, "_pack_width passes only kernel items"
+    ast = _merged_reduce(item.ast)
     reduce = next(n for n in ast.walk() if isinstance(n.op, ReduceOps))
     full = next((n.arg.st.shape for n in reduce.walk() if n.op is BufferOps.LOAD), None)
     if full is None:
@@ -89,43 +97,83 @@ def _pack(item: ScheduleItem, width: int) -> tuple[ScheduleItem, ScheduleItem | 
     for leaf in reduce.walk():
         if leaf.op is not BufferOps.LOAD or uses[leaf.arg.idx] != 1:
             continue
-        found = _reduce_axis(leaf.arg, lane_axis, out_axes, width, cached)
-        if found is None:
-            continue
-        red_axis, batch = found
-        src = item.inputs[leaf.arg.idx - 1]
-        view = leaf.arg.st.views[0]
-        lanes, steps = full[lane_axis], full[red_axis]
-        bshape = tuple(full[b] for b in batch)
-        nb = len(batch)
-        # the copy: P[b..., l // W, r, l % W] = src[offset + b.. + r * stride_r + l * stride_l],
-        # 0 in the last panel past the row's end
-        plane = View.create((*bshape, steps, lanes), (*(view.strides[b] for b in batch),
-                            view.strides[red_axis], view.strides[lane_axis]), view.offset)
-        padded = lanes + -lanes % width
-        swap = (*range(nb), nb + 1, nb, nb + 2)  # (steps, panels) <-> (panels, steps)
-        read = ShapeTracker((plane,)).pad(((0, 0),) * (nb + 1) + ((0, padded - lanes),)) \
-            .reshape((*bshape, steps, padded // width, width)).permute(swap)
-        packed = LazyBuffer(src.device, ShapeTracker.from_shape(read.shape), src.dtype,
-                            LoadOps.CONTIGUOUS, (src,))
-        load = LazyOp(BufferOps.LOAD, (), MemBuffer(1, src.dtype, read))
-        copy = LazyOp(BufferOps.STORE, (load,),
-                      MemBuffer(0, src.dtype, ShapeTracker.from_shape(read.shape)))
-        # the kernel reads P back in its own index space: (batch..., r, l), in full's order
-        st = ShapeTracker.from_shape(read.shape).permute(swap).reshape((*bshape, steps, padded))
-        st = st.shrink(tuple((0, s) for s in (*bshape, steps, lanes)))
-        axes = [*batch, red_axis, lane_axis]
-        st = st.permute(tuple(sorted(range(len(axes)), key=lambda i: axes[i])))
-        shape = [1] * len(full)
-        for a in axes:
-            shape[a] = full[a]
-        st = st.reshape(tuple(shape)).expand(full)
-        new_leaf = MemBuffer(leaf.arg.idx, leaf.arg.dtype, st)
-        inputs = list(item.inputs)
-        inputs[leaf.arg.idx - 1] = packed
-        new_ast = ast.replace(leaf, LazyOp(BufferOps.LOAD, (), new_leaf))
-        return ScheduleItem(new_ast, item.out, inputs), ScheduleItem(copy, packed, [src])
+        for axis, panel in [(lane_axis, width)] + [(a, _ROW_PANEL) for a in out_axes
+                                                   if a != lane_axis and full[a] > 1]:
+            if axis != lane_axis and leaf.arg.st.real_strides()[axis] != 1:
+                continue  # rows are packed only where they are contiguous (a transposed A)
+            found = _reduce_axis(leaf.arg, axis, out_axes, panel, cached)
+            if found is not None:
+                return _packed(item, ast, leaf, full, axis, panel, *found)
     return item, None
+
+
+def _packed(item: ScheduleItem, ast: LazyOp, leaf: LazyOp, full: tuple[int, ...], lane_axis: int,
+            width: int, red_axis: int, batch: tuple[int, ...]) -> tuple[ScheduleItem, ScheduleItem]:
+    """The kernel item (`ast`, reading `leaf` from panels `width` wide along `lane_axis`),
+    and the item of the copy that makes them."""
+    src = item.inputs[leaf.arg.idx - 1]
+    view = leaf.arg.st.views[0]
+    lanes, steps = full[lane_axis], full[red_axis]
+    bshape = tuple(full[b] for b in batch)
+    nb = len(batch)
+    # the copy: P[b..., l // W, r, l % W] = src[offset + b.. + r * stride_r + l * stride_l],
+    # 0 in the last panel past the row's end
+    plane = View.create((*bshape, steps, lanes), (*(view.strides[b] for b in batch),
+                        view.strides[red_axis], view.strides[lane_axis]), view.offset)
+    padded = lanes + -lanes % width
+    swap = (*range(nb), nb + 1, nb, nb + 2)  # (steps, panels) <-> (panels, steps)
+    read = ShapeTracker((plane,)).pad(((0, 0),) * (nb + 1) + ((0, padded - lanes),)) \
+        .reshape((*bshape, steps, padded // width, width)).permute(swap)
+    packed = LazyBuffer(src.device, ShapeTracker.from_shape(read.shape), src.dtype,
+                        LoadOps.CONTIGUOUS, (src,))
+    load = LazyOp(BufferOps.LOAD, (), MemBuffer(1, src.dtype, read))
+    copy = LazyOp(BufferOps.STORE, (load,),
+                  MemBuffer(0, src.dtype, ShapeTracker.from_shape(read.shape)))
+    # the kernel reads P back in its own index space: (batch..., r, l), in full's order
+    st = ShapeTracker.from_shape(read.shape).permute(swap).reshape((*bshape, steps, padded))
+    st = st.shrink(tuple((0, s) for s in (*bshape, steps, lanes)))
+    axes = [*batch, red_axis, lane_axis]
+    st = st.permute(tuple(sorted(range(len(axes)), key=lambda i: axes[i])))
+    shape = [1] * len(full)
+    for a in axes:
+        shape[a] = full[a]
+    st = st.reshape(tuple(shape)).expand(full)
+    new_leaf = MemBuffer(leaf.arg.idx, leaf.arg.dtype, st)
+    inputs = list(item.inputs)
+    inputs[leaf.arg.idx - 1] = packed
+    new_ast = ast.replace(leaf, LazyOp(BufferOps.LOAD, (), new_leaf))
+    return ScheduleItem(new_ast, item.out, inputs), ScheduleItem(copy, packed, [src])
+
+
+def _merged_reduce(ast: LazyOp) -> LazyOp:
+    """`ast` with its reduce's adjacent axes merged into one where every view walks them
+    as one (a batch and its tokens: a weight gradient's (16, 64) as 1024), so a packed
+    panel has one reduce axis to follow; `ast` itself where they do not merge."""
+    reduce = next(n for n in ast.walk() if isinstance(n.op, ReduceOps))
+    axes = reduce.arg
+    if len(axes) < 2 or tuple(axes) != tuple(range(axes[0], axes[0] + len(axes))):
+        return ast
+    full = next((n.arg.st.shape for n in reduce.walk() if n.op is BufferOps.LOAD), None)
+    if full is None:
+        return ast
+    first, last = axes[0], axes[-1] + 1
+    out = full[:first] + (1,) * len(axes) + full[last:]
+    shapes = {full: full[:first] + (prod(full[first:last]),) + full[last:],
+              out: out[:first] + (1,) + out[last:]}
+    done: dict[int, LazyOp] = {}
+    for node in ast.walk():
+        arg = node.arg
+        if isinstance(arg, (MemBuffer, ConstBuffer)):
+            if arg.st.shape not in shapes:
+                return ast
+            st = arg.st.reshape(shapes[arg.st.shape])
+            if len(st.views) != len(arg.st.views):
+                return ast
+            arg = replace(arg, st=st)
+        elif node is reduce:
+            arg = (first,)
+        done[id(node)] = LazyOp(node.op, tuple(done[id(s)] for s in node.src), arg)
+    return done[id(ast)]
 
 
 def _reduce_axis(buf: MemBuffer, lane_axis: int, out_axes: list[int], width: int,

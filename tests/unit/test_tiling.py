@@ -199,6 +199,59 @@ def test_batched_operands_are_packed_per_batch(shape, transposed):
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("batch,m,k,n", [((), 512, 1024, 128), ((16,), 256, 64, 96),
+                                         ((2, 3), 320, 128, 72), ((), 264, 600, 40)])
+def test_transposed_left_operand_packs_into_row_panels(batch, m, k, n):
+    """A weight gradient's left operand, x^T with x (k, m) in memory, is contiguous along
+    the output's rows and 4 * m bytes apart along the reduce: each broadcast of the
+    tile's 4 rows read 16 bytes of a new cache line per step. It is copied into panels
+    of rows (D73): P[i // 8, r, i % 8]. A batch of reduce axes (tokens of a batch, as
+    Linear's weight gradient reduces over (batch, tokens)) is merged first; the result
+    is unchanged."""
+    a = rnd((*batch, k, m))
+    b = rnd((*batch, k, n), seed=1)
+    at, bt = Tensor(a).realize(), Tensor(b).realize()
+    if batch:  # sum over the batch and the reduce: a gradient's (batch, tokens)
+        out = (at.unsqueeze(-1) * bt.unsqueeze(-2)).sum(axis=tuple(range(len(batch) + 1)))
+        ref = a.reshape(-1, m).T.astype(np.float64) @ b.reshape(-1, n).astype(np.float64)
+    else:
+        out = at.T @ bt
+        ref = a.T.astype(np.float64) @ b.astype(np.float64)
+    items = create_schedule([out.lazydata])
+    copies = [i for i in items if i.out.shape[-1:] == (8,) and len(i.out.shape) == 3]
+    assert len(copies) == 1, [i.out.shape for i in items]
+    assert copies[0].out.shape == (m // 8, k * (np.prod(batch, dtype=int) if batch else 1), 8)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-3)
+
+
+@settings(max_examples=12, deadline=None)
+@given(m=st.integers(32, 66).map(lambda x: 8 * x), k=st.integers(128, 700),
+       n=st.integers(1, 70), batch=st.sampled_from([(), (3,), (2, 2)]),
+       bias=st.booleans())
+def test_row_panels_match_numpy(m, k, n, batch, bias):
+    """Row panels under any reduce length, output width, batch of reduce axes, and an
+    elementwise op after the reduce (a bias), against numpy in float64."""
+    a, b, c = rnd((*batch, k, m)), rnd((*batch, k, n), seed=1), rnd((n,), seed=2)
+    at, bt = Tensor(a).realize(), Tensor(b).realize()
+    out = (at.unsqueeze(-1) * bt.unsqueeze(-2)).sum(axis=tuple(range(len(batch) + 1)))
+    out = out + Tensor(c) if bias else out
+    ref = a.reshape(-1, m).T.astype(np.float64) @ b.reshape(-1, n).astype(np.float64)
+    np.testing.assert_allclose(out.numpy(), ref + c if bias else ref, rtol=1e-4, atol=2e-3)
+
+
+@pytest.mark.parametrize("m,k", [(100, 1024), (128, 128), (260, 1024)])
+def test_left_operands_that_read_well_are_not_packed(m, k):
+    """Rows close together along the reduce (128 floats apart), rows no panel divides
+    (100, 260) and a left operand in row order (x @ w: contiguous along the reduce) are
+    read in place."""
+    a, b = rnd((k, m)), rnd((k, 64), seed=1)
+    at, bt = Tensor(a).realize(), Tensor(b).realize()
+    for out, ref in ((at.T @ bt, a.T @ b), (Tensor(a.T.copy()).realize() @ bt, a.T @ b)):
+        items = create_schedule([out.lazydata])
+        assert not any(len(i.out.shape) == 3 and i.out.shape[-1] == 8 for i in items)
+        np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-3)
+
+
 def test_reductions_are_not_packed():
     """A plain reduce reads its input once: packing would only add a copy."""
     x = rnd((512, 640))
