@@ -239,11 +239,11 @@ def test_row_panels_match_numpy(m, k, n, batch, bias):
     np.testing.assert_allclose(out.numpy(), ref + c if bias else ref, rtol=1e-4, atol=2e-3)
 
 
-@pytest.mark.parametrize("m,k", [(100, 1024), (128, 128), (260, 1024)])
+@pytest.mark.parametrize("m,k", [(100, 1024), (128, 4096), (128, 128), (260, 1024)])
 def test_left_operands_that_read_well_are_not_packed(m, k):
-    """Rows close together along the reduce (128 floats apart), rows no panel divides
-    (100, 260) and a left operand in row order (x @ w: contiguous along the reduce) are
-    read in place."""
+    """Rows close together along the reduce (100 and 128 floats apart), a small operand
+    (128 x 128: 64 KB), rows no panel divides (260) and a left operand in row order
+    (x @ w: contiguous along the reduce, not along the rows) are read in place."""
     a, b = rnd((k, m)), rnd((k, 64), seed=1)
     at, bt = Tensor(a).realize(), Tensor(b).realize()
     for out, ref in ((at.T @ bt, a.T @ b), (Tensor(a.T.copy()).realize() @ bt, a.T @ b)):
