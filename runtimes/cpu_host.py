@@ -1,26 +1,23 @@
 """The CPU runtime's host: where compiled kernels are loaded and who runs them.
 
 `Host.load` puts object files into MCJIT engines and returns function addresses;
-`Host.piece_loop` gives the native loop that hands out pieces of a kernel's outer loop;
-`Host.run` runs a job on this thread and on worker threads. Imports codegen only.
+`Host.piece` gives the function that runs one piece of a kernel's outer loop;
+`Host.run` runs a job on this thread and on the worker threads (runtimes/cpu_crew.py).
 """
 from __future__ import annotations
-import ctypes
-import os
-import queue
-import threading
 import weakref
-from typing import Callable
 
 import llvmlite.binding as llvm
 
-from codegen.renderer.llvmir import piece_loop
+from codegen.helpers import getenv
 from runtimes.base import Compiler
+from codegen.renderer.llvm_crew import piece_ir, support_ir
+from runtimes.cpu_crew import _SPIN_US, Crew
 
 llvm.initialize_native_target()
 llvm.initialize_native_asmprinter()
 
-_PIECE_LOOPS = 16  # piece loops for kernels with up to this many buffers come in one module
+_PIECE_LOOPS = 16  # piece functions for kernels with up to this many buffers come with the crew
 _ENGINE_OBJECTS = 256  # binaries per MCJIT engine (an engine is freed with its last program)
 
 
@@ -32,23 +29,22 @@ def target_machine(opt: int = 3) -> llvm.TargetMachine:
         opt=opt, reloc="pic", codemodel="default", jit=True)
 
 
+_CREW: Crew | None = None  # the process's worker threads (Host.crew)
+
 
 class Host:
     """What one CPU runtime's programs share: MCJIT engines (creating one costs about
-    1.5 ms) and the worker threads that split a kernel's outer loop. Machine code lives
+    1.5 ms) and a way to the process's worker threads. Machine code lives
     as long as its engine: each engine takes _ENGINE_OBJECTS binaries, its programs keep
     it alive, and an engine none of whose programs is left (the engine's caches evicted
     them) is freed with its code."""
 
     def __init__(self, support: Compiler):
-        self.support = support  # compiles the piece loops
+        self.support = support  # compiles the crew's support code
         self.engine: llvm.ExecutionEngine | None = None
         self.objects = 0  # binaries in the current engine
         # function name -> (address, the engine that holds it, weakly)
         self.loaded: dict[str, tuple[int, weakref.ref]] = {}
-        self.piece_loops: dict[int, tuple] = {}  # by buffer count: (function, engine)
-        self.threads: list[queue.SimpleQueue] = []  # one job queue per worker thread
-        self.pid = os.getpid()
 
     def load(self, function: str, binary: bytes, also: tuple[str, ...] = ()) -> tuple:
         """(address of `function`, its engine), loading `binary` into the current engine
@@ -71,72 +67,32 @@ class Host:
                 self.loaded[name] = (address, weakref.ref(engine))
         return self.loaded[function][0], engine
 
-    def piece_loop(self, buffers: int):
-        """The loop a thread runs to take pieces of a kernel's outer loop (the renderer's
-        `piece_loop`), shared by all kernels with this many buffers. The loops for 1 to
-        16 buffers are one module, compiled once."""
-        if buffers not in self.piece_loops:
-            counts = range(1, _PIECE_LOOPS + 1) if buffers <= _PIECE_LOOPS else [buffers]
-            names = [f"pieces_{n}" for n in counts]
-            src = "".join(piece_loop(n) for n in counts)
+    def crew(self) -> Crew:
+        """The process's worker threads, made by the first host that splits a kernel and
+        shared by all (one crew per process: two CPU devices would otherwise each keep a
+        spinning thread per core). Its support code (about 10 ms to compile, once per
+        machine: it is cached like kernels) lives in this host's current engine."""
+        global _CREW
+        if _CREW is None:
+            names = ["crew_serve", "crew_post", "crew_finish"] + \
+                [f"piece_{n}" for n in range(1, _PIECE_LOOPS + 1)]
+            src = support_ir(llvm.get_process_triple(), _PIECE_LOOPS)
             # llvmlite serialises calls into LLVM itself, so this may run beside the compile pool
-            binary = self.support.compile_cached(names[0], src)  # about 10 ms, once
+            binary = self.support.compile_cached(names[0], src)
             _, engine = self.load(names[0], binary, also=tuple(names[1:]))
-            argtypes = [ctypes.c_void_p] * (buffers + 2) + [ctypes.c_int64] * 2
-            self.piece_loops[buffers] = (ctypes.CFUNCTYPE(None, *argtypes)(
-                self.loaded[f"pieces_{buffers}"][0]), engine)
-        return self.piece_loops[buffers][0]
+            _CREW = Crew({name: self.loaded[name][0] for name in names}, engine)
+        return _CREW
 
-    def run(self, job, helpers: int, finished: Callable[[], bool],
-            joined: Callable[[], int]) -> None:
-        """Run `job` on `helpers` worker threads and on this one; return once `finished()`
-        (every piece computed) and the `joined()` workers that entered the job are back.
-        A worker that wakes late (15-25 us, longer on a busy machine) finds no piece left:
-        this thread does not wait for it. One that took part is waited for (blocking,
-        which lets it take the GIL back): else it would wait for the GIL while this thread
-        runs on, and miss the next kernels. Workers wait on SimpleQueues: a hand-off costs
-        about 15 us, against 60 us for a ThreadPoolExecutor's submit and result."""
-        if self.pid != os.getpid():  # a forked child has none of its parent's threads
-            self.threads, self.pid = [], os.getpid()
-        while len(self.threads) < helpers:
-            jobs: queue.SimpleQueue = queue.SimpleQueue()
-            threading.Thread(target=_worker, args=(jobs,), daemon=True).start()
-            self.threads.append(jobs)
-        done: queue.SimpleQueue = queue.SimpleQueue()
-        for jobs in self.threads[:helpers]:
-            jobs.put((job, done))
-        interrupted: BaseException | None = None
-        try:
-            job()  # takes pieces until none is left
-        except Exception:  # the call itself failed, so do the workers' (the same arguments):
-            raise          # no piece ran
-        except BaseException as e:  # Ctrl-C: raised below, once the pieces are done
-            interrupted = e
-        waited = 0
-        while True:  # the pieces the workers took run in native code (no GIL needed);
-            try:     # even on Ctrl-C, wait for their stores
-                if not finished():
-                    continue
-                while waited < joined():
-                    done.get()
-                    waited += 1
-                break
-            except BaseException as e:  # noqa: BLE001
-                interrupted = e
-        if interrupted is not None:
-            raise interrupted
+    def piece(self, buffers: int) -> int:
+        """The address of `piece_<buffers>`, which runs one piece of a kernel with that many
+        buffers (1 to 16 come with the crew; more get their own module)."""
+        crew = self.crew()
+        if buffers not in crew.pieces:
+            name = f"piece_{buffers}"
+            crew.pieces[buffers] = self.load(name, self.support.compile_cached(name, piece_ir(buffers)))
+        return crew.pieces[buffers][0]
 
-
-def _worker(jobs: queue.SimpleQueue) -> None:
-    """Run piece loops, and say when one is over. Errors are not reported: the caller's
-    own call of the job (the same arguments) raises them, and a loop that failed before
-    taking a piece left its pieces to the others."""
-    while True:
-        job, done = jobs.get()
-        try:
-            job()
-        except Exception:  # noqa: BLE001, S110
-            pass
-        done.put(None)
-
-
+    def run(self, values: list[int], chunks: int, helpers: int) -> None:
+        """Run the job `[piece_N, kernel, n, chunks, data0, ...]` on this thread and up to
+        `helpers` workers; return when every piece is finished (Crew.run)."""
+        self.crew().run(values, chunks, helpers, getenv("SPIN_US", _SPIN_US))

@@ -66,7 +66,7 @@ class CPUProgram(Program):
         self.fn = ctypes.CFUNCTYPE(None, *argtypes)(self.address)
         self.threaded = spec.var_names == ["core_start", "core_end"]
         if self.threaded:
-            self.pieces = host.piece_loop(len(spec.buf_dtypes))
+            self.piece = host.piece(len(spec.buf_dtypes))
         self.work = max(spec.flops, spec.mem_bytes // 4)
         # too little work for two threads whatever THREADS says: decided once, here
         self.serial = self.work < 2 * _MIN_WORK_PER_THREAD
@@ -110,12 +110,9 @@ class CPUProgram(Program):
 
     def run_pieces(self, ptrs: list[int], n: int, chunks: int, helpers: int) -> None:
         """The outer loop [0, n) in `chunks` pieces, on this thread and `helpers` workers:
-        each runs the piece loop, which hands out pieces in order to whichever thread is
-        free, so a thread that wakes late or shares its core does less of the work."""
-        counters = (ctypes.c_int64 * 3)()  # pieces taken, finished; threads in the loop
-        args = (self.address, *ptrs, counters, n, chunks)  # (the job keeps them alive)
-        self.host.run(lambda: self.pieces(*args), helpers,
-                      lambda: counters[1] >= chunks, lambda: counters[2] - 1)
+        pieces go in order to whichever thread is free, so a thread that wakes late or
+        shares its core does less of the work."""
+        self.host.run([self.piece, self.address, n, chunks, *ptrs], chunks, helpers)
 
 
 def make_runtime(name: str = "CPU") -> Runtime:

@@ -1,8 +1,8 @@
 """LinearKernel -> LLVM IR text for the CPU.
 
 Signature: `void name(ptr noalias data0, ..., i64 core_start, i64 core_end)`; the outer
-loop runs [core_start, core_end) so a runtime can split it across threads (`piece_loop`
-renders the loop a thread runs to take its share). Loops are SSA phi loops; accumulators
+loop runs [core_start, core_end) so a runtime can split it across threads (the CPU's
+crew calls it on pieces: runtimes/cpu_crew.py). Loops are SSA phi loops; accumulators
 are allocas that LLVM's SROA turns into registers.
 
 Each uop kind has a `_render_<kind>` method. Types and constants are spelled in
@@ -283,45 +283,3 @@ class LLVMRenderer(Renderer):
         val = masked_load(k.emit, k.used, ptr, u.src[2], k.names[u.src[2]], stored,
                           self.target.vector_bits)
         return from_bf16(val, dtype, k.emit) if dtype.scalar == dtypes.bfloat16 else val
-
-
-def piece_loop(buffers: int) -> str:
-    """`pieces_N(ptr kernel, ptr data0, ..., ptr next, i64 n, i64 chunks)`, for kernels
-    with N buffers: cut [0, n) into `chunks` pieces (piece k is [n*k/chunks,
-    n*(k+1)/chunks)) and call `kernel` on whichever piece an atomic increment of
-    `next[0]` hands out, until none is left; after each piece, an atomic increment of
-    `next[1]` counts it finished (with release order: the piece's stores come first), so
-    the caller can return when all are, without waiting for a thread that woke late;
-    `next[2]` counts the threads that entered the loop. Every thread makes one call, and
-    a thread that starts late or loses its core takes fewer pieces (none, if it wakes
-    after the last was taken). One such loop serves every kernel with N
-    buffers, so it costs no compile time per kernel (inside each kernel's module, LLVM
-    took about 7 ms more per kernel). Empty pieces (chunks > n) are skipped: a kernel's
-    loops run at least once. The CPU runtime compiles it as written (its SupportCompiler):
-    optimising it gains nothing (one atomic add and one call per piece) and -O3 code
-    generation took 7 ms per loop."""
-    ptrs = [f"ptr %data{i}" for i in range(buffers)]
-    return "\n".join([
-        f"define void @pieces_{buffers}("
-        f"{', '.join(['ptr %kernel'] + ptrs + ['ptr %next', 'i64 %n', 'i64 %chunks'])}) {{",
-        "entry:",
-        "  %entered = getelementptr i64, ptr %next, i64 2",
-        "  %e = atomicrmw add ptr %entered, i64 1 monotonic",
-        "  br label %take",
-        "take:",
-        "  %k = atomicrmw add ptr %next, i64 1 monotonic",
-        "  %done = icmp sge i64 %k, %chunks",
-        "  br i1 %done, label %exit, label %run",
-        "run:",
-        "  %lo = mul i64 %k, %n", "  %start = sdiv i64 %lo, %chunks",
-        "  %k1 = add i64 %k, 1", "  %hi = mul i64 %k1, %n", "  %end = sdiv i64 %hi, %chunks",
-        "  %empty = icmp sge i64 %start, %end",
-        "  br i1 %empty, label %finish, label %call",
-        "call:",
-        f"  call void %kernel({', '.join(ptrs + ['i64 %start', 'i64 %end'])})",
-        "  br label %finish",
-        "finish:",
-        "  %finished = getelementptr i64, ptr %next, i64 1",
-        "  %f = atomicrmw add ptr %finished, i64 1 release",
-        "  br label %take",
-        "exit:", "  ret void", "}"]) + "\n"

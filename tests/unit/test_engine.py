@@ -4,8 +4,6 @@ import gc
 import os
 import subprocess
 import sys
-import threading
-import time
 
 import numpy as np
 import pytest
@@ -149,84 +147,9 @@ def test_debug2_prints_one_line_per_kernel():
     assert "r_64_16_32" in kernels[0]
 
 
-class _Pieces:
-    """A Python stand-in for the native piece loop: threads take pieces from a shared
-    counter and count them finished, as `pieces_N` does."""
-
-    def __init__(self, n, before=None, during=None):
-        self.n, self.taken, self.done, self.lock = n, 0, 0, threading.Lock()
-        self.ran, self.before, self.during, self.entered = [], before, during, 0
-
-    def job(self):
-        if self.before is not None:
-            self.before()
-        with self.lock:
-            self.entered += 1
-        while True:
-            with self.lock:
-                k, self.taken = self.taken, self.taken + 1
-            if k >= self.n:
-                return
-            if self.during is not None:
-                self.during(k)
-            with self.lock:
-                self.ran.append(k)
-                self.done += 1
-
-    def finished(self):
-        return self.done >= self.n
-
-    def joined(self):
-        return self.entered - 1
-
-
-def test_cpu_worker_threads_run_every_piece_once_and_return_when_all_are_done():
-    """The CPU runtime's worker threads take pieces beside the caller; run() returns when
-    every piece is finished, without waiting for a worker that wakes late; a failed call
-    raises, and Ctrl-C in the caller waits for the pieces the workers are running."""
-    host = Host(LLVMCompiler())
-    pieces = _Pieces(50)
-    host.run(pieces.job, 3, pieces.finished, pieces.joined)
-    assert sorted(pieces.ran) == list(range(50))
-
-    def failing():
-        raise ValueError("the call failed")
-    with pytest.raises(ValueError, match="the call failed"):
-        host.run(failing, 2, lambda: False, lambda: 0)  # a failed call runs no piece: no wait
-    late = threading.Event()  # holds the worker back until the caller has returned
-    pieces = _Pieces(20)
-    caller = threading.Thread(target=host.run, args=(pieces.job, 1, pieces.finished, pieces.joined))
-    pieces.before = lambda: threading.get_ident() != caller.ident and late.wait()
-    caller.start()
-    caller.join(timeout=60)
-    returned = not caller.is_alive()
-    late.set()  # the worker wakes now, after the caller: it finds no piece left
-    assert returned, "run() waited for a worker that had not started"
-    assert sorted(pieces.ran) == list(range(20))
-    main = threading.get_ident()
-    started = threading.Event()
-
-    def slow_worker_piece(k):
-        if threading.get_ident() != main:
-            started.set()
-            time.sleep(0.05)
-
-    def interrupted_caller():
-        if threading.get_ident() == main:
-            started.wait(10)
-            raise KeyboardInterrupt
-        pieces.job()
-    pieces = _Pieces(3, during=slow_worker_piece)
-    with pytest.raises(KeyboardInterrupt):
-        host.run(interrupted_caller, 1, pieces.finished, pieces.joined)
-    assert pieces.finished(), "run() returned while a worker's piece was running"
-    big = Tensor(rnd(512, 700))
-    np.testing.assert_allclose(big.sum(axis=1).numpy(), big.numpy().sum(axis=1), rtol=1e-4)
-
-
 @pytest.mark.parametrize("rows", [1, 7, 37, 200])
-def test_cpu_piece_loop_runs_every_row_once(rows):
-    """The CPU piece loop (one call per thread, pieces taken from a shared counter): with
+def test_cpu_split_runs_every_row_once(rows):
+    """The CPU's split (pieces taken from a shared mailbox, runtimes/cpu_crew.py): with
     any number of pieces, on several threads at once, every row of the kernel's outer
     loop runs exactly once. The kernel adds 1 in place, so a row run twice reads 2 more
     and a row skipped reads 0 more."""
@@ -287,8 +210,8 @@ def test_cpu_host_refuses_a_function_the_binary_lacks():
     assert compiler.compile("define void @again() {\nentry:\n  ret void\n}\n")
 
 
-def test_cpu_kernel_with_more_buffers_than_the_shared_piece_loops():
-    """Piece loops for up to 16 buffers come in one module; a kernel with more buffers
+def test_cpu_kernel_with_more_buffers_than_the_shared_piece_functions():
+    """Piece functions for up to 16 buffers come with the crew; a kernel with more buffers
     gets its own, and still splits across threads correctly."""
     arrays = [rnd(300, 1000, seed=i) for i in range(17)]
     Capture.items = []

@@ -1,0 +1,135 @@
+"""The LLVM IR of the CPU's worker threads (runtimes/cpu_crew.py runs it): one job at a
+time, a kernel's outer loop cut into pieces, posted to a mailbox in memory.
+
+Functions: `piece_N(record, k)` runs piece k of a kernel with N buffers; `crew_take(mb)`
+takes pieces while any are left; `crew_serve(mb, flag, spinner)` is a worker's life
+between two sleeps (take pieces, spin polling the mailbox, then say "asleep" and return
+to sleep in Python until woken); `crew_post(...)` publishes a job and says which workers
+were asleep; `crew_finish(mb, chunks)` is the caller's share and its wait.
+
+The mailbox (i64 slots, three cache lines): [0] the job word, `(seq << 32) | pieces
+left`; [8] pieces finished; [16] the address of the job record `[piece_N, kernel, n,
+chunks, data0, ...]`; [17] how many polls an idle worker spins before it sleeps. A
+thread reads the record, then takes piece `chunks - left` with a compare-and-swap of the
+whole word. If the swap succeeds, the record it read was this job's: the caller
+rewrites it only after every piece of the job is finished. A thread that read a record
+half-rewritten for the next job fails the swap and looks again. So a worker that wakes
+late never runs a finished job's piece, and no record may ever be freed.
+"""
+from __future__ import annotations
+
+LEFT = (1 << 32) - 1  # the job word's low half: pieces left to take
+
+
+def _slot(index: int, name: str, ty: str) -> list[str]:
+    """Load slot `index` of the job record as %name."""
+    return [f"  %{name}p = getelementptr i64, ptr %job, i64 {index}",
+            f"  %{name} = load {ty}, ptr %{name}p, align 8"]
+
+
+def _left(word: str, name: str) -> list[str]:
+    """%name: the pieces left in %word; %name_some: whether there are any."""
+    return [f"  %{name} = and i64 %{word}, {LEFT}", f"  %{name}_some = icmp ne i64 %{name}, 0"]
+
+
+def piece_ir(buffers: int) -> str:
+    """`piece_N(ptr record, i64 k)`: run piece k of the record's kernel (N buffers), rows
+    [n*k/chunks, n*(k+1)/chunks); an empty piece (chunks > n) runs nothing, since a
+    kernel's loops run at least once."""
+    data = [line for i in range(buffers) for line in _slot(4 + i, f"d{i}", "ptr")]
+    args = ", ".join([f"ptr %d{i}" for i in range(buffers)] + ["i64 %start", "i64 %end"])
+    return "\n".join([
+        f"define void @piece_{buffers}(ptr %job, i64 %k) {{", "entry:",
+        *_slot(1, "kernel", "ptr"), *_slot(2, "n", "i64"), *_slot(3, "chunks", "i64"),
+        "  %lo = mul i64 %k, %n", "  %start = sdiv i64 %lo, %chunks",
+        "  %k1 = add i64 %k, 1", "  %hi = mul i64 %k1, %n", "  %end = sdiv i64 %hi, %chunks",
+        "  %empty = icmp sge i64 %start, %end",
+        "  br i1 %empty, label %out, label %call", "call:", *data,
+        f"  call void %kernel({args})", "  br label %out", "out:", "  ret void", "}"]) + "\n"
+
+
+def _spin_hint(triple: str) -> tuple[str, str]:
+    """(the call a spin loop makes each poll, its declaration) for this machine: x86
+    `pause`, AArch64 `yield`, nothing elsewhere."""
+    if triple.startswith(("x86_64", "i386", "i686")):
+        return "  call void @llvm.x86.sse2.pause()", "declare void @llvm.x86.sse2.pause()"
+    if triple.startswith(("aarch64", "arm64")):
+        return "  call void @llvm.aarch64.hint(i32 1)", "declare void @llvm.aarch64.hint(i32)"
+    return "", ""
+
+
+_TAKE = [
+    "define void @crew_take(ptr %mb) {", "entry:",
+    "  %finished = getelementptr i64, ptr %mb, i64 8",
+    "  %jobp = getelementptr i64, ptr %mb, i64 16", "  br label %look", "look:",
+    "  %w = load atomic i64, ptr %mb acquire, align 8", *_left("w", "left"),
+    "  br i1 %left_some, label %try, label %out", "try:",
+    "  %job = load atomic ptr, ptr %jobp monotonic, align 8",
+    "  %piece = load atomic ptr, ptr %job monotonic, align 8",
+    "  %chunksp = getelementptr i64, ptr %job, i64 3",
+    "  %chunks = load atomic i64, ptr %chunksp monotonic, align 8",
+    "  %w1 = sub i64 %w, 1",
+    "  %swap = cmpxchg ptr %mb, i64 %w, i64 %w1 seq_cst seq_cst",
+    "  %won = extractvalue { i64, i1 } %swap, 1",
+    "  br i1 %won, label %run, label %look", "run:",
+    "  %k = sub i64 %chunks, %left", "  call void %piece(ptr %job, i64 %k)",
+    "  %f = atomicrmw add ptr %finished, i64 1 release", "  br label %look",
+    "out:", "  ret void", "}"]
+
+_POST = [
+    "define i64 @crew_post(ptr %mb, i64 %word, i64 %spins, ptr %flags, i64 %workers, "
+    "ptr %woken) {", "entry:", "  %finished = getelementptr i64, ptr %mb, i64 8",
+    "  store atomic i64 0, ptr %finished monotonic, align 8",
+    "  %spinsp = getelementptr i64, ptr %mb, i64 17",
+    "  store atomic i64 %spins, ptr %spinsp monotonic, align 8",
+    "  store atomic i64 %word, ptr %mb seq_cst, align 8",
+    "  %none = icmp sle i64 %workers, 0", "  br i1 %none, label %out, label %loop",
+    "loop:", "  %i = phi i64 [0, %entry], [%i1, %loop]",
+    "  %n = phi i64 [0, %entry], [%n1, %loop]",
+    "  %flag = getelementptr i64, ptr %flags, i64 %i",
+    "  %old = atomicrmw xchg ptr %flag, i64 0 seq_cst",
+    "  %slot = getelementptr i64, ptr %woken, i64 %i", "  store i64 %old, ptr %slot",
+    "  %n1 = add i64 %n, %old", "  %i1 = add i64 %i, 1",
+    "  %more = icmp slt i64 %i1, %workers", "  br i1 %more, label %loop, label %out",
+    "out:", "  %count = phi i64 [0, %entry], [%n1, %loop]", "  ret i64 %count", "}"]
+
+
+def _serve(hint: str) -> list[str]:
+    """`crew_serve(mb, flag, spinner)`: take pieces; when none are left, poll (spinner:
+    1 or 0) times the posted spin count; then say "asleep" in *flag and return."""
+    return [
+        "define void @crew_serve(ptr %mb, ptr %flag, i64 %spinner) {", "entry:",
+        "  %spinsp = getelementptr i64, ptr %mb, i64 17",
+        "  br label %work", "work:", "  call void @crew_take(ptr %mb)",
+        "  %posted = load atomic i64, ptr %spinsp monotonic, align 8",
+        "  %spins = mul i64 %posted, %spinner", "  br label %wait",
+        "wait:", "  %idle = phi i64 [0, %work], [%idle1, %poll]",
+        "  %w = load atomic i64, ptr %mb acquire, align 8", *_left("w", "left"),
+        "  br i1 %left_some, label %work, label %poll", "poll:", hint,
+        "  %idle1 = add i64 %idle, 1", "  %more = icmp slt i64 %idle1, %spins",
+        "  br i1 %more, label %wait, label %sleep", "sleep:",
+        # say "asleep", then look once more: crew_post stores the job, then reads the flag
+        # (both seq_cst), so either this sees the job or the poster sees the flag
+        "  store atomic i64 1, ptr %flag seq_cst, align 8",
+        "  %w2 = load atomic i64, ptr %mb seq_cst, align 8", *_left("w2", "late"),
+        "  br i1 %late_some, label %cancel, label %out", "cancel:",
+        "  %was = atomicrmw xchg ptr %flag, i64 0 seq_cst",  # a wake-up may come anyway
+        "  br label %work", "out:", "  ret void", "}"]
+
+
+def _finish(hint: str) -> list[str]:
+    """`crew_finish(mb, chunks)`: take pieces, then wait for every piece to finish."""
+    return [
+        "define void @crew_finish(ptr %mb, i64 %chunks) {", "entry:",
+        "  call void @crew_take(ptr %mb)",
+        "  %finished = getelementptr i64, ptr %mb, i64 8", "  br label %wait", "wait:",
+        "  %f = load atomic i64, ptr %finished acquire, align 8",
+        "  %done = icmp sge i64 %f, %chunks", "  br i1 %done, label %out, label %spin",
+        "spin:", hint, "  br label %wait", "out:", "  ret void", "}"]
+
+
+def support_ir(triple: str, buffers: int) -> str:
+    """The crew's functions and piece_1 .. piece_<buffers>, for the machine `triple`."""
+    hint, declaration = _spin_hint(triple)
+    functions = [declaration, *_TAKE, *_serve(hint), *_POST, *_finish(hint)]
+    return "\n".join(functions) + "\n" + "".join(piece_ir(n) for n in range(1, buffers + 1))

@@ -1,0 +1,122 @@
+"""The CPU's worker threads: `Crew.run` posts a job (a kernel's outer loop cut into
+pieces) to a mailbox in memory, takes part in it, and returns once every piece is
+finished. Every thread takes pieces in native code (codegen/renderer/llvm_crew.py: the
+IR, the mailbox's layout and why a late worker never runs a finished job's piece). A
+worker spins for SPIN_US after its last piece, so the next kernel needs no wake-up, then
+sleeps on a queue until a job finds it asleep.
+"""
+from __future__ import annotations
+import ctypes
+import os
+import queue
+import threading
+import time
+from typing import Callable
+
+from codegen.renderer.llvm_crew import LEFT
+
+_SPIN_US = 300  # a worker polls this long after its last piece before it sleeps: longer
+# than the Python between two kernels of a schedule (20-60 us), so it rarely sleeps mid-step
+_MAX_WORKERS = 256
+_CALIBRATION_POLLS = 20000  # polls timed once to turn SPIN_US into a poll count
+
+
+class Crew:
+    """Worker threads and their mailbox: one per process, shared by every CPU runtime.
+    `functions` maps crew_serve, crew_post and crew_finish to their addresses; `keep`
+    holds what must live as long as that code (its MCJIT engine)."""
+
+    def __init__(self, functions: dict[str, int], keep: object):
+        self.keep = keep
+        # buffers -> (address of piece_N, what keeps its code alive)
+        self.pieces: dict[int, tuple[int, object]] = {
+            int(name[6:]): (address, keep) for name, address in functions.items()
+            if name.startswith("piece_")}
+        i64, ptr = ctypes.c_int64, ctypes.c_void_p
+        self.serve = ctypes.CFUNCTYPE(None, ptr, ptr, i64)(functions["crew_serve"])
+        self.post = ctypes.CFUNCTYPE(i64, ptr, i64, i64, ptr, i64, ptr)(functions["crew_post"])
+        self.finish = ctypes.CFUNCTYPE(None, ptr, i64)(functions["crew_finish"])
+        self.lock = threading.Lock()  # one job at a time: callers on other threads wait
+        self.polls_per_us = self._calibrate()
+        self._start()
+
+    def _start(self) -> None:
+        """A fresh crew: no workers yet (also in a forked child, which has none of its
+        parent's threads)."""
+        self.pid = os.getpid()
+        self.mailbox = (ctypes.c_int64 * 24)()
+        self.flags = (ctypes.c_int64 * _MAX_WORKERS)()  # 1: asleep, needs a wake-up
+        self.woken = (ctypes.c_int64 * _MAX_WORKERS)()
+        self.address, self.flags_address, self.woken_address = (
+            ctypes.addressof(a) for a in (self.mailbox, self.flags, self.woken))
+        self.records: list[ctypes.Array] = []  # every record made: a late reader may read one
+        self.wakeups: list[queue.SimpleQueue] = []
+        self.seq = 0
+
+    def _calibrate(self) -> float:
+        """Polls per microsecond of an idle worker's spin (crew_serve on an empty mailbox)."""
+        empty, flag = (ctypes.c_int64 * 24)(), ctypes.c_int64()
+        empty[17] = _CALIBRATION_POLLS
+        start = time.perf_counter()
+        self.serve(ctypes.addressof(empty), ctypes.addressof(flag), 1)
+        return _CALIBRATION_POLLS / max((time.perf_counter() - start) * 1e6, 1.0)
+
+    def run(self, values: list[int], chunks: int, helpers: int, spin_us: float) -> None:
+        """Post the job `values` (`[piece_N, kernel, n, chunks, data0, ...]`) in `chunks`
+        pieces, wake up to `helpers` sleeping workers, take pieces here too, and return
+        once every piece is finished. Workers spin `spin_us` after their last piece (those
+        with a core of their own: the first cores - 1)."""
+        helpers = min(helpers, _MAX_WORKERS)
+        if self.pid != os.getpid():  # a forked child: none of the parent's threads, and
+            self.lock = threading.Lock()  # its lock may have been held by one of them
+            self._start()
+        with self.lock:
+            while len(self.wakeups) < helpers:
+                self._hire()
+            record = self._record(len(values))
+            record[:len(values)] = values
+            self.mailbox[16] = ctypes.addressof(record)
+            self.seq = (self.seq + 1) & LEFT
+            try:
+                if self.post(self.address, (self.seq << 32) | chunks,
+                             int(spin_us * self.polls_per_us), self.flags_address, helpers,
+                             self.woken_address):
+                    for i in range(helpers):
+                        if self.woken[i]:
+                            self.wakeups[i].put(None)
+            finally:  # even on Ctrl-C: the workers' pieces use the buffers, and the next
+                self.finish(self.address, chunks)  # post resets the count of finished ones
+
+    def _record(self, slots: int) -> ctypes.Array:
+        """A record with room for `slots` values: the last one, or a bigger one (the old
+        ones stay alive)."""
+        if not self.records or len(self.records[-1]) < slots:
+            self.records.append((ctypes.c_int64 * max(slots, 32))())
+        return self.records[-1]
+
+    def _hire(self) -> None:
+        """Start the next worker; it looks for pieces at once."""
+        wakeup: queue.SimpleQueue = queue.SimpleQueue()
+        index = len(self.wakeups)
+        self.wakeups.append(wakeup)
+        spinner = int(index + 2 <= _cores())  # the caller and the spinners have a core each
+        threading.Thread(target=_work, args=(self, self.address, self.flags_address + 8 * index,
+                                             spinner, wakeup),
+                         daemon=True, name=f"lazyten-cpu-{index}").start()
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _work(crew: Crew, mailbox: int, flag: int, spinner: int,
+          wakeup: queue.SimpleQueue) -> None:
+    """A worker: serve jobs (native, without the GIL) until idle, then sleep until woken.
+    A worker beyond the cores (THREADS above the core count) does not spin."""
+    serve: Callable[[int, int, int], None] = crew.serve
+    while True:
+        serve(mailbox, flag, spinner)
+        wakeup.get()

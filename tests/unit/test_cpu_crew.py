@@ -1,0 +1,148 @@
+"""The CPU's worker threads (runtimes/cpu_crew.py): jobs posted to a mailbox, pieces taken
+in native code, workers that spin between jobs and sleep when idle."""
+import os
+import threading
+import time
+
+import llvmlite.binding as llvm
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from codegen.helpers import Context
+from lazyten import Tensor
+from lazyten.realize import Capture
+import runtimes.cpu_host as cpu_host
+
+
+def in_place_add(rows: int, cols: int = 64):
+    """A tensor of zeros and the split kernel that adds 1 to it in place: a piece run
+    twice shows as 2 more, a piece skipped as 0 more."""
+    x = Tensor(np.zeros((rows, cols), np.float32)).realize()
+    Capture.items = []
+    try:
+        x.assign(x + 1).realize()
+        (spec, program, buffers), = Capture.items
+    finally:
+        Capture.items = None
+    assert program.threaded
+    return x, program, [b.ensure_allocated()[1] for b in buffers], spec.global_size[0]
+
+
+jobs = st.lists(st.tuples(st.integers(0, 2), st.integers(1, 70), st.integers(1, 3),
+                          st.sampled_from([0, 5, 300])), min_size=1, max_size=40)
+
+
+@settings(max_examples=25, deadline=None)
+@given(jobs)
+def test_back_to_back_jobs_run_every_piece_once(sequence):
+    """Jobs on three buffers in a random order, each in 1-70 pieces with 1-3 helpers and
+    workers that sleep at once (0), soon (5 us) or spin (300 us): a worker that woke late
+    or read a record while it was rewritten must not run a piece of a finished job (that
+    would add 1 to a buffer twice, or race the next job on it)."""
+    targets = [in_place_add(rows) for rows in (5, 37, 200)]
+    expected = [1, 1, 1]  # the capture's own call
+    for which, chunks, helpers, spin_us in sequence:
+        x, program, ptrs, n = targets[which]
+        with Context(SPIN_US=spin_us):
+            program.run_pieces(ptrs, n, chunks, helpers)
+        expected[which] += 1
+        got = x.numpy()  # every piece is finished when run_pieces returns
+        assert (got == expected[which]).all(), \
+            f"expected every element {expected[which]}, got {np.unique(got)}"
+    for (x, *_), count in zip(targets, expected):
+        assert (x.numpy() == count).all(), f"a late piece changed a buffer: {np.unique(x.numpy())}"
+
+
+def test_idle_workers_spin_then_sleep_and_are_woken():
+    """After a job a worker polls the mailbox for SPIN_US (no wake-up needed for the next
+    job), then sleeps; a job posted to a sleeping worker wakes it (else it would never
+    take part again: the second half of this test waits on its flag)."""
+    x, program, ptrs, n = in_place_add(400)
+    crew = cpu_host._CREW
+    with Context(SPIN_US=200_000):
+        program.run_pieces(ptrs, n, 64, 1)
+    time.sleep(0.05)
+    assert crew.flags[0] == 0, "a worker slept within its spin window"
+    with Context(SPIN_US=0):
+        program.run_pieces(ptrs, n, 64, 1)
+    deadline = time.time() + 10
+    while crew.flags[0] != 1 and time.time() < deadline:
+        time.sleep(0.001)
+    assert crew.flags[0] == 1, "an idle worker with no spin window did not go to sleep"
+    with Context(SPIN_US=200_000):
+        program.run_pieces(ptrs, n, 64, 1)  # posts to a sleeper: it must be woken
+    deadline = time.time() + 10
+    while crew.flags[0] != 0 and time.time() < deadline:
+        time.sleep(0.001)
+    assert crew.flags[0] == 0, "a sleeping worker was not woken by a new job"
+    np.testing.assert_array_equal(x.numpy(), np.full((400, 64), 4, np.float32))
+
+
+def test_two_python_threads_split_kernels_at_the_same_time():
+    """Callers on two threads share the crew: their jobs run one at a time, each whole."""
+    targets = [in_place_add(300), in_place_add(301)]
+    errors = []
+
+    def caller(x, program, ptrs, n):
+        try:
+            for _ in range(200):
+                program.run_pieces(ptrs, n, 16, 1)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+    threads = [threading.Thread(target=caller, args=t) for t in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors and not any(t.is_alive() for t in threads)
+    for x, *_ in targets:
+        np.testing.assert_array_equal(x.numpy(), np.full(x.shape, 201, np.float32))
+
+
+def test_a_forked_child_hires_its_own_workers():
+    """A forked child has none of its parent's threads: it starts a crew of its own (or it
+    would post jobs no worker takes, and wait for sleepers that do not exist)."""
+    if not hasattr(os, "fork"):
+        return
+    x, program, ptrs, n = in_place_add(300)
+    program.run_pieces(ptrs, n, 16, 1)  # the parent's crew has a worker
+    pid = os.fork()
+    if pid == 0:  # the child: exit code 0 if its split kernel was right
+        try:
+            with Context(SPIN_US=0):
+                for _ in range(3):
+                    program.run_pieces(ptrs, n, 16, 1)
+            os._exit(0 if (x.numpy() == 5).all() else 1)
+        except BaseException:  # noqa: BLE001
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0, f"the child's split kernel failed ({status})"
+    np.testing.assert_array_equal(x.numpy(), np.full((300, 64), 2, np.float32))
+
+
+def test_support_code_asks_for_the_spin_hint_of_the_machine():
+    """x86 spins with `pause`, AArch64 with `yield`; other machines spin without a hint."""
+    from codegen.renderer.llvm_crew import support_ir
+    assert "@llvm.x86.sse2.pause()" in support_ir("x86_64-unknown-linux-gnu", 2)
+    assert "@llvm.aarch64.hint(i32 1)" in support_ir("aarch64-unknown-linux-gnu", 2)
+    other = support_ir("riscv64-unknown-linux-gnu", 2)
+    assert "pause" not in other and "hint" not in other and "define void @piece_2" in other
+    llvm.parse_assembly(other).verify()  # valid IR without a hint too
+
+
+def test_a_split_kernel_returns_after_the_workers_pieces():
+    """run_pieces returns only when every piece is finished, the workers' included: the
+    pieces here are slow (a sine per element), so a caller that
+    returned after its own share would read rows a worker is still writing."""
+    x = Tensor(np.zeros((8, 1 << 16), np.float32)).realize()
+    Capture.items = []
+    try:
+        x.assign(x + 1 + (x * 0).sin()).realize()
+        (spec, program, buffers), = Capture.items
+    finally:
+        Capture.items = None
+    ptrs, n = [b.ensure_allocated()[1] for b in buffers], spec.global_size[0]
+    for expected in range(2, 12):
+        program.run_pieces(ptrs, n, 8, 1)  # 8 pieces of about 0.4 ms
+        got = x.numpy()
+        assert (got == expected).all(), f"run {expected - 1}: rows {np.unique(got)}, not {expected}"
