@@ -6,6 +6,7 @@ worker spins for SPIN_US after its last piece, so the next kernel needs no wake-
 sleeps on a queue until a job finds it asleep.
 """
 from __future__ import annotations
+import atexit
 import ctypes
 import os
 import queue
@@ -39,6 +40,17 @@ class Crew:
         self.lock = threading.Lock()  # one job at a time: callers on other threads wait
         self.polls_per_us = self._calibrate()
         self._start()
+        atexit.register(self.stop)
+
+    def stop(self, timeout: float = 0.2) -> None:
+        """End every worker's spin and wait (at most `timeout` s) until all are asleep, out
+        of native code: at exit, before the engine holding that code can go away."""
+        self.mailbox[17] = 0
+        deadline = time.monotonic() + timeout
+        while any(self.flags[i] != 1 for i in range(len(self.wakeups))):
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.0005)
 
     def _start(self) -> None:
         """A fresh crew: no workers yet (also in a forked child, which has none of its

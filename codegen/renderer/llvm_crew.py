@@ -100,12 +100,13 @@ def _serve(hint: str) -> list[str]:
     return [
         "define void @crew_serve(ptr %mb, ptr %flag, i64 %spinner) {", "entry:",
         "  %spinsp = getelementptr i64, ptr %mb, i64 17",
-        "  br label %work", "work:", "  call void @crew_take(ptr %mb)",
-        "  %posted = load atomic i64, ptr %spinsp monotonic, align 8",
-        "  %spins = mul i64 %posted, %spinner", "  br label %wait",
+        "  br label %work", "work:", "  call void @crew_take(ptr %mb)", "  br label %wait",
         "wait:", "  %idle = phi i64 [0, %work], [%idle1, %poll]",
         "  %w = load atomic i64, ptr %mb acquire, align 8", *_left("w", "left"),
         "  br i1 %left_some, label %work, label %poll", "poll:", hint,
+        # read each poll: the crew's exit handler sets it to 0 to end every spin at once
+        "  %posted = load atomic i64, ptr %spinsp monotonic, align 8",
+        "  %spins = mul i64 %posted, %spinner",
         "  %idle1 = add i64 %idle, 1", "  %more = icmp slt i64 %idle1, %spins",
         "  br i1 %more, label %wait, label %sleep", "sleep:",
         # say "asleep", then look once more: crew_post stores the job, then reads the flag

@@ -146,3 +146,22 @@ def test_a_split_kernel_returns_after_the_workers_pieces():
         program.run_pieces(ptrs, n, 8, 1)  # 8 pieces of about 0.4 ms
         got = x.numpy()
         assert (got == expected).all(), f"run {expected - 1}: rows {np.unique(got)}, not {expected}"
+
+
+def test_stop_ends_every_spin_at_once():
+    """At exit the crew ends its workers' spins and waits until they are out of native
+    code (the engine holding that code may be freed after): with a 100 s spin window
+    they are all asleep within a fraction of a second."""
+    x, program, ptrs, n = in_place_add(400)
+    with Context(SPIN_US=100_000_000):
+        program.run_pieces(ptrs, n, 64, 1)
+    time.sleep(0.05)  # a worker woken for that job is back in native code by now, polling
+    crew = cpu_host._CREW
+    assert crew.flags[0] == 0, "the worker should be polling"
+    start = time.monotonic()
+    crew.stop(timeout=5)
+    assert all(crew.flags[i] == 1 for i in range(len(crew.wakeups))), \
+        f"workers still polling after stop(): flags {list(crew.flags[:len(crew.wakeups)])}"
+    assert time.monotonic() - start < 1
+    program.run_pieces(ptrs, n, 64, 1)  # and the crew still works afterwards
+    np.testing.assert_array_equal(x.numpy(), np.full((400, 64), 3, np.float32))
