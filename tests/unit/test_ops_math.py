@@ -84,6 +84,19 @@ def test_erfc_tail_is_relatively_accurate():
     np.testing.assert_allclose(Tensor(x64).erfc().numpy(), _erfc(x64), rtol=2e-15)
 
 
+def test_chebyshev_series_in_powers_matches_the_series():
+    """erfc's float32 series is evaluated in powers of u (Horner): the same polynomial as
+    its Chebyshev form, at every u in [-1, 1]."""
+    from numpy.polynomial import chebyshev
+    from lazyten.mathfn import ERFCX_CHEB, ERFCX_POWERS_F32, _chebyshev_to_powers
+    u = np.linspace(-1, 1, 1001)
+    for coeffs in ([1.0], [0.5, -2.0], ERFCX_CHEB[:14], ERFCX_CHEB):
+        powers = _chebyshev_to_powers(list(coeffs))
+        np.testing.assert_allclose(np.polynomial.polynomial.polyval(u, powers),
+                                   chebyshev.chebval(u, coeffs), rtol=1e-14, atol=1e-15)
+    assert ERFCX_POWERS_F32 == _chebyshev_to_powers(ERFCX_CHEB[:14])
+
+
 EDGES = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.5, 1e30, -1e30,
                   88.5, -89.0, 700.0, 1e-40])
 
