@@ -6,6 +6,7 @@ import time
 
 import llvmlite.binding as llvm
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from codegen.helpers import Context
@@ -26,6 +27,18 @@ def in_place_add(rows: int, cols: int = 64):
         Capture.items = None
     assert program.threaded
     return x, program, [b.ensure_allocated()[1] for b in buffers], spec.global_size[0]
+
+
+@pytest.mark.parametrize("rows", [1, 7, 37, 200])
+def test_every_row_runs_once_whatever_the_pieces(rows):
+    """With any number of pieces (one, fewer than the threads, more than the rows), on
+    four threads at once, every row of the kernel's outer loop runs exactly once."""
+    x, program, ptrs, n = in_place_add(rows)
+    expected = 1
+    for chunks in (1, 2, 3, max(n // 3, 1), n, 4 * n + 1):
+        program.run_pieces(ptrs, n, chunks, helpers=3)
+        expected += 1
+        np.testing.assert_array_equal(x.numpy(), np.full((rows, 64), expected, np.float32))
 
 
 jobs = st.lists(st.tuples(st.integers(0, 2), st.integers(1, 70), st.integers(1, 3),

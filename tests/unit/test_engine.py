@@ -147,29 +147,6 @@ def test_debug2_prints_one_line_per_kernel():
     assert "r_64_16_32" in kernels[0]
 
 
-@pytest.mark.parametrize("rows", [1, 7, 37, 200])
-def test_cpu_split_runs_every_row_once(rows):
-    """The CPU's split (pieces taken from a shared mailbox, runtimes/cpu_crew.py): with
-    any number of pieces, on several threads at once, every row of the kernel's outer
-    loop runs exactly once. The kernel adds 1 in place, so a row run twice reads 2 more
-    and a row skipped reads 0 more."""
-    x = Tensor(np.zeros((rows, 64), np.float32)).realize()
-    Capture.items = []
-    try:
-        x.assign(x + 1).realize()
-        (spec, program, buffers), = Capture.items
-    finally:
-        Capture.items = None
-    n = spec.global_size[0]  # the outer loop's length
-    assert program.threaded
-    ptrs = [b.ensure_allocated()[1] for b in buffers]
-    expected = 1
-    for chunks in (1, 2, 3, max(n // 3, 1), n, 4 * n + 1):
-        program.run_pieces(ptrs, n, chunks, helpers=3)
-        expected += 1
-        np.testing.assert_array_equal(x.numpy(), np.full((rows, 64), expected, np.float32))
-
-
 def test_cpu_kernel_near_the_thread_bound_times_both_ways_then_keeps_one():
     """A kernel with a few times the work one thread wants runs its first calls serial
     and split in turn, timed, then keeps the faster (the hand-off to the worker threads
