@@ -10,8 +10,8 @@ import weakref
 import llvmlite.binding as llvm
 
 from codegen.helpers import getenv
-from runtimes.base import Compiler
 from codegen.renderer.llvm_crew import piece_ir, support_ir
+from runtimes.base import Compiler
 from runtimes.cpu_crew import _SPIN_US, Crew
 
 llvm.initialize_native_target()
