@@ -112,6 +112,8 @@ class Emitter:
         """A scalar where the value is the same in every lane, one vector load where memory
         is contiguous along the lanes, else a vector gathered lane by lane."""
         idx, valid = self.sts[id(node)].expr_idxs(self._idxs(id(node) in self.k.pre))
+        if id(node) in self.k.clamped and not node.src and in_memory(node.arg, idx):
+            valid = NumNode(1)  # padded positions read real memory, for outputs not stored
         lane = self.lane
         if node.src:  # an indirect load (codegen/gather.py): its address adds an offset
             offset = self.cast(self.emit(node.src[0]), self.idx_dtype)
@@ -202,6 +204,13 @@ class Emitter:
 
     def _dtype_of(self, node: LazyOp) -> DType:
         return node_dtype(node)
+
+
+def in_memory(arg: MemBuffer | ConstBuffer, idx: Node) -> bool:
+    """Whether every index `idx` can take (its bounds, over the padded loops too) lies in
+    the memory under `arg`'s view: its first view, the buffer's own layout, reaches
+    `st.size` elements (a packed panel's zero columns, D68, lie there)."""
+    return isinstance(arg, MemBuffer) and idx.min >= 0 and idx.max < arg.st.size
 
 
 def node_dtype(node: LazyOp) -> DType:
