@@ -120,7 +120,7 @@ def prepare(kernels: list[tuple]) -> None:
         compiling.append((key, runtime, disk_key, spec,
                           runtime.compiler.submit(spec.name, spec.src)))
     for key, runtime, disk_key, spec, job in compiling:
-        binary = job.result()
+        binary = runtime.compiler.result(job)  # compiling queued jobs meanwhile
         runtime.compiler.save_program(disk_key, spec, binary)
         _PROGRAMS[key] = (spec, runtime.program(spec, binary))
     # a schedule's own programs are the newest: keep at least those

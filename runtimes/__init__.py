@@ -7,8 +7,21 @@ missing. To add a runtime, add one line to RUNTIMES (see docs/porting.md).
 from __future__ import annotations
 import functools
 import importlib
+from typing import TYPE_CHECKING, Any
 
-from runtimes.base import Allocator, Buffer, CompileError, Compiler, Program, Runtime
+if TYPE_CHECKING:
+    from runtimes.base import Allocator, Buffer, CompileError, Compiler, Program, Runtime
+
+_FROM_BASE = ("Allocator", "Buffer", "CompileError", "Compiler", "Program", "Runtime")
+
+
+def __getattr__(name: str) -> Any:
+    """runtimes.base's classes, imported when first asked for: a compile worker process
+    imports runtimes.compile_pool, and with it this package, without numpy (it starts
+    sooner: runtimes/llvm_build.py)."""
+    if name in _FROM_BASE:
+        return getattr(importlib.import_module("runtimes.base"), name)
+    raise AttributeError(f"module 'runtimes' has no attribute {name!r}")
 
 RUNTIMES = {  # device name -> module with make_runtime(name)
     "CPU": "runtimes.cpu_llvm",

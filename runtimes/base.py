@@ -156,6 +156,9 @@ class Compiler:
     key = "base"
     threaded = False
     worker_args: tuple[str, ...] = ()  # what a compile worker process constructs it with
+    # "module:Class" a worker constructs (with worker_args) and calls `compile` on; None:
+    # this compiler's own class (a lighter one lets the worker start sooner)
+    worker_class: str | None = None
 
     def __init__(self) -> None:
         self.compiled = 0  # real compilations (cache misses), for the cache tests
@@ -180,6 +183,12 @@ class Compiler:
         except Exception as e:
             done.set_exception(e)
         return done
+
+    def result(self, job: Future) -> bytes:
+        """The binary of a job `submit` returned. With a compile pool this thread compiles
+        queued jobs until that one is done (CompilePool.result): call it once every
+        kernel of a batch is submitted."""
+        return self._pool.result(job) if self._pool is not None else job.result()
 
     def compile_cached(self, name: str, src: str) -> bytes:
         """The binary from the caches, else compiled here and cached."""

@@ -1,13 +1,17 @@
 """Compiling kernels in parallel, for a Compiler that sets `threaded`.
 
-One thread compiles in this process while the engine lowers the next kernels (LLVM and
-OpenCL drivers release the GIL). With more cores, more threads each feed a worker process,
-`python -m runtimes.compile_pool MODULE:CLASS ARGS...`, which compiles with its own
-instance of the same Compiler class, made from the compiler's `worker_args` (llvmlite
-runs one LLVM call at a time per process, and pocl one build, so threads alone would not
-use a second core). A worker starts when its thread first gets a job;
-one that cannot start or dies leaves its jobs to this process. COMPILE_WORKERS sets the
-number of worker processes (default: one per core beyond the first, at most 3).
+Jobs wait in a queue. Each pool thread feeds one worker process, `python -m
+runtimes.compile_pool MODULE:CLASS ARGS...`, which compiles with its own instance of the
+same Compiler class, made from the compiler's `worker_args` (llvmlite runs one LLVM call
+at a time per process, and pocl one build, so threads alone would not use a second core).
+The engine's own thread compiles nothing while it still has kernels to lower: lowering
+is what the compiles wait for, and a compile thread of its own would take its core
+(D43 addendum). Once it has lowered them all it waits for their binaries with `result`,
+which compiles queued jobs here until the one it waits for is done. With no worker
+processes (COMPILE_WORKERS=0) one pool thread compiles here beside the lowering, as LLVM
+releases the GIL. A worker starts when its thread first gets a job; one that cannot start
+or dies leaves its jobs to this process. COMPILE_WORKERS sets the number of worker
+processes (default: one per core beyond the first, at most 3).
 
 Memory: LLVM keeps about 60 KB per compiled module in the compiling process, whatever is
 freed (docs/design.md). So a long-running process compiles at most COMPILE_HERE_MAX kernels
@@ -30,6 +34,7 @@ import struct
 import subprocess
 import sys
 import threading
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -39,18 +44,23 @@ from runtimes.compile_error import CompileError
 
 
 class CompilePool:
-    """Threads that each look a source up in the compiler's caches and, on a miss, compile
-    it: thread 0 here, the others through their worker process."""
+    """A queue of jobs (each a source to look up in the compiler's caches and, on a miss,
+    to compile), taken by threads that each feed a worker process, and by the engine's
+    thread while it waits (`result`)."""
 
     def __init__(self, compiler: Any, workers: int | None = None):
         self.compiler = compiler
         if workers is None:
             workers = getenv("COMPILE_WORKERS", min((os.cpu_count() or 1) - 1, 3))
-        self._roles = itertools.count()
+        # with worker processes every pool thread feeds one (role >= 1); without, one
+        # pool thread compiles here (role 0)
+        self._roles = itertools.count(1 if workers > 0 else 0)
         self._here = threading.Lock()  # compiles in this process run one at a time
         self._local = threading.local()
-        self._executor = ThreadPoolExecutor(1 + max(0, workers), thread_name_prefix="compile",
+        self._executor = ThreadPoolExecutor(max(1, workers), thread_name_prefix="compile",
                                             initializer=self._start_thread)
+        self._queue: deque[tuple[str, str, Future]] = deque()  # jobs no thread has taken
+        self._queue_lock = threading.Lock()
         self._pending: dict[str, Future] = {}  # a source queued twice is compiled once
         self.compiled_here = 0
         self.workers_started = 0
@@ -65,11 +75,25 @@ class CompilePool:
         job = self._pending.get(src)
         if job is None:
             self.progress.queued()
-            job = self._executor.submit(self._job, name, src)
+            job = Future()
             self._pending[src] = job
             job.add_done_callback(lambda _: self._pending.pop(src, None))
             job.add_done_callback(lambda _: self.progress.done())
+            with self._queue_lock:
+                self._queue.append((name, src, job))
+            self._executor.submit(self._take)  # a pool thread takes the oldest job
         return job
+
+    def result(self, job: Future) -> bytes:
+        """`job`'s binary. Until it is done, this thread compiles queued jobs here (the
+        engine calls this once it has nothing left to lower); then it waits."""
+        while not job.done() and self.compiled_here < getenv("COMPILE_HERE_MAX", 1000):
+            with self._queue_lock:
+                taken = self._queue.pop() if self._queue else None  # the newest: a pool
+            if taken is None:  # thread takes the oldest, which the engine needs first
+                break
+            self._run(*taken, here=True)
+        return job.result()
 
     def close(self) -> None:
         """Stop the worker processes (they exit when their stdin closes)."""
@@ -77,11 +101,31 @@ class CompilePool:
             _stop(proc)
         self._procs.clear()
 
-    def _job(self, name: str, src: str) -> bytes:
-        binary = self.compiler.lookup(src)
-        if binary is None:
-            binary = self._compile(name, src)
-            self.compiler.store(name, src, binary)
+    def _take(self) -> None:
+        """In a pool thread: run the oldest queued job, if the engine has not taken it."""
+        with self._queue_lock:
+            taken = self._queue.popleft() if self._queue else None
+        if taken is not None:
+            self._run(*taken, here=False)
+
+    def _run(self, name: str, src: str, job: Future, here: bool) -> None:
+        try:
+            binary = self.compiler.lookup(src)
+            if binary is None:
+                binary = self._compile_here(name, src) if here else self._compile(name, src)
+                self.compiler.store(name, src, binary)
+        except Exception as e:  # noqa: BLE001 - whoever waits for the job raises it
+            job.set_exception(e)
+        except BaseException as e:  # Ctrl-C while the engine compiles: no job is left
+            job.set_exception(e)    # unfinished for another waiter
+            raise
+        else:
+            job.set_result(binary)
+
+    def _compile_here(self, name: str, src: str) -> bytes:
+        with self._here:
+            binary = self.compiler.compile_checked(name, src)
+            self.compiled_here += 1
         return binary
 
     def _compile(self, name: str, src: str) -> bytes:
@@ -93,11 +137,7 @@ class CompilePool:
                 binary = self._remote(src)
             except RuntimeError as e:  # the worker's compile failed: the source is at fault
                 raise CompileError(name, str(e), src) from e
-        if binary is None:
-            with self._here:
-                binary = self.compiler.compile_checked(name, src)
-                self.compiled_here += 1
-        return binary
+        return binary if binary is not None else self._compile_here(name, src)
 
     def _remote(self, src: str) -> bytes | None:
         """Compile in this thread's worker process; None if it is not available."""
@@ -109,11 +149,12 @@ class CompilePool:
             self._local.proc, self._local.jobs = None, 0
         if self._local.proc is None:
             cls = type(self.compiler)
+            target = self.compiler.worker_class or f"{cls.__module__}:{cls.__qualname__}"
             path = os.pathsep.join(p for p in sys.path if p)
             try:
                 self._local.proc = subprocess.Popen(
-                    [sys.executable, "-m", "runtimes.compile_pool",
-                     f"{cls.__module__}:{cls.__qualname__}", *self.compiler.worker_args],
+                    [sys.executable, "-m", "runtimes.compile_pool", target,
+                     *self.compiler.worker_args],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                     env={**os.environ, "PYTHONPATH": path})
                 self._procs.append(self._local.proc)

@@ -13,20 +13,10 @@ from codegen.helpers import getenv
 from codegen.renderer.llvm_crew import piece_ir, support_ir
 from runtimes.base import Compiler
 from runtimes.cpu_crew import _SPIN_US, Crew
-
-llvm.initialize_native_target()
-llvm.initialize_native_asmprinter()
+from runtimes.llvm_build import target_machine
 
 _PIECE_LOOPS = 16  # piece functions for kernels with up to this many buffers come with the crew
 _ENGINE_OBJECTS = 256  # binaries per MCJIT engine (an engine is freed with its last program)
-
-
-def target_machine(opt: int = 3) -> llvm.TargetMachine:
-    """LLVM's code generator for this CPU. An MCJIT engine takes ownership of the one it
-    is given (and frees it with itself), so every engine gets its own."""
-    return llvm.Target.from_default_triple().create_target_machine(
-        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-        opt=opt, reloc="pic", codemodel="default", jit=True)
 
 
 _CREW: Crew | None = None  # the process's worker threads (Host.crew)

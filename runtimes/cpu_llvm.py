@@ -17,7 +17,8 @@ from codegen.helpers import getenv
 from codegen.renderer.llvmir import LLVMRenderer
 from codegen.renderer import ProgramSpec
 from runtimes.base import Compiler, HostAllocator, Program, Runtime
-from runtimes.cpu_host import Host, target_machine
+from runtimes.cpu_host import Host
+from runtimes.llvm_build import build, target_machine
 
 
 _TARGET_MACHINE, _PLAIN_MACHINE = target_machine(), target_machine(0)  # the compiler's
@@ -33,14 +34,10 @@ class LLVMCompiler(Compiler):
     key = f"llvm-{llvm.llvm_version_info}-{llvm.get_host_cpu_name()}-{llvm.get_host_cpu_features().flatten()}"
     threaded = True  # llvmlite releases the GIL in LLVM calls (and serialises them itself)
 
+    worker_class = "runtimes.llvm_build:LLVMBuild"  # a worker needs llvmlite alone
+
     def compile(self, src: str) -> bytes:
-        mod = llvm.parse_assembly(src)
-        mod.verify()
-        tuning = llvm.create_pipeline_tuning_options(speed_level=getenv("OPT", 3))
-        tuning.loop_vectorization = tuning.slp_vectorization = True
-        builder = llvm.create_pass_builder(_TARGET_MACHINE, tuning)
-        builder.getModulePassManager().run(mod, builder)
-        return _TARGET_MACHINE.emit_object(mod)
+        return build(src, _TARGET_MACHINE)
 
 
 class SupportCompiler(Compiler):
@@ -49,9 +46,7 @@ class SupportCompiler(Compiler):
     key = f"plain-{LLVMCompiler.key}"
 
     def compile(self, src: str) -> bytes:
-        mod = llvm.parse_assembly(src)
-        mod.verify()
-        return _PLAIN_MACHINE.emit_object(mod)
+        return build(src, _PLAIN_MACHINE, optimise=False)
 
 
 class CPUProgram(Program):

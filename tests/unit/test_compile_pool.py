@@ -1,10 +1,15 @@
-"""Parallel compilation: the compile thread, worker processes, and kernels that share a body.
+"""Parallel compilation: worker processes, the engine's thread, and kernels that share a body.
 
 The pool must give the same binaries as compiling here, pass compile errors back with the
-source, survive a worker that dies, and compile a source queued twice once.
+source, survive a worker that dies, compile a source queued twice once, and leave the
+engine's core to lowering until the engine waits (D43 addendum).
 """
 import os
 import random
+import subprocess
+import sys
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -15,6 +20,7 @@ from lazyten.schedule import create_schedule
 from runtimes import CompileError, get_runtime
 from runtimes.compile_pool import CompilePool
 from runtimes.cpu_llvm import LLVMCompiler
+from runtimes.llvm_build import LLVMBuild
 
 
 NONCE = random.getrandbits(40)  # sources no earlier run has left in the disk cache
@@ -118,3 +124,53 @@ def test_long_runs_move_compiles_to_recycled_workers(monkeypatch):
         pool.close()
         getenv.cache_clear()
     assert binaries == [LLVMCompiler().compile(kernel(1000 + i)) for i in range(14)]
+
+
+class SlowBuild(LLVMBuild):
+    """A worker's compiler that takes 2 s to start (a loaded machine's worker)."""
+
+    def __init__(self):
+        time.sleep(2)
+        super().__init__()
+
+
+class RecordingCompiler(LLVMCompiler):
+    """Notes the thread of every compile in this process; its workers start slowly."""
+    worker_class = f"{__name__}:SlowBuild"
+
+    def __init__(self):
+        super().__init__()
+        self.threads: list[int] = []
+
+    def compile(self, src: str) -> bytes:
+        self.threads.append(threading.get_ident())
+        return super().compile(src)
+
+
+def test_the_waiting_thread_compiles_while_the_worker_starts():
+    """With a worker process, no pool thread compiles in this process (it would take the
+    core the engine lowers on); the thread that waits with `result` compiles the queued
+    jobs itself, newest first, while the worker is still starting."""
+    compiler = RecordingCompiler()
+    pool = CompilePool(compiler, workers=1)
+    try:
+        jobs = [pool.submit(f"w{i}", kernel(2000 + i)) for i in range(6)]
+        time.sleep(0.2)  # nothing compiles here until someone waits
+        assert compiler.threads == []
+        binaries = [pool.result(job) for job in jobs]
+    finally:
+        pool.close()
+    assert binaries == [LLVMCompiler().compile(kernel(2000 + i)) for i in range(6)]
+    # the pool thread took the oldest job to its (sleeping) worker; this thread did the rest
+    assert compiler.threads == [threading.get_ident()] * 5
+
+
+def test_a_compile_worker_imports_no_numpy():
+    """A worker builds with llvmlite alone (runtimes/llvm_build.py): importing the pool and
+    the builder must not import numpy or the runtime, or the worker starts ~3x later."""
+    code = ("import sys, runtimes.compile_pool, runtimes.llvm_build; "
+            "print(sorted(m for m in ('numpy', 'runtimes.base', 'lazyten') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(
+                             os.path.abspath(__file__)))))
+    assert out.stdout.strip() == "[]", out.stdout
