@@ -156,9 +156,6 @@ class Compiler:
     key = "base"
     threaded = False
     worker_args: tuple[str, ...] = ()  # what a compile worker process constructs it with
-    # "module:Class" a worker constructs (with worker_args) and calls `compile` on; None:
-    # this compiler's own class (a lighter one lets the worker start sooner)
-    worker_class: str | None = None
 
     def __init__(self) -> None:
         self.compiled = 0  # real compilations (cache misses), for the cache tests
@@ -170,6 +167,13 @@ class Compiler:
     def compile(self, src: str) -> bytes:
         """The backend: source -> binary (any exception on failure)."""
         raise NotImplementedError
+
+    def worker_class(self) -> str:
+        """"module:Class" that a compile worker process constructs with `worker_args` and
+        calls `compile` on: this compiler's own class, unless it names a lighter one
+        that builds the same (a worker that imports less starts sooner)."""
+        cls = type(self)
+        return f"{cls.__module__}:{cls.__qualname__}"
 
     def submit(self, name: str, src: str) -> Future:
         """compile_cached, on the compile pool's threads if the compiler is `threaded`."""

@@ -148,8 +148,7 @@ class CompilePool:
             _stop(self._local.proc)
             self._local.proc, self._local.jobs = None, 0
         if self._local.proc is None:
-            cls = type(self.compiler)
-            target = self.compiler.worker_class or f"{cls.__module__}:{cls.__qualname__}"
+            target = self.compiler.worker_class()
             path = os.pathsep.join(p for p in sys.path if p)
             try:
                 self._local.proc = subprocess.Popen(

@@ -18,7 +18,7 @@ from codegen.renderer.llvmir import LLVMRenderer
 from codegen.renderer import ProgramSpec
 from runtimes.base import Compiler, HostAllocator, Program, Runtime
 from runtimes.cpu_host import Host
-from runtimes.llvm_build import build, target_machine
+from runtimes.llvm_build import RECIPE, build, target_machine
 
 
 _TARGET_MACHINE, _PLAIN_MACHINE = target_machine(), target_machine(0)  # the compiler's
@@ -31,19 +31,31 @@ _TRIALS = 3       # ...this many each, and keep the faster
 
 class LLVMCompiler(Compiler):
     """LLVM IR -> optimised object code for this CPU."""
-    key = f"llvm-{llvm.llvm_version_info}-{llvm.get_host_cpu_name()}-{llvm.get_host_cpu_features().flatten()}"
+    machine = (f"llvm-{llvm.llvm_version_info}-{llvm.get_host_cpu_name()}-"
+               f"{llvm.get_host_cpu_features().flatten()}")
     threaded = True  # llvmlite releases the GIL in LLVM calls (and serialises them itself)
 
-    worker_class = "runtimes.llvm_build:LLVMBuild"  # a worker needs llvmlite alone
+    def __init__(self) -> None:
+        super().__init__()
+        # the LLVM, the CPU, what `build` does and OPT (from the environment, as the
+        # worker processes read it): a binary built otherwise is not this compiler's
+        self.key = f"{self.machine}-recipe{RECIPE}-O{getenv('OPT', 3)}"
 
     def compile(self, src: str) -> bytes:
         return build(src, _TARGET_MACHINE)
+
+    def worker_class(self) -> str:
+        """A worker builds with llvmlite alone (runtimes/llvm_build.py), unless a
+        subclass changed what `compile` does."""
+        if type(self).compile is LLVMCompiler.compile:
+            return "runtimes.llvm_build:LLVMBuild"
+        return super().worker_class()
 
 
 class SupportCompiler(Compiler):
     """Support code (the piece loops of runtimes/cpu_host.py): LLVM IR emitted as written,
     at -O0. Optimising it gains nothing and would cost about 10 ms at start-up."""
-    key = f"plain-{LLVMCompiler.key}"
+    key = f"plain-{LLVMCompiler.machine}"
 
     def compile(self, src: str) -> bytes:
         return build(src, _PLAIN_MACHINE, optimise=False)

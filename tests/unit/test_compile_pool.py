@@ -136,7 +136,9 @@ class SlowBuild(LLVMBuild):
 
 class RecordingCompiler(LLVMCompiler):
     """Notes the thread of every compile in this process; its workers start slowly."""
-    worker_class = f"{__name__}:SlowBuild"
+
+    def worker_class(self) -> str:
+        return f"{__name__}:SlowBuild"
 
     def __init__(self):
         super().__init__()
@@ -163,6 +165,12 @@ def test_the_waiting_thread_compiles_while_the_worker_starts():
     assert binaries == [LLVMCompiler().compile(kernel(2000 + i)) for i in range(6)]
     # the pool thread took the oldest job to its (sleeping) worker; this thread did the rest
     assert compiler.threads == [threading.get_ident()] * 5
+
+
+def test_a_subclass_that_changes_compile_is_its_own_worker():
+    """Only LLVMCompiler's own `compile` is what the light builder does."""
+    assert LLVMCompiler().worker_class() == "runtimes.llvm_build:LLVMBuild"
+    assert DyingCompiler().worker_class() == f"{__name__}:DyingCompiler"
 
 
 def test_a_compile_worker_imports_no_numpy():
