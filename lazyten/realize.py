@@ -24,6 +24,7 @@ from codegen.uops import format_uops
 from lazyten.index_check import raise_if_bad, verify
 from lazyten.lazy import LazyBuffer
 from lazyten.schedule import ScheduleItem, copy_ast, create_schedule
+from lazyten.schedule_cache import lookup
 from runtimes import Buffer, Program, get_runtime
 
 
@@ -57,6 +58,7 @@ class Stats:
     """Counters the tests and DEBUG read: kernels launched and compiled, time spent."""
     kernels = 0
     schedules = 0
+    plans = 0  # schedules launched from their template's plan (D78)
     lowered = 0
     flops = 0
     mem = 0
@@ -166,9 +168,10 @@ def _write_stages(directory: str, name: str, ast, stages: dict[str, str]) -> Non
             log(f"DEBUG_DIR: cannot write kernel stages to {directory}: {e}")
 
 
-def run_schedule(schedule: list[ScheduleItem]) -> None:
-    """Execute schedule items in order and mark their outputs realized. The schedule is
-    consumed: each item lets go of its inputs once it has run (see `_keep_old_value`)."""
+def run_schedule(schedule: list[ScheduleItem]) -> list[tuple[ProgramSpec, Program] | None]:
+    """Execute schedule items in order and mark their outputs realized; the programs they
+    ran (None for host steps). The schedule is consumed: each item lets go of its inputs
+    once it has run (see `_keep_old_value`)."""
     programs = _programs(schedule)
     timing = debug_level() >= 2  # read once per schedule, not per launch
     for item, found in zip(schedule, programs):
@@ -188,6 +191,7 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
                 verify(out)
         out.src, out.arg = (), None  # drop the graph so its buffers can be freed
         item.inputs = []
+    return programs
 
 
 def _programs(schedule: list[ScheduleItem]) -> list[tuple[ProgramSpec, Program] | None]:
@@ -353,16 +357,84 @@ def _si(n: float) -> str:
     return f"{n:.1f}P"
 
 
+class Plan:
+    """A cached schedule's launches, kept with its template (schedule_cache.Template)
+    once it has run: for each kernel the program it ran, the positions of its output and
+    inputs (>= 0: in the graph's bases, as the key numbers them; < 0: a buffer the
+    schedule made for itself, a pack panel), what its output's memory is, and whether
+    it is an index check to read. A graph with the template's key runs it with no
+    ScheduleItems and no program lookups (D78). A schedule with a host step, an ASSIGN
+    (copy on write decides on what is alive, which the plan's list of bases is) or an
+    empty output keeps the engine's general path. It holds its programs, so they stay
+    loaded while the schedule is cached (SCHEDULE_CACHE bounds both)."""
+    __slots__ = ("steps", "settings")
+
+    def __init__(self, steps: list[tuple], settings: str):
+        self.steps, self.settings = steps, settings
+
+    @staticmethod
+    def of(items: list[tuple], programs: list, schedule: list[ScheduleItem]) -> Plan | bool:
+        """The plan of a template's `items`, given the schedule that ran (the same items,
+        rebound) and its programs; False if it cannot have one."""
+        if not len(items) == len(programs) == len(schedule):
+            return False
+        steps = []
+        for (ast, out, inputs, _), found, item in zip(items, programs, schedule):
+            node = item.out
+            if found is None or ast is None or node.op is LoadOps.ASSIGN:
+                return False
+            spec, program = found
+            memory = node.realized
+            assert memory is not None, "a kernel's output is realized once it has run"
+            steps.append((program.launcher(spec.global_size, spec.local_size), spec.flops,
+                          spec.mem_bytes, out, tuple(inputs), memory.runtime, memory.size,
+                          memory.dtype, node.index_check is not None))
+        return Plan(steps, opt_settings())
+
+    def run(self, nodes: list[LazyBuffer]) -> None:
+        """Launch every step on this graph's bases, as run_schedule would."""
+        fresh: list[Buffer] = []  # the schedule's own buffers, by ~position
+        for launch, flops, mem, out, inputs, runtime, size, dtype, check in self.steps:
+            buffers = [nodes[i].realized if i >= 0 else fresh[~i] for i in inputs]
+            memory = Buffer(runtime, size, dtype)
+            launch(memory.ensure_allocated(),
+                   *[b._buf if b._buf is not None else b.ensure_allocated() for b in buffers])
+            Stats.kernels += 1
+            Stats.flops += flops
+            Stats.mem += mem
+            if out < 0:
+                fresh.append(memory)
+                continue
+            node = nodes[out]
+            node.realized = memory
+            if check:  # raise before anything reads bad indices
+                verify(node)
+            node.src, node.arg = (), None  # drop the graph so its buffers can be freed
+
+
 def realize(outs: list[LazyBuffer]) -> None:
     """Schedule and run everything needed for `outs`."""
     # all realized already (`.numpy()` after `.realize()`): nothing to schedule, since a
     # realized base's index checks ran with it
     if all([(o._base or o).realized is not None for o in outs]):
         return
-    schedule = create_schedule(outs)
+    found = lookup(outs)
+    template = found.template
+    if template is not None and template.plan and Capture.items is None and \
+            debug_level() < 2 and template.plan.settings == opt_settings():
+        Stats.schedules += 1
+        Stats.plans += 1
+        template.plan.run(found.nodes)
+        return
+    schedule = create_schedule(outs, found)
+    # the bases must go before anything runs: they would keep each ASSIGN's target
+    # alive, and `_keep_old_value` would copy every target before it is written
+    del found
     if schedule:
         Stats.schedules += 1
-    run_schedule(schedule)
+    programs = run_schedule(schedule)
+    if template is not None and template.plan is None:  # its second run: keep a plan
+        template.plan = Plan.of(template.items, programs, schedule)
 
 
 @atexit.register

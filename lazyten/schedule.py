@@ -38,7 +38,7 @@ from lazyten.fuse_attention import fuse_attention
 from lazyten.indirect import indirect_items, is_onehot
 from lazyten.lazy import LazyBuffer
 from lazyten.pack import pack_schedule
-from lazyten.schedule_cache import cached_schedule
+from lazyten.schedule_cache import Found, cached_schedule
 from lazyten.schedule_item import ScheduleItem, copy_ast, loop_target
 from lazyten.schedule_order import order_items
 from lazyten.split import ROW_MAX, split_reduces
@@ -393,11 +393,12 @@ class _KernelBuilder:
         return LazyOp(base.op, srcs, base.arg)
 
 
-def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
+def create_schedule(outs: list[LazyBuffer], found: Found | None = None) -> list[ScheduleItem]:
     """Every step needed to realize `outs`, in an order that respects dependencies.
     A graph with the same structure as one scheduled before (eager code run again)
-    reuses that schedule, rebound to this graph's buffers."""
-    return cached_schedule(outs, _schedule)
+    reuses that schedule, rebound to this graph's buffers (`found`: the cache's answer,
+    if the caller looked already)."""
+    return cached_schedule(outs, _schedule, found)
 
 
 def _schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:

@@ -2,7 +2,7 @@
 run again) reuses that schedule, rebound to the new graph's buffers (D27). The key is
 built in one pass over the graph per realize, so it is written for speed."""
 from __future__ import annotations
-from typing import Callable
+from typing import Any, Callable, NamedTuple
 
 from codegen.helpers import getenv
 from codegen.ops import LoadOps
@@ -11,22 +11,48 @@ from lazyten.lazy import LazyBuffer
 from lazyten.schedule_item import ScheduleItem
 
 
-def cached_schedule(outs: list[LazyBuffer],
-                    schedule: Callable[[list[LazyBuffer]], list[ScheduleItem]]) -> list[ScheduleItem]:
-    """The schedule of `outs` from the cache, else `schedule(outs)`, remembered."""
+class Template:
+    """A cached schedule: `items` with buffers as positions (`_template`), and `plan`,
+    what the engine keeps to launch it again without ScheduleItems (realize.py's Plan;
+    None until it has run once, False where it cannot have one)."""
+    __slots__ = ("items", "plan")
+
+    def __init__(self, items: list[tuple]):
+        self.items: list[tuple] = items
+        self.plan: Any = None
+
+
+class Found(NamedTuple):
+    """What `lookup` found for a graph: its key (None: not cachable), its bases in the
+    key's order, and the template cached for the key, if any."""
+    key: tuple | None
+    nodes: list[LazyBuffer]
+    template: Template | None
+
+
+def lookup(outs: list[LazyBuffer]) -> Found:
     key, nodes = _signature(outs)
     try:
         template = _SCHEDULES.get(key) if key is not None else None
     except TypeError:  # an unhashable op argument: schedule without the cache
         key = template = None
+    return Found(key, nodes, template)
+
+
+def cached_schedule(outs: list[LazyBuffer],
+                    schedule: Callable[[list[LazyBuffer]], list[ScheduleItem]],
+                    found: Found | None = None) -> list[ScheduleItem]:
+    """The schedule of `outs` from the cache, else `schedule(outs)`, remembered; `found`:
+    what `lookup(outs)` gave, if the caller asked already."""
+    key, nodes, template = found if found is not None else lookup(outs)
     if template is not None:
-        return _rebind(template, nodes)
+        return _rebind(template.items, nodes)
     CacheStats.misses += 1
     items = schedule(outs)
     if key is not None:
         if len(_SCHEDULES) >= getenv("SCHEDULE_CACHE", 1024):
             _SCHEDULES.clear()
-        _SCHEDULES[key] = _template(items, nodes)
+        _SCHEDULES[key] = Template(_template(items, nodes))
     return items
 
 
@@ -36,7 +62,7 @@ class CacheStats:
     misses = 0
 
 
-_SCHEDULES: dict[tuple, list[tuple]] = {}
+_SCHEDULES: dict[tuple, Template] = {}
 _UNCACHED = (LoadOps.COPY, LoadOps.EMPTY, LoadOps.CUSTOM)
 
 

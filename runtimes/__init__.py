@@ -17,7 +17,7 @@ _FROM_BASE = ("Allocator", "Buffer", "CompileError", "Compiler", "Program", "Run
 
 def __getattr__(name: str) -> Any:
     """runtimes.base's classes, imported when first asked for: a compile worker process
-    imports runtimes.compile_pool, and with it this package, without numpy (it starts
+    imports runtimes.compile_worker, and with it this package, without numpy (it starts
     sooner: runtimes/llvm_build.py)."""
     if name in _FROM_BASE:
         return getattr(importlib.import_module("runtimes.base"), name)

@@ -7,6 +7,7 @@ verified data (runtimes/disk_cache.py). Program: a loaded binary, called with bu
 launch sizes; returns seconds when asked to wait. Imports codegen only.
 """
 from __future__ import annotations
+import functools
 import hashlib
 import pathlib
 import itertools
@@ -26,7 +27,9 @@ from runtimes.disk_cache import DiskCache
 
 class Allocator:
     """Raw device memory. Freed blocks are kept by size for reuse, up to ALLOC_CACHE_MB
-    bytes in all; past that the blocks freed longest ago go back to the device."""
+    bytes in all; past that the blocks freed longest ago go back to the device. LRU and
+    ALLOC_CACHE_MB are read when the allocator is made (its device's first use): a
+    buffer is freed on every eager op, so `free` reads no setting."""
 
     def __init__(self) -> None:
         self.cache: dict[int, list[int]] = defaultdict(list)  # size -> tokens, newest last
@@ -34,25 +37,27 @@ class Allocator:
         self.cached_bytes = 0
         self.live = 0  # blocks handed out and not yet freed: the memory-leak tests read it
         self._tokens = itertools.count()
+        self.keep = bool(getenv("LRU", 1))
+        self.limit = getenv("ALLOC_CACHE_MB", 1024) << 20
 
     def alloc(self, nbytes: int) -> Any:
         self.live += 1
-        if self.cache[nbytes]:
+        tokens = self.cache[nbytes]
+        if tokens:
             self.cached_bytes -= nbytes
-            return self.blocks.pop(self.cache[nbytes].pop())[1]
+            return self.blocks.pop(tokens.pop())[1]
         return self._alloc(nbytes)
 
     def free(self, opaque: Any, nbytes: int) -> None:
         self.live -= 1
-        if not getenv("LRU", 1):
+        if not self.keep:
             self._free(opaque)
             return
         token = next(self._tokens)
         self.cache[nbytes].append(token)
         self.blocks[token] = (nbytes, opaque)
         self.cached_bytes += nbytes
-        limit = getenv("ALLOC_CACHE_MB", 1024) << 20
-        while self.cached_bytes > limit:
+        while self.cached_bytes > self.limit:
             token, (size, old) = self.blocks.popitem(last=False)
             self.cache[size].remove(token)  # the oldest of its size: first in its list
             self.cached_bytes -= size
@@ -271,6 +276,12 @@ class Program:
                  wait: bool = False) -> float | None:
         raise NotImplementedError
 
+    def launcher(self, global_size: list[int], local_size: list[int]) -> Callable[..., Any]:
+        """A launch of this program with these sizes, called with the buffers' memory
+        alone (what the engine's plans keep, D78); a runtime may return something
+        cheaper than a call with keywords."""
+        return functools.partial(self, global_size=global_size, local_size=local_size)
+
 
 class Runtime:
     """One device: its allocator, compiler, Program maker and renderer. `program(spec,
@@ -290,22 +301,20 @@ class Runtime:
 
 class Buffer:
     """`size` elements of `dtype` on a device; memory is allocated on first use."""
+    __slots__ = ("runtime", "size", "dtype", "nbytes", "_buf", "__weakref__")
 
     def __init__(self, runtime: Runtime, size: int, dtype: DType):
         self.runtime, self.size, self.dtype = runtime, size, dtype
+        self.nbytes = size * dtype.itemsize
         self._buf: Any = None
 
     @property
     def device(self) -> str:
         return self.runtime.name
 
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
-
     def ensure_allocated(self) -> Any:
         if self._buf is None:
-            self._buf = self.runtime.allocator.alloc(max(self.nbytes, 1))
+            self._buf = self.runtime.allocator.alloc(self.nbytes or 1)
         return self._buf
 
     def copyin(self, data: memoryview) -> Buffer:
@@ -319,9 +328,10 @@ class Buffer:
         return dest
 
     def __del__(self):
-        if getattr(self, "_buf", None) is not None:
-            self.runtime.allocator.free(self._buf, max(self.nbytes, 1))
+        buf = getattr(self, "_buf", None)  # (not set if __init__ failed)
+        if buf is not None:
             self._buf = None
+            self.runtime.allocator.free(buf, self.nbytes or 1)
 
     def __repr__(self) -> str:
         return f"<Buffer {self.device} {self.size} {self.dtype.name}>"

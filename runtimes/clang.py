@@ -40,7 +40,7 @@ def find_compiler() -> str:
 
 class ClangCompiler(Compiler):
     """C -> shared-object bytes; the key names the compiler's version and the flags. Made
-    with no arguments in a compile worker process (runtimes/compile_pool.py)."""
+    with no arguments in a compile worker process (runtimes/compile_worker.py)."""
     threaded = True  # compiles on the pool's threads, and with more cores in its workers
 
     def __init__(self, cc: str | None = None, tmp: str | None = None):

@@ -1,7 +1,7 @@
 """Compiling kernels in parallel, for a Compiler that sets `threaded`.
 
 Jobs wait in a queue. Each pool thread feeds one worker process, `python -m
-runtimes.compile_pool MODULE:CLASS ARGS...`, which compiles with its own instance of the
+runtimes.compile_worker MODULE:CLASS ARGS...`, which compiles with its own instance of the
 same Compiler class, made from the compiler's `worker_args` (llvmlite runs one LLVM call
 at a time per process, and pocl one build, so threads alone would not use a second core).
 The engine's own thread compiles nothing while it still has kernels to lower: lowering
@@ -21,16 +21,12 @@ COMPILE_WORKER_JOBS compiles: the growth stays bounded by those two settings.
 While a build takes more than a second, a counter on stderr says how far it is
 (runtimes/build_progress.py): on a terminal only, so logs, pipes and tests see nothing.
 
-Protocol on the worker's stdin/stdout: a little-endian u32 length, then the bytes; the
-request is the source, the reply is b"K" + binary or b"E" + the error text.
+The worker processes run runtimes/compile_worker.py (its docstring has the protocol).
 """
 from __future__ import annotations
 import atexit
-import importlib
 import itertools
 import os
-import signal
-import struct
 import subprocess
 import sys
 import threading
@@ -41,6 +37,7 @@ from typing import Any
 from codegen.helpers import getenv
 from runtimes.build_progress import BuildProgress
 from runtimes.compile_error import CompileError
+from runtimes.compile_worker import receive, send
 
 
 class CompilePool:
@@ -152,7 +149,7 @@ class CompilePool:
             path = os.pathsep.join(p for p in sys.path if p)
             try:
                 self._local.proc = subprocess.Popen(
-                    [sys.executable, "-m", "runtimes.compile_pool", target,
+                    [sys.executable, "-m", "runtimes.compile_worker", target,
                      *self.compiler.worker_args],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                     env={**os.environ, "PYTHONPATH": path})
@@ -164,8 +161,8 @@ class CompilePool:
         if not proc:
             return None
         try:
-            _send(proc.stdin, src.encode())
-            reply = _receive(proc.stdout)
+            send(proc.stdin, src.encode())
+            reply = receive(proc.stdout)
         except OSError:
             reply = None
         if reply is None:  # the worker died: this thread compiles here from now on
@@ -187,38 +184,3 @@ def _stop(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-
-
-def _send(stream, data: bytes) -> None:
-    stream.write(struct.pack("<I", len(data)) + data)
-    stream.flush()
-
-
-def _receive(stream) -> bytes | None:
-    header = stream.read(4)
-    if len(header) < 4:
-        return None
-    size = struct.unpack("<I", header)[0]
-    data = stream.read(size)
-    return data if len(data) == size else None
-
-
-def main(argv: list[str]) -> int:
-    """The worker: compile each source read from stdin until stdin closes, with a
-    compiler made as `CLASS(*ARGS)` from `MODULE:CLASS ARGS...`."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # anything printed goes to stderr, not into the replies
-    module, _, cls = argv[0].partition(":")
-    compiler = getattr(importlib.import_module(module), cls)(*argv[1:])
-    while (request := _receive(sys.stdin.buffer)) is not None:
-        try:
-            reply = b"K" + compiler.compile(request.decode())
-        except Exception as e:  # noqa: BLE001 - every failure goes back to the parent
-            reply = b"E" + f"{type(e).__name__}: {e}".encode()
-        _send(out, reply)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

@@ -10,6 +10,7 @@ import ctypes
 import functools
 import os
 import time
+from typing import Any, Callable
 
 import llvmlite.binding as llvm
 
@@ -99,6 +100,18 @@ class CPUProgram(Program):
             else:
                 self.run_pieces(ptrs, n, min(n, threads * _CHUNKS_PER_THREAD), threads - 1)
         return time.perf_counter() - start if wait else None
+
+    def launcher(self, global_size: list[int], local_size: list[int]) -> Callable[..., Any]:
+        """The ctypes function itself, given the addresses, where no call decides anything:
+        a kernel without thread bounds, or one too small for two threads (`serial` never
+        turns false once true)."""
+        fn = self.fn
+        if not self.threaded:
+            return lambda *bufs: fn(*[b[1] for b in bufs])
+        if self.serial:
+            n = global_size[0]
+            return lambda *bufs: fn(*[b[1] for b in bufs], 0, n)
+        return super().launcher(global_size, local_size)
 
     def try_both(self, ptrs: list[int], n: int, threads: int) -> None:
         """One of the first calls: serial or split in turn, timed; after _TRIALS of each,

@@ -1,7 +1,7 @@
 """LLVM IR -> object code for this CPU, with llvmlite and the standard library only.
 
 The CPU runtime's compiler (runtimes/cpu_llvm.py) builds with `build`, and a compile
-worker process (runtimes/compile_pool.py) constructs `LLVMBuild` alone: importing no
+worker process (runtimes/compile_worker.py) constructs `LLVMBuild` alone: importing no
 numpy and none of the runtime, a worker starts in about 0.15 s instead of 0.55 (most of
 a cold first step's lowering, which it should spend compiling; D43 addendum).
 """

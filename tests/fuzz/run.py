@@ -268,6 +268,11 @@ def _arguments(prog: Program) -> list[str]:
 def _jitted(prog: Program, device: str):
     """The program as a jitted function of some leaf tensors, returning what it reads."""
     from lazyten import jit
+    return jit(_function(prog, device))
+
+
+def _function(prog: Program, device: str):
+    """The program as a plain function of some leaf tensors, returning what it reads."""
     leaves = _arguments(prog)
     body = [s.line() for s in prog.steps
             if not (s.kind == "input" and s.out is not None and s.out.name in leaves)]
@@ -280,7 +285,7 @@ def _jitted(prog: Program, device: str):
         ns.update(zip(leaves, tensors))
         exec(code, ns)
         return tuple(ns[name] for name in names)
-    return jit(program)
+    return program
 
 
 def _leaf_tensors(prog: Program, arrays: dict, device: str) -> list:
@@ -301,7 +306,19 @@ def check_jit(prog: Program, device: str) -> Failure | None:
     in place and random numbers were frozen by the capture)."""
     if prog.expect_error or prog.grad or not prog.read_order:
         return None
-    fn = _jitted(prog, device)
+    return _check_calls(prog, device, _jitted(prog, device), "jit", "under lazyten.jit")
+
+
+def check_repeat(prog: Program, device: str) -> Failure | None:
+    """The program as a plain function of half its inputs, called eagerly JIT_CALLS times
+    with those inputs shuffled: from call 2 the schedule cache rebinds the first call's
+    schedule to the new graph, from call 3 the engine launches its plan (D27, D78)."""
+    if prog.expect_error or prog.grad or not prog.read_order:
+        return None
+    return _check_calls(prog, device, _function(prog, device), "repeat", "eagerly")
+
+
+def _check_calls(prog: Program, device: str, fn, kind: str, how: str) -> Failure | None:
     for call in range(JIT_CALLS):
         rng = np.random.default_rng(call)
         passed = _arguments(prog)
@@ -309,13 +326,13 @@ def check_jit(prog: Program, device: str) -> Failure | None:
                   rng.permutation(inp.array.reshape(-1)).reshape(inp.array.shape)
                   for n, inp in prog.inputs.items()}
         interp = reference(prog, leaves=arrays)
-        note = (f"\n# under lazyten.jit: call {call + 1} of a function of the inputs "
+        note = (f"\n# {how}: call {call + 1} of a function of the inputs "
                 f"{', '.join(passed)}, their elements shuffled by np.random.default_rng({call})")
         try:
             with time_limit(TIMEOUT):
                 got = [t.numpy() for t in fn(*_leaf_tensors(prog, arrays, device))]
         except Exception as e:  # noqa: BLE001 - any exception is a finding
-            return Failure("jit " + _classify(e), f"{type(e).__name__}: {e} (call {call + 1})\n"
+            return Failure(f"{kind} " + _classify(e), f"{type(e).__name__}: {e} (call {call + 1})\n"
                            f"{traceback.format_exc(limit=-6)}", render(prog, device) + note,
                            _error_key(e))
         problems = []
@@ -324,7 +341,7 @@ def check_jit(prog: Program, device: str) -> Failure | None:
             if problem:
                 problems.append(problem)
         if problems:
-            return Failure("jit wrong value", f"call {call + 1}: " + "\n".join(problems),
+            return Failure(f"{kind} wrong value", f"call {call + 1}: " + "\n".join(problems),
                            render(prog, device) + note, "call 1" if call == 0 else "replay")
     return None
 

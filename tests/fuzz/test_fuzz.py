@@ -20,12 +20,13 @@ from runtimes import get_runtime
 
 from fuzz.gen import programs
 from fuzz.minimize import minimize
-from fuzz.run import check_forward, check_gradients, check_jit
+from fuzz.run import check_forward, check_gradients, check_jit, check_repeat
 
 # programs per test in CI: sized so the fuzzer adds about a minute to the suite on 2 cores
 FORWARD_EXAMPLES = {"CPU": 600, "OPENCL": 60, "CLANG": 60}
 GRADIENT_EXAMPLES = {"CPU": 300, "OPENCL": 20, "CLANG": 20}
 JIT_EXAMPLES = {"CPU": 150, "OPENCL": 10, "CLANG": 10}
+REPEAT_EXAMPLES = {"CPU": 150, "OPENCL": 10, "CLANG": 10}
 CHUNK = 20  # programs per hypothesis run in the timed mode (one seed each)
 SHOWN = 6  # distinct failures printed in full
 MINIMIZE_SECONDS = (5, 20)  # shrinking each distinct failure, and all of them, per test
@@ -114,6 +115,13 @@ def test_jitted_programs_match_numpy(device):
     fuzz(programs(), lambda prog: check_jit(prog, device), JIT_EXAMPLES[device])
 
 
+@pytest.mark.parametrize("device", _devices())
+def test_repeated_programs_match_numpy(device):
+    """Each program as a plain function called again with new input values: the cached
+    schedule and the engine's plan must compute what the first call computes."""
+    fuzz(programs(), lambda prog: check_repeat(prog, device), REPEAT_EXAMPLES[device])
+
+
 # ---- the oracle itself: a planted error must be reported ----
 def _program_with(kind: str, grad: bool = False):
     """The simplest program with an op of `kind` acting on a float input."""
@@ -157,4 +165,12 @@ def test_a_planted_wrong_value_is_reported_under_jit():
     name = _plant(prog, "elementwise", lambda interp: True)
     failure = check_jit(prog, "CPU")
     assert failure is not None and failure.category == "jit wrong value" and \
+        name in failure.detail, f"a reference doubled at {name} went unnoticed: {failure}"
+
+
+def test_a_planted_wrong_value_is_reported_when_repeated():
+    prog = _program_with("elementwise")
+    name = _plant(prog, "elementwise", lambda interp: True)
+    failure = check_repeat(prog, "CPU")
+    assert failure is not None and failure.category == "repeat wrong value" and \
         name in failure.detail, f"a reference doubled at {name} went unnoticed: {failure}"

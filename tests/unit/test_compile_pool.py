@@ -176,7 +176,7 @@ def test_a_subclass_that_changes_compile_is_its_own_worker():
 def test_a_compile_worker_imports_no_numpy():
     """A worker builds with llvmlite alone (runtimes/llvm_build.py): importing the pool and
     the builder must not import numpy or the runtime, or the worker starts ~3x later."""
-    code = ("import sys, runtimes.compile_pool, runtimes.llvm_build; "
+    code = ("import sys, runtimes.compile_worker, runtimes.llvm_build; "
             "print(sorted(m for m in ('numpy', 'runtimes.base', 'lazyten') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(
