@@ -4,6 +4,7 @@ A renderer is passed in by the runtime; codegen never picks a device.
 """
 from __future__ import annotations
 import functools
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -30,6 +31,18 @@ class ProgramSpec:
     def entry(self) -> str:
         """The symbol a runtime looks up in the compiled binary."""
         return self.function or self.name
+
+
+def named_after_body(spec: ProgramSpec, definition: str) -> ProgramSpec:
+    """`spec` with its function named after a hash of its source, keeping the kind's
+    letter (`E_<hash>`); `definition` is how the source spells the name where the
+    function is defined, with `{}` for the name. Kernels that differ only in their name
+    (Adam's update of every parameter: the length is the loop bound or the launch size)
+    are then one source, compiled once [D42]; `spec.name` stays the readable `E_30720`."""
+    body = spec.src.replace(definition.format(spec.name), definition.format(""), 1)
+    spec.function = f"{spec.name[0]}_{hashlib.sha256(body.encode()).hexdigest()[:16]}"
+    spec.src = body.replace(definition.format(""), definition.format(spec.function), 1)
+    return spec
 
 
 class Renderer:

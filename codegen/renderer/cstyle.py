@@ -36,7 +36,7 @@ from codegen.helpers import prod
 from codegen.linearizer import LinearKernel
 from codegen.target import gpu
 from codegen.ops import EXACT_OPS, BinaryOps, Op, TernaryOps, UnaryOps
-from codegen.renderer import Renderer
+from codegen.renderer import ProgramSpec, Renderer, named_after_body
 from codegen.renderer.c_helpers import (BF16, BF16_DOUBLE, bf16_through_double,
                                         needs_double_bf16, uses)
 from codegen.uops import UOp, dtype_of
@@ -220,6 +220,11 @@ class CStyleRenderer(Renderer):
         if src.is_float and dst.is_int and dst.itemsize < 8:  # wrap like numpy, via 64 bits
             return f"({self.types[dst]})({self.types[dtypes.int64]})({x})"
         return f"({self.types[dst]})({x})"
+
+    def program(self, kernel: LinearKernel) -> ProgramSpec:
+        """The kernel is named after its body (D42): OpenCL's and CUDA's per-parameter
+        Adam updates differ only in their launch size, CLANG's in their loop bound."""
+        return named_after_body(super().program(kernel), "void {}(")
 
     # ---- one kernel: a rule per uop kind, each adding to the _CKernel being written ----
     def render(self, kernel: LinearKernel) -> str:

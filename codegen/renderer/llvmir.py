@@ -9,13 +9,12 @@ Each uop kind has a `_render_<kind>` method. Types and constants are spelled in
 llvm_types.py, ALU instructions in llvm_alu.py, casts and bfloat16 rounding in llvm_casts.py.
 """
 from __future__ import annotations
-import hashlib
 
 from codegen.dtypes import DType, dtypes
 from codegen.linearizer import LinearKernel
 from codegen.target import Target, host_cpu
 from codegen.ops import EXACT_OPS, TernaryOps
-from codegen.renderer import ProgramSpec, Renderer
+from codegen.renderer import ProgramSpec, Renderer, named_after_body
 from codegen.renderer.llvm_alu import alu
 from codegen.renderer.llvm_masks import masked_load
 from codegen.renderer.llvm_casts import (bf16_bits, from_bf16, render_bitcast, render_cast,
@@ -70,14 +69,8 @@ class LLVMRenderer(Renderer):
         self.target = target or host_cpu()
 
     def program(self, kernel: LinearKernel) -> ProgramSpec:
-        """The function is named after its body, so kernels that differ only in their
-        name (Adam's update of every parameter: the length is the loop bound, an
-        argument) are one source, compiled once."""
-        spec = super().program(kernel)
-        body = spec.src.replace(f"@{kernel.name}(", "@(", 1)
-        spec.function = f"{kernel.name[0]}_{hashlib.sha256(body.encode()).hexdigest()[:16]}"
-        spec.src = body.replace("@(", f"@{spec.function}(", 1)
-        return spec
+        """The function is named after its body (D42)."""
+        return named_after_body(super().program(kernel), "@{}(")
 
     def render(self, kernel: LinearKernel) -> str:
         k, rules = _LLVMKernel(kernel), self._rules

@@ -104,6 +104,26 @@ def test_kernels_that_differ_only_in_length_share_a_function():
     assert spec.entry != specs[0].entry
 
 
+@pytest.mark.parametrize("renderer", ["OpenCLRenderer", "CUDARenderer", "ClangRenderer"])
+def test_c_kernels_that_differ_only_in_length_share_a_source(renderer):
+    """The same for the C dialects (D42): an OpenCL or CUDA kernel's length is its launch
+    size, a CLANG kernel's its loop bound, so Adam's updates are one build each."""
+    from codegen.renderer.clang import ClangRenderer
+    from codegen.renderer.cuda import CUDARenderer
+    from codegen.renderer.opencl import OpenCLRenderer
+    r = {"OpenCLRenderer": OpenCLRenderer, "CUDARenderer": CUDARenderer,
+         "ClangRenderer": ClangRenderer}[renderer]()
+    sizes = [13, 840, 10080]
+
+    def spec(n: int, scale: float):
+        out = Tensor(np.arange(n, dtype=np.float32)) * scale - 2
+        return r.program(linearize(create_schedule([out.lazydata])[-1].ast, r.target))
+    specs = [spec(n, 1.5) for n in sizes]
+    assert [s.name for s in specs] == [f"E_{n}" for n in sizes]
+    assert len({s.src for s in specs}) == 1 and specs[0].entry in specs[0].src
+    assert spec(13, 2.5).entry != specs[0].entry  # another body, another name
+
+
 def test_long_runs_move_compiles_to_recycled_workers(monkeypatch):
     """LLVM keeps memory per compile in the compiling process, so after COMPILE_HERE_MAX
     compiles here the pool sends the rest to workers, each replaced after
