@@ -160,17 +160,11 @@ def test_a_planted_wrong_derivative_is_reported():
         f"a doubled derivative went unnoticed: {failure}\n{prog.source()}"
 
 
-def test_a_planted_wrong_value_is_reported_under_jit():
+@pytest.mark.parametrize("check, category", [(check_jit, "jit"), (check_repeat, "repeat")])
+def test_a_planted_wrong_value_is_reported_when_called_again(check, category):
+    """Under @jit and called again eagerly: a wrong value on any call is reported."""
     prog = _program_with("elementwise")
     name = _plant(prog, "elementwise", lambda interp: True)
-    failure = check_jit(prog, "CPU")
-    assert failure is not None and failure.category == "jit wrong value" and \
-        name in failure.detail, f"a reference doubled at {name} went unnoticed: {failure}"
-
-
-def test_a_planted_wrong_value_is_reported_when_repeated():
-    prog = _program_with("elementwise")
-    name = _plant(prog, "elementwise", lambda interp: True)
-    failure = check_repeat(prog, "CPU")
-    assert failure is not None and failure.category == "repeat wrong value" and \
+    failure = check(prog, "CPU")
+    assert failure is not None and failure.category == f"{category} wrong value" and \
         name in failure.detail, f"a reference doubled at {name} went unnoticed: {failure}"
