@@ -104,13 +104,15 @@ class CPUProgram(Program):
     def launcher(self, global_size: list[int], local_size: list[int]) -> Callable[..., Any]:
         """The ctypes function itself, given the addresses, where no call decides anything:
         a kernel without thread bounds, or one too small for two threads (`serial` never
-        turns false once true)."""
+        turns false once true). The launcher holds this program (`_keep`): its code lives
+        as long as the program's engine does, and a plan may outlive the program cache's
+        entry (called after its engine had gone, it crashed the process)."""
         fn = self.fn
         if not self.threaded:
-            return lambda *bufs: fn(*[b[1] for b in bufs])
+            return lambda *bufs, _keep=self: fn(*[b[1] for b in bufs])
         if self.serial:
             n = global_size[0]
-            return lambda *bufs: fn(*[b[1] for b in bufs], 0, n)
+            return lambda *bufs, _keep=self: fn(*[b[1] for b in bufs], 0, n)
         return super().launcher(global_size, local_size)
 
     def try_both(self, ptrs: list[int], n: int, threads: int) -> None:

@@ -90,3 +90,28 @@ def test_plans_step_aside_for_settings_debug_and_recording(capsys):
         np.testing.assert_array_equal(out, np.full(6, 3.0 * i - 1))
     (a * 3 - 1).realize()
     assert Stats.plans == before + 1
+
+
+def test_a_plan_keeps_its_programs_alive():
+    """A plan outlives the program cache's entries (LRU eviction, a cleared cache): its
+    launches must keep their programs, whose engines hold the code they call. A launch
+    that held only the ctypes function called freed code once its engine went (a
+    segfault in the test suite, after another test had emptied the cache)."""
+    import gc
+    import weakref
+    from lazyten import realize as engine
+    from lazyten.schedule_cache import lookup
+    xs = [np.arange(31 * 3, dtype=np.float32).reshape(31, 3) * (i - 2) for i in range(5)]
+    make = lambda i: (Tensor(xs[i]) * 3.5 - 1).sum(1)  # noqa: E731
+    got, plans = runs(make, 3)
+    assert plans == 1
+    template = lookup([make(0).lazydata]).template
+    assert template is not None and template.plan
+    alive = [weakref.ref(engine.get_program(ast, "CPU")[1]) for ast, *_ in template.items]
+    engine._PROGRAMS.clear()
+    gc.collect()
+    assert all(ref() is not None for ref in alive), "the plan's programs were freed"
+    got, plans = runs(lambda i: make(i + 3), 2)
+    assert plans == 2
+    for x, out in zip(xs[3:], got):
+        np.testing.assert_allclose(out, (x * 3.5 - 1).sum(1), rtol=1e-6)
