@@ -37,6 +37,11 @@ def rewrite_gathers(ast: LazyOp, ranges: dict[int, int]) -> LazyOp:
     reduces = [n for n in ast.walk() if isinstance(n.op, ReduceOps)]
     if len(reduces) != 1 or reduces[0].op is not ReduceOps.SUM:
         return ast  # a row or attention kernel: several reduces
+    stored = ast.arg.st.shape
+    if any(stored[a] != 1 for a in reduces[0].arg):
+        # a row kernel (D55): the sum is read at every position of its row, and its
+        # substitute would have the reduced shape inside a kernel of the full one
+        return ast
     new = _collapse(reduces[0], ranges)
     return ast if new is None else ast.replace(reduces[0], new)
 

@@ -242,6 +242,20 @@ def test_tensor_indexing_and_gather(shape, data, seed):
 
 
 @settings(max_examples=8)
+@given(rows=st.integers(1, 3), width=st.integers(2, 6), data=st.data(), seed=SEEDS)
+def test_gathered_values_read_nonlinearly(rows, width, data, seed):
+    """A gathered value whose gradient reads it again (1 / x): the backward kernel sums
+    the one-hot pick and reads it at every position of the gathered row (a row kernel);
+    the pick made an indirect load there had the reduced shape inside the row's (a
+    crash in the optimiser, found by the gradient fuzzer, seed 5149)."""
+    rng = np.random.default_rng(seed)
+    x = 1 + rng.random((rows, width))
+    index = rng.integers(0, width, size=(data.draw(st.integers(1, rows)), 1)).astype(np.uint8)
+    check_grad(lambda t: 1 / t.gather(1, Tensor(index)), x, seed=seed)
+    check_grad(lambda t: t[:1] / t.gather(1, Tensor(index[:1])), x, seed=seed)
+
+
+@settings(max_examples=8)
 @given(shape=shapes(1, 3, 3), data=st.data(), seed=SEEDS)
 def test_cat_stack_split_repeat(shape, data, seed):
     dim = data.draw(st.integers(0, len(shape) - 1))
