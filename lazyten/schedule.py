@@ -43,6 +43,7 @@ from lazyten.schedule_item import ScheduleItem, copy_ast, loop_target
 from lazyten.schedule_order import order_items
 from lazyten.split import ROW_MAX, split_reduces
 from lazyten.traced import CompositeOps, expand as expand_pointwise
+from lazyten.traced_graph import expand_graphs
 
 __all__ = ["ScheduleItem", "copy_ast", "create_schedule"]
 
@@ -402,6 +403,7 @@ def create_schedule(outs: list[LazyBuffer], found: Found | None = None) -> list[
 
 
 def _schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
+    expand_graphs(outs)  # traced forwards become the graphs they stand for (D79)
     split_reduces(outs)  # a schedule pass: rewrites long reduces before fusion is decided
     graph = _Graph(outs)
     items = []

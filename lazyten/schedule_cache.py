@@ -115,10 +115,11 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
 
 
 def _template(items: list[ScheduleItem], nodes: list[LazyBuffer]) -> list[tuple]:
-    """Items with buffers as positions: i >= 0 for nodes[i], ~j (< 0) for the j-th copy
-    the scheduler made (a pack panel, an assign target's old value: a fresh buffer each
-    time the schedule is reused): (ast, out, inputs, how to make the fresh output or
-    None)."""
+    """Items with buffers as positions: i >= 0 for nodes[i], ~j (< 0) for the j-th buffer
+    the scheduler made (a pack panel, an assign target's old value, a kernel inside a
+    traced forward's graph: a fresh buffer each time the schedule is reused): (ast, out,
+    inputs, how to make the fresh output or None). The fresh output's source is a
+    position, or None where it is no buffer of the schedule (inside a traced graph)."""
     index = {id(n): i for i, n in enumerate(nodes)}
     out: list[tuple] = []
     fresh = 0
@@ -127,8 +128,9 @@ def _template(items: list[ScheduleItem], nodes: list[LazyBuffer]) -> list[tuple]
         if id(item.out) not in index:
             index[id(item.out)] = ~fresh
             fresh += 1
+            src = item.out.src[0].base if item.out.src else None
             new = (item.out.device, item.out.shape, item.out.dtype, item.out.op,
-                   index[id(item.out.src[0].base)])
+                   index.get(id(src)))
         out.append((item.ast, index[id(item.out)], [index[id(b)] for b in item.inputs], new))
     return out
 
@@ -140,6 +142,7 @@ def _rebind(template: list[tuple], nodes: list[LazyBuffer]) -> list[ScheduleItem
         if new is not None:
             device, shape, dtype, op, src = new
             fresh.append(LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, op,
+                                    () if src is None else
                                     (nodes[src] if src >= 0 else fresh[~src],)))
         if fresh:
             items.append(ScheduleItem(ast, nodes[out] if out >= 0 else fresh[~out],

@@ -39,6 +39,7 @@ from lazyten.resize import ResizeMixin
 from lazyten.scatter import ScatterMixin
 from lazyten.sorting import SortingMixin
 from lazyten.stats import StatsMixin
+from lazyten.traced_graph import traced_forward
 from lazyten.switches import _NO_GRAD, _TRAINING, no_grad, switch, training_mode  # noqa: F401
 from runtimes import Buffer, canonical, get_runtime
 
@@ -240,6 +241,11 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, ReduceM
         # forward saves what backward needs only if recording (the switch's variable is
         # read directly: this runs once per op, so one and two inputs are spelt out)
         record = not _NO_GRAD.get()
+        if fn.traced and not (record and (self.requires_grad or
+                                          any([t.requires_grad for t in others]))):
+            lazy = traced_forward(fn, [self.lazydata, *[t.lazydata for t in others]], kwargs)
+            if lazy is not None:
+                return Tensor._wrap(lazy)
         if not others:
             tensors: tuple[Tensor, ...] = (self,)
             ctx = fn([record and bool(self.requires_grad)])

@@ -33,9 +33,12 @@ _DEPTH_MAX = 128  # deeper compositions stay as written (the scheduler cuts deep
 
 class CompositeOps(_Op):
     """Lazy graph only: POINTWISE (arg: a Pointwise) is its sources run through a traced
-    composition of elementwise ops; INPUT (arg: its position) is a placeholder of a trace."""
+    composition of elementwise ops; INPUT (arg: its position) is a placeholder of a trace;
+    GRAPH (arg: a traced_graph.Subgraph) a Function's forward, rebuilt over its sources
+    before anything is scheduled."""
     POINTWISE = 1
     INPUT = 2
+    GRAPH = 3
 
 
 class Pointwise:

@@ -15,6 +15,9 @@ from lazyten.lazy import LazyBuffer
 class Function:
     """Base: remembers which inputs need a gradient."""
     versions: tuple[int, ...] | None = None  # the inputs' `_version`s, set by Tensor.apply
+    # the forward is fixed by the inputs' shapes, dtypes and device and the keyword
+    # arguments: without a gradient it runs as one traced graph node (traced_graph.py)
+    traced = False
 
     def __init__(self, needs_input_grad: list[bool]):
         self.needs_input_grad = needs_input_grad

@@ -56,7 +56,10 @@ class Matmul(Function):
 class Linear(Matmul):
     """x @ w.T (+ b): w (m, k), b (m,), all of one dtype, as one Function: the ops of
     Tensor.T's Permute, Matmul, and the Add of b broadcast (a Reshape and an Expand, when
-    the rank grows), in their order, so the graph is the chain's (D61)."""
+    the rank grows), in their order, so the graph is the chain's (D61). With a bias and
+    no gradient it is one traced node (D79); without one its result is a view, which a
+    trace does not take."""
+    traced = True
 
     def forward(self, x: LazyBuffer, w: LazyBuffer, b: LazyBuffer | None = None) -> LazyBuffer:
         out = super().forward(x, w.permute((1, 0)))

@@ -26,6 +26,7 @@ from lazyten.lazy import LazyBuffer
 class LayerNorm(Function):
     """Inputs: x, then weight if `affine[0]`, then bias if `affine[1]`; each parameter's
     shape broadcasts to x's (as `*` and `+` would broadcast it)."""
+    traced = True
 
     def forward(self, x: LazyBuffer, *params: LazyBuffer, axes: tuple[int, ...] = (-1,),
                 eps: float = 1e-5, affine: tuple[bool, bool] = (False, False)):

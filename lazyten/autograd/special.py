@@ -140,6 +140,7 @@ class Softmax(Function):
     Both directions are written in LazyBuffer ops: the same graph the Tensor composite
     (`t - t.amax(axis, keepdim=True)`, ...) builds, without a Function and a Tensor per
     step (D61). 16-bit floats take exp, log and sum in float32, as the Tensor methods do."""
+    traced = True
 
     def forward(self, x, axis: int = -1, log: bool = False, tensor=None):
         self.axes, self.log = norm_axes(axis, len(x.shape)), log

@@ -1,0 +1,137 @@
+"""A Function's forward as one graph node without gradients (lazyten/traced_graph.py, D79).
+
+Softmax, log_softmax, layer_norm and linear (with a bias) run without a gradient must give bit for bit what
+their forward gives when it is built node by node (GRAPH_TRACE=0), over drawn shapes,
+dtypes, axes, input layouts (views, broadcasts, unrealized inputs), consumers in the
+same graph, and calls repeated (the cached schedule and its plan, whose buffers inside
+the traced graph are made afresh each call); and numpy's values within float tolerance.
+They must build one node, and the next call must schedule nothing.
+"""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from codegen.dtypes import dtypes
+from codegen.helpers import Context
+from lazyten import Tensor
+from lazyten.nn import functional as F
+from lazyten.schedule_cache import CacheStats
+from lazyten.traced import CompositeOps
+from lazyten.traced_graph import _TRACES
+from tests.helpers import LAYOUTS, NP, arrays, make_layout
+
+OPS = ["softmax", "log_softmax", "layer_norm", "layer_norm_affine", "layer_norm_2d", "linear"]
+FLOATS = [dtypes.float16, dtypes.float32, dtypes.float64]
+
+
+def _call(op: str, x: Tensor, axis: int, weight: Tensor, bias: Tensor) -> Tensor:
+    if op == "softmax":
+        return x.softmax(axis)
+    if op == "log_softmax":
+        return x.log_softmax(axis)
+    if op == "layer_norm":
+        return F.layer_norm(x, x.shape[-1:])
+    if op == "linear":  # weight (5, width), bias (5,)
+        return F.linear(x, weight.reshape(1, -1).expand(5, -1) * Tensor(
+            np.linspace(1, 2, 5, dtype=np.float32)).cast(x.dtype).reshape(5, 1), bias[:5])
+    if op == "layer_norm_2d":
+        return F.layer_norm(x, x.shape[-2:], weight.reshape(1, -1).expand(x.shape[-2], -1),
+                            bias[:x.shape[-1]])
+    return F.layer_norm(x, x.shape[-1:], weight, bias[:x.shape[-1]])
+
+
+def _expected(op: str, x: np.ndarray, axis: int, weight: np.ndarray, bias: np.ndarray):
+    if op == "linear":
+        w = weight.reshape(1, -1) * np.linspace(1, 2, 5).reshape(5, 1)
+        return x @ w.T + bias[:5]
+    if op in ("softmax", "log_softmax"):
+        shifted = x - x.max(axis, keepdims=True)
+        out = shifted - np.log(np.exp(shifted).sum(axis, keepdims=True))
+        return out if op == "log_softmax" else np.exp(out)
+    axes = (-1,) if op != "layer_norm_2d" else (-2, -1)
+    mean = x.mean(axes, keepdims=True)
+    out = (x - mean) / np.sqrt(((x - mean) ** 2).mean(axes, keepdims=True) + 1e-5)
+    return out if op == "layer_norm" else out * weight + bias[:x.shape[-1]]
+
+
+def _run(trace: int, op: str, arr: np.ndarray, layout: str, axis: int, consumer: str,
+         weight: np.ndarray, bias: np.ndarray, calls: int = 3) -> list[np.ndarray]:
+    """`calls` results of the op (and its consumer) on the same inputs, as numpy."""
+    out = []
+    with Context(GRAPH_TRACE=trace), Tensor.no_grad():
+        x = make_layout(arr, layout)
+        w, b = Tensor(weight).cast(x.dtype), Tensor(bias).cast(x.dtype)
+        for _ in range(calls):
+            x_in = x * 2 - 1 if consumer == "unrealized input" else x
+            y = _call(op, x_in, axis, w, b)
+            if consumer == "sum":
+                y = y.sum(-1)
+            elif consumer == "matmul":
+                y = y.float() @ Tensor(np.linspace(-1, 1, y.shape[-1] * 3, dtype=np.float32)
+                                       .reshape(y.shape[-1], 3))
+            out.append(y.float().numpy())
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(op=st.sampled_from(OPS), dtype=st.sampled_from(FLOATS), layout=st.sampled_from(LAYOUTS),
+       consumer=st.sampled_from(["none", "sum", "matmul", "unrealized input"]), data=st.data())
+def test_traced_forwards_match_their_graph_bit_for_bit(op, dtype, layout, consumer, data):
+    shape = tuple(data.draw(st.lists(st.integers(1, 37), min_size=2, max_size=3), "shape"))
+    arr = data.draw(arrays(dtype, shape, low=-8, high=8), "x")
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1), "axis")
+    weight = np.linspace(0.5, 2, shape[-1]).astype(NP[dtype])
+    bias = np.linspace(-1, 1, max(shape[-1], 5)).astype(NP[dtype])
+    _TRACES.clear()
+    plain = _run(0, op, arr, layout, axis, consumer, weight, bias)
+    traced = _run(1, op, arr, layout, axis, consumer, weight, bias)
+    for a, b in zip(plain, traced):
+        assert a.shape == b.shape and np.array_equal(a, b, equal_nan=True), (op, shape, axis)
+    if consumer == "none":
+        x64 = arr.astype(np.float64) * (2 if consumer == "unrealized input" else 1)
+        want = _expected(op, x64, axis, weight.astype(np.float64), bias.astype(np.float64))
+        tol = 2e-2 if dtype == dtypes.float16 else 1e-4 if op == "linear" else 1e-5
+        np.testing.assert_allclose(traced[-1], want, rtol=tol, atol=tol)
+
+
+def test_a_traced_forward_is_one_node_and_repeats_schedule_nothing():
+    x = Tensor(np.random.default_rng(0).standard_normal((6, 50), dtype=np.float32))
+    w, b = Tensor.ones(50), Tensor.zeros(50)
+    with Tensor.no_grad():
+        for make, ins in ((lambda: x.softmax(-1), [x]), (lambda: x.log_softmax(0), [x]),
+                          (lambda: F.layer_norm(x, (50,), w, b), [x, w, b]),
+                          (lambda: F.linear(x, w.reshape(1, 50), b[:1]), [x, w, b])):
+            y = make()
+            assert y.lazydata.op is CompositeOps.GRAPH
+            assert [s.base for s in y.lazydata.src] == [t.lazydata.base for t in ins]
+            first = y.numpy()
+            misses = CacheStats.misses
+            again = make().numpy()
+            assert CacheStats.misses == misses and np.array_equal(first, again)
+
+
+def test_forwards_that_record_a_gradient_are_not_traced():
+    x = Tensor(np.ones((4, 5), dtype=np.float32)).requires_grad_()
+    y = x.softmax(-1)
+    assert y.lazydata.op is not CompositeOps.GRAPH and y._ctx is not None
+    with Tensor.no_grad():
+        assert x.softmax(-1).lazydata.op is CompositeOps.GRAPH
+
+
+def test_a_traced_graph_with_several_kernels_runs_again_on_fresh_buffers():
+    """A column softmax over a tall input is several kernels: their outputs are buffers
+    inside the traced graph, made afresh by each run of the cached schedule (its plan)."""
+    rng = np.random.default_rng(1)
+    with Tensor.no_grad():
+        for _ in range(4):
+            arr = rng.standard_normal((3000, 7)).astype(np.float32)
+            got = Tensor(arr).softmax(0).numpy()
+            want = np.exp(arr - arr.max(0)) / np.exp(arr - arr.max(0)).sum(0)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+
+
+def test_empty_inputs_are_not_traced_and_still_run():
+    with Tensor.no_grad():
+        y = Tensor.zeros(0, 4).softmax(-1)
+        assert y.lazydata.base.op is not CompositeOps.GRAPH and y.numpy().shape == (0, 4)
