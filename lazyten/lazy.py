@@ -10,7 +10,7 @@ import functools
 import itertools
 import threading
 import weakref
-from typing import Any
+from typing import Any, Callable
 
 from codegen.dtypes import DType, dtypes
 from codegen.helpers import prod
@@ -258,3 +258,21 @@ def _coerce(value, dtype: DType):
 
 
 _KIND: dict[DType, type] = {}  # dtype -> the Python type of its constants
+
+
+def rewrite_bases(outs: list[LazyBuffer], visit: Callable[[LazyBuffer], LazyBuffer]) -> None:
+    """A scheduler pass's walk: `visit(base)` once for each unrealized base reachable from
+    `outs` (through sources and index checks), sources after their consumer; it may
+    rewrite the base in place and returns the node whose sources to walk on (the base,
+    or what the rewrite put under it, which is not visited)."""
+    seen: set[int] = set()
+    stack = [o.base for o in outs]
+    while stack:
+        base = stack.pop()
+        if id(base) in seen or base.realized is not None:
+            continue
+        seen.add(id(base))
+        base = visit(base)
+        seen.add(id(base))
+        stack.extend(src.base for src in base.src)
+        stack.extend(base.checks)

@@ -17,7 +17,7 @@ from codegen.helpers import prod
 from codegen.ops import ReduceOps
 from codegen.shape.shapetracker import ShapeTracker
 from lazyten.indirect import picks_by_range
-from lazyten.lazy import LazyBuffer
+from lazyten.lazy import LazyBuffer, rewrite_bases
 from runtimes import get_runtime
 
 _MIN_REDUCE = 1 << 13   # elements reduced per output before a reduce is split...
@@ -28,21 +28,17 @@ ROW_MAX = 1 << 16       # ...or rows this short: a row kernel's limit (schedule.
 
 def split_reduces(outs: list[LazyBuffer]) -> None:
     """Split every qualifying unrealized reduce reachable from `outs`."""
-    seen: set[int] = set()
-    stack = [o.base for o in outs]
-    while stack:
-        base = stack.pop()
-        if id(base) in seen or base.realized is not None:
-            continue
-        seen.add(id(base))
-        if isinstance(base.op, ReduceOps):
-            target = get_runtime(base.device).renderer.target
-            partial = _split(base, target.split_reduce, target.threads)
-            if partial is not None:  # stage 1 is not split again
-                seen.add(id(partial))
-                base = partial
-        stack.extend(src.base for src in base.src)
-        stack.extend(base.checks)
+    rewrite_bases(outs, _split_one)
+
+
+def _split_one(base: LazyBuffer) -> LazyBuffer:
+    """Stage 1 of `base` split (it is not split again), or `base` as it was."""
+    if isinstance(base.op, ReduceOps):
+        target = get_runtime(base.device).renderer.target
+        partial = _split(base, target.split_reduce, target.threads)
+        if partial is not None:
+            return partial
+    return base
 
 
 def _split(reduce: LazyBuffer, chunks: int, threads: int) -> LazyBuffer | None:

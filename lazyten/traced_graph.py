@@ -27,7 +27,7 @@ from typing import Any
 from codegen.helpers import getenv
 from codegen.ops import LoadOps
 from codegen.shape.shapetracker import ShapeTracker
-from lazyten.lazy import LazyBuffer
+from lazyten.lazy import LazyBuffer, rewrite_bases
 from lazyten.traced import CompositeOps
 
 _MIN_NODES = 4  # a smaller forward costs less to build than to look up and expand
@@ -117,21 +117,16 @@ def _check(root: LazyBuffer) -> int:
 def expand_graphs(outs: list[LazyBuffer]) -> None:
     """The scheduler's first pass: every unrealized GRAPH node reachable from `outs`
     becomes the graph its forward builds over its sources."""
-    seen: set[int] = set()
-    stack = [o.base for o in outs]
-    while stack:
-        base = stack.pop()
-        if id(base) in seen or base.realized is not None:
-            continue
-        seen.add(id(base))
-        if base.op is CompositeOps.GRAPH:
-            _become(base, _rebuild(base.arg.root, base.src))
-        stack.extend(src.base for src in base.src)
-        stack.extend(base.checks)
+    rewrite_bases(outs, _become)
 
 
-def _become(node: LazyBuffer, result: LazyBuffer) -> None:
-    node.op, node.src, node.arg = result.op, result.src, result.arg
+def _become(node: LazyBuffer) -> LazyBuffer:
+    """A GRAPH node made the result of its traced graph rebuilt over its sources (it
+    takes the result's op, sources and argument); any other node as it is."""
+    if node.op is CompositeOps.GRAPH:
+        result = _rebuild(node.arg.root, node.src)
+        node.op, node.src, node.arg = result.op, result.src, result.arg
+    return node
 
 
 def _rebuild(root: LazyBuffer, inputs: tuple[LazyBuffer, ...]) -> LazyBuffer:

@@ -92,7 +92,12 @@ def test_traced_forwards_match_their_graph_bit_for_bit(op, dtype, layout, consum
         x64 = arr.astype(np.float64) * (2 if consumer == "unrealized input" else 1)
         want = _expected(op, x64, axis, weight.astype(np.float64), bias.astype(np.float64))
         tol = 2e-2 if dtype == dtypes.float16 else 1e-4 if op == "linear" else 1e-5
-        np.testing.assert_allclose(traced[-1], want, rtol=tol, atol=tol)
+        atol = tol
+        if op.startswith("layer_norm"):  # x - mean keeps mean's rounding, over the row's std
+            axes = (-1,) if op != "layer_norm_2d" else (-2, -1)
+            std = np.sqrt(x64.var(axes).min() + 1e-5)
+            atol += 8 * float(np.finfo(NP[dtype]).eps) * float(np.abs(x64).max()) / std
+        np.testing.assert_allclose(traced[-1], want, rtol=tol, atol=atol)
 
 
 def test_a_traced_forward_is_one_node_and_repeats_schedule_nothing():
