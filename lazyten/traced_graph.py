@@ -57,13 +57,12 @@ def traced_forward(fn: type, inputs: list[LazyBuffer], kwargs: dict[str, Any]) -
     """One GRAPH node computing `fn().forward(*inputs, **kwargs)` without a gradient, or
     None where it is not traced (GRAPH_TRACE=0, a refused forward, an unhashable
     argument): the caller runs the forward itself."""
-    first = inputs[0]
+    if not getenv("GRAPH_TRACE", 1):  # read on every call, as POINTWISE_TRACE is
+        return None
     try:
         key = (fn, tuple(kwargs.items()), tuple([(x.shape, x.dtype, x.device) for x in inputs]))
         sub = _TRACES[key]
     except KeyError:
-        if not getenv("GRAPH_TRACE", 1):
-            return None
         if len(_TRACES) >= getenv("TRACE_CACHE", 4096):
             _TRACES.clear()
         sub = _TRACES[key] = _trace(fn, inputs, kwargs)
@@ -72,7 +71,7 @@ def traced_forward(fn: type, inputs: list[LazyBuffer], kwargs: dict[str, Any]) -
     if sub is None:
         return None
     root = sub.root
-    return LazyBuffer(first.device, root.st, root.dtype, CompositeOps.GRAPH, tuple(inputs), sub)
+    return LazyBuffer(inputs[0].device, root.st, root.dtype, CompositeOps.GRAPH, tuple(inputs), sub)
 
 
 def _trace(fn: type, inputs: list[LazyBuffer], kwargs: dict[str, Any]) -> Subgraph | None:
