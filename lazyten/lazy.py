@@ -28,6 +28,12 @@ class LazyBuffer:
     # n where this realized base holds 0..n-1 (Tensor.arange): kernels that compare with it
     # may read what it picks directly (lazyten/indirect.py, D69)
     range_len = 0
+    # traced graphs (lazyten/traced_graph.py, D80): on a forward's GRAPH node, the values
+    # its graph computed in an earlier schedule (trace node id -> LazyBuffer), which a
+    # later expansion reads instead of computing again; on such a value, (id of that
+    # GRAPH node, trace node id), so that a cached schedule saves it again
+    saved: dict[int, LazyBuffer] | None = None
+    origin: tuple[int, int] | None = None
 
     def __init__(self, device: str, st: ShapeTracker, dtype: DType, op=None,
                  src: tuple[LazyBuffer, ...] = (), arg: Any = None,

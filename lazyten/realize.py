@@ -24,7 +24,8 @@ from codegen.uops import format_uops
 from lazyten.index_check import raise_if_bad, verify
 from lazyten.lazy import LazyBuffer
 from lazyten.schedule import ScheduleItem, copy_ast, create_schedule
-from lazyten.schedule_cache import lookup
+from lazyten.schedule_cache import lookup, save_value
+from lazyten.traced_graph import restore_graphs
 from runtimes import Buffer, Program, get_runtime
 
 
@@ -362,8 +363,10 @@ class Plan:
     once it has run: for each kernel the program it ran, the positions of its output and
     inputs (>= 0: in the graph's bases, as the key numbers them; < 0: a buffer the
     schedule made for itself, a pack panel), what its output's memory is, and whether
-    it is an index check to read. A graph with the template's key runs it with no
-    ScheduleItems and no program lookups (D78). A schedule with a host step, an ASSIGN
+    it is an index check to read (a node), or where to save it (a value inside a
+    traced forward's graph: its GRAPH node's position, the trace node, the shape;
+    D80). A graph with the template's key runs it with no ScheduleItems and no program
+    lookups (D78). A schedule with a host step, an ASSIGN
     (copy on write decides on what is alive, which the plan's list of bases is) or an
     empty output keeps the engine's general path. It holds its programs, so they stay
     loaded while the schedule is cached (SCHEDULE_CACHE bounds both)."""
@@ -379,7 +382,7 @@ class Plan:
         if not len(items) == len(programs) == len(schedule):
             return False
         steps = []
-        for (ast, out, inputs, _), found, item in zip(items, programs, schedule):
+        for (ast, out, inputs, new), found, item in zip(items, programs, schedule):
             node = item.out
             if found is None or ast is None or node.op is LoadOps.ASSIGN:
                 return False
@@ -388,13 +391,14 @@ class Plan:
             assert memory is not None, "a kernel's output is realized once it has run"
             steps.append((program.launcher(spec.global_size, spec.local_size), spec.flops,
                           spec.mem_bytes, out, tuple(inputs), memory.runtime, memory.size,
-                          memory.dtype, node.index_check is not None))
+                          memory.dtype, node.index_check is not None if out >= 0 else
+                          None if new[5] is None else (*new[5], node.shape)))
         return Plan(steps, opt_settings())
 
     def run(self, nodes: list[LazyBuffer]) -> None:
         """Launch every step on this graph's bases, as run_schedule would."""
         fresh: list[Buffer] = []  # the schedule's own buffers, by ~position
-        for launch, flops, mem, out, inputs, runtime, size, dtype, check in self.steps:
+        for launch, flops, mem, out, inputs, runtime, size, dtype, after in self.steps:
             buffers = [nodes[i].realized if i >= 0 else fresh[~i] for i in inputs]
             memory = Buffer(runtime, size, dtype)
             launch(memory.ensure_allocated(),
@@ -404,10 +408,13 @@ class Plan:
             Stats.mem += mem
             if out < 0:
                 fresh.append(memory)
+                if after is not None:  # a value inside a traced forward's graph (D80)
+                    save_value(nodes[after[0]], after[1],
+                               LazyBuffer.from_buffer(memory, after[2]))
                 continue
             node = nodes[out]
             node.realized = memory
-            if check:  # raise before anything reads bad indices
+            if after:  # an index check: raise before anything reads bad indices
                 verify(node)
             node.src, node.arg = (), None  # drop the graph so its buffers can be freed
 
@@ -432,7 +439,10 @@ def realize(outs: list[LazyBuffer]) -> None:
     del found
     if schedule:
         Stats.schedules += 1
-    programs = run_schedule(schedule)
+    try:
+        programs = run_schedule(schedule)
+    finally:  # traced nodes the schedule expanded and did not realize are nodes again
+        restore_graphs()
     if template is not None and template.plan is None:  # its second run: keep a plan
         template.plan = Plan.of(template.items, programs, schedule)
 

@@ -110,8 +110,15 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
                        base.shape, base.dtype.name, base.device, tuple(srcs))
         if base.checks:
             part += (tuple([number(flag) for flag in base.checks]),)
+        if base.saved:  # a traced forward's values a later expansion reads (D80)
+            part += (tuple([(t, number(v)) for t, v in sorted(base.saved.items(), key=_first)
+                            if v.realized is not None]),)
         parts.append(part)
     return (tuple(parts), tuple([index[o._base or o] for o in outs])), nodes
+
+
+def _first(pair: tuple) -> Any:
+    return pair[0]
 
 
 def _template(items: list[ScheduleItem], nodes: list[LazyBuffer]) -> list[tuple]:
@@ -119,7 +126,9 @@ def _template(items: list[ScheduleItem], nodes: list[LazyBuffer]) -> list[tuple]
     the scheduler made (a pack panel, an assign target's old value, a kernel inside a
     traced forward's graph: a fresh buffer each time the schedule is reused): (ast, out,
     inputs, how to make the fresh output or None). The fresh output's source is a
-    position, or None where it is no buffer of the schedule (inside a traced graph)."""
+    position, or None where it is no buffer of the schedule (inside a traced graph); a
+    value inside a traced forward's graph names its GRAPH node's position and the trace
+    node, to be saved on the node (D80)."""
     index = {id(n): i for i, n in enumerate(nodes)}
     out: list[tuple] = []
     fresh = 0
@@ -129,10 +138,21 @@ def _template(items: list[ScheduleItem], nodes: list[LazyBuffer]) -> list[tuple]
             index[id(item.out)] = ~fresh
             fresh += 1
             src = item.out.src[0].base if item.out.src else None
+            origin = item.out.origin  # a value a traced forward computed: saved on its node
+            save = None
+            if origin is not None and index.get(origin[0], -1) >= 0:
+                save = (index[origin[0]], origin[1])
             new = (item.out.device, item.out.shape, item.out.dtype, item.out.op,
-                   index.get(id(src)))
+                   index.get(id(src)), save)
         out.append((item.ast, index[id(item.out)], [index[id(b)] for b in item.inputs], new))
     return out
+
+
+def save_value(node: LazyBuffer, trace_node: int, value: LazyBuffer) -> None:
+    """Keep a value a traced forward's graph computed on its GRAPH node (D80)."""
+    if node.saved is None:
+        node.saved = {}
+    node.saved[trace_node] = value
 
 
 def _rebind(template: list[tuple], nodes: list[LazyBuffer]) -> list[ScheduleItem]:
@@ -140,10 +160,12 @@ def _rebind(template: list[tuple], nodes: list[LazyBuffer]) -> list[ScheduleItem
     items = []
     for ast, out, inputs, new in template:
         if new is not None:
-            device, shape, dtype, op, src = new
+            device, shape, dtype, op, src, save = new
             fresh.append(LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, op,
                                     () if src is None else
                                     (nodes[src] if src >= 0 else fresh[~src],)))
+            if save is not None:
+                save_value(nodes[save[0]], save[1], fresh[-1])
         if fresh:
             items.append(ScheduleItem(ast, nodes[out] if out >= 0 else fresh[~out],
                                       [nodes[r] if r >= 0 else fresh[~r] for r in inputs]))

@@ -39,7 +39,7 @@ from lazyten.resize import ResizeMixin
 from lazyten.scatter import ScatterMixin
 from lazyten.sorting import SortingMixin
 from lazyten.stats import StatsMixin
-from lazyten.traced_graph import traced_forward
+from lazyten.traced_graph import traced_call
 from lazyten.switches import _NO_GRAD, _TRAINING, no_grad, switch, training_mode  # noqa: F401
 from runtimes import Buffer, canonical, get_runtime
 
@@ -241,13 +241,20 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, ReduceM
         # forward saves what backward needs only if recording (the switch's variable is
         # read directly: this runs once per op, so one and two inputs are spelt out)
         record = not _NO_GRAD.get()
-        if fn.traced and not (record and (self.requires_grad or
-                                          any([t.requires_grad for t in others]))):
-            lazy = traced_forward(fn, [self.lazydata, *[t.lazydata for t in others]], kwargs)
-            if lazy is not None:
-                return Tensor._wrap(lazy)
+        tensors: tuple[Tensor, ...]
+        if fn.traced:  # one graph node forward, one per gradient backward (D79, D80)
+            tensors = (self,) + others
+            needs = [record and bool(t.requires_grad) for t in tensors]
+            found = traced_call(fn, tuple([t.lazydata for t in tensors]), kwargs,
+                                needs if True in needs else None)
+            if found is not None:
+                out = Tensor._wrap(found[0])
+                if found[1] is not None and out.lazydata.dtype.is_float:
+                    out.requires_grad, out._ctx, out._parents = True, found[1], tensors
+                    found[1].versions = tuple([t._version for t in tensors])
+                return out
         if not others:
-            tensors: tuple[Tensor, ...] = (self,)
+            tensors = (self,)
             ctx = fn([record and bool(self.requires_grad)])
             lazy = ctx.forward(self.lazydata, **kwargs)
         elif len(others) == 1:

@@ -1,25 +1,35 @@
-"""A Function's forward as one graph node where no gradient is recorded (D79).
+"""A Function's forward (and, where a gradient is recorded, its backward) as graph nodes
+made without building the Function's graph (D79, D80).
 
-Eager code that runs a layer without gradients (inference, `no_grad`, inputs that need
-none) built the layer's whole forward graph on every call: layer_norm is 25 LazyBuffers,
+Eager code built a layer's whole graph on every call: layer_norm is 25 LazyBuffers,
 about 50 us of Python, and the schedule cache's key walked its 19 bases again (20 us) to
-find the schedule it had already. Here a Function that declares `traced = True` (its
-forward is fixed by its inputs' shapes, dtypes and device and its keyword arguments) is
-run once per such key on placeholder inputs, and the graph it builds is kept as a
-`Subgraph`. Each later call makes one LazyBuffer whose op is `CompositeOps.GRAPH`, with
-the real inputs as its sources: the schedule cache keys on that one node, so a graph
-seen before finds its schedule (and plan) without the forward's nodes ever being built.
+find the schedule it had already; a Linear layer in a training step built 10 nodes
+forward and 14 backward. Here a Function that declares `traced = True` (its forward and
+backward are fixed by its inputs' shapes, dtypes, device and layout, which inputs need
+a gradient, and its keyword arguments) is run once per such key on placeholder inputs:
+its forward, then, where a gradient is recorded, its backward from a placeholder
+gradient. The graphs are kept as a `Subgraph` with one `Output` per result (the forward's,
+then one per input gradient). Each later call makes one LazyBuffer whose op is
+`CompositeOps.GRAPH` (its `arg` the Output) with the real inputs as its sources, and
+records a `TracedCall` for autograd, whose backward makes one GRAPH node per gradient
+(sources: the inputs, the gradient, and the forward's node where the backward reads the
+forward's values). The schedule cache keys on those nodes, so a graph seen before finds
+its schedule (and plan) without the Function's nodes ever being built.
 
 Only a schedule made afresh needs them: the scheduler's first pass (`expand_graphs`)
 rebuilds each GRAPH node's subgraph over its real sources (a placeholder's view becomes
 the same view of the input, composed with the input's own) and the node itself becomes
 the subgraph's result (takes its op, sources and argument), so every rule after it sees
-the graph the forward would have built. The values are the same bit for bit
+the graph the Function would have built. A backward expanded in the same pass as its
+forward reuses the forward's rebuilt nodes (what the Function saved for its backward);
+one expanded later rebuilds the forward's intermediate values over the inputs (the
+forward's result itself is read, as saved). The values are the same bit for bit
 (tests/unit/test_traced_graph.py).
 
-A trace is refused (the forward then always runs as written) where its graph reads a
+A trace is refused (the Function then always runs as written) where its graph reads a
 realized buffer, has an index check or a load op other than a constant or a copy in
-memory order, or returns a view, an input or a constant; and for empty shapes.
+memory order, or its forward returns an input, a constant or a view of either; and for
+empty shapes.
 """
 from __future__ import annotations
 from typing import Any
@@ -27,110 +37,353 @@ from typing import Any
 from codegen.helpers import getenv
 from codegen.ops import LoadOps
 from codegen.shape.shapetracker import ShapeTracker
+from lazyten.autograd.function import Function
 from lazyten.lazy import LazyBuffer, rewrite_bases
 from lazyten.traced import CompositeOps
 
-_MIN_NODES = 4  # a smaller forward costs less to build than to look up and expand
+_MIN_NODES = 4  # a smaller graph costs less to build than to look up and expand
+
+
+class Output:
+    """One result of a trace: `root` (a node over the placeholders) and `base`, the base
+    a GRAPH node stands for (root itself, or the base root is a view of); None where the
+    result is no computed node (a view of a placeholder, a constant): it is rebuilt at
+    once, which costs a view or two. `kind`: "forward", "gradient" or "flag" (an index
+    check's flag, `check` its `index_check`). GRAPH nodes' `arg`: compared by identity."""
+    __slots__ = ("sub", "kind", "root", "base", "check")
+
+    def __init__(self, sub: Subgraph, kind: str, root: LazyBuffer):
+        self.sub, self.kind, self.root, self.check = sub, kind, root, root.index_check
+        base = root.base
+        self.base = None if base.op is CompositeOps.INPUT or base.op is LoadOps.CONST else base
+
+    def __repr__(self) -> str:
+        return f"<{self.sub.fn.__name__} {self.kind}>"
+
+    def make(self, srcs: tuple[LazyBuffer, ...], checks: tuple[LazyBuffer, ...] = ()) -> LazyBuffer:
+        """This result over real sources: a GRAPH node (or a view of one) carrying the
+        call's index-check flags."""
+        if self.base is None:
+            return _rebuild(self.root, _entries(self.sub, srcs), {}, {})
+        node = LazyBuffer(srcs[0].device, self.base.st, self.base.dtype, CompositeOps.GRAPH,
+                          srcs, self)
+        if checks:
+            node.checks = checks
+        if self.check is not None:
+            node.index_check = self.check
+        return node if self.root is self.base else node._view(self.root.st)
 
 
 class Subgraph:
-    """A traced forward: `root`, its result, over placeholders (CompositeOps.INPUT bases,
-    `arg` the input's position). Compared by identity: one per traced key."""
-    __slots__ = ("name", "root", "nodes")
+    """A traced Function over placeholders (CompositeOps.INPUT bases, `arg` the input's
+    position; the gradient's is `n_inputs`): `forward`, then `gradients` (one Output per
+    input, None where none is needed), `flags` (its index checks' flags; `flagged`: the
+    ids of the trace's bases that carried them), and `consts`, the realized ranges
+    (`Tensor.arange`'s, never written) its graph reads, which every call's GRAPH nodes
+    take as sources after the inputs. `reads_forward`: whether the gradients' graphs
+    read a node the forward computed."""
+    __slots__ = ("fn", "forward", "gradients", "flags", "flagged", "consts", "nodes",
+                 "reads_forward", "flips")
 
-    def __init__(self, name: str, root: LazyBuffer, nodes: int):
-        self.name, self.root, self.nodes = name, root, nodes
+    def __init__(self, fn: type, roots: list[LazyBuffer | None], walked: Walk,
+                 reads_forward: bool, flips: tuple[bool, ...]):
+        self.fn, self.nodes, self.reads_forward = fn, walked.nodes, reads_forward
+        self.flips = flips if True in flips else ()
+        self.forward = Output(self, "forward", roots[0])  # type: ignore[arg-type]
+        self.gradients = [None if r is None else Output(self, "gradient", r) for r in roots[1:]]
+        self.flags = [Output(self, "flag", flag) for flag in walked.flags]
+        self.flagged = walked.flagged
+        self.consts = tuple(walked.consts)
 
     def __repr__(self) -> str:
-        return f"<Subgraph {self.name}: {self.nodes} nodes>"
+        return f"<Subgraph {self.fn.__name__}: {self.nodes} nodes>"
+
+
+class TracedCall(Function):
+    """What autograd records for a traced call: its backward makes the gradients' GRAPH
+    nodes over the call's inputs, the gradient, the trace's ranges and the forward's
+    node where they read what the forward computed (as a Function saves it)."""
+
+    def __init__(self, sub: Subgraph, needs: list[bool], inputs: tuple[LazyBuffer, ...],
+                 forward: LazyBuffer):
+        super().__init__(needs)
+        self.sub, self.inputs, self.forward_node = sub, inputs, forward
+        self.flags = forward.checks  # (the forward's node gives them up when expanded)
+
+    @property
+    def function(self) -> type:
+        return self.sub.fn
+
+    def backward(self, grad: LazyBuffer):
+        sub, forward = self.sub, self.forward_node
+        srcs = self.inputs + (grad,) + sub.consts + ((forward,) if sub.reads_forward else ())
+        return tuple([None if out is None else out.make(srcs, self.flags)
+                      for out in sub.gradients])
 
 
 class NotTraceable(Exception):
-    """The forward's graph cannot stand for itself over other inputs."""
+    """The Function's graph cannot stand for itself over other inputs."""
 
 
-# (Function, keyword arguments, dtypes, device, shapes) -> Subgraph, or None: refused
+# (Function, keyword arguments, (shape, dtype, device) per input[, which inputs need a
+# gradient, which are in memory order]) -> Subgraph, or None: refused
 _TRACES: dict[tuple, Subgraph | None] = {}
 
 
-def traced_forward(fn: type, inputs: list[LazyBuffer], kwargs: dict[str, Any]) -> LazyBuffer | None:
-    """One GRAPH node computing `fn().forward(*inputs, **kwargs)` without a gradient, or
-    None where it is not traced (GRAPH_TRACE=0, a refused forward, an unhashable
-    argument): the caller runs the forward itself."""
+def traced_call(fn: type, inputs: tuple[LazyBuffer, ...], kwargs: dict[str, Any],
+                needs: list[bool] | None) -> tuple[LazyBuffer, TracedCall | None] | None:
+    """(the result of `fn().forward(*inputs, **kwargs)` as a GRAPH node, and what autograd
+    records where `needs` (which inputs need a gradient) is given), or None where it is
+    not traced (GRAPH_TRACE=0, a refused graph, an unhashable argument): the caller runs
+    the Function itself."""
     if not getenv("GRAPH_TRACE", 1):  # read on every call, as POINTWISE_TRACE is
         return None
     try:
-        key = (fn, tuple(kwargs.items()), tuple([(x.shape, x.dtype, x.device) for x in inputs]))
+        key: tuple = (fn, tuple(kwargs.items()), tuple([(x.shape, x.dtype, x.device) for x in inputs]))
+        if needs is not None:  # a backward may depend on layout (Matmul's weight gradient)
+            key += (tuple(needs), tuple([x._base is None or x.st.contiguous for x in inputs]))
         sub = _TRACES[key]
     except KeyError:
         if len(_TRACES) >= getenv("TRACE_CACHE", 4096):
             _TRACES.clear()
-        sub = _TRACES[key] = _trace(fn, inputs, kwargs)
+        sub = _TRACES[key] = _trace(fn, inputs, kwargs, needs)
     except TypeError:  # an unhashable keyword argument
         return None
     if sub is None:
         return None
-    root = sub.root
-    return LazyBuffer(inputs[0].device, root.st, root.dtype, CompositeOps.GRAPH, tuple(inputs), sub)
+    srcs = inputs + sub.consts
+    checks = tuple([flag.make(srcs) for flag in sub.flags]) if sub.flags else ()
+    lazy = sub.forward.make(srcs, checks)
+    return lazy, (None if needs is None else TracedCall(sub, needs, inputs, lazy.base))
 
 
-def _trace(fn: type, inputs: list[LazyBuffer], kwargs: dict[str, Any]) -> Subgraph | None:
+def _trace(fn: type, inputs: tuple[LazyBuffer, ...], kwargs: dict[str, Any],
+           needs: list[bool] | None) -> Subgraph | None:
     if len({x.device for x in inputs}) != 1 or any(0 in x.shape for x in inputs):
         return None
-    holders = [LazyBuffer(x.device, ShapeTracker.from_shape(x.shape), x.dtype,
-                          CompositeOps.INPUT, (), i) for i, x in enumerate(inputs)]
+    # a backward may read the layout (Matmul's weight gradient, D67): an input out of
+    # memory order gets a placeholder out of order too, its last two axes swapped
+    flips = tuple([needs is not None and len(x.shape) >= 2 and not (x._base is None or x.st.contiguous)
+                   for x in inputs])
+    holders = [_placeholder(_swap(x.shape) if flip else x.shape, x.dtype, x.device, i)
+               for i, (x, flip) in enumerate(zip(inputs, flips))]
+    holders = [_swap(h) if flip else h for h, flip in zip(holders, flips)]
     try:
-        root = fn([False] * len(inputs)).forward(*holders, **kwargs)
-        nodes = _check(root)
+        ctx = fn(needs or [False] * len(inputs))
+        root = ctx.forward(*holders, **kwargs)
+        if root.base.op in (CompositeOps.INPUT, LoadOps.CONST) or root.base.realized is not None:
+            raise NotTraceable("the result is not computed")
+        roots: list[LazyBuffer | None] = [root]
+        if needs is not None:
+            grad = _placeholder(root.shape, root.dtype, root.device, len(inputs))
+            grads = ctx.backward(grad)
+            grads = grads if isinstance(grads, tuple) else (grads,)
+            roots += [grads[i] if need and i < len(grads) else None for i, need in enumerate(needs)]
+        walked = Walk(roots)
+        reads_forward = _reaches(roots[1:], Walk([root]).computed)
     except NotTraceable:
         return None
-    return Subgraph(fn.__name__, root, nodes) if nodes >= _MIN_NODES else None
+    if walked.nodes < _MIN_NODES:
+        return None
+    return Subgraph(fn, roots, walked, reads_forward, flips)
+
+
+def _swap(x: Any) -> Any:
+    """A shape, or a LazyBuffer, with its last two axes swapped."""
+    if isinstance(x, tuple):
+        return x[:-2] + (x[-1], x[-2])
+    n = len(x.shape)
+    return x.permute(tuple(range(n - 2)) + (n - 1, n - 2))
+
+
+def _entries(sub: Subgraph, srcs: tuple[LazyBuffer, ...]) -> tuple[LazyBuffer, ...]:
+    """What the trace's placeholders stand for: the sources, an input out of memory order
+    with its last two axes swapped (its placeholder's base is so)."""
+    if not sub.flips:
+        return srcs
+    return tuple([_swap(s) if i < len(sub.flips) and sub.flips[i] else s
+                  for i, s in enumerate(srcs)])
+
+
+def _placeholder(shape: tuple[int, ...], dtype, device: str, position: int) -> LazyBuffer:
+    return LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, CompositeOps.INPUT, (), position)
 
 
 _LOADS = (LoadOps.CONST, LoadOps.CONTIGUOUS)
 
 
-def _check(root: LazyBuffer) -> int:
-    """The number of nodes (bases and views) of the graph under `root`; raises
-    NotTraceable where the graph cannot be rebuilt over other inputs."""
-    if root._base is not None or root.realized is not None or \
-            root.op in (CompositeOps.INPUT, LoadOps.CONST):
-        raise NotTraceable("the result is not a computed base")
+class Walk:
+    """The graph under `roots`, checked: `nodes` counts its nodes (bases and views),
+    `computed` the ids of its computed bases, `flags` its index checks' flags (walked
+    too), `flagged` the ids of the bases that carry them, `consts` its realized ranges.
+    Raises NotTraceable where the graph cannot be rebuilt over other inputs."""
+
+    def __init__(self, roots: list[LazyBuffer | None]):
+        seen: set[int] = set()
+        self.computed: set[int] = set()
+        self.flags: list[LazyBuffer] = []
+        self.flagged: set[int] = set()
+        self.consts: list[LazyBuffer] = []
+        stack = [r for r in roots if r is not None]
+        flags: set[int] = set()
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if node._base is not None:
+                stack.append(node._base)
+                continue
+            if node.realized is not None:
+                if not node.range_len:  # a range is never written (Tensor.arange)
+                    raise NotTraceable(f"{node} is realized")
+                self.consts.append(node)
+                continue
+            if node.op is CompositeOps.GRAPH or (node.index_check is not None and id(node) not in flags) \
+                    or (isinstance(node.op, LoadOps) and node.op not in _LOADS):
+                raise NotTraceable(f"{node} cannot be rebuilt")
+            if node.checks:
+                if node.op is CompositeOps.INPUT:
+                    raise NotTraceable("an index check on an input")
+                self.flagged.add(id(node))
+                for flag in node.checks:
+                    if id(flag) not in flags:
+                        flags.add(id(flag))
+                        self.flags.append(flag)
+                        stack.append(flag)
+            if node.op is not CompositeOps.INPUT and node.op is not LoadOps.CONST:
+                self.computed.add(id(node))
+            stack.extend(node.src)
+        self.nodes = len(seen)
+
+
+def _reaches(roots: list[LazyBuffer | None], targets: set[int]) -> bool:
+    """Whether the graph under `roots` reads a node of `targets`."""
     seen: set[int] = set()
-    stack = [root]
+    stack = [r for r in roots if r is not None]
     while stack:
         node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if node._base is not None:
-            stack.append(node._base)
-            continue
-        if node.realized is not None or node.checks or node.index_check is not None or \
-                node.op is CompositeOps.GRAPH or (isinstance(node.op, LoadOps) and node.op not in _LOADS):
-            raise NotTraceable(f"{node} cannot be rebuilt")
-        stack.extend(node.src)
-    return len(seen)
+        if id(node) in targets:
+            return True
+        if id(node) not in seen:
+            seen.add(id(node))
+            stack.extend((node._base,) if node._base is not None else node.src)
+    return False
+
+
+# a pass's forwards already rebuilt (id of the forward's GRAPH node -> its rebuilt nodes by
+# trace node id), and the gradients' (Subgraph and source ids -> rebuilt nodes)
+_DONE: dict[Any, dict[int, LazyBuffer]] = {}
 
 
 def expand_graphs(outs: list[LazyBuffer]) -> None:
     """The scheduler's first pass: every unrealized GRAPH node reachable from `outs`
-    becomes the graph its forward builds over its sources."""
-    rewrite_bases(outs, _become)
+    becomes the graph its Function builds over its sources."""
+    try:
+        rewrite_bases(outs, _become)
+    finally:
+        _DONE.clear()
 
 
 def _become(node: LazyBuffer) -> LazyBuffer:
     """A GRAPH node made the result of its traced graph rebuilt over its sources (it
-    takes the result's op, sources and argument); any other node as it is."""
-    if node.op is CompositeOps.GRAPH:
-        result = _rebuild(node.arg.root, node.src)
-        node.op, node.src, node.arg = result.op, result.src, result.arg
+    takes the result's op, sources, argument and index checks: the call's flags move to
+    the rebuilt bases the trace had them on); any other node as it is."""
+    if node.op is not CompositeOps.GRAPH:
+        return node
+    out: Output = node.arg
+    base = out.base
+    assert base is not None, "GRAPH nodes stand for computed bases"
+    srcs = _entries(out.sub, node.src)
+    if out.kind == "forward":
+        done = _forward_done(node)
+        result = LazyBuffer(base.device, base.st, base.dtype, base.op,
+                            tuple([done[id(s)] for s in base.src]), base.arg)
+        if base.checks:
+            result.checks = _flags_of(base, _call_flags(node))
+    elif out.kind == "gradient":  # the forward's rebuilt nodes where this pass has them
+        key = (out.sub, *[id(s) for s in node.src])
+        done = _DONE.get(key)  # type: ignore[assignment]
+        if done is None:
+            done = _DONE[key] = _forward_nodes(out.sub, node.src)
+        result = _rebuild(base, srcs, done, _call_flags(node))
+        if result.realized is not None or result.op is CompositeOps.GRAPH:
+            # the gradient is a value the forward had (made before this pass): a copy
+            result = LazyBuffer.loadop(LoadOps.CONTIGUOUS, node.shape, node.dtype,
+                                       node.device, src=(result,))
+    else:
+        result = _rebuild(base, srcs, {}, {})
+    _EXPANDED.append((node, node.src, node.arg, node.checks))
+    node.op, node.src, node.arg, node.checks = result.op, result.src, result.arg, result.checks
     return node
 
 
-def _rebuild(root: LazyBuffer, inputs: tuple[LazyBuffer, ...]) -> LazyBuffer:
-    """A copy of the graph under `root` with each placeholder replaced by its input."""
-    done: dict[int, LazyBuffer] = {}
+# the GRAPH nodes expanded since the last restore_graphs: (node, its sources, arg, checks)
+_EXPANDED: list[tuple[LazyBuffer, tuple, Any, tuple]] = []
+
+
+def restore_graphs() -> None:
+    """After a schedule ran: each GRAPH node it expanded but did not realize is a GRAPH
+    node again (its forward's values the schedule computed stay `saved`). A later
+    realize of it then keys on the node as it would after a cached schedule, which
+    expands nothing: one key either way, so eager code repeated settles at once."""
+    while _EXPANDED:
+        node, src, arg, checks = _EXPANDED.pop()
+        if node.realized is None:
+            node.op, node.src, node.arg, node.checks = CompositeOps.GRAPH, src, arg, checks
+
+
+def _call_flags(node: LazyBuffer) -> dict[int, LazyBuffer]:
+    """A traced call's flags (`node.checks`), by the trace's flag each stands for."""
+    return {id(f.root): real for f, real in zip(node.arg.sub.flags, node.checks)}
+
+
+def _flags_of(traced: LazyBuffer, flags: dict[int, LazyBuffer]) -> tuple[LazyBuffer, ...]:
+    return tuple([flags[id(f)] for f in traced.checks])
+
+
+def _forward_done(node: LazyBuffer) -> dict[int, LazyBuffer]:
+    """The rebuilt nodes under an unexpanded forward's result, by trace node id, made once
+    a pass: its result maps to `node` itself, so that a gradient reading it reads the
+    node (which then joins the graph and is expanded), while one reading only the
+    forward's intermediate values leaves the node as it is (a later realize of it keys
+    on the same GRAPH node as it would have without this one)."""
+    done = _DONE.get(id(node))
+    if done is None:
+        out: Output = node.arg
+        base = out.base
+        assert base is not None, "GRAPH nodes stand for computed bases"
+        done = _DONE[id(node)] = {id(base): node}
+        # values an earlier schedule computed: read, not computed again (the schedule
+        # cache's key names them)
+        node.saved = {t: v for t, v in node.saved.items() if v.realized is not None} \
+            if node.saved else {}
+        done.update(node.saved)
+        srcs, flags = _entries(out.sub, node.src), _call_flags(node)
+        for src in base.src:
+            _rebuild(src, srcs, done, flags, (id(node), node.saved))
+    return done
+
+
+def _forward_nodes(sub: Subgraph, srcs: tuple[LazyBuffer, ...]) -> dict[int, LazyBuffer]:
+    """The rebuilt nodes a gradient starts from: the forward's, where it reads any (its
+    node is the last of `srcs`)."""
+    if not sub.reads_forward:
+        return {}
+    forward = srcs[-1]
+    if forward.realized is None and forward.op is CompositeOps.GRAPH:
+        return dict(_forward_done(forward))
+    found = _DONE.get(id(forward))  # (expanded in this pass: in _DONE; or before it)
+    return dict(found) if found is not None else {id(sub.forward.base): forward}
+
+
+def _rebuild(root: LazyBuffer, inputs: tuple[LazyBuffer, ...], done: dict[int, LazyBuffer],
+             flags: dict[int, LazyBuffer], owner: tuple[int, dict] | None = None) -> LazyBuffer:
+    """A copy of the graph under `root` with each placeholder replaced by its input;
+    `done` (extended here) maps trace nodes to nodes already rebuilt; a base that had
+    index checks in the trace gets the call's flags that stand for them (`flags`).
+    `owner`: (id of the forward's GRAPH node, its `saved`) for a forward's graph, whose
+    new bases it keeps and marks as its values (`origin`)."""
     stack: list[tuple[LazyBuffer, bool]] = [(root, False)]
     while stack:
         node, ready = stack.pop()
@@ -138,7 +391,7 @@ def _rebuild(root: LazyBuffer, inputs: tuple[LazyBuffer, ...]) -> LazyBuffer:
             continue
         base = node._base
         parts = (base,) if base is not None else node.src
-        if not ready and parts:
+        if not ready and parts and (base is not None or node.realized is None):
             stack.append((node, True))
             stack.extend((p, False) for p in parts if id(p) not in done)
             continue
@@ -150,7 +403,14 @@ def _rebuild(root: LazyBuffer, inputs: tuple[LazyBuffer, ...]) -> LazyBuffer:
                 done[id(node)] = done[id(base)]._view(node.st)
         elif node.op is CompositeOps.INPUT:
             done[id(node)] = inputs[node.arg]
+        elif node.realized is not None:  # a range: the same buffer
+            done[id(node)] = node
         else:
-            done[id(node)] = LazyBuffer(node.device, node.st, node.dtype, node.op,
-                                        tuple([done[id(s)] for s in node.src]), node.arg)
+            new = done[id(node)] = LazyBuffer(node.device, node.st, node.dtype, node.op,
+                                              tuple([done[id(s)] for s in node.src]), node.arg)
+            if node.checks:
+                new.checks = _flags_of(node, flags)
+            if owner is not None:
+                new.origin = (owner[0], id(node))
+                owner[1][id(node)] = new
     return done[id(root)]

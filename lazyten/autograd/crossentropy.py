@@ -24,7 +24,9 @@ from lazyten.lazy import LazyBuffer
 class SparseCrossEntropy(Function):
     """loss(x (..., C) float32/64 logits, target (...) integer labels) -> the loss, reduced by
     `reduction` ("mean": over the labels not equal to `ignore_index`, NaN if none; "sum";
-    "none": shape (...)). A label outside [0, C) raises IndexError when realized."""
+    "none": shape (...)). A label outside [0, C) raises IndexError when realized. Traced
+    (D80): a call is one graph node forward (with its label check) and one backward."""
+    traced = True
 
     def forward(self, x: LazyBuffer, target: LazyBuffer, ignore_index: int = -100,
                 smoothing: float = 0.0, reduction: str = "mean", op: str = "", tensor=None):

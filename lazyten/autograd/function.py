@@ -23,6 +23,11 @@ class Function:
         self.needs_input_grad = needs_input_grad
         self.requires_grad = True in needs_input_grad
 
+    @property
+    def function(self) -> type:
+        """The Function this call ran (a traced call's is its Function: traced_graph.py)."""
+        return type(self)
+
     def forward(self, *args, **kwargs) -> LazyBuffer:
         raise NotImplementedError
 

@@ -18,7 +18,9 @@ from lazyten.lazy import LazyBuffer
 
 
 class Matmul(Function):
-    """Inputs of one dtype, at least 2-d each, whose batch dims broadcast."""
+    """Inputs of one dtype, at least 2-d each, whose batch dims broadcast. Traced (D79,
+    D80): a call is one graph node forward and one per gradient backward."""
+    traced = True
 
     def forward(self, x: LazyBuffer, w: LazyBuffer) -> LazyBuffer:
         k, nd = x.shape[-1], len(w.shape)
@@ -56,10 +58,7 @@ class Matmul(Function):
 class Linear(Matmul):
     """x @ w.T (+ b): w (m, k), b (m,), all of one dtype, as one Function: the ops of
     Tensor.T's Permute, Matmul, and the Add of b broadcast (a Reshape and an Expand, when
-    the rank grows), in their order, so the graph is the chain's (D61). With a bias and
-    no gradient it is one traced node (D79); without one its result is a view, which a
-    trace does not take."""
-    traced = True
+    the rank grows), in their order, so the graph is the chain's (D61)."""
 
     def forward(self, x: LazyBuffer, w: LazyBuffer, b: LazyBuffer | None = None) -> LazyBuffer:
         out = super().forward(x, w.permute((1, 0)))

@@ -10,6 +10,7 @@ They must build one node, and the next call must schedule nothing.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from codegen.dtypes import dtypes
@@ -116,12 +117,125 @@ def test_a_traced_forward_is_one_node_and_repeats_schedule_nothing():
             assert CacheStats.misses == misses and np.array_equal(first, again)
 
 
-def test_forwards_that_record_a_gradient_are_not_traced():
+def test_a_recorded_call_is_one_node_forward_and_one_per_gradient():
     x = Tensor(np.ones((4, 5), dtype=np.float32)).requires_grad_()
     y = x.softmax(-1)
-    assert y.lazydata.op is not CompositeOps.GRAPH and y._ctx is not None
-    with Tensor.no_grad():
-        assert x.softmax(-1).lazydata.op is CompositeOps.GRAPH
+    assert y.lazydata.op is CompositeOps.GRAPH and y._ctx.function.__name__ == "Softmax"
+    (dx,) = y.gradient(x, gradient=Tensor.ones(4, 5))
+    assert dx.lazydata.op is CompositeOps.GRAPH
+    assert dx.lazydata.src[-1] is y.lazydata  # it reads y, as Softmax saves it
+    w = Tensor(np.ones((3, 5), dtype=np.float32)).requires_grad_()
+    out = x.linear(w)  # no bias: the result is a view of the traced reduce
+    assert out.lazydata.base.op is CompositeOps.GRAPH
+    gx, gw = out.gradient(x, w, gradient=Tensor.ones(4, 3))
+    assert gx.lazydata.base.op is CompositeOps.GRAPH and gw.lazydata.base.op is CompositeOps.GRAPH
+    assert len(gx.lazydata.base.src) == 3  # x, w, the gradient: it reads no forward value
+
+
+# the Functions traced with a gradient (D80): inputs (name, shape of the drawn (rows, width))
+def _grad_case(op: str, rows: int, width: int, rng):
+    """(inputs as arrays, which may need a gradient, f(*tensors) -> the result)."""
+    x = rng.standard_normal((rows, width))
+    w = rng.standard_normal((3, width))
+    b = rng.standard_normal(3)
+    if op in ("softmax", "log_softmax"):
+        return [x], lambda t: getattr(t, op)(-1)
+    if op == "softmax_columns":
+        return [x], lambda t: t.softmax(0)
+    if op == "layer_norm":
+        return [x, rng.standard_normal(width), rng.standard_normal(width)], \
+            lambda t, g, c: F.layer_norm(t, (width,), g, c)
+    if op == "linear":
+        return [x, w, b], lambda t, v, c: F.linear(t, v, c)
+    if op == "linear_no_bias":
+        return [x, w], lambda t, v: F.linear(t, v)
+    if op == "matmul_transposed":  # q @ k.T: the second input out of memory order
+        return [x, w], lambda t, v: t @ v.T
+    if op == "attention":
+        return [x, w, rng.standard_normal((3, 4))], lambda q, k, v: (q @ k.T).softmax(-1) @ v
+    labels = rng.integers(0, width, rows)
+    reduction = op.split("_")[-1]
+    return [x, labels], lambda t, y: t.sparse_categorical_crossentropy(y, reduction=reduction)
+
+
+GRAD_OPS = ["softmax", "log_softmax", "softmax_columns", "layer_norm", "linear",
+            "linear_no_bias", "matmul_transposed", "attention", "cross_entropy_mean",
+            "cross_entropy_sum", "cross_entropy_none"]
+
+
+def _grad_run(trace: int, fn, arrays_, needs, dtype, order: str, calls: int = 3):
+    """`calls` x [the result, then each needed gradient], as numpy."""
+    out = []
+    with Context(GRAPH_TRACE=trace):
+        leaves = [Tensor(a.astype(NP[dtype]) if a.dtype.kind == "f" else a, requires_grad=n)
+                  for a, n in zip(arrays_, needs)]
+        for _ in range(calls):
+            y = fn(*leaves)
+            g = Tensor(np.linspace(-1, 1, max(y.numel(), 1)).reshape(y.shape).astype(NP[dtype]))
+            wanted = [t for t, n in zip(leaves, needs) if n]
+            if order == "forward first":
+                first = y.numpy()
+                grads = y.gradient(*wanted, gradient=g)
+                Tensor.realize(*grads)
+            else:
+                grads = y.gradient(*wanted, gradient=g)
+                if order == "together":
+                    y.realize(*grads)
+                else:  # the gradients alone, then the forward
+                    Tensor.realize(*grads)
+                first = y.numpy()
+            out.append([first] + [t.numpy() for t in grads])
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(op=st.sampled_from(GRAD_OPS), dtype=st.sampled_from([dtypes.float32, dtypes.float64]),
+       order=st.sampled_from(["together", "forward first", "gradients only"]), data=st.data())
+def test_traced_gradients_match_their_graph_bit_for_bit(op, dtype, order, data):
+    """Forward and gradients of a call recorded for autograd (D80), three times (the
+    cached schedule, then its plan): bit for bit what the Function builds node by node
+    when realized together; realized apart (forward first, or the gradients first),
+    within rounding."""
+    rows, width = data.draw(st.integers(1, 19), "rows"), data.draw(st.integers(1, 37), "width")
+    arrays_, fn = _grad_case(op, rows, width, np.random.default_rng(data.draw(st.integers(0, 9), "seed")))
+    floats = [a.dtype.kind == "f" for a in arrays_]
+    needs = data.draw(st.lists(st.booleans(), min_size=len(arrays_), max_size=len(arrays_))
+                      .map(lambda n: [a and b for a, b in zip(n, floats)])
+                      .filter(lambda n: any(n)), "needs")
+    _TRACES.clear()
+    plain = _grad_run(0, fn, arrays_, needs, dtype, order)
+    traced = _grad_run(1, fn, arrays_, needs, dtype, order)
+    for a, b in zip(plain, traced):
+        for u, v in zip(a, b):
+            assert u.shape == v.shape, (op, needs, order)
+            if order != "together":  # a later realize recomputes what an earlier one had
+                # inside a traced graph's kernels (it reads the traced nodes' results, not
+                # their intermediates): the same formulas, maybe fused otherwise
+                tol = 1e-5 if dtype == dtypes.float32 else 1e-12
+                np.testing.assert_allclose(v, u, rtol=tol, atol=tol * (1 + np.abs(u).max()))
+            else:
+                assert np.array_equal(u, v, equal_nan=True), (op, needs, order)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+@pytest.mark.parametrize("order", ["forward", "gradient", "together"])
+def test_a_traced_cross_entropy_checks_its_labels(reduction, order):
+    """A label out of range raises IndexError whatever is realized: the loss, its gradient
+    or both; on every call (the cached schedule and its plan), and again after a call
+    with good labels."""
+    x = Tensor(np.zeros((4, 5), np.float32), requires_grad=True)
+    for labels, bad in [([0, 1, 2, 3], False), ([0, 1, 7, 3], True), ([0, 1, 2, 3], False),
+                        ([0, -1, 2, 3], True), ([4, 4, 4, 4], False), ([0, 5, 2, 3], True)] * 2:
+        loss = x.sparse_categorical_crossentropy(Tensor(np.array(labels)), reduction=reduction)
+        assert loss.lazydata.base.op is CompositeOps.GRAPH
+        (gx,) = loss.gradient(x, gradient=Tensor.ones(*loss.shape))
+        run = {"forward": lambda: loss.numpy(), "gradient": lambda: gx.numpy(),
+               "together": lambda: loss.realize(gx)}[order]
+        if bad:
+            with pytest.raises(IndexError, match="class label"):
+                run()
+        else:
+            run()
 
 
 def test_a_traced_graph_with_several_kernels_runs_again_on_fresh_buffers():
