@@ -191,6 +191,8 @@ def run_schedule(schedule: list[ScheduleItem]) -> list[tuple[ProgramSpec, Progra
                                                 [out.realized]))
                 verify(out)
         out.src, out.arg = (), None  # drop the graph so its buffers can be freed
+        if out.saved:  # (a traced forward's values: read only by a node not yet realized)
+            out.saved = None
         item.inputs = []
     return programs
 
@@ -417,6 +419,8 @@ class Plan:
             if after:  # an index check: raise before anything reads bad indices
                 verify(node)
             node.src, node.arg = (), None  # drop the graph so its buffers can be freed
+            if node.saved:
+                node.saved = None
 
 
 def realize(outs: list[LazyBuffer]) -> None:

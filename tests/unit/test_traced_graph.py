@@ -9,6 +9,9 @@ They must build one node, and the next call must schedule nothing.
 """
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -254,3 +257,31 @@ def test_empty_inputs_are_not_traced_and_still_run():
     with Tensor.no_grad():
         y = Tensor.zeros(0, 4).softmax(-1)
         assert y.lazydata.base.op is not CompositeOps.GRAPH and y.numpy().shape == (0, 4)
+
+
+def test_saved_values_are_read_and_live_no_longer_than_their_node():
+    """Gradients realized first: the loss's traced node keeps the values its graph
+    computed (D80), the loss reads them, and once it is realized they are dropped (freed
+    when nothing else holds them); the value is the one computed without tracing."""
+    rng = np.random.default_rng(3)
+    x = Tensor(rng.standard_normal((8, 5)).astype(np.float32))
+    labels = Tensor(rng.integers(0, 3, 8))
+    w = Tensor(rng.standard_normal((3, 5)).astype(np.float32), requires_grad=True)
+    with Context(GRAPH_TRACE=0):
+        want = x.linear(w).sparse_categorical_crossentropy(labels).numpy()
+    for _ in range(3):  # a fresh schedule, the cached one, its plan
+        loss = x.linear(w).sparse_categorical_crossentropy(labels)
+        loss.backward()
+        w.grad.realize()
+        node = loss.lazydata.base
+        assert node.op is CompositeOps.GRAPH and node.saved
+        refs = [weakref.ref(v) for v in node.saved.values() if v.realized is not None]
+        assert refs, "the gradient's schedule computed the loss's log-probabilities"
+        misses = CacheStats.misses
+        assert np.allclose(loss.numpy(), want, rtol=1e-6, atol=1e-6)
+        assert node.saved is None
+        w.grad = None
+        del loss, node
+        gc.collect()
+        assert all(r() is None for r in refs)
+    assert CacheStats.misses == misses  # (the last loss found its schedule)
