@@ -54,12 +54,15 @@ class MovementMixin(TensorMixin):
     @keywords(order=POSITIONAL, dims=POSITIONAL)
     def permute(self, *order):
         order = argfix(*order)
-        if len(order) != self.ndim:
-            raise ShapeError(f"permute {order} does not match {self.ndim} dims of {self.shape}")
-        order = tuple(norm_dim(o, self.ndim, "permute dim") for o in order)
-        if sorted(order) != list(range(self.ndim)):
-            raise ShapeError(f"permute {order} is not a permutation of {self.ndim} dims")
-        return self.apply(F.Permute, order=order)
+        ndim = len(self.lazydata.shape)
+        if len(order) != ndim:
+            raise ShapeError(f"permute {order} does not match {ndim} dims of {self.shape}")
+        # the common case, Python ints that are a permutation already, checked at once
+        if not (sorted(order) == list(range(ndim)) and set(map(type, order)) <= {int}):
+            order = tuple([norm_dim(o, ndim, "permute dim") for o in order])
+            if sorted(order) != list(range(ndim)):
+                raise ShapeError(f"permute {order} is not a permutation of {ndim} dims")
+        return self.apply(F.Permute, order=tuple(order))
 
     @keywords(shape=POSITIONAL, size=POSITIONAL)
     def expand(self, *shape):

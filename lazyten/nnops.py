@@ -40,6 +40,13 @@ class NNMixin(TensorMixin):
     def matmul(self, other):
         """PyTorch's matmul: 1-d, 2-d and batched, with broadcasting of batch dims."""
         x, w = self, other
+        if type(w) is type(x):  # the common case at once: one float dtype computed in itself,
+            # at least 2-d each, equal batch dims (or one side without any)
+            xs, ws, dt = x.lazydata.shape, w.lazydata.shape, x.lazydata.dtype
+            if len(xs) >= 2 and len(ws) >= 2 and xs[-1] == ws[-2] and dt.is_float and \
+                    dt is w.lazydata.dtype and dt.opmath is dt and \
+                    (len(xs) == 2 or len(ws) == 2 or xs[:-2] == ws[:-2]):
+                return x.apply(Matmul, w)
         if x.ndim == 0 or w.ndim == 0:
             raise ShapeError(f"matmul needs at least 1-d tensors, got {x.shape} and {w.shape}")
         if x.shape[-1] != w.shape[-2 if w.ndim > 1 else 0]:

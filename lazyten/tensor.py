@@ -104,7 +104,7 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, ReduceM
 
     @property
     def ndim(self) -> int:
-        return len(self.shape)
+        return len(self.lazydata.shape)
 
     def numel(self) -> int:
         return prod(self.shape)
