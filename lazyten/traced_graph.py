@@ -32,6 +32,7 @@ memory order, or its forward returns an input, a constant or a view of either; a
 empty shapes.
 """
 from __future__ import annotations
+import threading
 from typing import Any
 
 from codegen.helpers import getenv
@@ -77,13 +78,12 @@ class Output:
 class Subgraph:
     """A traced Function over placeholders (CompositeOps.INPUT bases, `arg` the input's
     position; the gradient's is `n_inputs`): `forward`, then `gradients` (one Output per
-    input, None where none is needed), `flags` (its index checks' flags; `flagged`: the
-    ids of the trace's bases that carried them), and `consts`, the realized ranges
+    input, None where none is needed), `flags` (its index checks' flags), and `consts`, the realized ranges
     (`Tensor.arange`'s, never written) its graph reads, which every call's GRAPH nodes
     take as sources after the inputs. `reads_forward`: whether the gradients' graphs
     read a node the forward computed."""
-    __slots__ = ("fn", "forward", "gradients", "flags", "flagged", "consts", "nodes",
-                 "reads_forward", "flips")
+    __slots__ = ("fn", "forward", "gradients", "flags", "consts", "nodes", "reads_forward",
+                 "flips")
 
     def __init__(self, fn: type, roots: list[LazyBuffer | None], walked: Walk,
                  reads_forward: bool, flips: tuple[bool, ...]):
@@ -92,7 +92,6 @@ class Subgraph:
         self.forward = Output(self, "forward", roots[0])  # type: ignore[arg-type]
         self.gradients = [None if r is None else Output(self, "gradient", r) for r in roots[1:]]
         self.flags = [Output(self, "flag", flag) for flag in walked.flags]
-        self.flagged = walked.flagged
         self.consts = tuple(walked.consts)
 
     def __repr__(self) -> str:
@@ -215,14 +214,13 @@ _LOADS = (LoadOps.CONST, LoadOps.CONTIGUOUS)
 class Walk:
     """The graph under `roots`, checked: `nodes` counts its nodes (bases and views),
     `computed` the ids of its computed bases, `flags` its index checks' flags (walked
-    too), `flagged` the ids of the bases that carry them, `consts` its realized ranges.
+    too), `consts` its realized ranges.
     Raises NotTraceable where the graph cannot be rebuilt over other inputs."""
 
     def __init__(self, roots: list[LazyBuffer | None]):
         seen: set[int] = set()
         self.computed: set[int] = set()
         self.flags: list[LazyBuffer] = []
-        self.flagged: set[int] = set()
         self.consts: list[LazyBuffer] = []
         stack = [r for r in roots if r is not None]
         flags: set[int] = set()
@@ -245,7 +243,6 @@ class Walk:
             if node.checks:
                 if node.op is CompositeOps.INPUT:
                     raise NotTraceable("an index check on an input")
-                self.flagged.add(id(node))
                 for flag in node.checks:
                     if id(flag) not in flags:
                         flags.add(id(flag))
@@ -271,9 +268,18 @@ def _reaches(roots: list[LazyBuffer | None], targets: set[int]) -> bool:
     return False
 
 
-# a pass's forwards already rebuilt (id of the forward's GRAPH node -> its rebuilt nodes by
-# trace node id), and the gradients' (Subgraph and source ids -> rebuilt nodes)
-_DONE: dict[Any, dict[int, LazyBuffer]] = {}
+class _PassState(threading.local):
+    """Per thread (threads may realize at once): `done`, a pass's forwards already rebuilt
+    (id of the forward's GRAPH node -> its rebuilt nodes by trace node id) and gradients'
+    (Subgraph and source ids -> rebuilt nodes); `expanded`, the GRAPH nodes expanded since
+    the last restore_graphs (node, its sources, arg, checks)."""
+
+    def __init__(self) -> None:
+        self.done: dict[Any, dict[int, LazyBuffer]] = {}
+        self.expanded: list[tuple[LazyBuffer, tuple, Any, tuple]] = []
+
+
+_PASS = _PassState()
 
 
 def expand_graphs(outs: list[LazyBuffer]) -> None:
@@ -282,7 +288,7 @@ def expand_graphs(outs: list[LazyBuffer]) -> None:
     try:
         rewrite_bases(outs, _become)
     finally:
-        _DONE.clear()
+        _PASS.done.clear()
 
 
 def _become(node: LazyBuffer) -> LazyBuffer:
@@ -303,9 +309,9 @@ def _become(node: LazyBuffer) -> LazyBuffer:
             result.checks = _flags_of(base, _call_flags(node))
     elif out.kind == "gradient":  # the forward's rebuilt nodes where this pass has them
         key = (out.sub, *[id(s) for s in node.src])
-        done = _DONE.get(key)  # type: ignore[assignment]
+        done = _PASS.done.get(key)  # type: ignore[assignment]
         if done is None:
-            done = _DONE[key] = _forward_nodes(out.sub, node.src)
+            done = _PASS.done[key] = _forward_nodes(out.sub, node.src)
         result = _rebuild(base, srcs, done, _call_flags(node))
         if result.realized is not None or result.op is CompositeOps.GRAPH:
             # the gradient is a value the forward had (made before this pass): a copy
@@ -313,13 +319,9 @@ def _become(node: LazyBuffer) -> LazyBuffer:
                                        node.device, src=(result,))
     else:
         result = _rebuild(base, srcs, {}, {})
-    _EXPANDED.append((node, node.src, node.arg, node.checks))
+    _PASS.expanded.append((node, node.src, node.arg, node.checks))
     node.op, node.src, node.arg, node.checks = result.op, result.src, result.arg, result.checks
     return node
-
-
-# the GRAPH nodes expanded since the last restore_graphs: (node, its sources, arg, checks)
-_EXPANDED: list[tuple[LazyBuffer, tuple, Any, tuple]] = []
 
 
 def restore_graphs() -> None:
@@ -327,8 +329,9 @@ def restore_graphs() -> None:
     node again (its forward's values the schedule computed stay `saved`). A later
     realize of it then keys on the node as it would after a cached schedule, which
     expands nothing: one key either way, so eager code repeated settles at once."""
-    while _EXPANDED:
-        node, src, arg, checks = _EXPANDED.pop()
+    expanded = _PASS.expanded
+    while expanded:
+        node, src, arg, checks = expanded.pop()
         if node.realized is None:
             node.op, node.src, node.arg, node.checks = CompositeOps.GRAPH, src, arg, checks
 
@@ -348,12 +351,12 @@ def _forward_done(node: LazyBuffer) -> dict[int, LazyBuffer]:
     node (which then joins the graph and is expanded), while one reading only the
     forward's intermediate values leaves the node as it is (a later realize of it keys
     on the same GRAPH node as it would have without this one)."""
-    done = _DONE.get(id(node))
+    done = _PASS.done.get(id(node))
     if done is None:
         out: Output = node.arg
         base = out.base
         assert base is not None, "GRAPH nodes stand for computed bases"
-        done = _DONE[id(node)] = {id(base): node}
+        done = _PASS.done[id(node)] = {id(base): node}
         # values an earlier schedule computed: read, not computed again (the schedule
         # cache's key names them)
         node.saved = {t: v for t, v in node.saved.items() if v.realized is not None} \
@@ -373,7 +376,7 @@ def _forward_nodes(sub: Subgraph, srcs: tuple[LazyBuffer, ...]) -> dict[int, Laz
     forward = srcs[-1]
     if forward.realized is None and forward.op is CompositeOps.GRAPH:
         return dict(_forward_done(forward))
-    found = _DONE.get(id(forward))  # (expanded in this pass: in _DONE; or before it)
+    found = _PASS.done.get(id(forward))  # (expanded in this pass, or before it)
     return dict(found) if found is not None else {id(sub.forward.base): forward}
 
 

@@ -10,6 +10,7 @@ They must build one node, and the next call must schedule nothing.
 from __future__ import annotations
 
 import gc
+import threading
 import weakref
 
 import numpy as np
@@ -22,7 +23,7 @@ from lazyten import Tensor
 from lazyten.nn import functional as F
 from lazyten.schedule_cache import CacheStats
 from lazyten.traced import CompositeOps
-from lazyten.traced_graph import _TRACES
+from lazyten.traced_graph import _TRACES, expand_graphs, restore_graphs
 from tests.helpers import LAYOUTS, NP, arrays, make_layout
 
 OPS = ["softmax", "log_softmax", "layer_norm", "layer_norm_affine", "layer_norm_2d", "linear"]
@@ -285,3 +286,67 @@ def test_saved_values_are_read_and_live_no_longer_than_their_node():
         gc.collect()
         assert all(r() is None for r in refs)
     assert CacheStats.misses == misses  # (the last loss found its schedule)
+
+
+def test_two_threads_train_traced_functions_at_once():
+    """Each thread's expansion pass keeps its own rebuilt nodes and its own list of nodes
+    to restore (D80): two threads training traced Functions on different shapes at the
+    same time get what one thread alone gets."""
+    def train(rows: int, out: list) -> None:
+        rng = np.random.default_rng(rows)
+        x = Tensor(rng.standard_normal((rows, 6)).astype(np.float32))
+        labels = Tensor(rng.integers(0, 4, rows))
+        w = Tensor(rng.standard_normal((4, 6)).astype(np.float32), requires_grad=True)
+        g = Tensor(np.ones(6, np.float32), requires_grad=True)
+        for _ in range(6):
+            h = F.layer_norm(x, (6,), g)
+            loss = h.linear(w).softmax(-1).log().sum(-1).mean() + \
+                h.linear(w).sparse_categorical_crossentropy(labels)
+            loss.backward()
+            out.append((loss.numpy(), w.grad.numpy(), g.grad.numpy()))
+            w.grad = g.grad = None
+
+    alone: dict[int, list] = {5: [], 9: []}
+    for rows in alone:
+        train(rows, alone[rows])
+    together: dict[int, list] = {5: [], 9: []}
+    threads = [threading.Thread(target=train, args=(rows, together[rows])) for rows in together]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for rows in alone:
+        assert len(together[rows]) == len(alone[rows])
+        for a, b in zip(alone[rows], together[rows]):
+            for u, v in zip(a, b):
+                assert np.array_equal(u, v), rows
+
+
+def test_a_threads_restore_leaves_another_threads_expansion_alone():
+    """Thread A's schedule has expanded a traced node and not yet run when thread B's
+    realize ends (and restores what *its* pass expanded): A's node stays expanded. With one
+    list for the process, B turned A's node back into a GRAPH node under A's schedule."""
+    x = Tensor(np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32))
+    with Tensor.no_grad():
+        y = x.softmax(-1)
+    node = y.lazydata.base
+    expanded = threading.Event()
+    restored = threading.Event()
+
+    def a():
+        expand_graphs([y.lazydata])
+        expanded.set()
+        restored.wait(30)
+
+    def b():
+        expanded.wait(30)
+        restore_graphs()
+        restored.set()
+    threads = [threading.Thread(target=a), threading.Thread(target=b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert node.op is not CompositeOps.GRAPH, "thread B restored thread A's expanded node"
+    np.testing.assert_allclose(y.numpy(), np.exp(x.numpy()) / np.exp(x.numpy()).sum(-1, keepdims=True),
+                               rtol=1e-6)
