@@ -34,6 +34,9 @@ def norm_axes(axis: Any, ndim: int) -> tuple[int, ...]:
         return tuple(range(ndim))
     if type(axis) is int and -ndim <= axis < ndim:  # the common case, checked fast
         return (axis % ndim,)
+    if type(axis) is tuple and axis and set(map(type, axis)) <= {int} and \
+            0 <= axis[0] and axis[-1] < ndim and list(axis) == sorted(set(axis)):
+        return axis  # already sorted, distinct and in range (layer_norm's trailing dims)
     if hasattr(axis, "__index__"):
         axes = (axis,)
     elif isinstance(axis, (tuple, list)):

@@ -185,7 +185,8 @@ class NNMixin(TensorMixin):
         operators broadcast them): one LayerNorm Function for float32 and float64 inputs
         whose parameters share their dtype and shape fits x, else the Tensor chain."""
         params = [p for p in (weight, bias) if p is not None]
-        if self.dtype.is_float and self.dtype.opmath != self.dtype:
+        own = self.lazydata.dtype
+        if own.is_float and own.opmath is not own:
             # 16-bit floats: computed in float32 and rounded once to the dtype the chain
             # gives, as PyTorch (x - mean rounded to float16 lost small outputs' precision)
             dtype = self.dtype
@@ -214,7 +215,8 @@ class NNMixin(TensorMixin):
                     p.lazydata.device != lazy.device or len(p.lazydata.shape) > len(shape):
                 return False
             tail = shape[len(shape) - len(p.lazydata.shape):]
-            if any(a != b and a != 1 for a, b in zip(p.lazydata.shape, tail)):
+            if p.lazydata.shape != tail and \
+                    any(a != b and a != 1 for a, b in zip(p.lazydata.shape, tail)):
                 return False
         return True
 
