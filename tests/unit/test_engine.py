@@ -80,7 +80,7 @@ def test_buffer_read_by_several_consumers_is_computed_once():
 
 
 def _source_of(fn):
-    from lazyten import realize as engine
+    from lazyten import programs as engine
     before = set(engine._PROGRAMS)
     fn()
     new = [v for k, v in engine._PROGRAMS.items() if k not in before]

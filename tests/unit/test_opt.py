@@ -98,17 +98,17 @@ def test_noopt_is_part_of_the_program_caches_key(tmp_path):
     """A program compiled with the passes on is not reused with NOOPT=1, from memory or
     from the disk cache (it was: NOOPT=1 ran the tuned kernel and DEBUG=3 printed no
     decisions for it)."""
-    from lazyten import realize
+    from lazyten import programs
     a, b = _rnd((33, 64)), _rnd((64, 48), 1)
     ast = create_schedule([(Tensor(a) @ Tensor(b)).lazydata])[-1].ast
     renderer = get_runtime("CPU").renderer
     with Context(CACHEDIR=str(tmp_path)):
-        tuned, _ = realize.get_program(ast, "CPU")
+        tuned, _ = programs.get_program(ast, "CPU")
         with Context(NOOPT=1):
             plain = renderer.program(linearize(ast, renderer.target)).src
-            from_memory, _ = realize.get_program(ast, "CPU")
-            realize._PROGRAMS.clear()
-            from_disk, _ = realize.get_program(ast, "CPU")
+            from_memory, _ = programs.get_program(ast, "CPU")
+            programs._PROGRAMS.clear()
+            from_disk, _ = programs.get_program(ast, "CPU")
     assert tuned.src != plain
     assert from_memory.src == plain and from_disk.src == plain
 

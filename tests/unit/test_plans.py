@@ -99,7 +99,7 @@ def test_a_plan_keeps_its_programs_alive():
     segfault in the test suite, after another test had emptied the cache)."""
     import gc
     import weakref
-    from lazyten import realize as engine
+    from lazyten import programs as engine
     from lazyten.schedule_cache import lookup
     xs = [np.arange(31 * 3, dtype=np.float32).reshape(31, 3) * (i - 2) for i in range(5)]
     make = lambda i: (Tensor(xs[i]) * 3.5 - 1).sum(1)  # noqa: E731
