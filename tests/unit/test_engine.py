@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import time
+
 import numpy as np
 import pytest
 
@@ -147,12 +149,9 @@ def test_debug2_prints_one_line_per_kernel():
     assert "r_64_16_32" in kernels[0]
 
 
-def test_cpu_kernel_near_the_thread_bound_times_both_ways_then_keeps_one():
-    """A kernel with a few times the work one thread wants runs its first calls serial
-    and split in turn, timed, then keeps the faster (the hand-off to the worker threads
-    can cost more than it saves: LeNet's jitted b64 step 2.8 -> 2.2 ms). Both ways give
-    the same bits, and the choice is made within the trials."""
-    from runtimes import cpu_llvm
+def _near_bound_program():
+    """A captured kernel with a few times the work one thread wants: (spec, program,
+    buffers' memory, its first result)."""
     a = Tensor(rnd(600, 500)).realize()
     Capture.items = []
     try:
@@ -160,15 +159,87 @@ def test_cpu_kernel_near_the_thread_bound_times_both_ways_then_keeps_one():
         (spec, program, buffers), = Capture.items
     finally:
         Capture.items = None
-    assert program.threaded and not program.serial and program.trials is not None
+    return spec, program, [b.ensure_allocated() for b in buffers], first
+
+
+def test_cpu_kernel_near_the_thread_bound_times_both_ways_then_keeps_one():
+    """A kernel with a few times the work one thread wants runs its first calls serial
+    and split in turn, timed, then keeps the faster (the hand-off to the worker threads
+    can cost more than it saves: LeNet's jitted b64 step 2.8 -> 2.2 ms). Both ways give
+    the same bits, and the choice is made within the trials."""
+    from runtimes import cpu_llvm
+    spec, program, ptrs, first = _near_bound_program()
+    assert program.threaded and not program.serial and program.choice is not None
     expected = first.numpy().copy()
-    ptrs = [b.ensure_allocated() for b in buffers]
-    for _ in range(2 * cpu_llvm._TRIALS - 1):  # the capture's call was the first trial
+    for _ in range(2 * cpu_llvm._TRIALS):  # the capture's call was the untimed first
         program(*ptrs, global_size=spec.global_size, local_size=spec.local_size)
         np.testing.assert_array_equal(first.numpy(), expected)
-    assert program.trials is None and isinstance(program.serial, bool)
-    program(*ptrs, global_size=spec.global_size, local_size=spec.local_size)
+    choice = program.choice
+    assert not choice.calls and choice.split == (choice.best[1] < choice.best[0])
+    for _ in range(3 * cpu_llvm._RECHECK[0]):  # through a re-check: still the same bits
+        program(*ptrs, global_size=spec.global_size, local_size=spec.local_size)
+        np.testing.assert_array_equal(first.numpy(), expected)
+
+
+def test_thread_choice_times_again_and_corrects_a_choice_made_on_a_busy_machine():
+    """A choice made while the second core was busy (another process; torch's threads
+    spinning after its own op, in a side-by-side run) is not kept for the process's
+    life: one call each way is timed again after 16 calls, 32, ... and the choice is
+    remade from each way's best time. Here split is slow during the first trials and
+    fast after: the kernel is back on two threads after the first re-check."""
+    from runtimes import cpu_llvm
+    spec, program, ptrs, first = _near_bound_program()
+    expected = first.numpy().copy()
+    real_pieces, real_fn = program.run_pieces, program.fn
+    calls = {"split": 0}
+
+    def pieces(*args):  # busy for the first trials, then much faster than serial
+        calls["split"] += 1
+        time.sleep(0.02 if calls["split"] <= cpu_llvm._TRIALS else 0.0)
+        real_pieces(*args)
+
+    def serial(*args):
+        time.sleep(0.005)
+        real_fn(*args)
+    program.run_pieces, program.fn = pieces, serial
+    try:
+        program.choice = cpu_llvm.ThreadChoice()
+        calls["split"] = -1  # the round's untimed first call
+        for _ in range(1 + 2 * cpu_llvm._TRIALS):
+            program(*ptrs, global_size=spec.global_size, local_size=spec.local_size)
+        assert program.choice.split is False  # the busy trials picked serial
+        for _ in range(cpu_llvm._RECHECK[0] + 2):
+            program(*ptrs, global_size=spec.global_size, local_size=spec.local_size)
+        assert program.choice.split is True
+        before = calls["split"]
+        program(*ptrs, global_size=spec.global_size, local_size=spec.local_size)
+        assert calls["split"] == before + 1  # an untimed call takes the new choice
+    finally:
+        program.run_pieces, program.fn = real_pieces, real_fn
     np.testing.assert_array_equal(first.numpy(), expected)
+
+
+def test_thread_choice_spaces_its_re_checks_out():
+    """The calls of a round: an untimed split call (it wakes the workers), then split and
+    serial timed in turn, _TRIALS of each in the first round and one in later rounds,
+    which start after 16 calls, 32, ... at most every 1024: a long run pays for few slow
+    calls."""
+    from runtimes.cpu_llvm import ThreadChoice, _RECHECK, _TRIALS
+    choice, calls = ThreadChoice(), []
+    for _ in range(6000):
+        split, timed = choice.next_way()
+        calls.append((split, timed))
+        if timed:
+            choice.record(split, 1.0 if split else 2.0)  # split always faster
+    first = 1 + 2 * _TRIALS
+    assert calls[:first] == [(True, False)] + [(True, True), (False, True)] * _TRIALS
+    assert choice.split is True and all(split for split, timed in calls[first:] if not timed)
+    starts = [i for i in range(first, len(calls) - 2)
+              if calls[i + 1:i + 3] == [(True, True), (False, True)]]
+    assert starts[0] == first - 1 + _RECHECK[0]
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    assert gaps[:3] == [2 + 2 * _RECHECK[0], 2 + 4 * _RECHECK[0], 2 + 8 * _RECHECK[0]]
+    assert max(gaps) == 2 + _RECHECK[1]
 
 
 def test_cpu_host_refuses_a_function_the_binary_lacks():
