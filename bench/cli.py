@@ -2,9 +2,10 @@
 
 Order of a run: one child measures every baseline (numpy, torch eager, then
 torch.compile); then one child per lazyten workload; then the two start-up children
-(cold kernel cache, warm kernel cache). Children run one at a time, never in parallel.
-Each child has a time limit; a child past it is stopped (its process group, which it
-leads) and what it had measured is kept.
+(cold kernel cache, warm kernel cache). With --paired, torch eager is measured in each
+lazyten workload's child instead, in rounds alternating with lazyten. Children run one
+at a time, never in parallel. Each child has a time limit; a child past it is stopped
+(its process group, which it leads) and what it had measured is kept.
 """
 from __future__ import annotations
 import argparse
@@ -53,6 +54,10 @@ def parse(argv) -> argparse.Namespace:
     p.add_argument("--budget", type=float, metavar="SECONDS",
                    help=f"timed seconds per measurement before stopping early (default "
                         f"{FULL['budget']:g}, --quick {QUICK['budget']:g})")
+    p.add_argument("--paired", action="store_true",
+                   help="time lazyten and torch eager side by side in one process, in "
+                        "alternating rounds, so that the ratio does not depend on how busy the "
+                        "machine was when each side ran")
     p.add_argument("--stat", choices=["median", "min"], default="median",
                    help="the time the table and the targets compare: the median call "
                         "(default), or each side's best call, steadier on a busy machine")
@@ -94,13 +99,13 @@ def run_child(cmd: list[str], timeout: float, env: dict) -> tuple[int | None, st
 
 
 def run_worker(side: str, names: list[str], args, deadline: float,
-               timeout: float) -> tuple[list[dict], str | None]:
+               timeout: float, without: str = "") -> tuple[list[dict], str | None]:
     """Run a bench.worker child; (its records, a failure message or None)."""
     with tempfile.TemporaryDirectory(prefix="lazyten-bench-") as tmp:
         out_path = os.path.join(tmp, "records.jsonl")
         cmd = [sys.executable, "-m", "bench.worker", side, ",".join(names), "--out", out_path,
                "--repeat", str(args.repeat), "--budget", str(args.budget),
-               "--deadline", str(deadline)]
+               "--deadline", str(deadline), "--without", without]
         code, _, err, _ = run_child(cmd, timeout, child_env())
         records = []
         if os.path.exists(out_path):
@@ -116,17 +121,19 @@ def run_worker(side: str, names: list[str], args, deadline: float,
 
 
 def measure_baselines(selected: list[Workload], args, results: dict, meta: dict) -> None:
-    keys = list(dict.fromkeys(w.key for w in selected if w.baselines))
+    paired = _paired(args)
+    keys = list(dict.fromkeys(w.key for w in selected if set(w.baselines) - paired))
     if not keys:
         return
     by_key = {w.key: w for w in selected}
-    count = sum(len(by_key[k].baselines) for k in keys)
+    count = sum(len(set(by_key[k].baselines) - paired) for k in keys)
     per = max(3 * args.budget, 10.0)
     compiles = sum("torch_compile" in by_key[k].baselines for k in keys)
     deadline = count * per + compiles * COMPILE_S + 30
     log(f"baselines (numpy, torch eager, torch.compile) for {len(keys)} workloads ...")
     t0 = time.monotonic()
-    records, failure = run_worker("baseline", keys, args, deadline, deadline + 120)
+    records, failure = run_worker("baseline", keys, args, deadline, deadline + 120,
+                                  without=",".join(paired))
     log(f"  baselines took {time.monotonic() - t0:.0f} s")
     for rec in records:
         if "meta" in rec:
@@ -136,21 +143,35 @@ def measure_baselines(selected: list[Workload], args, results: dict, meta: dict)
             if w.key == rec["workload"]:
                 results[w.name][rec["impl"]] = rec
     for w in selected:
-        for impl in w.baselines:
+        for impl in set(w.baselines) - paired:
             results[w.name].setdefault(impl, {"status": "timeout" if failure and failure.startswith("timeout")
                                               else "error", "reason": failure or "not reported"})
     if failure:
         log(f"baselines: {failure}")
 
 
-def measure_lazyten(w: Workload, args, results: dict) -> None:
+def _paired(args) -> set[str]:
+    """The baselines measured beside lazyten (--paired) rather than in the baseline child."""
+    return {"torch"} if args.paired else set()
+
+
+def measure_lazyten(w: Workload, args, results: dict, meta: dict) -> None:
     deadline = w.deadline[1 if args.quick else 0]
+    paired = "torch" in w.baselines and "torch" in _paired(args)
+    if paired:  # torch's calls too, and its warm-up
+        deadline *= 2
     # the child stops timing at its deadline; the grace covers one call that overruns it
     # (a first call slower than the whole limit), which is then reported as a lower bound
     timeout = deadline + GRACE
-    records, failure = run_worker("lazyten", [w.name], args, deadline, timeout)
+    records, failure = run_worker("paired" if paired else "lazyten", [w.name], args,
+                                  deadline, timeout)
     for rec in records:
+        if "meta" in rec:
+            meta.update(rec["meta"])
+            continue
         results[w.name][rec["impl"]] = rec
+    if paired and "torch" not in results[w.name]:
+        results[w.name]["torch"] = {"status": "error", "reason": failure or "not reported"}
     if "lazyten" not in results[w.name]:
         if failure and failure.startswith("timeout"):
             results[w.name]["lazyten"] = {"status": "timeout", "lower_bound_s": timeout,
@@ -236,7 +257,8 @@ def main(argv=None) -> int:
     meta = {
         "started": datetime.datetime.now().isoformat(timespec="seconds"),
         "args": {"quick": args.quick, "repeat": args.repeat, "budget_s": args.budget,
-                 "only": args.only, "all": args.all, "stat": args.stat},
+                 "only": args.only, "all": args.all, "stat": args.stat,
+                 "paired": args.paired},
         "python": sys.version.split()[0], "platform": platform.platform(),
         "cpu": cpu_model(), "cpu_count": os.cpu_count(), "numpy": numpy.__version__,
         "env": {k: os.environ[k] for k in ("DEVICE", "THREADS", "OPT", "CACHEDIR", "DISABLE_CACHE",
@@ -256,7 +278,7 @@ def main(argv=None) -> int:
             continue
         log(f"lazyten {w.name} ...")
         t0 = time.monotonic()
-        measure_lazyten(w, args, results)
+        measure_lazyten(w, args, results, meta)
         e = results[w.name]["lazyten"]
         if e["status"] == "ok":
             log(f"  {report.fmt_time(e['result']['median_s'])} (median of {e['result']['runs']}; "
@@ -271,7 +293,8 @@ def main(argv=None) -> int:
     stat = "medians" if args.stat == "median" else "each side's best call"
     print(f"lazyten benchmarks  ({meta['cpu']}, {meta['cpu_count']} cpus, python {meta['python']}, "
           f"numpy {meta['numpy']}, torch {meta.get('torch', {}).get('version', 'n/a')}; "
-          f"{'quick' if args.quick else 'full'} run, --repeat {args.repeat}; times are {stat})")
+          f"{'quick' if args.quick else 'full'} run, --repeat {args.repeat}; times are {stat}"
+          f"{'; lazyten and torch eager timed side by side' if args.paired else ''})")
     print(report.table(rows))
     print(report.details(rows))
     load = meta["loadavg_start"]

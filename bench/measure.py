@@ -16,13 +16,17 @@ as wall clock with time.perf_counter(). The garbage collector is off during each
 so a collection never lands inside one timing; a full collection runs before the timed
 calls and a cheap young-generation one between them (a full one per call would cost
 more than the call itself in a process that has imported torch).
+
+`measure_paired(sides)` times several implementations of one workload in one process,
+in alternating rounds (`python -m bench --paired`): what the ratio of two separate
+measurements cannot show on a machine whose speed changes from minute to minute.
 """
 from __future__ import annotations
 import gc
 import os
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 
 class Unavailable(Exception):
@@ -91,7 +95,14 @@ def measure(fn: Callable[[], Any], *, warmup: int = 1, repeat: int = 5, budget: 
         times = [warm_times[-1]]
         note = ("1 run, the warm-up itself" + (" (includes compiling)" if len(warm_times) == 1
                                                else "") + ": too slow to repeat in the time limit")
-    result.update({
+    result.update(_summary(times, warm_times, start))
+    if note:
+        result["note"] = note
+    return result
+
+
+def _summary(times: list[float], warm_times: list[float], start: float) -> dict:
+    return {
         "median_s": statistics.median(times),
         "min_s": min(times),
         "max_s": max(times),
@@ -100,10 +111,80 @@ def measure(fn: Callable[[], Any], *, warmup: int = 1, repeat: int = 5, budget: 
         "warmup_s": warm_times,
         "total_s": time.monotonic() - start,
         "loadavg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-    })
-    if note:
-        result["note"] = note
-    return result
+    }
+
+
+class Side(NamedTuple):
+    """One side of a paired measurement: its call, warm-up calls, and measure's `check`
+    and `after`."""
+    fn: Callable[[], Any]
+    warmup: int = 1
+    check: Callable[[Any], dict] | None = None
+    after: Callable[[], None] | None = None
+
+
+def measure_paired(sides: dict[str, Side], *, repeat: int = 5, budget: float = 5.0,
+                   rounds: int = 5, max_runs: int = 100,
+                   deadline: float | None = None) -> dict[str, dict]:
+    """Time several implementations of one workload side by side: each is warmed up,
+    then `rounds` rounds time a block of calls of each in turn (about budget / rounds
+    seconds per side and round, at least `repeat` and at most about `max_runs` calls in
+    all). A busy spell of the
+    machine so lands on every side, not on whichever ran at that moment, and each side
+    runs beside the others' threads, as in a program that uses both. Returns measure's
+    dict per side ("paired": the number of rounds)."""
+    start = time.monotonic()
+    results: dict[str, dict] = {name: {} for name in sides}
+    warm: dict[str, list[float]] = {name: [] for name in sides}
+    for name, side in sides.items():
+        for i in range(max(side.warmup, 1)):
+            gc.collect()
+            t0 = time.perf_counter()
+            out = side.fn()
+            if side.after is not None:
+                side.after()
+            warm[name].append(time.perf_counter() - t0)
+            if i == 0 and side.check is not None:
+                try:
+                    results[name]["check"] = side.check(out)
+                except Exception as e:  # a failed check is reported, never fatal
+                    results[name]["check"] = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+            del out
+    times: dict[str, list[float]] = {name: [] for name in sides}
+    block = budget / rounds
+    per_round, most = max(1, -(-repeat // rounds)), max(1, max_runs // rounds)
+    gc_was_enabled = gc.isenabled()
+    gc.collect()
+    try:
+        for _ in range(rounds):
+            for name, side in sides.items():
+                spent, calls = 0.0, 0
+                expected = times[name][-1] if times[name] else warm[name][-1]
+                while calls < per_round or (spent + expected < block and calls < most):
+                    if deadline is not None and time.monotonic() + expected > deadline:
+                        break
+                    gc.collect(1)
+                    gc.disable()
+                    t0 = time.perf_counter()
+                    out = side.fn()
+                    if side.after is not None:
+                        side.after()
+                    expected = time.perf_counter() - t0
+                    if gc_was_enabled:
+                        gc.enable()
+                    del out
+                    times[name].append(expected)
+                    spent, calls = spent + expected, calls + 1
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    for name in sides:
+        taken = times[name] or [warm[name][-1]]
+        results[name].update(_summary(taken, warm[name], start))
+        results[name]["paired"] = rounds
+        if not times[name]:
+            results[name]["note"] = "1 run, the warm-up itself: too slow to repeat in the time limit"
+    return results
 
 
 def compare(actual, expected, rtol: float, atol_scale: float) -> dict:

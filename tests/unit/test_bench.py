@@ -107,3 +107,34 @@ def test_torch_side_agrees_with_lazyten():
         want = base_layers.torch_case(name)().numpy()
         got = lazy_layers.case(name).run().numpy()
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_paired_measurement_alternates_the_sides_in_rounds():
+    """`measure_paired` (python -m bench --paired) warms each side up, checks the first
+    result, then times blocks of each side in turn: every round holds calls of both, so a
+    busy spell of the machine lands on both sides instead of on whichever ran then."""
+    import time
+    from bench.measure import Side, measure_paired
+    order: list[str] = []
+
+    def side(name: str, seconds: float):
+        def run():
+            order.append(name)
+            time.sleep(seconds)
+            return name
+        return run
+    found = measure_paired({"a": Side(side("a", 0.001), warmup=2,
+                                      check=lambda out: {"ok": out == "a"}),
+                            "b": Side(side("b", 0.003))},
+                           repeat=6, budget=0.1, rounds=4)
+    assert order[:3] == ["a", "a", "b"]  # the warm-ups, in order
+    timed = order[3:]
+    blocks = [timed[0]] + [n for prev, n in zip(timed, timed[1:]) if n != prev]
+    assert blocks == ["a", "b"] * 4  # four rounds, a block of each side in turn
+    assert found["a"]["check"] == {"ok": True} and "check" not in found["b"]
+    for name, least in (("a", 0.001), ("b", 0.003)):
+        result = found[name]
+        assert result["paired"] == 4 and result["runs"] == timed.count(name) >= 6
+        assert least <= result["min_s"] <= result["median_s"] <= result["max_s"]
+    # a side's block fills its share of the budget (about 0.1 / 4 s) up to max_runs / rounds
+    assert timed.count("a") > timed.count("b")
