@@ -160,13 +160,17 @@ class ThreadChoice:
         self.gap = _RECHECK[0]
 
     def next_way(self) -> tuple[bool, bool]:
-        """(split, timed) for this call."""
+        """(split, timed) for this call. Threads may call one kernel at once: a round's
+        call that another thread took first leaves this one untimed (list.pop is atomic)."""
         if not self.calls:
             self.countdown -= 1
             if self.countdown > 0:
                 return self.split, False
             self.calls = [None, True, False]
-        way = self.calls.pop(0)
+        try:
+            way = self.calls.pop(0)
+        except IndexError:
+            return self.split, False
         return (True, False) if way is None else (way, True)
 
     def record(self, split: bool, seconds: float) -> None:

@@ -219,6 +219,32 @@ def test_thread_choice_times_again_and_corrects_a_choice_made_on_a_busy_machine(
     np.testing.assert_array_equal(first.numpy(), expected)
 
 
+def test_thread_choice_under_calls_from_several_threads():
+    """Python threads may launch one kernel at once: its choice's rounds are shared, a
+    call that finds the round taken runs untimed, and every call computes the same bits."""
+    import threading
+    from runtimes import cpu_llvm
+    spec, program, ptrs, first = _near_bound_program()
+    expected = first.numpy().copy()
+    program.choice = cpu_llvm.ThreadChoice()
+    errors: list[BaseException] = []
+
+    def calls():
+        try:
+            for _ in range(60):
+                program(*ptrs, global_size=spec.global_size, local_size=spec.local_size)
+        except BaseException as e:  # noqa: B036 - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=calls) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert all(t < float("inf") for t in program.choice.best)
+    np.testing.assert_array_equal(first.numpy(), expected)
+
+
 def test_thread_choice_spaces_its_re_checks_out():
     """The calls of a round: an untimed split call (it wakes the workers), then split and
     serial timed in turn, _TRIALS of each in the first round and one in later rounds,
