@@ -43,15 +43,23 @@ def row_kernel_rows(k: Kernel, target: Target) -> list[Opt]:
     and temporaries, so AVX2's 16 registers hold one row: eight spilled, and one row at a
     time is faster there (4096 x 1000 softmax 2.4-2.9 -> 1.9-2.0 ms, 64 x 1000 51-64 ->
     41 us). Plain sums (layernorm) run at the cache's speed one row at a time and lose a
-    little with eight (4096 x 1000: 0.70 -> 0.78 ms), so they do not."""
+    little with eight (4096 x 1000: 0.70 -> 0.78 ms), so they do not. A short row (up to
+    _SHORT_ROW vectors) takes four rows even where they spill: its fixed costs (the
+    reduces' horizontal steps, the masked last vector, the loops' set-up) outweigh the
+    spills (AVX2, 512 rows, each way compiled in one process, best of 30 alternating:
+    log_softmax x 17 32.2 -> 27.0 us, x 100 77.6 -> 68.8, x 128 93.5 -> 89.2; softmax x 64
+    43.3 -> 39.0; from 300 wide one row was faster: x 300 softmax 144 -> 170)."""
     if not k.rows or not target.tile or k.upcasts or \
             not any(n.op in TRANSCENDENTAL for n in k.ast.walk()):
         return []
     fit = (target.vector_registers - _TRANSCENDENTAL_REGISTERS) // 2
+    if fit < 4 and k.full_shape[k.n_global + k.n_reduce - 1] <= _SHORT_ROW * target.lanes:
+        fit = 4
     return _rows_at_once(k, target, "a row kernel's exp or log: rows at once", fit)
 
 
 _TRANSCENDENTAL_REGISTERS = 16  # an exp's constants and temporaries, about (llvm_math.py)
+_SHORT_ROW = 16  # vectors: a row kernel's row this short takes rows at once in any registers
 
 
 def _rows_at_once(k: Kernel, target: Target, why: str, fit: int = 8) -> list[Opt]:

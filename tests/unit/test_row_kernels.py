@@ -253,18 +253,23 @@ def test_softmax_computes_exp_once_per_element():
 
 
 @pytest.mark.parametrize("bits", [128, 256, 512])
-def test_rows_at_once_only_where_the_row_computes_exp_or_log(bits):
+@pytest.mark.parametrize("width", [17, 100, 128, 129, 300, 1000])
+def test_rows_at_once_only_where_the_row_computes_exp_or_log(bits, width):
     """Several rows at once hide exp's latency (softmax, log_softmax) where the registers
-    hold them (AVX-512's 32; AVX2's 16 hold one row: eight spilled, measured slower); a
+    hold them (AVX-512's 32: eight rows; AVX2's 16 hold one row: eight spilled, measured
+    slower), or where the row is short (up to 16 vectors: four rows, whatever spills); a
     row of plain sums (layernorm) runs one row at a time, which measured faster (D55)."""
     from codegen.kernel import OptOps
     from codegen.linearizer import linearize
     from codegen.target import cpu
     target = cpu(bits)
+    short = width <= 16 * target.lanes
     for name, exp_or_log in (("softmax", True), ("log_softmax", True), ("layernorm", False)):
-        (ast,) = _kernels(OPS[name][0](Tensor(np.ones((16, 100), np.float32))))
-        upcasts = [o for o in linearize(ast, target).opts if o.op is OptOps.UPCAST]
-        assert bool(upcasts) == (exp_or_log and target.vector_registers >= 32), name
+        (ast,) = _kernels(OPS[name][0](Tensor(np.ones((16, width), np.float32))))
+        rows = [o.amount for o in linearize(ast, target).opts if o.op is OptOps.UPCAST]
+        want = [] if not exp_or_log else [8] if target.vector_registers >= 32 else \
+            [4] if short else []
+        assert rows == want, f"{name} x {width} on {bits} bits: rows {rows}"
 
 
 @pytest.mark.parametrize("shape,axis", [((3, 0), -1), ((0, 3), -1), ((2, 0, 4), 1)])
