@@ -123,7 +123,7 @@ class CPUProgram(Program):
         choice = self.choice
         assert choice is not None
         split, timed = choice.next_way()
-        begin = time.perf_counter()
+        begin = time.perf_counter() if timed else 0.0
         if split:
             self.run_pieces(ptrs, n, min(n, threads * _CHUNKS_PER_THREAD), threads - 1)
         else:
