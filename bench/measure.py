@@ -33,6 +33,16 @@ class Unavailable(Exception):
     """A workload cannot run here (a missing library or feature); the message says why."""
 
 
+class Side(NamedTuple):
+    """What is timed: the call, its warm-up calls, `check` (of the first warm-up call's
+    value) and `after` (run after each call, inside its timing); one side of a paired
+    measurement."""
+    fn: Callable[[], Any]
+    warmup: int = 1
+    check: Callable[[Any], dict] | None = None
+    after: Callable[[], None] | None = None
+
+
 def measure(fn: Callable[[], Any], *, warmup: int = 1, repeat: int = 5, budget: float = 5.0,
             fill: float | None = None, max_runs: int = 100, min_runs: int = 3,
             deadline: float | None = None, timed_limit: float | None = None,
@@ -44,21 +54,8 @@ def measure(fn: Callable[[], Any], *, warmup: int = 1, repeat: int = 5, budget: 
     "check". after: called after each call inside the timing (for example, to wait for a
     device) so the call's work is complete when the clock stops."""
     start = time.monotonic()
-    warm_times: list[float] = []
     result: dict = {}
-    for i in range(max(warmup, 1)):
-        gc.collect()
-        t0 = time.perf_counter()
-        out = fn()
-        if after is not None:
-            after()
-        warm_times.append(time.perf_counter() - t0)
-        if i == 0 and check is not None:
-            try:
-                result["check"] = check(out)
-            except Exception as e:  # a failed check is reported, never fatal
-                result["check"] = {"ok": False, "error": f"{type(e).__name__}: {e}"}
-        del out
+    warm_times = _warm_up(Side(fn, warmup, check, after), result)
     times: list[float] = []
     fill = budget / 5 if fill is None else fill
     if timed_limit is not None:
@@ -77,16 +74,7 @@ def measure(fn: Callable[[], Any], *, warmup: int = 1, repeat: int = 5, budget: 
             if deadline is not None and time.monotonic() + expected > deadline:
                 if times or timed_limit is None or time.monotonic() > deadline:
                     break
-            gc.collect(1)
-            gc.disable()
-            t0 = time.perf_counter()
-            out = fn()
-            if after is not None:
-                after()
-            times.append(time.perf_counter() - t0)
-            if gc_was_enabled:
-                gc.enable()
-            del out
+            times.append(_timed_call(fn, after, gc_was_enabled))
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -99,6 +87,41 @@ def measure(fn: Callable[[], Any], *, warmup: int = 1, repeat: int = 5, budget: 
     if note:
         result["note"] = note
     return result
+
+
+def _warm_up(side: Side, result: dict) -> list[float]:
+    """The side's warm-up calls, timed; the first one's value checked into `result`."""
+    warm_times: list[float] = []
+    for i in range(max(side.warmup, 1)):
+        gc.collect()
+        t0 = time.perf_counter()
+        out = side.fn()
+        if side.after is not None:
+            side.after()
+        warm_times.append(time.perf_counter() - t0)
+        if i == 0 and side.check is not None:
+            try:
+                result["check"] = side.check(out)
+            except Exception as e:  # a failed check is reported, never fatal
+                result["check"] = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+        del out
+    return warm_times
+
+
+def _timed_call(fn: Callable[[], Any], after: Callable[[], None] | None,
+                gc_was_enabled: bool) -> float:
+    """One timed call: a young-generation collection first, none during it."""
+    gc.collect(1)
+    gc.disable()
+    t0 = time.perf_counter()
+    out = fn()
+    if after is not None:
+        after()
+    seconds = time.perf_counter() - t0
+    if gc_was_enabled:
+        gc.enable()
+    del out
+    return seconds
 
 
 def _summary(times: list[float], warm_times: list[float], start: float) -> dict:
@@ -114,42 +137,18 @@ def _summary(times: list[float], warm_times: list[float], start: float) -> dict:
     }
 
 
-class Side(NamedTuple):
-    """One side of a paired measurement: its call, warm-up calls, and measure's `check`
-    and `after`."""
-    fn: Callable[[], Any]
-    warmup: int = 1
-    check: Callable[[Any], dict] | None = None
-    after: Callable[[], None] | None = None
-
-
 def measure_paired(sides: dict[str, Side], *, repeat: int = 5, budget: float = 5.0,
                    rounds: int = 5, max_runs: int = 100,
                    deadline: float | None = None) -> dict[str, dict]:
     """Time several implementations of one workload side by side: each is warmed up,
     then `rounds` rounds time a block of calls of each in turn (about budget / rounds
     seconds per side and round, at least `repeat` and at most about `max_runs` calls in
-    all). A busy spell of the
-    machine so lands on every side, not on whichever ran at that moment, and each side
-    runs beside the others' threads, as in a program that uses both. Returns measure's
-    dict per side ("paired": the number of rounds)."""
+    all). A busy spell of the machine so lands on every side, not on whichever ran at
+    that moment, and each side runs beside the others' threads, as in a program that uses
+    both. Returns measure's dict per side ("paired": the number of rounds)."""
     start = time.monotonic()
     results: dict[str, dict] = {name: {} for name in sides}
-    warm: dict[str, list[float]] = {name: [] for name in sides}
-    for name, side in sides.items():
-        for i in range(max(side.warmup, 1)):
-            gc.collect()
-            t0 = time.perf_counter()
-            out = side.fn()
-            if side.after is not None:
-                side.after()
-            warm[name].append(time.perf_counter() - t0)
-            if i == 0 and side.check is not None:
-                try:
-                    results[name]["check"] = side.check(out)
-                except Exception as e:  # a failed check is reported, never fatal
-                    results[name]["check"] = {"ok": False, "error": f"{type(e).__name__}: {e}"}
-            del out
+    warm = {name: _warm_up(side, results[name]) for name, side in sides.items()}
     times: dict[str, list[float]] = {name: [] for name in sides}
     block = budget / rounds
     per_round, most = max(1, -(-repeat // rounds)), max(1, max_runs // rounds)
@@ -163,16 +162,7 @@ def measure_paired(sides: dict[str, Side], *, repeat: int = 5, budget: float = 5
                 while calls < per_round or (spent + expected < block and calls < most):
                     if deadline is not None and time.monotonic() + expected > deadline:
                         break
-                    gc.collect(1)
-                    gc.disable()
-                    t0 = time.perf_counter()
-                    out = side.fn()
-                    if side.after is not None:
-                        side.after()
-                    expected = time.perf_counter() - t0
-                    if gc_was_enabled:
-                        gc.enable()
-                    del out
+                    expected = _timed_call(side.fn, side.after, gc_was_enabled)
                     times[name].append(expected)
                     spent, calls = spent + expected, calls + 1
     finally:

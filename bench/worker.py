@@ -91,12 +91,10 @@ def run_paired(name: str, args, sink: Sink, end: float) -> None:
     sink.write({"meta": {"torch": baselines.torch_info()}})
     try:
         torch_fn = (base_layers if name in LAYER_NAMES else baselines).CASES["torch"](name)
-    except Unavailable as e:
-        sink.write({"workload": name, "impl": "torch", "status": "n/a", "reason": str(e)})
-        run_lazyten(name, args, sink, end)
-        return
     except Exception as e:
-        sink.write({"workload": name, "impl": "torch", "status": "error", "reason": _error(e)})
+        missing = isinstance(e, Unavailable)
+        sink.write({"workload": name, "impl": "torch", "status": "n/a" if missing else "error",
+                    "reason": str(e) if missing else _error(e)})
         run_lazyten(name, args, sink, end)
         return
     try:

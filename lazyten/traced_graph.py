@@ -78,9 +78,9 @@ class Output:
 class Subgraph:
     """A traced Function over placeholders (CompositeOps.INPUT bases, `arg` the input's
     position; the gradient's is `n_inputs`): `forward`, then `gradients` (one Output per
-    input, None where none is needed), `flags` (its index checks' flags), and `consts`, the realized ranges
-    (`Tensor.arange`'s, never written) its graph reads, which every call's GRAPH nodes
-    take as sources after the inputs. `reads_forward`: whether the gradients' graphs
+    input, None where none is needed), `flags` (its index checks' flags), and `consts`,
+    the realized ranges (`Tensor.arange`'s, never written) its graph reads, which every
+    call's GRAPH nodes take as sources after the inputs. `reads_forward`: whether the gradients' graphs
     read a node the forward computed."""
     __slots__ = ("fn", "forward", "gradients", "flags", "consts", "nodes", "reads_forward",
                  "flips")

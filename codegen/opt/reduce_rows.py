@@ -135,8 +135,8 @@ def _reduce_lane_width(size: int, target: Target, reuse: bool = False,
     vector nor half a vector divides pads where 3/4 of the padded lanes are busy: a conv
     weight gradient's 14- or 28-wide rows take 16 lanes, 14/16 or 28/32 busy, instead
     of scalar code; a 3-tap reduce stays scalar, and a 17-long one (17/32: measured
-    slower) [D57] (where
-    half a vector divides, it stays: LeNet's 24-wide rows were slower padded to 32); a
+    slower) [D57] (where half a vector of at least _HALF_LANES divides, it stays: LeNet's
+    24-wide rows were slower padded to 32 on AVX-512; AVX2's 4-lane half pads); a
     streaming reduce pads only from _PAD_VECTORS vectors (D54), but a row kernel that
     computes exp or log per element (`costly`) from _COSTLY_PAD wide, to half a vector
     or a whole one: a vector exp costs about one scalar exp (softmax 4096 x 33: 197 ->
@@ -146,9 +146,8 @@ def _reduce_lane_width(size: int, target: Target, reuse: bool = False,
     exact = next((d for d in (wide, wide // 2) if d and size % d == 0), 0)
     if not may_pad or not wide or size % wide == 0:
         return exact, False
-    # half of AVX2's vector is 4 lanes, half its multiply-add width: a tile that shares
-    # loads pads to whole vectors rather than take it (a 16 x 64 x 28 conv's weight
-    # gradient, 28 wide: 4 lanes 26.0 ms, padded to 8 lanes 14.8 ms)
+    # (AVX2's half is 4 lanes, half its multiply-add width: a 16 x 64 x 28 conv's weight
+    # gradient, 28 wide, took 26.0 ms on 4 lanes, 14.8 padded to 8 [D57 addendum])
     if reuse and exact < _HALF_LANES and 4 * size >= 3 * (size + -size % wide):  # 3/4 busy
         return wide, True
     if costly and not exact and size >= _COSTLY_PAD:  # an exp per lane, not per element
