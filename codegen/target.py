@@ -23,7 +23,9 @@ class Target:
     may keep `tile` accumulators in registers (half the registers, so loads have room);
     a matmul's strided operand is packed into panels `pack` floats wide (4 vectors); a long
     reduce with few outputs is cut into at most `split_reduce` chunks so `threads` threads
-    share it; an input under `cached_bytes` (the L1 data cache) is cheap to re-read.
+    share it; an input under `cached_bytes` (the L1 data cache) is cheap to re-read, and
+    one under half of `l2_bytes` (a core's own L2 cache, also holding what streams past)
+    cheaper than one that must come from L3 or memory.
     GPU targets: work-groups of up to `local_size` work-items, at most `max_global`
     work-groups per hardware dim, `local_memory` bytes shared in a work-group (0: none
     worth using, so no group reduce), `item_tile` accumulators per work-item (0: one)."""
@@ -36,6 +38,7 @@ class Target:
     split_reduce: int = 0          # most chunks of a split reduce (0: no splitting)
     threads: int = 1
     cached_bytes: int = 32 << 10
+    l2_bytes: int = 256 << 10
     local_size: int = 1            # work-group size (1: no work-groups)
     max_global: tuple[int, ...] = (2**31 - 1, 65535, 65535)
     local_memory: int = 0
@@ -55,7 +58,8 @@ def host_cpu(name: str = "CPU") -> Target:
     width is 512."""
     bits = getenv("CPU_VECTOR_BITS", 0) or _host_vector_bits()
     target = cpu(bits, os.cpu_count() or 1, name)
-    return replace(target, scalef=bits == 512 and _host_has("avx512f", "avx512vl"))
+    return replace(target, scalef=bits == 512 and _host_has("avx512f", "avx512vl"),
+                   l2_bytes=_host_l2_bytes() or target.l2_bytes)
 
 
 def cpu(vector_bits: int, threads: int = 1, name: str = "CPU") -> Target:
@@ -66,6 +70,22 @@ def cpu(vector_bits: int, threads: int = 1, name: str = "CPU") -> Target:
     lanes, registers = vector_bits // 32, _VECTOR_REGISTERS[vector_bits]
     return Target(name, gpu=False, vector_bits=vector_bits, vector_registers=registers,
                   tile=registers // 2 * lanes, pack=4 * lanes, split_reduce=32, threads=threads)
+
+
+def _host_l2_bytes(caches: str = "/sys/devices/system/cpu/cpu0/cache") -> int:
+    """The size of the first CPU's level-2 cache as Linux describes it (sysfs), or 0."""
+    import pathlib
+    for index in sorted(pathlib.Path(caches).glob("index*")):
+        try:
+            if (index / "level").read_text().strip() != "2":
+                continue
+            size = (index / "size").read_text().strip().upper()
+        except OSError:
+            return 0
+        scale = {"K": 1 << 10, "M": 1 << 20}.get(size[-1:], 1)
+        digits = size.rstrip("KM")
+        return int(digits) * scale if digits.isdigit() else 0
+    return 0
 
 
 def _host_vector_bits() -> int:

@@ -7,7 +7,8 @@ lazyten.nn, with the same weights (torch's initialisation, copied through the st
 A step is zero_grad, forward, cross entropy, backward, Adam. The first six steps of both
 run on the same batches and their losses are compared (a wrong gradient or optimiser
 shows as a diverging loss); then each side's best mean step time over five rounds is
-printed with the ratio torch / lazyten (> 1: lazyten faster). torch runs on 2 threads.
+printed with the ratio torch / lazyten (> 1: lazyten faster); the two sides take turns
+round by round. torch runs on 2 threads.
 
 - mlp: 100-300-300-7 with relu and gelu, batch 32 and 512;
 - transformer: one pre-norm block (token and position embeddings, causal
@@ -103,13 +104,17 @@ def stepper(lib, model, kind: str, batches, use_jit: bool = False):
     return lambda i: float(step(*data[i % len(data)]).item())
 
 
-def best_seconds(step, steps: int) -> float:
-    best, per_round = float("inf"), max(1, steps // 5)
-    for r in range(5):
-        start = time.perf_counter()
-        for i in range(per_round):
-            step(r * per_round + i)
-        best = min(best, (time.perf_counter() - start) / per_round)
+def best_seconds(steps_of: list, steps: int, rounds: int = 5) -> list[float]:
+    """Each step function's best mean time over `rounds` rounds of steps // rounds steps;
+    the functions take turns round by round, so a machine whose speed drifts (as shared
+    ones do, by up to 2x within minutes) slows both sides alike."""
+    best, per_round = [float("inf")] * len(steps_of), max(1, steps // rounds)
+    for r in range(rounds):
+        for k, step in enumerate(steps_of):
+            start = time.perf_counter()
+            for i in range(per_round):
+                step(r * per_round + i)
+            best[k] = min(best[k], (time.perf_counter() - start) / per_round)
     return best
 
 
@@ -130,7 +135,7 @@ def compare(kind: str, size: int, steps: int, use_jit: bool) -> str:
     lazy_step = stepper(lazyten, model, kind, ints, use_jit)
     want, got = [torch_step(i) for i in range(6)], [lazy_step(i) for i in range(6)]
     error = max(abs(a - b) / max(1.0, abs(a)) for a, b in zip(want, got))
-    t_torch, t_lazy = best_seconds(torch_step, steps), best_seconds(lazy_step, steps)
+    t_torch, t_lazy = best_seconds([torch_step, lazy_step], steps)
     return (f"{kind:<12} b{size:<4} {'jit ' if use_jit else ''}loss rel. diff {error:.1e}  "
             f"torch {t_torch * 1e3:8.2f} ms  lazyten {t_lazy * 1e3:8.2f} ms  "
             f"ratio {t_torch / t_lazy:5.2f}x")

@@ -124,6 +124,32 @@ def test_the_vector_width_comes_from_the_target():
         assert any(o.op is OptOps.LANES and o.amount == lanes for o in kernel.opts)
 
 
+def test_the_outer_loop_may_re_read_what_stays_in_l2():
+    """x @ w.T with x 1024 x 512 and w 128 x 512: a block of rows re-reads all of w (256
+    KB), a block of columns all of x (2 MB). Where w fits in half the L2 cache, rows stay
+    the outer loop although they re-read more elements (D34: about 20% faster on AVX2);
+    with a smaller L2, the columns go outermost, as they did before L2 was counted."""
+    x, w = Tensor(_rnd((1024, 512))), Tensor(_rnd((128, 512), 1))
+    ast = create_schedule([(x @ w.T).lazydata])[-1].ast
+    outer = {}
+    for l2 in (512 << 10, 256 << 10):
+        kernel = linearize(ast, replace(cpu(256, threads=2), l2_bytes=l2))
+        outer[l2] = [o for o in kernel.opts if o.op is OptOps.OUTER]
+    assert outer[512 << 10] == [] and len(outer[256 << 10]) == 1, outer
+
+
+def test_the_l2_size_is_read_from_sysfs(tmp_path):
+    from codegen.target import _host_l2_bytes
+    for i, (level, size) in enumerate((("1", "32K"), ("2", "1024K"), ("3", "32768K"))):
+        (tmp_path / f"index{i}").mkdir()
+        (tmp_path / f"index{i}" / "level").write_text(level + "\n")
+        (tmp_path / f"index{i}" / "size").write_text(size + "\n")
+    assert _host_l2_bytes(str(tmp_path)) == 1 << 20
+    (tmp_path / "index1" / "size").write_text("2M\n")
+    assert _host_l2_bytes(str(tmp_path)) == 2 << 20
+    assert _host_l2_bytes(str(tmp_path / "none")) == 0
+
+
 def test_a_gpu_target_gets_work_groups_and_no_tiles():
     ast = create_schedule([(Tensor(_rnd((64, 100))).sum(axis=1)).lazydata])[-1].ast
     kernel = linearize(ast, gpu("TEST", local_size=64))
