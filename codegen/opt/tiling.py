@@ -229,11 +229,13 @@ def _round_up(size: int, amount: int) -> int:
 
 def _best_upcast(k: Kernel, budget: int, split: set[int],
                  target: Target) -> tuple[Opt, Kernel] | None:
-    """The next unroll, and the kernel with it applied. The first is the vector axis (the
-    widest); after it, the one that leaves the fewest loads per accumulator update [D57],
-    then the most accumulators, preferring an axis not unrolled yet, then the one the
-    output is most contiguous in."""
-    best: tuple[tuple[float, bool, int, bool, int], Opt, Kernel] | None = None
+    """The next unroll, and the kernel with it applied. The first is the vector axis: the
+    output's full row, else one along which no input gathers (a stride-2 conv's row
+    would load each lane alone: its output channels, contiguous in the weight, load
+    whole vectors), else the widest. After it, the one that leaves the fewest loads per
+    accumulator update [D57], then the most accumulators, preferring an axis not
+    unrolled yet, then the one the output is most contiguous in."""
+    best: tuple[tuple[float, bool, bool, int, bool, int], Opt, Kernel] | None = None
     for axis in range(k.n_global):
         out_stride = k.strides(k.out_key, axis)
         why = _worth_unrolling(k, axis)
@@ -246,9 +248,10 @@ def _best_upcast(k: Kernel, budget: int, split: set[int],
         trial = k.tried(opt) if amount else None
         if trial is None or (k.lanes and not _fits_registers(trial, target)):
             continue
+        first = not k.upcasts
         rank = (-_loads_per_update(trial, target) if k.lanes else 0,
-                not k.upcasts and _full_row(k, axis, target), amount, axis not in split,
-                -out_stride)
+                first and _full_row(k, axis, target), first and not _gathers(k, axis),
+                amount, axis not in split, -out_stride)
         if best is None or rank > best[0]:
             best = (rank, opt, trial)
     return (best[1], best[2]) if best is not None else None
@@ -258,6 +261,12 @@ def _lane_axis(k: Kernel, axis: int) -> bool:
     """Whether the first unroll of this axis may become vector lanes: the output or an input
     is contiguous along it (a conv's output channels, where its weight has them innermost)."""
     return k.strides(k.out_key, axis) == 1 or any(k.strides(key, axis) == 1 for key in k.loads)
+
+
+def _gathers(k: Kernel, axis: int) -> bool:
+    """Whether an input walks this axis at a known stride over 1: as vector lanes, a load
+    per lane."""
+    return any((stride := k.strides(key, axis)) is not None and stride > 1 for key in k.loads)
 
 
 def _full_row(k: Kernel, axis: int, target: Target) -> bool:

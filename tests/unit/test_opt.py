@@ -138,6 +138,21 @@ def test_the_outer_loop_may_re_read_what_stays_in_l2():
     assert outer[512 << 10] == [] and len(outer[256 << 10]) == 1, outer
 
 
+def test_a_strided_conv_takes_lanes_where_no_input_gathers():
+    """A stride-2 conv's output row reads its input every other element: lanes along it
+    gather a load per lane (the tile chose them and ran at half the speed of lanes along
+    the output channels, whose weight is contiguous). Checked at odd sizes too."""
+    from lazyten.nn import functional as F
+    target = replace(cpu(256, threads=2), l2_bytes=512 << 10)
+    for n, cin, cout, size in ((8, 32, 64, 32), (2, 5, 24, 15)):
+        x, w = Tensor(_rnd((n, cin, size, size))), Tensor(_rnd((cout, cin, 3, 3), 1))
+        ast = create_schedule([F.conv2d(x, w, stride=2, padding=1).lazydata])[-1].ast
+        k = optimize(Kernel(ast), target)
+        lane = len(k.full_shape) - 1
+        assert k.lanes == 8, (k.full_shape, k.applied)
+        assert all(k.strides(key, lane) in (0, 1, None) for key in k.loads), k.applied
+
+
 def test_the_l2_size_is_read_from_sysfs(tmp_path):
     from codegen.target import _host_l2_bytes
     for i, (level, size) in enumerate((("1", "32K"), ("2", "1024K"), ("3", "32768K"))):
