@@ -233,28 +233,40 @@ def _best_upcast(k: Kernel, budget: int, split: set[int],
     output's full row, else one along which no input gathers (a stride-2 conv's row
     would load each lane alone: its output channels, contiguous in the weight, load
     whole vectors), else the widest. After it, the one that leaves the fewest loads per
-    accumulator update [D57], then the most accumulators, preferring an axis not
-    unrolled yet, then the one the output is most contiguous in."""
-    best: tuple[tuple[float, bool, bool, int, bool, int], Opt, Kernel] | None = None
-    for axis in range(k.n_global):
-        out_stride = k.strides(k.out_key, axis)
-        why = _worth_unrolling(k, axis)
-        if why is None or out_stride is None:
-            continue
-        want = target.lanes if not k.upcasts and _lane_axis(k, axis) else 4
-        room = budget // prod(k.upcasts)
-        amount = _unroll_amount(k.full_shape[axis], want, room)
-        opt = Opt(OptOps.UPCAST, axis, amount, why)
-        trial = k.tried(opt) if amount else None
-        if trial is None or (k.lanes and not _fits_registers(trial, target)):
-            continue
+    accumulator update [D57], looking one unroll ahead (a conv's row unrolled 7 times
+    needs 8 loads for 7 updates, its channels 4 times then its row twice 6 for 8), then
+    the most accumulators, preferring an axis not unrolled yet, then the one the
+    output is most contiguous in."""
+    best: tuple[tuple[float, float, bool, bool, int, bool, int], Opt, Kernel] | None = None
+    for axis, opt, trial in _unrolls(k, budget, target):
         first = not k.upcasts
-        rank = (-_loads_per_update(trial, target) if k.lanes else 0,
-                first and _full_row(k, axis, target), first and not _gathers(k, axis),
-                amount, axis not in split, -out_stride)
+        loads = _loads_per_update(trial, target) if k.lanes else 0.0
+        ahead = min([loads] + [_loads_per_update(then, target)
+                               for _, _, then in _unrolls(trial, budget, target)]) \
+            if k.lanes and len(k.upcasts) == 1 else loads
+        rank = (-ahead, -loads, first and _full_row(k, axis, target),
+                first and not _gathers(k, axis), opt.amount, axis not in split,
+                -k.strides(k.out_key, axis))
         if best is None or rank > best[0]:
             best = (rank, opt, trial)
     return (best[1], best[2]) if best is not None else None
+
+
+def _unrolls(k: Kernel, budget: int, target: Target) -> list[tuple[int, Opt, Kernel]]:
+    """(axis, decision, kernel with it applied) for each unroll worth trying next: an
+    output axis worth unrolling, by as much as fits the budget (a register wide for the
+    first, if it may be the lanes, else 4) and, once there are lanes, the registers."""
+    found = []
+    for axis in range(k.n_global):
+        why = _worth_unrolling(k, axis)
+        if why is None or k.strides(k.out_key, axis) is None:
+            continue
+        want = target.lanes if not k.upcasts and _lane_axis(k, axis) else 4
+        amount = _unroll_amount(k.full_shape[axis], want, budget // prod(k.upcasts))
+        trial = k.tried(opt := Opt(OptOps.UPCAST, axis, amount, why)) if amount else None
+        if trial is not None and (not k.lanes or _fits_registers(trial, target)):
+            found.append((axis, opt, trial))
+    return found
 
 
 def _lane_axis(k: Kernel, axis: int) -> bool:
