@@ -246,7 +246,7 @@ def _best_upcast(k: Kernel, budget: int, split: set[int],
             if k.lanes and len(k.upcasts) == 1 else loads
         rank = (-ahead, -loads, first and _full_row(k, axis, target),
                 first and not _gathers(k, axis), opt.amount, axis not in split,
-                -k.strides(k.out_key, axis))
+                -(k.strides(k.out_key, axis) or 0))  # (known: `_unrolls` checked it)
         if best is None or rank > best[0]:
             best = (rank, opt, trial)
     return (best[1], best[2]) if best is not None else None

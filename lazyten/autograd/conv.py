@@ -8,6 +8,7 @@ mixed-dtype convolutions, which need autograd through them. Windows are views ma
 Tensor._pool (nnops.py), never an im2col copy.
 """
 from __future__ import annotations
+import itertools
 from typing import NamedTuple
 
 from codegen.dtypes import dtypes
@@ -88,7 +89,10 @@ class Conv(Function):
         bs, cout = x.shape[0], w.shape[0]
         out_sp = g.shape[2:]
         grad_x = grad_w = None
-        if self.needs_input_grad[0]:
+        if self.needs_input_grad[0] and any(st > 1 for st in stride) and \
+                all(d == 1 for d in dilation):
+            grad_x = _phase_input_grad(g, w, x.shape, self.spec, tensor)
+        elif self.needs_input_grad[0]:
             # pad the dilated g so that a stride-1 conv yields exactly the input's positions:
             # the full gradient over the padded input, shifted by the forward's padding
             # (a negative pad crops gradient rows that only reach padding). Cropping the
@@ -206,6 +210,50 @@ def _dilated_padded(g, stride: tuple, pads: list):
     x = _pad(x, [(0, 0), (0, 0)] + grid).contiguous()
     x = x.reshape((bs, c) + tuple(b * s for b, s in zip(blocks, stride)))
     return x.shrink(((0, bs), (0, c)) + tuple((0, f) for f in full))
+
+
+def _phase_input_grad(g, w, x_shape: tuple, spec, tensor):
+    """The input gradient of a strided conv (dilation 1), phase by phase. The padded
+    input's position j = s*m + q (phase q = j mod s, per axis) takes only the taps
+    k = q + s*t: grad[j] = sum_t g[m - t] w[q + s*t], a stride-1 conv of g with the
+    flipped taps of its phase. So each phase is one conv over g as it is (no zeros), and
+    the phases interleave into the input's positions: s^nd convs of 1/s^nd of the taps
+    each, where convolving the dilated g (3/4 zeros at stride 2) did s^nd times the work.
+    The phases are summed in a (blocks, s) layout per axis, each one padded into its
+    offset (interval masks, one kernel), then seen as the input's shape [D66]."""
+    groups, stride, _, padding = spec
+    nd, kernel, out_sp = len(stride), w.shape[2:], g.shape[2:]
+    bs, cin, sp = x_shape[0], x_shape[1], x_shape[2:]
+    blocks = [-(-i // st) for i, st in zip(sp, stride)]
+    total = None
+    for phase in itertools.product(*[range(st) for st in stride]):
+        taps, firsts, counts = [], [], []
+        for q, st, k, i, (before, _) in zip(phase, stride, kernel, sp, padding):
+            taps.append(len(range(q, k, st)))
+            firsts.append(-(-(before - q) // st))  # the first m whose j is an input position
+            counts.append((before + i - 1 - q) // st - firsts[-1] + 1)
+        if min(taps) == 0 or min(counts) <= 0:
+            continue  # no tap, or no input position, in this phase
+        wq = w.shrink(((0, w.shape[0]), (0, w.shape[1])) + tuple(
+            (q, q + st * (t - 1) + 1) for q, st, t in zip(phase, stride, taps)))
+        wq = wq.stride((1, 1) + tuple(stride))
+        pads = [(t - 1 - m0, n + t - 1 - o - (t - 1 - m0))
+                for t, m0, n, o in zip(taps, firsts, counts, out_sp)]
+        part = _conv(_pad(g, [(0, 0), (0, 0)] + pads), _transposed_weight(wq, groups),
+                     Conv.Spec(groups, (1,) * nd, (1,) * nd, [(0, 0)] * nd), tensor)
+        # into the (blocks, s) layout: m' lands in block m0' + m' at offset r, where
+        # s*m0 + q - before = s*m0' + r (0 <= r < s) is the phase's first input position
+        part = part.reshape((bs, cin) + tuple(v for n in counts for v in (n, 1)))
+        grid = [(0, 0), (0, 0)]
+        for q, st, m0, n, (before, _), b in zip(phase, stride, firsts, counts, padding, blocks):
+            start, r = divmod(st * m0 + q - before, st)
+            grid += [(start, b - start - n), (r, st - 1 - r)]
+        part = _pad(part, grid)
+        total = part if total is None else total.e(BinaryOps.ADD, part)
+    if total is None:  # no tap reaches any input position: the gradient is zero
+        return type(g).const_like(0.0, tuple(x_shape), g.dtype, g.device)
+    total = total.contiguous().reshape((bs, cin) + tuple(b * st for b, st in zip(blocks, stride)))
+    return total.shrink(((0, bs), (0, cin)) + tuple((0, i) for i in sp))
 
 
 def _transposed_weight(w, groups: int):
