@@ -7,6 +7,7 @@ vector width and thread count from the machine it runs on; the rest are stated d
 """
 from __future__ import annotations
 import os
+import pathlib
 from dataclasses import dataclass, replace
 
 from codegen.helpers import getenv
@@ -74,7 +75,6 @@ def cpu(vector_bits: int, threads: int = 1, name: str = "CPU") -> Target:
 
 def _host_l2_bytes(caches: str = "/sys/devices/system/cpu/cpu0/cache") -> int:
     """The size of the first CPU's level-2 cache as Linux describes it (sysfs), or 0."""
-    import pathlib
     for index in sorted(pathlib.Path(caches).glob("index*")):
         try:
             if (index / "level").read_text().strip() != "2":

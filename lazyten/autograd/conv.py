@@ -197,19 +197,33 @@ def _dilated_padded(g, stride: tuple, pads: list):
     so the copy reads g through one view with interval masks; the dilation's own views
     (pad, then merge the padded axis) index it with divisions and remainders, which ran
     at 1.2 GB/s [D66]."""
-    bs, c, sp = g.shape[0], g.shape[1], g.shape[2:]
+    sp = g.shape[2:]
     if all(s == 1 for s in stride):
         return _pad(g, [(0, 0), (0, 0)] + pads).contiguous()
     full = [(o - 1) * s + 1 + before + after for o, s, (before, after) in zip(sp, stride, pads)]
     blocks = [-(-f // s) for f, s in zip(full, stride)]
-    grid = []
-    for o, s, (before, _), b in zip(sp, stride, pads, blocks):
-        q, r = divmod(before, s)
+    x = _into_blocks(g, stride, [before for before, _ in pads], blocks).contiguous()
+    return _out_of_blocks(x, stride, full)
+
+
+def _into_blocks(g, stride: tuple, starts: list[int], blocks: list[int]):
+    """g's element i (per spatial axis) at position start + s*i of a (blocks, s) layout:
+    block i + q, offset r (q, r = divmod(start, s)); zeros elsewhere. One view with
+    interval masks, where dilating by the views (pad, merge the padded axis) indexes with
+    divisions and remainders."""
+    bs, c, sp = g.shape[0], g.shape[1], g.shape[2:]
+    grid = [(0, 0), (0, 0)]
+    for o, s, start, b in zip(sp, stride, starts, blocks):
+        q, r = divmod(start, s)
         grid += [(q, b - o - q), (r, s - 1 - r)]
-    x = g.reshape((bs, c) + tuple(v for o in sp for v in (o, 1)))
-    x = _pad(x, [(0, 0), (0, 0)] + grid).contiguous()
+    return _pad(g.reshape((bs, c) + tuple(v for o in sp for v in (o, 1))), grid)
+
+
+def _out_of_blocks(x, stride: tuple, sizes: list[int]):
+    """A contiguous (blocks, s) layout seen as one axis per pair, cut to `sizes`."""
+    bs, c, blocks = x.shape[0], x.shape[1], x.shape[2::2]
     x = x.reshape((bs, c) + tuple(b * s for b, s in zip(blocks, stride)))
-    return x.shrink(((0, bs), (0, c)) + tuple((0, f) for f in full))
+    return x.shrink(((0, bs), (0, c)) + tuple((0, f) for f in sizes))
 
 
 def _phase_input_grad(g, w, x_shape: tuple, spec, tensor):
@@ -223,7 +237,7 @@ def _phase_input_grad(g, w, x_shape: tuple, spec, tensor):
     offset (interval masks, one kernel), then seen as the input's shape [D66]."""
     groups, stride, _, padding = spec
     nd, kernel, out_sp = len(stride), w.shape[2:], g.shape[2:]
-    bs, cin, sp = x_shape[0], x_shape[1], x_shape[2:]
+    sp = x_shape[2:]
     blocks = [-(-i // st) for i, st in zip(sp, stride)]
     total = None
     for phase in itertools.product(*[range(st) for st in stride]):
@@ -241,19 +255,13 @@ def _phase_input_grad(g, w, x_shape: tuple, spec, tensor):
                 for t, m0, n, o in zip(taps, firsts, counts, out_sp)]
         part = _conv(_pad(g, [(0, 0), (0, 0)] + pads), _transposed_weight(wq, groups),
                      Conv.Spec(groups, (1,) * nd, (1,) * nd, [(0, 0)] * nd), tensor)
-        # into the (blocks, s) layout: m' lands in block m0' + m' at offset r, where
-        # s*m0 + q - before = s*m0' + r (0 <= r < s) is the phase's first input position
-        part = part.reshape((bs, cin) + tuple(v for n in counts for v in (n, 1)))
-        grid = [(0, 0), (0, 0)]
-        for q, st, m0, n, (before, _), b in zip(phase, stride, firsts, counts, padding, blocks):
-            start, r = divmod(st * m0 + q - before, st)
-            grid += [(start, b - start - n), (r, st - 1 - r)]
-        part = _pad(part, grid)
+        # m' is the input position s*m0 + q - before + s*m' (the phase's first one on)
+        part = _into_blocks(part, stride, [st * m0 + q - before for q, st, m0, (before, _)
+                                           in zip(phase, stride, firsts, padding)], blocks)
         total = part if total is None else total.e(BinaryOps.ADD, part)
     if total is None:  # no tap reaches any input position: the gradient is zero
         return type(g).const_like(0.0, tuple(x_shape), g.dtype, g.device)
-    total = total.contiguous().reshape((bs, cin) + tuple(b * st for b, st in zip(blocks, stride)))
-    return total.shrink(((0, bs), (0, cin)) + tuple((0, i) for i in sp))
+    return _out_of_blocks(total.contiguous(), stride, list(sp))
 
 
 def _transposed_weight(w, groups: int):
