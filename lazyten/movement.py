@@ -314,26 +314,50 @@ class MovementMixin(TensorMixin):
             items[at:at + 1] = fill
         else:
             items += fill
-        x, dim, advanced = self, 0, []
+        x, advanced = self._basic_index(items)
+        return x._advanced_index(advanced) if advanced else x
+
+    def _basic_index(self, items: list):
+        """The ints, slices and Nones of `items` (one per dim, Ellipsis filled in) applied
+        as one shrink (ints and unit steps), a slice per other step, and one reshape (ints
+        drop their dims, None adds one): a few ops whatever the rank, not one per dim; and
+        (dim, tensor) for each index tensor, at its dim of the result."""
+        window = [(0, s) for s in self.shape]
+        steps: list[tuple[int, tuple[int, int, int]]] = []
+        shape: list[int | None] = []  # the result's dims: kept input dim d, or None (new)
+        advanced = []
+        d = 0
         for item in items:
             if item is None:
-                x = x.unsqueeze(dim)
-                dim += 1
-            elif isinstance(item, slice):
-                x = x._slice_axis(dim, *item.indices(x.shape[dim]))
-                dim += 1
+                shape.append(None)
+                continue
+            n = self.shape[d]
+            if isinstance(item, slice):
+                start, stop, step = item.indices(n)
+                if step == 1:
+                    window[d] = (start, max(start, stop))
+                else:
+                    steps.append((d, (start, stop, step)))
+                shape.append(d)
             elif isinstance(item, int):
-                n = x.shape[dim]
                 if not -n <= item < n:
-                    raise IndexError(f"index {item} is out of bounds for dim {dim} with size {n} "
+                    raise IndexError(f"index {item} is out of bounds for dim {d} with size {n} "
                                      f"(tensor of shape {self.shape})")
                 # PyTorch: an int is a basic index, applied first (numpy: an advanced one)
-                x = x._slice_axis(dim, item % n, item % n + 1, 1)
-                x = x.reshape(x.shape[:dim] + x.shape[dim + 1:])
+                window[d] = (item % n, item % n + 1)
             else:
-                advanced.append((dim, item))
-                dim += 1
-        return x._advanced_index(advanced) if advanced else x
+                advanced.append((len(shape), item))
+                shape.append(d)
+            d += 1
+        x = self
+        if any(w != (0, s) for w, s in zip(window, self.shape)):
+            x = x.shrink(window)
+        for dim, (start, stop, step) in steps:
+            x = x._slice_axis(dim, start, stop, step)
+        new = tuple(1 if k is None else x.shape[k] for k in shape)
+        if new != x.shape:
+            x = x.reshape(new)
+        return (self._same() if x is self else x), advanced
 
     def _index_item(self, item):
         """One index item normalised: None, Ellipsis, slice, Python int or integer Tensor."""

@@ -1136,6 +1136,19 @@ def test_getitem_known_cases():
     assert t[1, 2, 3].item() == arr[1, 2, 3]
 
 
+def test_getitem_is_a_few_ops_whatever_the_rank():
+    """Ints, unit-step slices and Nones go in one shrink and one reshape: indexing a 5-d
+    tensor must not record an op (and an autograd node) per dim."""
+    t = Tensor(np.zeros((3, 2, 4, 5, 6), np.float32), requires_grad=True)
+    for index in [0, (1, slice(None), None), (Ellipsis, 2), (0, slice(1, 3), 1)]:
+        out, nodes = t[index], 0
+        node = out
+        while node is not t:
+            assert len(node._parents) == 1, "indexing is a chain of one-input ops"
+            node, nodes = node._parents[0], nodes + 1
+        assert nodes <= 2, f"t[{index!r}] recorded {nodes} ops"
+
+
 @st.composite
 def advanced_index(draw, shape):
     """Index tuples mixing integer tensors (broadcast together), ints, slices and None."""
