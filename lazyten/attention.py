@@ -44,7 +44,7 @@ class AttentionMixin(TensorMixin):
         scale = 1 / math.sqrt(eq) if scale is None else scale
         scores = (query @ key.transpose(-2, -1)) * scale
         if is_causal:
-            attn_mask = type(self).ones(lq, s, dtype=dtypes.bool, device=self.device).tril(0)
+            attn_mask = type(self)._tri_mask(lq, s, device=self.device)
         if attn_mask is not None:
             try:
                 broadcast_shape(attn_mask.shape, scores.shape)

@@ -256,11 +256,20 @@ class MovementMixin(TensorMixin):
         if self.ndim < 2:
             raise ShapeError(f"tril/triu need at least 2 dims, got shape {self.shape}")
         n, m = self.shape[-2:]
-        tensor_type = type(self)
-        rows = tensor_type.arange(n, device=self.device).reshape(n, 1)
-        cols = tensor_type.arange(m, device=self.device).reshape(1, m)
-        keep = (cols - rows >= diagonal) if upper else (cols - rows <= diagonal)
+        keep = type(self)._tri_mask(n, m, diagonal, upper, self.device)
         return keep.where(self, self.zeros_like())
+
+    @classmethod
+    def _tri_mask(cls, n: int, m: int, diagonal: int = 0, upper: bool = False, device=None):
+        """The (n, m) bool mask tril (triu with `upper`) keeps: column j of row i where
+        j - i <= diagonal (>= for triu). One comparison of two ranges, each shifted so
+        that the bound is a strict `<`: j < i + diagonal + 1, or i + diagonal < j + 1."""
+        if upper:
+            rows, cols = cls.arange(diagonal, n + diagonal, device=device), \
+                cls.arange(1, m + 1, device=device)
+            return rows.reshape(n, 1) < cols.reshape(1, m)
+        rows = cls.arange(diagonal + 1, n + diagonal + 1, device=device)
+        return cls.arange(m, device=device).reshape(1, m) < rows.reshape(n, 1)
 
     def tril(self, diagonal: int = 0):
         return self._tri(diagonal, False)

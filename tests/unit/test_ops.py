@@ -1035,6 +1035,16 @@ def test_tril_triu(which, data, shape, dtype):
     assert_tensor(getattr(t, which)(k), getattr(np, which)(arr, k), exact=True)
 
 
+@pytest.mark.parametrize("n,m", [(0, 3), (3, 0), (5, 2), (2, 5), (1, 1), (4, 4)])
+def test_tri_mask_matches_numpy(n, m):
+    """_tri_mask (the causal mask of attention, and what tril/triu keep) at every diagonal
+    that matters, above and below the matrix included."""
+    for diagonal in range(-max(n, m) - 1, max(n, m) + 2):
+        for upper, ref in ((False, np.tril), (True, np.triu)):
+            got = Tensor._tri_mask(n, m, diagonal, upper).numpy()
+            np.testing.assert_array_equal(got, ref(np.ones((n, m), bool), diagonal))
+
+
 @st.composite
 def movement_chain(draw, arr):
     """A random chain of movement ops, applied to a Tensor and to a numpy shadow."""
