@@ -12,7 +12,7 @@ import pathlib
 import sys
 from contextvars import ContextVar
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping, TypeVar, overload
+from typing import Any, Callable, Iterable, Mapping, TypeVar, overload
 
 T = TypeVar("T")
 Setting = TypeVar("Setting", int, float, str)  # the types a setting converts to
@@ -55,7 +55,36 @@ def _environ(key: str, default: Setting) -> Setting:
     return type(default)(value)
 
 
-getenv.cache_clear = _environ.cache_clear  # type: ignore[attr-defined]  # tests re-read
+_READ_AT_EACH_USE: list[dict[int, Any]] = []  # the memos of `settings_memo`: cleared with getenv's
+
+
+def _clear_settings() -> None:
+    _environ.cache_clear()
+    for memo in _READ_AT_EACH_USE:
+        memo.clear()
+
+
+getenv.cache_clear = _clear_settings  # type: ignore[attr-defined]  # tests re-read
+
+
+def settings_memo(read: Callable[[], T]) -> Callable[[], T]:
+    """`read` (a function of settings alone) computed once per set of Context overrides
+    (each `with Context(...)` makes a new, never changed mapping, kept here so its
+    identity is not reused) and environment (until getenv.cache_clear()): what the
+    engine reads on every realize costs a ContextVar read and a dict lookup."""
+    memo: dict[int, tuple[Mapping[str, Any], T]] = {}
+    _READ_AT_EACH_USE.append(memo)
+
+    @functools.wraps(read)
+    def cached() -> T:
+        overrides = _OVERRIDES.get()
+        found = memo.get(id(overrides))
+        if found is None or found[0] is not overrides:
+            if len(memo) > 64:  # (contexts come and go: keep the memo small)
+                memo.clear()
+            found = memo[id(overrides)] = (overrides, read())
+        return found[1]
+    return cached
 
 
 class Context:
@@ -83,6 +112,7 @@ def codegen_version() -> str:
     return digest.hexdigest()[:16]
 
 
+@settings_memo
 def debug_level() -> int:
     """The DEBUG level, read at each use (so `with Context(DEBUG=2):` scopes it)."""
     return getenv("DEBUG", 0)

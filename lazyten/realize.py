@@ -228,10 +228,11 @@ class Plan:
     (copy on write decides on what is alive, which the plan's list of bases is) or an
     empty output keeps the engine's general path. It holds its programs, so they stay
     loaded while the schedule is cached (SCHEDULE_CACHE bounds both)."""
-    __slots__ = ("steps", "settings")
+    __slots__ = ("steps", "settings", "costs", "flops", "mem")
 
-    def __init__(self, steps: list[tuple], settings: str):
-        self.steps, self.settings = steps, settings
+    def __init__(self, steps: list[tuple], settings: str, costs: list[tuple[int, int]]):
+        self.steps, self.settings, self.costs = steps, settings, costs  # costs: (flops, bytes)
+        self.flops, self.mem = sum(c[0] for c in costs), sum(c[1] for c in costs)
 
     @staticmethod
     def of(items: list[tuple], programs: list, schedule: list[ScheduleItem]) -> Plan | bool:
@@ -239,7 +240,7 @@ class Plan:
         rebound) and its programs; False if it cannot have one."""
         if not len(items) == len(programs) == len(schedule):
             return False
-        steps = []
+        steps, costs = [], []
         for (ast, out, inputs, new), found, item in zip(items, programs, schedule):
             node = item.out
             if found is None or ast is None or node.op is LoadOps.ASSIGN:
@@ -247,36 +248,47 @@ class Plan:
             spec, program = found
             memory = node.realized
             assert memory is not None, "a kernel's output is realized once it has run"
-            steps.append((program.launcher(spec.global_size, spec.local_size), spec.flops,
-                          spec.mem_bytes, out, tuple(inputs), memory.runtime, memory.size,
-                          memory.dtype, node.index_check is not None if out >= 0 else
+            costs.append((spec.flops, spec.mem_bytes))
+            steps.append((program.launcher(spec.global_size, spec.local_size), out,
+                          tuple(inputs), memory.runtime, memory.size, memory.dtype,
+                          node.index_check is not None if out >= 0 else
                           None if new[5] is None else (*new[5], node.shape)))
-        return Plan(steps, opt_settings())
+        return Plan(steps, opt_settings(), costs)
 
     def run(self, nodes: list[LazyBuffer]) -> None:
-        """Launch every step on this graph's bases, as run_schedule would."""
+        """Launch every step on this graph's bases, as run_schedule would. (It runs once
+        per kernel of every eager op, so it is written for speed: one list of memory per
+        launch, and the statistics added once, for the steps that ran.)"""
         fresh: list[Buffer] = []  # the schedule's own buffers, by ~position
-        for launch, flops, mem, out, inputs, runtime, size, dtype, after in self.steps:
-            buffers = [nodes[i].realized if i >= 0 else fresh[~i] for i in inputs]
-            memory = Buffer(runtime, size, dtype)
-            launch(memory.ensure_allocated(),
-                   *[b._buf if b._buf is not None else b.ensure_allocated() for b in buffers])
-            Stats.kernels += 1
-            Stats.flops += flops
-            Stats.mem += mem
-            if out < 0:
-                fresh.append(memory)
-                if after is not None:  # a value inside a traced forward's graph (D80)
-                    save_value(nodes[after[0]], after[1],
-                               LazyBuffer.from_buffer(memory, after[2]))
-                continue
-            node = nodes[out]
-            node.realized = memory
-            if after:  # an index check: raise before anything reads bad indices
-                verify(node)
-            node.src, node.arg = (), None  # drop the graph so its buffers can be freed
-            if node.saved:
-                node.saved = None
+        ran = 0
+        try:
+            for launch, out, inputs, runtime, size, dtype, after in self.steps:
+                memory = Buffer(runtime, size, dtype)
+                launch(memory.ensure_allocated(),
+                       *[(nodes[i].realized if i >= 0 else fresh[~i]).ensure_allocated()
+                         for i in inputs])
+                ran += 1
+                if out < 0:
+                    fresh.append(memory)
+                    if after is not None:  # a value inside a traced forward's graph (D80)
+                        save_value(nodes[after[0]], after[1],
+                                   LazyBuffer.from_buffer(memory, after[2]))
+                    continue
+                node = nodes[out]
+                node.realized = memory
+                if after:  # an index check: raise before anything reads bad indices
+                    verify(node)
+                node.src, node.arg = (), None  # drop the graph so its buffers can be freed
+                if node.saved:
+                    node.saved = None
+        finally:
+            Stats.kernels += ran
+            if ran == len(self.steps):
+                Stats.flops += self.flops
+                Stats.mem += self.mem
+            else:  # stopped by an index check: what ran
+                Stats.flops += sum(c[0] for c in self.costs[:ran])
+                Stats.mem += sum(c[1] for c in self.costs[:ran])
 
 
 def realize(outs: list[LazyBuffer]) -> None:

@@ -79,16 +79,8 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
     # by identity, and `_base` is read directly rather than through the `base` property
     index: dict[LazyBuffer, int] = {}
     nodes: list[LazyBuffer] = []
-
-    def number(base: LazyBuffer) -> int:  # (inlined for sources, the hot case)
-        n = index.get(base)
-        if n is None:
-            n = index[base] = len(nodes)
-            nodes.append(base)
-        return n
-
     for out in outs:
-        number(out._base or out)
+        _number(index, nodes, out._base or out)
     parts: list[tuple] = []
     for base in nodes:  # grows while it is walked: each new source goes on the end
         if base.realized is not None:
@@ -98,7 +90,7 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
             return None, nodes
         srcs: list = []
         for src in base.src:  # a source that is a base is its number; a view is (its
-            view = src._base  # base's number, the view)
+            view = src._base  # base's number, the view) (`_number` inlined: the hot case)
             found = src if view is None else view
             n = index.get(found)
             if n is None:
@@ -109,12 +101,22 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
         part: tuple = (base.op, repr(arg) if type(arg) is float else arg,  # -0.0 is not 0.0
                        base.shape, base.dtype.name, base.device, tuple(srcs))
         if base.checks:
-            part += (tuple([number(flag) for flag in base.checks]),)
+            part += (tuple([_number(index, nodes, flag) for flag in base.checks]),)
         if base.saved:  # a traced forward's values a later expansion reads (D80)
-            part += (tuple([(t, number(v)) for t, v in sorted(base.saved.items(), key=_first)
+            part += (tuple([(t, _number(index, nodes, v))
+                            for t, v in sorted(base.saved.items(), key=_first)
                             if v.realized is not None]),)
         parts.append(part)
     return (tuple(parts), tuple([index[o._base or o] for o in outs])), nodes
+
+
+def _number(index: dict[LazyBuffer, int], nodes: list[LazyBuffer], base: LazyBuffer) -> int:
+    """The number of `base` in the key: the next one if it is new."""
+    n = index.get(base)
+    if n is None:
+        n = index[base] = len(nodes)
+        nodes.append(base)
+    return n
 
 
 def _first(pair: tuple) -> Any:

@@ -29,11 +29,12 @@ class Allocator:
     """Raw device memory. Freed blocks are kept by size for reuse, up to ALLOC_CACHE_MB
     bytes in all; past that the blocks freed longest ago go back to the device. LRU and
     ALLOC_CACHE_MB are read when the allocator is made (its device's first use): a
-    buffer is freed on every eager op, so `free` reads no setting."""
+    buffer is freed on every eager op, so `free` reads no setting, and the common paths
+    are a list pop and a list append (each size's list holds (when freed, block), oldest
+    first; only an eviction looks across sizes)."""
 
     def __init__(self) -> None:
-        self.cache: dict[int, list[int]] = defaultdict(list)  # size -> tokens, newest last
-        self.blocks: OrderedDict[int, tuple[int, Any]] = OrderedDict()  # token -> block
+        self.cache: dict[int, list[tuple[int, Any]]] = defaultdict(list)  # size -> blocks
         self.cached_bytes = 0
         self.live = 0  # blocks handed out and not yet freed: the memory-leak tests read it
         self._tokens = itertools.count()
@@ -42,10 +43,10 @@ class Allocator:
 
     def alloc(self, nbytes: int) -> Any:
         self.live += 1
-        tokens = self.cache[nbytes]
-        if tokens:
+        blocks = self.cache[nbytes]
+        if blocks:
             self.cached_bytes -= nbytes
-            return self.blocks.pop(tokens.pop())[1]
+            return blocks.pop()[1]
         return self._alloc(nbytes)
 
     def free(self, opaque: Any, nbytes: int) -> None:
@@ -53,15 +54,18 @@ class Allocator:
         if not self.keep:
             self._free(opaque)
             return
-        token = next(self._tokens)
-        self.cache[nbytes].append(token)
-        self.blocks[token] = (nbytes, opaque)
+        self.cache[nbytes].append((next(self._tokens), opaque))
         self.cached_bytes += nbytes
+        if self.cached_bytes > self.limit:
+            self._evict()
+
+    def _evict(self) -> None:
+        """Give blocks back to the device, the one freed longest ago first, until the
+        cache is within its limit."""
         while self.cached_bytes > self.limit:
-            token, (size, old) = self.blocks.popitem(last=False)
-            self.cache[size].remove(token)  # the oldest of its size: first in its list
+            size = min((blocks[0][0], size) for size, blocks in self.cache.items() if blocks)[1]
             self.cached_bytes -= size
-            self._free(old)
+            self._free(self.cache[size].pop(0)[1])
 
     # a runtime implements these four
     def _alloc(self, nbytes: int) -> Any:

@@ -22,7 +22,7 @@ exp or log) and reduce_lanes only.
 from __future__ import annotations
 from typing import Callable
 
-from codegen.helpers import getenv
+from codegen.helpers import getenv, settings_memo
 from codegen.kernel import Kernel, Opt
 from codegen.opt.elementwise import gather_lanes
 from codegen.opt.gpu import gpu_layout, item_tile
@@ -45,6 +45,7 @@ def apply_opts(k: Kernel, opts: list[Opt]) -> Kernel:
     return k
 
 
+@settings_memo
 def opt_settings() -> str:
     """The settings that change what `optimize` decides, for the program caches' keys (a
     program tuned by the passes must not be reused with NOOPT=1)."""

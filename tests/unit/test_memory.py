@@ -43,3 +43,33 @@ def test_memory_levels_off_over_thousands_of_distinct_graphs(tmp_path):
         # (without the compile limits the compiling run grew by about 45 MB here)
         assert marks[-1] - marks[1] < 4, (f"{run}: RSS after every 250 distinct graphs "
                                           f"(MB): {marks}; it should level off")
+
+
+def test_allocator_reuses_blocks_by_size_and_gives_back_the_oldest_first():
+    from runtimes.base import Allocator
+
+    class Counting(Allocator):
+        def __init__(self):
+            super().__init__()
+            self.made, self.freed = 0, []
+            self.limit = 100
+
+        def _alloc(self, nbytes):
+            self.made += 1
+            return (nbytes, self.made)
+
+        def _free(self, opaque):
+            self.freed.append(opaque)
+
+    mem = Counting()
+    a, b, c = mem.alloc(40), mem.alloc(40), mem.alloc(20)
+    for block, size in ((a, 40), (c, 20), (b, 40)):
+        mem.free(block, size)
+    assert mem.freed == [] and mem.cached_bytes == 100 and mem.live == 0
+    assert mem.alloc(40) == b and mem.made == 3  # the newest block of its size
+    mem.free(b, 40)
+    d = mem.alloc(30)  # a new size: made
+    mem.free(d, 30)  # 130 bytes cached: the oldest (a), then c, go back
+    assert mem.freed == [a] and mem.cached_bytes == 90
+    mem.free(mem.alloc(50), 50)
+    assert mem.freed == [a, c, b] and mem.cached_bytes == 80
