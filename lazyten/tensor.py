@@ -22,6 +22,7 @@ from lazyten.creation import (CreationMixin, _scalar_dtype, bf16_bits, bf16_valu
                               default_device, storage_numpy_dtype, to_numpy_dtype)
 from lazyten.einsum import EinsumMixin
 from lazyten.elementwise import ElementwiseMixin
+from lazyten.indexing import IndexingMixin
 from lazyten.inplace import InPlaceMixin
 from lazyten.interop import InteropMixin
 from lazyten.logic import LogicMixin
@@ -50,7 +51,7 @@ class _TensorType(MixinType):
     training = switch(_TRAINING)
 
 
-class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, ReduceMixin,
+class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, IndexingMixin, ReduceMixin,
              NNMixin, PoolingMixin, SortingMixin, RearrangeMixin, EinsumMixin, PaddingMixin,
              LossMixin, StatsMixin, ResizeMixin, AttentionMixin, InPlaceMixin, InteropMixin,
              CompatMixin, PointwiseMixin, ScatterMixin, metaclass=_TensorType):
