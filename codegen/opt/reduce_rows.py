@@ -93,12 +93,8 @@ def reduce_lanes(k: Kernel, target: Target) -> list[Opt]:
     if k.reduceop is None or not target.tile or not (k.upcasts or k.rows) or k.lanes:
         return []
     axis = k.n_global + k.n_reduce - 1
-    if not any(k.strides(key, axis) == 1 for key in k.loads):
-        return []
     size = k.full_shape[axis]
-    lanes, pad = _row_chains(k, target, size,
-                             _reduce_lane_width(size, target, _shares_loads(k), not divides_integers(k),
-                                                _costly_row(k)))
+    lanes, pad = _row_chains(k, target, size, reduce_lane_width(k, target))
     why = f"{size} is no multiple of {lanes}: pad the last vector"
     opts = [Opt(OptOps.PAD, axis, lanes, why)] if pad else []
     opts.append(Opt(OptOps.REDUCE_LANES, axis, lanes, "an input is contiguous along the reduce"))
@@ -108,6 +104,17 @@ def reduce_lanes(k: Kernel, target: Target) -> list[Opt]:
             return []
         t.apply(opt)
     return opts
+
+
+def reduce_lane_width(k: Kernel, target: Target) -> tuple[int, bool]:
+    """(lanes, whether to pad) the innermost reduce axis of `k` takes as vector lanes
+    ((0, False): none, no input is contiguous along it or it is too short). The tile
+    asks too: where the reduce takes the lanes, each of its accumulators is a vector."""
+    axis = k.n_global + k.n_reduce - 1
+    if not k.n_reduce or not any(k.strides(key, axis) == 1 for key in k.loads):
+        return 0, False
+    return _reduce_lane_width(k.full_shape[axis], target, _shares_loads(k),
+                              not divides_integers(k), _costly_row(k))
 
 
 def _row_chains(k: Kernel, target: Target, size: int, chosen: tuple[int, bool]) -> tuple[int, bool]:
