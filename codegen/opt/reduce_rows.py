@@ -106,14 +106,16 @@ def reduce_lanes(k: Kernel, target: Target) -> list[Opt]:
     return opts
 
 
-def reduce_lane_width(k: Kernel, target: Target) -> tuple[int, bool]:
+def reduce_lane_width(k: Kernel, target: Target, reuse: bool | None = None) -> tuple[int, bool]:
     """(lanes, whether to pad) the innermost reduce axis of `k` takes as vector lanes
-    ((0, False): none, no input is contiguous along it or it is too short). The tile
-    asks too: where the reduce takes the lanes, each of its accumulators is a vector."""
+    ((0, False): none, no input is contiguous along it or it is too short); `reuse`:
+    whether the tile's copies share loads (None: as `k`'s do). The tile asks too: where
+    the reduce takes the lanes, each of its accumulators is a vector."""
     axis = k.n_global + k.n_reduce - 1
     if not k.n_reduce or not any(k.strides(key, axis) == 1 for key in k.loads):
         return 0, False
-    return _reduce_lane_width(k.full_shape[axis], target, _shares_loads(k),
+    return _reduce_lane_width(k.full_shape[axis], target,
+                              _shares_loads(k) if reuse is None else reuse,
                               not divides_integers(k), _costly_row(k))
 
 

@@ -106,13 +106,19 @@ def _tile(k: Kernel, target: Target, pad_row: bool) -> tuple[Kernel, list[Opt]]:
 
 def _laneless_budget(k: Kernel, target: Target) -> int:
     """Accumulators for a tile whose copies take no output lanes: where the reduce will
-    take them (reduce_lanes), each is a vector register, and as many as a tile with
-    output lanes keeps leave its loads room (a conv weight gradient: 4 x 4 copies
-    with 8 vector loads each step spilled, 2.17 ms, where 4 x 2 ran in 1.39 at
-    8 x 64 x 16 on AVX2); else scalar code, kept few (compile time)."""
-    if reduce_lane_width(k, target)[0]:
-        return target.tile // target.lanes
-    return _SCALAR_TILE
+    take them, each is a vector register, and as many as a tile with output lanes keeps
+    leave its loads room (a conv weight gradient: 4 x 4 copies with 8 vector loads each
+    step spilled, 2.17 ms, where 4 x 2 ran in 1.39 at 8 x 64 x 16 on AVX2); else scalar
+    code, kept few (compile time)."""
+    return target.tile // target.lanes if _reduce_takes_lanes(k, target) else _SCALAR_TILE
+
+
+def _reduce_takes_lanes(k: Kernel, target: Target) -> bool:
+    """Whether `reduce_lanes` will give the reduce of this tile (no output lanes) the vector
+    lanes: each copy is then a vector accumulator, and each input a vector load per copy
+    of the axes it depends on. Before any unroll, as if the copies will share loads (they
+    are unrolled for that)."""
+    return not k.lanes and reduce_lane_width(k, target, None if k.upcasts else True)[0] > 0
 
 
 def _lane_loads(k: Kernel, key: int, lanes: int, target: Target) -> int:
@@ -247,14 +253,17 @@ def _best_upcast(k: Kernel, budget: int, split: set[int],
     accumulator update [D57], looking one unroll ahead (a conv's row unrolled 7 times
     needs 8 loads for 7 updates, its channels 4 times then its row twice 6 for 8), then
     the most accumulators, preferring an axis not unrolled yet, then the one the
-    output is most contiguous in."""
+    output is most contiguous in. A tile whose reduce will take the lanes counts loads
+    from its first unroll (a weight gradient's 3 taps x 2 channels: 5 loads for 6)."""
     best: tuple[tuple[float, float, bool, bool, int, bool, int], Opt, Kernel] | None = None
-    for axis, opt, trial in _unrolls(k, budget, target):
+    unrolls = _unrolls(k, budget, target)
+    vectors = _vector_accumulators(k, unrolls, target)
+    for axis, opt, trial in unrolls:
         first = not k.upcasts
-        loads = _loads_per_update(trial, target) if k.lanes else 0.0
+        loads = _loads_per_update(trial, target) if vectors else 0.0
         ahead = min([loads] + [_loads_per_update(then, target)
                                for _, _, then in _unrolls(trial, budget, target)]) \
-            if k.lanes and len(k.upcasts) == 1 else loads
+            if vectors and len(k.upcasts) == (1 if k.lanes else 0) else loads
         rank = (-ahead, -loads, first and _full_row(k, axis, target),
                 first and not _gathers(k, axis), opt.amount, axis not in split,
                 -(k.strides(k.out_key, axis) or 0))  # (known: `_unrolls` checked it)
@@ -263,17 +272,30 @@ def _best_upcast(k: Kernel, budget: int, split: set[int],
     return (best[1], best[2]) if best is not None else None
 
 
+def _vector_accumulators(k: Kernel, unrolls: list[tuple[int, Opt, Kernel]],
+                         target: Target) -> bool:
+    """Whether the tile's copies are vector accumulators, whose loads per update rank the
+    unrolls: it has output lanes, or the reduce will take the lanes and no first unroll
+    would make output lanes (a matmul's columns)."""
+    return bool(k.lanes) or _reduce_takes_lanes(k, target) and (
+        bool(k.upcasts) or all(_first_lanes(trial) is None for _, _, trial in unrolls))
+
+
 def _unrolls(k: Kernel, budget: int, target: Target) -> list[tuple[int, Opt, Kernel]]:
     """(axis, decision, kernel with it applied) for each unroll worth trying next: an
     output axis worth unrolling, by as much as fits the budget (a register wide for the
     first, if it may be the lanes, else 4) and, once there are lanes, the registers."""
     found = []
+    if k.upcasts and not k.lanes:  # (also where a lookahead tries a second unroll)
+        budget = min(budget, _laneless_budget(k, target))
     for axis in range(k.n_global):
         why = _worth_unrolling(k, axis)
         if why is None or k.strides(k.out_key, axis) is None:
             continue
         want = target.lanes if not k.upcasts and _lane_axis(k, axis) else 4
-        amount = _unroll_amount(k.full_shape[axis], want, budget // prod(k.upcasts))
+        size, room = k.full_shape[axis], budget // prod(k.upcasts)
+        # an axis too short to be lanes (3 taps) may still be unrolled whole, as copies
+        amount = _unroll_amount(size, want, room) or (size if size < 4 and size <= room else 0)
         trial = k.tried(opt := Opt(OptOps.UPCAST, axis, amount, why)) if amount else None
         if trial is not None and (not k.lanes or _fits_registers(trial, target)):
             found.append((axis, opt, trial))

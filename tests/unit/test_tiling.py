@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from codegen.kernel import Kernel
 from codegen.linearizer import LinearKernel, Linearizer
 from codegen.opt import optimize
+from codegen.opt.tiling import _loads_per_update
 from codegen.target import cpu
 from codegen.ops import ReduceOps
 from codegen.uops import UOps
@@ -416,12 +417,13 @@ def test_weight_gradient_reduces_in_lanes(batch, cout, cin, k, ow, op, dtype):
 
 
 @pytest.mark.parametrize("bits", [256, 512])
-@pytest.mark.parametrize("cout,cin,width", [(64, 64, 16), (32, 48, 14), (8, 3, 32)])
+@pytest.mark.parametrize("cout,cin,width", [(64, 64, 16), (32, 48, 14), (8, 3, 32), (32, 3, 32)])
 def test_weight_gradient_tile_leaves_registers_for_its_loads(bits, cout, cin, width):
     """Where the reduce takes the lanes, every accumulator of the tile is a vector
     register: the tile keeps no more of them than one with output lanes (half the
-    registers), so the loads of each step have room. (4 x 4 on AVX2 spilled: 16
-    accumulators and 8 loads in 16 registers.)"""
+    registers), so the loads of each step have room (4 x 4 on AVX2 spilled: 16
+    accumulators and 8 loads in 16 registers), and its unrolls are ranked by loads per
+    update from the first one."""
     x, g = rnd((2, cin, width + 2, width + 2)), rnd((2, cout, width, width), seed=1)
     windows = Tensor(x)._pool((3, 3), (1, 1), (1, 1)).reshape(2, 1, cin, width, width, 3, 3)
     out = (windows * Tensor(g).reshape(2, cout, 1, width, width, 1, 1)).sum(axis=(0, 3, 4))
@@ -429,6 +431,10 @@ def test_weight_gradient_tile_leaves_registers_for_its_loads(bits, cout, cin, wi
     k = optimize(Kernel(create_schedule([out.lazydata])[-1].ast), target)
     accumulators = prod(k.upcasts) // max(k.lanes, 1)
     assert k.reduce_lanes and 2 <= accumulators <= target.tile // target.lanes, k.applied
+    # and the copies share loads: taps and channels, fewer vector loads than updates (with
+    # 3 input channels, 8 output channels alone took 9 loads for 8 updates; 3 taps x 2
+    # channels take 5 for 6)
+    assert _loads_per_update(k, target) < 1, k.applied
     ref = np.einsum("ncyxij,nkyx->kcij", np.lib.stride_tricks.sliding_window_view(
         x, (3, 3), axis=(2, 3)).transpose(0, 1, 2, 3, 4, 5), g)
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-3)
