@@ -28,7 +28,8 @@ from codegen.opt.elementwise import gather_lanes
 from codegen.opt.gpu import gpu_layout, item_tile
 from codegen.opt.simplify import simplify
 from codegen.opt.reduce_rows import reduce_lanes, row_kernel_rows, stream_rows
-from codegen.opt.tiling import order_loops, tile
+from codegen.opt.loop_order import order_loops
+from codegen.opt.tiling import tile
 from codegen.target import Target
 
 Pass = Callable[[Kernel, Target], list[Opt]]

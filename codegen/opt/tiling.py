@@ -1,8 +1,8 @@
-"""CPU passes: register tiling, vector lanes and loop order.
+"""CPU pass: register tiling and vector lanes.
 
 Which output axes of a reduce to unroll into a tile of accumulators, which axis becomes
-vector lanes (an output axis, an axis an input is contiguous along, or the reduce), and
-the outer loop. Several rows of a reduce at once and lanes along the reduce are in
+vector lanes (an output axis, an axis an input is contiguous along, or the reduce); the
+outer loop is codegen/opt/loop_order.py's. Several rows of a reduce at once and lanes along the reduce are in
 codegen/opt/reduce_rows.py; elementwise kernels' lanes in codegen/opt/elementwise.py.
 Each pass returns `Opt`s (codegen/kernel.py); the widths come from the `Target` (16
 float lanes with AVX-512, 8 with AVX2). docs/decisions.md gives the rules' measurements.
@@ -15,9 +15,6 @@ from codegen.lanes import FULL, ROW_VECTORS, row_fill
 from codegen.opt.reduce_rows import divides_integers, reduce_lane_width
 from codegen.target import Target
 
-_L2_DISCOUNT = 8  # an input re-read from L2 against one from L3: 4x the L2 re-reads ran
-# 20% faster (AVX2, 1024x512x128 matmul: B, 256 KB, per block of rows, not A, 512 KB)
-_MIN_OUTER = 8               # iterations the outermost loop needs to be worth splitting
 _SCALAR_TILE = 16            # most scalar accumulators a tile without vector lanes gets
 _WORK_PER_ACC = 4096         # a tile gets at most one accumulator per this many iterations
 _SHORT_REDUCE = 16           # reduces this short may take vector lanes across strided outputs
@@ -397,39 +394,3 @@ def _first_lanes(k: Kernel) -> Opt | None:
     if k.upcasts[0] >= 4 and (k.strides(k.out_key, axis) == 1 or 1 in walks):
         return Opt(OptOps.LANES, axis, k.upcasts[0], "memory is contiguous along the unroll")
     return None
-
-
-def order_loops(k: Kernel, target: Target) -> list[Opt]:
-    """Put outermost the loop whose iterations re-read the fewest bytes.
-
-    Each iteration of the outer loop streams again every input that does not depend on
-    it (a matmul's B, for each block of rows). So the outer loop is the one that
-    minimises iterations x bytes of the inputs it ignores, if it has enough iterations to
-    split across threads. An input small enough to stay in the L1 cache (a bias) costs
-    nothing to re-read; one that stays in the core's L2 (at most half of it) costs
-    `_L2_DISCOUNT` times less than one read again from L3 or memory [D34]. An outer loop
-    with fewer iterations than threads (a batch of 4 unrolled whole) gives way to the
-    cheapest one that has enough, whatever it re-reads: else the kernel runs on one
-    thread."""
-    if k.reduceop is None or not target.tile:
-        return []
-    cached, in_l2 = target.cached_bytes // 4, target.l2_bytes // 8  # float32 elements
-
-    def footprint(key: int) -> int:
-        strides = k.sts[key].real_strides(ignore_valid=True)
-        elements = prod(s for s, st in zip(k.full_shape, strides) if st != 0)
-        return 0 if elements <= cached else \
-            elements // _L2_DISCOUNT if elements <= in_l2 else elements
-
-    def cost(axis: int) -> int:
-        ignored = [key for key in k.loads if k.strides(key, axis) == 0]
-        return k.full_shape[axis] * sum(footprint(key) for key in ignored)
-    axes = [a for a in range(k.n_global) if k.full_shape[a] >= _MIN_OUTER]
-    if not axes or k.n_global < 2:
-        return []
-    best = min(axes, key=lambda a: (cost(a), a))
-    if best != 0 and cost(best) < cost(0):
-        return [Opt(OptOps.OUTER, best, why=f"re-reads {cost(best)} elements, not {cost(0)}")]
-    if best != 0 and k.full_shape[0] < max(2, target.threads):  # threads split it [D66]
-        return [Opt(OptOps.OUTER, best, why=f"{k.full_shape[0]} iterations are too few to split")]
-    return []
