@@ -12,7 +12,7 @@ from codegen.dtypes import dtypes, promote
 from codegen.helpers import make_pair
 from lazyten.autograd.conv import Conv, dilate, transposed_weight
 from lazyten.autograd.matmul import Linear, Matmul
-from lazyten.autograd.norm import LayerNorm
+from lazyten.autograd.norm import BatchNorm, LayerNorm
 from lazyten.autograd.views import Moves
 from lazyten.dims import norm_axes
 from lazyten.elementwise import broadcast_shape
@@ -202,6 +202,28 @@ class NNMixin(TensorMixin):
         out = y * (y.square().mean(axis, keepdim=True) + eps).rsqrt()
         out = out * weight if weight is not None else out
         return out + bias if bias is not None else out
+
+    def _batch_norm_train(self, weight, bias, eps: float):
+        """Batch normalisation over every axis but 1 with the batch's statistics, then the
+        per-channel `weight` and `bias` where given: (output, mean, biased variance), the
+        statistics of shape (C,) and without a gradient (for the running ones). One
+        BatchNorm Function for float32 and float64 (its backward the closed form), else
+        the Tensor chain."""
+        axes = (0,) + tuple(range(2, self.ndim))
+        channels = (1, self.shape[1]) + (1,) * (self.ndim - 2)
+        params = [p.reshape(channels) for p in (weight, bias) if p is not None]
+        if self._one_layer_norm(params):
+            value = self.detach()
+            mean = value.mean(axes, keepdim=True)
+            var = (value - mean).square().mean(axes, keepdim=True)
+            out = self.apply(BatchNorm, mean, var, *params, axes=axes, eps=eps,
+                             affine=(weight is not None, bias is not None))
+            return out, mean.reshape(self.shape[1]), var.reshape(self.shape[1])
+        mean = self.mean(axis=axes)
+        var = (self - mean.reshape(channels)).square().mean(axis=axes)
+        out = self.batchnorm(weight, bias, mean.cast(self.dtype),
+                             (var + eps).rsqrt().cast(self.dtype))
+        return out, mean.detach(), var.detach()
 
     def _one_layer_norm(self, params: list) -> bool:
         """Can LayerNorm take these inputs: x a float32 or float64 with elements, each

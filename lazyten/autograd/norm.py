@@ -12,7 +12,8 @@ xhat = (x - mean) * rstd and gxhat = g * weight:
 
 so a training step reads x's row once per gradient reduce, not through the chain's
 derivative (eight kernels before). Inputs of one float dtype that is its own opmath
-(float32, float64); nnops.py keeps the Tensor chain for the rest.
+(float32, float64); nnops.py keeps the Tensor chain for the rest. BatchNorm (training)
+is the same Function over the batch and positions, with its statistics given.
 """
 from __future__ import annotations
 from math import prod
@@ -23,18 +24,17 @@ from lazyten.autograd.matmul import broadcast_to, unbroadcast
 from lazyten.lazy import LazyBuffer
 
 
-class LayerNorm(Function):
-    """Inputs: x, then weight if `affine[0]`, then bias if `affine[1]`; each parameter's
-    shape broadcasts to x's (as `*` and `+` would broadcast it)."""
-    traced = True
+class _Normalize(Function):
+    """(x - mean) * rstd over `axes`, then the affine parameters, and its closed-form
+    backward; a subclass's forward computes or takes the statistics."""
 
-    def forward(self, x: LazyBuffer, *params: LazyBuffer, axes: tuple[int, ...] = (-1,),
-                eps: float = 1e-5, affine: tuple[bool, bool] = (False, False)):
+    def _normalize(self, x: LazyBuffer, mean: LazyBuffer, var: LazyBuffer,
+                   params: tuple[LazyBuffer, ...], axes: tuple[int, ...], eps: float,
+                   affine: tuple[bool, bool], centred: LazyBuffer | None = None) -> LazyBuffer:
         shape, self.axes = x.shape, axes
         self.count = prod(shape[i] for i in axes)
-        mean = _mean(x, axes, self.count)
-        centred = x.e(BinaryOps.ADD, mean.expand(shape).e(UnaryOps.NEG))
-        var = _mean(centred.e(BinaryOps.MUL, centred), axes, self.count)
+        if centred is None:
+            centred = x.e(BinaryOps.ADD, mean.expand(shape).e(UnaryOps.NEG))
         self.rstd = var.e(BinaryOps.ADD, var.const(eps)).e(UnaryOps.SQRT).e(UnaryOps.RECIP)
         self.norm = out = centred.e(BinaryOps.MUL, self.rstd.expand(shape))
         self.weight = broadcast_to(params[0], shape) if affine[0] else None
@@ -46,7 +46,8 @@ class LayerNorm(Function):
             out = out.e(BinaryOps.ADD, self.bias)
         return out
 
-    def backward(self, grad: LazyBuffer):
+    def _gradients(self, grad: LazyBuffer) -> list[LazyBuffer | None]:
+        """The input's gradient, then the weight's and the bias's where there are some."""
         weight, bias, norm = self.weight, self.bias, self.norm
         gx = None
         if self.needs_input_grad[0]:
@@ -61,11 +62,52 @@ class LayerNorm(Function):
         grads: list[LazyBuffer | None] = [gx]
         if weight is not None:
             grads.append(unbroadcast(norm.e(BinaryOps.MUL, grad), self.param_shapes[0])
-                         if self.needs_input_grad[1] else None)
+                         if self.needs_input_grad[-len(self.param_shapes)] else None)
         if bias is not None:
             grads.append(unbroadcast(grad, self.param_shapes[-1])
                          if self.needs_input_grad[-1] else None)
-        return tuple(grads)
+        return grads
+
+
+class LayerNorm(_Normalize):
+    """Inputs: x, then weight if `affine[0]`, then bias if `affine[1]`; each parameter's
+    shape broadcasts to x's (as `*` and `+` would broadcast it)."""
+    traced = True
+
+    def forward(self, x: LazyBuffer, *params: LazyBuffer, axes: tuple[int, ...] = (-1,),
+                eps: float = 1e-5, affine: tuple[bool, bool] = (False, False)):
+        count = prod(x.shape[i] for i in axes)
+        mean = _mean(x, axes, count)
+        centred = x.e(BinaryOps.ADD, mean.expand(x.shape).e(UnaryOps.NEG))
+        var = _mean(centred.e(BinaryOps.MUL, centred), axes, count)
+        return self._normalize(x, mean, var, params, axes, eps, affine, centred)
+
+    def backward(self, grad: LazyBuffer):
+        return tuple(self._gradients(grad))
+
+
+class BatchNorm(_Normalize):
+    """Batch normalisation with the batch's statistics: LayerNorm over `axes` (the batch
+    and positions, every axis but the channels'), its statistics given. Inputs: x, its
+    mean and biased variance over `axes` (kept, shape 1 there), then weight and bias as
+    LayerNorm's. The caller computes the statistics from x's value (no gradient) and
+    shares them with the running-statistics update, so one reduce each serves both; the
+    backward is LayerNorm's closed form, which already counts the gradient that reaches x
+    through the statistics, so they take none. (Through the Tensor chain the backward was
+    about eight reduces per layer: the derivative of the mean and of the variance.) Not
+    traced: its statistics are realized with the running ones before the gradients, and
+    a traced call then missed the schedule cache on the second and third steps
+    (tests/unit/test_steady_state.py)."""
+    traced = False
+
+    def forward(self, x: LazyBuffer, mean: LazyBuffer, var: LazyBuffer, *params: LazyBuffer,
+                axes: tuple[int, ...] = (0,), eps: float = 1e-5,
+                affine: tuple[bool, bool] = (False, False)):
+        return self._normalize(x, mean, var, params, axes, eps, affine)
+
+    def backward(self, grad: LazyBuffer):
+        gx, *params = self._gradients(grad)
+        return (gx, None, None, *params)
 
 
 def _mean(x: LazyBuffer, axes: tuple[int, ...], count: int) -> LazyBuffer:

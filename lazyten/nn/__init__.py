@@ -162,19 +162,16 @@ class BatchNorm(Module):
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim < 2 or x.shape[1] != self.num_features:
             raise ValueError(f"batchnorm of {self.num_features} features got input {x.shape}")
-        axes = (0,) + tuple(range(2, x.ndim))
         training, running_mean, running_var = self.training, self.running_mean, self.running_var
         if training or running_mean is None or running_var is None:
             if training and x.numel() // x.shape[1] == 1:  # as PyTorch: no statistics in one value
                 raise ValueError(f"batchnorm: expected more than 1 value per channel when "
                                  f"training, got input of shape {x.shape}")
-            mean = x.mean(axis=axes)
-            shape = (1, self.num_features) + (1,) * (x.ndim - 2)
-            var = (x - mean.reshape(shape)).square().mean(axis=axes)
+            out, mean, var = x._batch_norm_train(self.weight, self.bias, self.eps)
             if training and running_mean is not None:
-                self._update_running(mean.detach(), var.detach(), x.numel() // x.shape[1])
-        else:
-            mean, var = running_mean, running_var
+                self._update_running(mean, var, x.numel() // x.shape[1])
+            return out
+        mean, var = running_mean, running_var
         invstd = (var + self.eps).rsqrt()
         return x.batchnorm(self.weight, self.bias, mean.cast(x.dtype), invstd.cast(x.dtype))
 

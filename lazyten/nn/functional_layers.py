@@ -175,22 +175,20 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     running ones in place when given) or the running ones."""
     if input.ndim < 2:
         raise ValueError(f"batch_norm needs (N, C, ...) input, got {input.shape}")
-    axes = (0,) + tuple(range(2, input.ndim))
     if training:
-        mean = input.mean(axis=axes)
-        var = (input - mean.reshape(_channel_shape(input))).square().mean(axis=axes)
+        out, mean, var = input._batch_norm_train(weight, bias, eps)
         if running_mean is not None and running_var is not None:
             count = input.numel() // input.shape[1]
-            unbiased = var.detach() * (count / (count - 1)) if count > 1 else var.detach()
+            unbiased = var * (count / (count - 1)) if count > 1 else var
             with no_grad():
                 running_mean.assign(running_mean * (1 - momentum) +
-                                    mean.detach().cast(running_mean.dtype) * momentum)
+                                    mean.cast(running_mean.dtype) * momentum)
                 running_var.assign(running_var * (1 - momentum) +
                                    unbiased.cast(running_var.dtype) * momentum)
-    elif running_mean is None or running_var is None:
+        return out
+    if running_mean is None or running_var is None:
         raise ValueError("batch_norm without training needs running_mean and running_var")
-    else:
-        mean, var = running_mean, running_var
+    mean, var = running_mean, running_var
     invstd = (var + eps).rsqrt()
     return input.batchnorm(weight, bias, mean.cast(input.dtype), invstd.cast(input.dtype))
 
