@@ -2,8 +2,9 @@
 
 Which output axes of a reduce to unroll into a tile of accumulators, which axis becomes
 vector lanes (an output axis, an axis an input is contiguous along, or the reduce); the
-outer loop is codegen/opt/loop_order.py's. Several rows of a reduce at once and lanes along the reduce are in
-codegen/opt/reduce_rows.py; elementwise kernels' lanes in codegen/opt/elementwise.py.
+outer loop is codegen/opt/loop_order.py's. Several rows of a reduce at once and lanes
+along the reduce are in codegen/opt/reduce_rows.py; elementwise kernels' lanes in
+codegen/opt/elementwise.py.
 Each pass returns `Opt`s (codegen/kernel.py); the widths come from the `Target` (16
 float lanes with AVX-512, 8 with AVX2). docs/decisions.md gives the rules' measurements.
 """
@@ -281,7 +282,8 @@ def _vector_accumulators(k: Kernel, unrolls: list[tuple[int, Opt, Kernel]],
 def _unrolls(k: Kernel, budget: int, target: Target) -> list[tuple[int, Opt, Kernel]]:
     """(axis, decision, kernel with it applied) for each unroll worth trying next: an
     output axis worth unrolling, by as much as fits the budget (a register wide for the
-    first, if it may be the lanes, else 4) and, once there are lanes, the registers."""
+    first, if it may be the lanes, else 4; an axis of 3 whole) and, once there are lanes
+    (output lanes, or the reduce's to come), the registers."""
     found = []
     if k.upcasts and not k.lanes:  # (also where a lookahead tries a second unroll)
         budget = min(budget, _laneless_budget(k, target))

@@ -94,11 +94,8 @@ class BatchNorm(_Normalize):
     shares them with the running-statistics update, so one reduce each serves both; the
     backward is LayerNorm's closed form, which already counts the gradient that reaches x
     through the statistics, so they take none. (Through the Tensor chain the backward was
-    about eight reduces per layer: the derivative of the mean and of the variance.) Not
-    traced: its statistics are realized with the running ones before the gradients, and
-    a traced call then missed the schedule cache on the second and third steps
-    (tests/unit/test_steady_state.py)."""
-    traced = False
+    about eight reduces per layer: the derivative of the mean and of the variance.)"""
+    traced = True
 
     def forward(self, x: LazyBuffer, mean: LazyBuffer, var: LazyBuffer, *params: LazyBuffer,
                 axes: tuple[int, ...] = (0,), eps: float = 1e-5,

@@ -161,3 +161,18 @@ def test_sharing_is_part_of_the_key():
                 np.testing.assert_allclose(build(a, b).numpy(), want, rtol=1e-5)
     # shared(x, y) and shared(y, x) are one structure; so are unshared's; (x, x) differs
     assert len(keys) == 4
+
+
+def test_unrealized_saved_values_are_not_part_of_the_key():
+    """A traced forward's GRAPH node may hold values of its graph that a later expansion
+    reads (D80); only realized ones are read, so only they are keyed: a node whose saved
+    values are all unrealized schedules as one with none (a traced BatchNorm's first step
+    keyed `()` for them and missed the cache on its second step)."""
+    a = Tensor(np.arange(6, dtype=np.float32)).realize()
+    node = (a * 2 + 1).lazydata
+    plain, _ = S._signature([node])
+    node.base.saved = {7: (a * 3).lazydata}  # not realized: never read
+    assert S._signature([node])[0] == plain
+    value = (a * 3).realize().lazydata
+    node.base.saved = {7: value}  # realized: read by the expansion, so keyed
+    assert S._signature([node])[0] != plain
