@@ -14,7 +14,9 @@ torch's initialisation copied through the state dict; both sides train a few ste
 random optimiser (SGD with momentum / nesterov / weight decay, Adam, AdamW, amsgrad) on a
 random loss (cross entropy with or without label smoothing, MSE). A model fails when a
 loss differs by more than 1e-4 relative (float32; the two sides sum in different orders),
-a gradient of the first step by more than 1e-3 relative or 1e-5 of the largest gradient,
+a gradient of the first step by more than 1e-3 relative or 1e-5 of the largest gradient
+(and, compared with torch's float64 gradient, by more than ten times torch's float32
+error: a gradient that is 0 up to rounding is noise on both sides),
 a weight after SGD steps by more than 1e-4 (Adam's weights are not compared: it turns
 gradients that are 0 up to rounding into full steps), or when lazyten raises where
 torch does not. Needs torch (not a
@@ -221,7 +223,8 @@ def run(lib, s: dict, batches, state=None, use_jit=False):
     if state is None:
         state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
     else:
-        model.load_state_dict({k: lib.Tensor(v.copy()) for k, v in state.items()})
+        make = lib.from_numpy if lib.__name__ == "torch" else lib.Tensor
+        model.load_state_dict({k: make(v.copy()) for k, v in state.items()})
     model.train()
     opt = optimizer(lib.optim, list(model.parameters()), s["opt"])
     tensor = lib.from_numpy if lib.__name__ == "torch" else lib.Tensor
@@ -236,6 +239,31 @@ def run(lib, s: dict, batches, state=None, use_jit=False):
                            if p.grad is not None}
     weights = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
     return losses, weights, state, first_grads
+
+
+def reference_grads(torch, s: dict, batches, state: dict, loss: float) -> dict:
+    """The first step's gradients in float64 (torch, the same weights and batch), or {}
+    where its loss is not float32's (then it is no reference for them)."""
+    torch.set_default_dtype(torch.float64)
+    try:
+        state64 = {k: v.astype(np.float64) if v.dtype == np.float32 else v
+                   for k, v in state.items()}
+        first = [tuple(a.astype(np.float64) if a.dtype == np.float32 else a
+                       for a in batches[0])]
+        losses, _, _, grads = run(torch, s, first, state64)
+    finally:
+        torch.set_default_dtype(torch.float32)
+    return grads if abs(losses[0] - loss) <= 1e-4 * max(1.0, abs(loss)) else {}
+
+
+def _as_close_as_torch(got, want, exact, scale: float) -> bool:
+    """A float32 gradient that differs from torch's: right if it is within a few times
+    torch's own float32 error of the float64 gradient (a gradient that is 0 up to
+    rounding, as a bias before BatchNorm's, is noise of that size on both sides)."""
+    if exact is None:
+        return False
+    err_torch = np.abs(want.astype(np.float64) - exact)
+    return bool(np.all(np.abs(got.astype(np.float64) - exact) <= 10 * err_torch + 1e-5 * scale))
 
 
 def check(s: dict, seed: int, steps: int, use_jit: bool) -> str | None:
@@ -256,8 +284,15 @@ def check(s: dict, seed: int, steps: int, use_jit: bool) -> str | None:
         if not abs(a - b) <= 1e-4 * max(1.0, abs(a)):
             return f"loss of step {i}: torch {a!r}, lazyten {b!r}"
     scale = max([float(np.abs(g).max()) for g in want_g.values()] + [1e-30])
+    exact: dict | None = None
     for name, g in want_g.items():
-        if name not in got_g or not np.allclose(got_g[name], g, rtol=1e-3, atol=1e-5 * scale):
+        if name not in got_g:
+            return f"no gradient of {name} at step 0"
+        if np.allclose(got_g[name], g, rtol=1e-3, atol=1e-5 * scale):
+            continue
+        if exact is None:
+            exact = reference_grads(torch, s, batches, state, want[0])
+        if not _as_close_as_torch(got_g[name], g, exact.get(name), scale):
             return f"gradient of {name} at step 0 differs"
     for name, w in want_w.items():
         if name not in got_w:
