@@ -102,9 +102,10 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
                        base.shape, base.dtype.name, base.device, tuple(srcs))
         if base.checks:
             part += (tuple([_number(index, nodes, flag) for flag in base.checks]),)
-        if base.saved:  # a traced forward's values a later expansion reads (D80): the
-            saved = tuple([(t, _number(index, nodes, v))  # realized ones (none read, none
-                           for t, v in sorted(base.saved.items(), key=_first)  # keyed)
+        if base.saved:  # a traced forward's values a later expansion reads (D80): only
+            # the realized ones are read, so only they are keyed (none: nothing added)
+            saved = tuple([(t, _number(index, nodes, v))
+                           for t, v in sorted(base.saved.items(), key=_first)
                            if v.realized is not None])
             if saved:
                 part += (saved,)

@@ -93,8 +93,9 @@ class BatchNorm(_Normalize):
     LayerNorm's. The caller computes the statistics from x's value (no gradient) and
     shares them with the running-statistics update, so one reduce each serves both; the
     backward is LayerNorm's closed form, which already counts the gradient that reaches x
-    through the statistics, so they take none. (Through the Tensor chain the backward was
-    about eight reduces per layer: the derivative of the mean and of the variance.)"""
+    through the statistics, so they take none. (Through the Tensor chain, the derivative of
+    the mean and of the variance: 47 bases in a layer's gradients, here 38, and a third
+    less Python per training step: D65 addendum.)"""
     traced = True
 
     def forward(self, x: LazyBuffer, mean: LazyBuffer, var: LazyBuffer, *params: LazyBuffer,

@@ -435,8 +435,8 @@ def test_weight_gradient_tile_leaves_registers_for_its_loads(bits, cout, cin, wi
     # 3 input channels, 8 output channels alone took 9 loads for 8 updates; 3 taps x 2
     # channels take 5 for 6)
     assert _loads_per_update(k, target) < 1, k.applied
-    ref = np.einsum("ncyxij,nkyx->kcij", np.lib.stride_tricks.sliding_window_view(
-        x, (3, 3), axis=(2, 3)).transpose(0, 1, 2, 3, 4, 5), g)
+    windows = np.lib.stride_tricks.sliding_window_view(x, (3, 3), axis=(2, 3))
+    ref = np.einsum("ncyxij,nkyx->kcij", windows, g)
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-3)
 
 
