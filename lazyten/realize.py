@@ -9,7 +9,7 @@ import threading
 import weakref
 from typing import Any, Callable, NamedTuple, cast
 
-from codegen.helpers import debug_level, prod
+from codegen.helpers import debug_level, prod, settings_memo
 from codegen.opt import opt_settings
 from codegen.ops import LoadOps
 from codegen.renderer import ProgramSpec
@@ -264,9 +264,12 @@ class Plan:
         try:
             for launch, out, inputs, runtime, size, dtype, after in self.steps:
                 memory = Buffer(runtime, size, dtype)
-                launch(memory.ensure_allocated(),
-                       *[(nodes[i].realized if i >= 0 else fresh[~i]).ensure_allocated()
-                         for i in inputs])
+                memories = [memory.ensure_allocated()]
+                for i in inputs:  # (a loop in this frame: a comprehension is a call)
+                    buffer = nodes[i].realized if i >= 0 else fresh[~i]
+                    memories.append(buffer._buf if buffer._buf is not None
+                                    else buffer.ensure_allocated())
+                launch(*memories)
                 ran += 1
                 if out < 0:
                     fresh.append(memory)
@@ -294,13 +297,17 @@ class Plan:
 def realize(outs: list[LazyBuffer]) -> None:
     """Schedule and run everything needed for `outs`."""
     # all realized already (`.numpy()` after `.realize()`): nothing to schedule, since a
-    # realized base's index checks ran with it
-    if all([(o._base or o).realized is not None for o in outs]):
+    # realized base's index checks ran with it (a loop, not all([...]): this runs once
+    # per eager op, and a comprehension is a call)
+    for out in outs:
+        if (out._base or out).realized is None:
+            break
+    else:
         return
     found = lookup(outs)
     template = found.template
     if template is not None and template.plan and Capture.items is None and \
-            debug_level() < 2 and template.plan.settings == opt_settings():
+            template.plan.settings == _plan_settings():
         Stats.schedules += 1
         Stats.plans += 1
         template.plan.run(found.nodes)
@@ -317,6 +324,13 @@ def realize(outs: list[LazyBuffer]) -> None:
         restore_graphs()
     if template is not None and template.plan is None:  # its second run: keep a plan
         template.plan = Plan.of(template.items, programs, schedule)
+
+
+@settings_memo
+def _plan_settings() -> str | None:
+    """What a plan must have been made under to run now: the optimiser's settings, or
+    None at DEBUG >= 2 (which prints each kernel, so runs the engine's general path)."""
+    return opt_settings() if debug_level() < 2 else None
 
 
 @atexit.register

@@ -134,7 +134,7 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, Indexin
     # ---- realization ----
     def realize(self, *others: Tensor) -> Tensor:
         """Run every kernel needed to compute this tensor (and `others`)."""
-        realize([t.lazydata for t in (self,) + others])
+        realize([self.lazydata, *[t.lazydata for t in others]] if others else [self.lazydata])
         return self
 
     def numpy(self) -> np.ndarray:

@@ -6,13 +6,16 @@
 """
 from __future__ import annotations
 import weakref
+from typing import Any, Callable
 
 import llvmlite.binding as llvm
 
 from codegen.helpers import getenv
 from codegen.renderer.llvm_crew import piece_ir, support_ir
+from codegen.renderer.llvm_launch import launcher_name, launchers_ir
 from runtimes.base import Compiler
 from runtimes.cpu_crew import _SPIN_US, Crew
+from runtimes.cpu_launch import builtin, resolve_c_api
 from runtimes.llvm_build import target_machine
 
 _PIECE_LOOPS = 16  # piece functions for kernels with up to this many buffers come with the crew
@@ -35,6 +38,10 @@ class Host:
         self.objects = 0  # binaries in the current engine
         # function name -> (address, the engine that holds it, weakly)
         self.loaded: dict[str, tuple[int, weakref.ref]] = {}
+        # (buffers, bounds) -> builtin launcher (runtimes/cpu_launch.py), and their engines
+        self.launchers: dict[tuple[int, bool], Callable[..., Any]] = {}
+        self.launcher_engines: list[llvm.ExecutionEngine] = []
+        self.native: bool | None = None  # whether launchers can be made (None: not tried)
 
     def load(self, function: str, binary: bytes, also: tuple[str, ...] = ()) -> tuple:
         """(address of `function`, its engine), loading `binary` into the current engine
@@ -81,6 +88,24 @@ class Host:
             name = f"piece_{buffers}"
             crew.pieces[buffers] = self.load(name, self.support.compile_cached(name, piece_ir(buffers)))
         return crew.pieces[buffers][0]
+
+    def launcher(self, buffers: int, bounds: bool) -> Callable[..., Any] | None:
+        """The builtin that calls kernels with `buffers` buffers, with thread bounds or
+        without (codegen/renderer/llvm_launch.py); None where none can be made."""
+        found = self.launchers.get((buffers, bounds))
+        if found is not None:
+            return found
+        if self.native is None:
+            self.native = resolve_c_api()
+        if not self.native:
+            return None
+        names = (launcher_name(buffers, True), launcher_name(buffers, False))
+        binary = self.support.compile_cached(names[0], launchers_ir(buffers))
+        _, engine = self.load(names[0], binary, also=names[1:])
+        self.launcher_engines.append(engine)  # the builtins' code lives as long as the host
+        for name, with_bounds in zip(names, (True, False)):
+            self.launchers[(buffers, with_bounds)] = builtin(name, self.loaded[name][0])
+        return self.launchers[(buffers, bounds)]
 
     def run(self, values: list[int], chunks: int, helpers: int) -> None:
         """Run the job `[piece_N, kernel, n, chunks, data0, ...]` on this thread and up to

@@ -167,16 +167,16 @@ def test_cpu_kernel_near_the_thread_bound_times_both_ways_then_keeps_one():
     and split in turn, timed, then keeps the faster (the hand-off to the worker threads
     can cost more than it saves: LeNet's jitted b64 step 2.8 -> 2.2 ms). Both ways give
     the same bits, and the choice is made within the trials."""
-    from runtimes import cpu_llvm
+    from runtimes import cpu_choice
     spec, program, ptrs, first = _near_bound_program()
     assert program.threaded and not program.serial and program.choice is not None
     expected = first.numpy().copy()
-    for _ in range(2 * cpu_llvm._TRIALS):  # the capture's call was the untimed first
+    for _ in range(2 * cpu_choice._TRIALS):  # the capture's call was the untimed first
         program(*ptrs, global_size=spec.global_size, local_size=spec.local_size)
         np.testing.assert_array_equal(first.numpy(), expected)
     choice = program.choice
     assert not choice.calls and choice.split == (choice.best[1] < choice.best[0])
-    for _ in range(3 * cpu_llvm._RECHECK[0]):  # through a re-check: still the same bits
+    for _ in range(3 * cpu_choice._RECHECK[0]):  # through a re-check: still the same bits
         program(*ptrs, global_size=spec.global_size, local_size=spec.local_size)
         np.testing.assert_array_equal(first.numpy(), expected)
 
@@ -187,35 +187,35 @@ def test_thread_choice_times_again_and_corrects_a_choice_made_on_a_busy_machine(
     life: one call each way is timed again after 16 calls, 32, ... and the choice is
     remade from each way's best time. Here split is slow during the first trials and
     fast after: the kernel is back on two threads after the first re-check."""
-    from runtimes import cpu_llvm
+    from runtimes import cpu_choice
     spec, program, ptrs, first = _near_bound_program()
     expected = first.numpy().copy()
-    real_pieces, real_fn = program.run_pieces, program.fn
+    real_pieces, real_here = program.run_pieces, program.here
     calls = {"split": 0}
 
     def pieces(*args):  # busy for the first trials, then much faster than serial
         calls["split"] += 1
-        time.sleep(0.02 if calls["split"] <= cpu_llvm._TRIALS else 0.0)
+        time.sleep(0.02 if calls["split"] <= cpu_choice._TRIALS else 0.0)
         real_pieces(*args)
 
     def serial(*args):
         time.sleep(0.005)
-        real_fn(*args)
-    program.run_pieces, program.fn = pieces, serial
+        real_here(*args)
+    program.run_pieces, program.here = pieces, serial
     try:
-        program.choice = cpu_llvm.ThreadChoice()
+        program.choice = cpu_choice.ThreadChoice()
         calls["split"] = -1  # the round's untimed first call
-        for _ in range(1 + 2 * cpu_llvm._TRIALS):
+        for _ in range(1 + 2 * cpu_choice._TRIALS):
             program(*ptrs, global_size=spec.global_size, local_size=spec.local_size)
         assert program.choice.split is False  # the busy trials picked serial
-        for _ in range(cpu_llvm._RECHECK[0] + 2):
+        for _ in range(cpu_choice._RECHECK[0] + 2):
             program(*ptrs, global_size=spec.global_size, local_size=spec.local_size)
         assert program.choice.split is True
         before = calls["split"]
         program(*ptrs, global_size=spec.global_size, local_size=spec.local_size)
         assert calls["split"] == before + 1  # an untimed call takes the new choice
     finally:
-        program.run_pieces, program.fn = real_pieces, real_fn
+        program.run_pieces, program.here = real_pieces, real_here
     np.testing.assert_array_equal(first.numpy(), expected)
 
 
@@ -223,10 +223,10 @@ def test_thread_choice_under_calls_from_several_threads():
     """Python threads may launch one kernel at once: its choice's rounds are shared, a
     call that finds the round taken runs untimed, and every call computes the same bits."""
     import threading
-    from runtimes import cpu_llvm
+    from runtimes import cpu_choice
     spec, program, ptrs, first = _near_bound_program()
     expected = first.numpy().copy()
-    program.choice = cpu_llvm.ThreadChoice()
+    program.choice = cpu_choice.ThreadChoice()
     errors: list[BaseException] = []
 
     def calls():
@@ -250,7 +250,7 @@ def test_thread_choice_spaces_its_re_checks_out():
     serial timed in turn, _TRIALS of each in the first round and one in later rounds,
     which start after 16 calls, 32, ... at most every 1024: a long run pays for few slow
     calls."""
-    from runtimes.cpu_llvm import ThreadChoice, _RECHECK, _TRIALS
+    from runtimes.cpu_choice import ThreadChoice, _RECHECK, _TRIALS
     choice, calls = ThreadChoice(), []
     for _ in range(6000):
         split, timed = choice.next_way()

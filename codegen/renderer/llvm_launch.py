@@ -1,0 +1,87 @@
+"""The LLVM IR of the CPU's launchers: Python builtins that call a kernel.
+
+A kernel launched through ctypes costs about 6,000 instructions of marshalling (a call
+with no arguments at all costs 5,500), more than the rest of an eager op's launch. A
+launcher is instead a C function with CPython's METH_FASTCALL signature,
+`PyObject *launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)`, compiled by
+LLVM like the crew's support code; runtimes/cpu_launch.py makes it a builtin function
+(PyCFunction_NewEx), so calling it costs what calling `len` does.
+
+`launch_N(kernel, start, end, m0, ..., m{N-1})` calls the kernel at address `kernel`
+(a Python int) on N buffers and the thread bounds [start, end); `call_N(kernel, m0, ...)`
+calls a kernel without bounds. Each `m` is the CPU allocator's memory, a tuple
+`(block, address)`. The GIL is released during the kernel, as ctypes does. A wrong
+number of arguments raises TypeError, memory that is not such a tuple raises CPython's
+own error (SystemError or TypeError), and the kernel is never called with a bad pointer.
+The C API is reached through external symbols the runtime resolves to this process's
+CPython (`llvm.add_symbol`), so the object code can be cached.
+"""
+from __future__ import annotations
+
+# (name, LLVM declaration) of what the launchers use from CPython's C API
+C_API = (
+    ("PyTuple_GetItem", "declare ptr @PyTuple_GetItem(ptr, i64)"),
+    ("PyLong_AsVoidPtr", "declare ptr @PyLong_AsVoidPtr(ptr)"),
+    ("PyLong_AsSsize_t", "declare i64 @PyLong_AsSsize_t(ptr)"),
+    ("PyErr_Occurred", "declare ptr @PyErr_Occurred()"),
+    ("PyErr_SetString", "declare void @PyErr_SetString(ptr, ptr)"),
+    ("PyEval_SaveThread", "declare ptr @PyEval_SaveThread()"),
+    ("PyEval_RestoreThread", "declare void @PyEval_RestoreThread(ptr)"),
+    ("Py_IncRef", "declare void @Py_IncRef(ptr)"),
+)
+C_DATA = (  # (name, declaration) of data: None itself, and the pointer to TypeError
+    ("_Py_NoneStruct", "@_Py_NoneStruct = external global i8"),
+    ("PyExc_TypeError", "@PyExc_TypeError = external global ptr"),
+)
+
+
+def launcher_name(buffers: int, bounds: bool) -> str:
+    return f"{'launch' if bounds else 'call'}_{buffers}"
+
+
+def _function(buffers: int, bounds: bool) -> list[str]:
+    name = launcher_name(buffers, bounds)
+    first = 3 if bounds else 1  # the first memory's argument
+    nargs = first + buffers
+    message = f"{name} takes {nargs} arguments"
+    lines = [
+        f"@{name}_arity = private unnamed_addr constant [{len(message) + 1} x i8] "
+        f'c"{message}\\00"',
+        f"define ptr @{name}(ptr %self, ptr %args, i64 %nargs) {{", "entry:",
+        f"  %right = icmp eq i64 %nargs, {nargs}",
+        "  br i1 %right, label %read, label %arity", "read:",
+        "  %kernel_arg = load ptr, ptr %args, align 8",
+        "  %kernel = call ptr @PyLong_AsVoidPtr(ptr %kernel_arg)"]
+    if bounds:
+        for i, bound in ((1, "start"), (2, "end")):
+            lines += [f"  %{bound}_p = getelementptr ptr, ptr %args, i64 {i}",
+                      f"  %{bound}_arg = load ptr, ptr %{bound}_p, align 8",
+                      f"  %{bound} = call i64 @PyLong_AsSsize_t(ptr %{bound}_arg)"]
+    lines.append(f"  br label %{'memory0' if buffers else 'check'}")
+    for i in range(buffers):  # each memory's address, or the error path
+        lines += [f"memory{i}:", f"  %m{i}_p = getelementptr ptr, ptr %args, i64 {first + i}",
+                  f"  %m{i} = load ptr, ptr %m{i}_p, align 8",
+                  f"  %a{i}_obj = call ptr @PyTuple_GetItem(ptr %m{i}, i64 1)",
+                  f"  %a{i}_none = icmp eq ptr %a{i}_obj, null",
+                  f"  br i1 %a{i}_none, label %fail, label %address{i}", f"address{i}:",
+                  f"  %d{i} = call ptr @PyLong_AsVoidPtr(ptr %a{i}_obj)",
+                  f"  br label %{'memory' + str(i + 1) if i + 1 < buffers else 'check'}"]
+    args = [f"ptr %d{i}" for i in range(buffers)] + (["i64 %start", "i64 %end"] if bounds else [])
+    return lines + [
+        "check:", "  %error = call ptr @PyErr_Occurred()",
+        "  %failed = icmp ne ptr %error, null",
+        "  br i1 %failed, label %fail, label %run", "run:",
+        "  %state = call ptr @PyEval_SaveThread()",
+        f"  call void %kernel({', '.join(args)})",
+        "  call void @PyEval_RestoreThread(ptr %state)",
+        "  call void @Py_IncRef(ptr @_Py_NoneStruct)",
+        "  ret ptr @_Py_NoneStruct", "arity:",
+        "  %type_error = load ptr, ptr @PyExc_TypeError, align 8",
+        f"  call void @PyErr_SetString(ptr %type_error, ptr @{name}_arity)",
+        "  ret ptr null", "fail:", "  ret ptr null", "}"]
+
+
+def launchers_ir(buffers: int) -> str:
+    """`launch_<buffers>` and `call_<buffers>`, with their declarations."""
+    declarations = [d for _, d in C_API] + [d for _, d in C_DATA]
+    return "\n".join(declarations + _function(buffers, True) + _function(buffers, False)) + "\n"
