@@ -206,13 +206,15 @@ class ElementwiseMixin(TensorMixin):
             return x.float().apply(Pow, y.float(), tensor=type(self)).cast(x.dtype)
         return x.apply(Pow, y, tensor=type(self))
 
-    def __add__(self, o): return self.add(o)
+    # the forward operators are the methods themselves (a wrapper would be one more call
+    # per eager op)
+    __add__ = add
     def __radd__(self, o): return self.add(o, True)
-    def __sub__(self, o): return self.sub(o)
+    __sub__ = sub
     def __rsub__(self, o): return self.sub(o, True)
-    def __mul__(self, o): return self.mul(o)
+    __mul__ = mul
     def __rmul__(self, o): return self.mul(o, True)
-    def __truediv__(self, o): return self.div(o)
+    __truediv__ = div
     def __rtruediv__(self, o): return self.div(o, True)
     def __floordiv__(self, o): return self.floordiv(o)
     def __rfloordiv__(self, o): return self.floordiv(o, True)

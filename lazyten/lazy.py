@@ -34,6 +34,9 @@ class LazyBuffer:
     # GRAPH node, trace node id), so that a cached schedule saves it again
     saved: dict[int, LazyBuffer] | None = None
     origin: tuple[int, int] | None = None
+    # a realized base's part of the schedule cache's key (schedule_cache.py), made once:
+    # its shape, dtype, device and range_len never change
+    key_part: tuple | None = None
 
     def __init__(self, device: str, st: ShapeTracker, dtype: DType, op=None,
                  src: tuple[LazyBuffer, ...] = (), arg: Any = None,

@@ -305,12 +305,12 @@ def realize(outs: list[LazyBuffer]) -> None:
     else:
         return
     found = lookup(outs)
-    template = found.template
+    template = found[2]
     if template is not None and template.plan and Capture.items is None and \
             template.plan.settings == _plan_settings():
         Stats.schedules += 1
         Stats.plans += 1
-        template.plan.run(found.nodes)
+        template.plan.run(found[1])
         return
     schedule = create_schedule(outs, found)
     # the bases must go before anything runs: they would keep each ASSIGN's target

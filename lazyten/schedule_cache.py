@@ -2,7 +2,7 @@
 run again) reuses that schedule, rebound to the new graph's buffers (D27). The key is
 built in one pass over the graph per realize, so it is written for speed."""
 from __future__ import annotations
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Optional
 
 from codegen.helpers import getenv
 from codegen.ops import LoadOps
@@ -22,12 +22,10 @@ class Template:
         self.plan: Any = None
 
 
-class Found(NamedTuple):
-    """What `lookup` found for a graph: its key (None: not cachable), its bases in the
-    key's order, and the template cached for the key, if any."""
-    key: tuple | None
-    nodes: list[LazyBuffer]
-    template: Template | None
+# What `lookup` found for a graph: its key (None: not cachable), its bases in the key's
+# order, and the template cached for the key, if any. (A plain tuple: a NamedTuple's
+# constructor is a Python function, and this is made once per realize.)
+Found = tuple[Optional[tuple], list[LazyBuffer], Optional[Template]]
 
 
 def lookup(outs: list[LazyBuffer]) -> Found:
@@ -36,7 +34,7 @@ def lookup(outs: list[LazyBuffer]) -> Found:
         template = _SCHEDULES.get(key) if key is not None else None
     except TypeError:  # an unhashable op argument: schedule without the cache
         key = template = None
-    return Found(key, nodes, template)
+    return key, nodes, template
 
 
 def cached_schedule(outs: list[LazyBuffer],
@@ -63,6 +61,7 @@ class CacheStats:
 
 
 _SCHEDULES: dict[tuple, Template] = {}
+_FIRST = (0,)  # the outputs' numbers in the key where there is one
 _UNCACHED = (LoadOps.COPY, LoadOps.EMPTY, LoadOps.CUSTOM)
 
 
@@ -80,11 +79,18 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
     index: dict[LazyBuffer, int] = {}
     nodes: list[LazyBuffer] = []
     for out in outs:
-        _number(index, nodes, out._base or out)
+        base = out._base or out
+        if base not in index:
+            index[base] = len(nodes)
+            nodes.append(base)
     parts: list[tuple] = []
     for base in nodes:  # grows while it is walked: each new source goes on the end
-        if base.realized is not None:
-            parts.append(("buffer", base.shape, base.dtype.name, base.device, base.range_len))
+        if base.realized is not None:  # its part is fixed once realized: made once
+            part = base.key_part
+            if part is None:
+                part = base.key_part = ("buffer", base.shape, base.dtype.name, base.device,
+                                        base.range_len)
+            parts.append(part)
             continue
         if base.op in _UNCACHED:
             return None, nodes
@@ -110,7 +116,8 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
             if saved:
                 part += (saved,)
         parts.append(part)
-    return (tuple(parts), tuple([index[o._base or o] for o in outs])), nodes
+    numbers = _FIRST if len(outs) == 1 else tuple([index[o._base or o] for o in outs])
+    return (tuple(parts), numbers), nodes
 
 
 def _number(index: dict[LazyBuffer, int], nodes: list[LazyBuffer], base: LazyBuffer) -> int:
