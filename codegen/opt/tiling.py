@@ -13,7 +13,7 @@ from __future__ import annotations
 from codegen.helpers import prod
 from codegen.kernel import Kernel, Opt, OptOps
 from codegen.lanes import FULL, ROW_VECTORS, row_fill
-from codegen.opt.reduce_rows import divides_integers, reduce_lane_width
+from codegen.opt.reduce_rows import divides_integers, dot_products, reduce_lane_width
 from codegen.target import Target
 
 _SCALAR_TILE = 16            # most scalar accumulators a tile without vector lanes gets
@@ -89,7 +89,7 @@ def _tile(k: Kernel, target: Target, pad_row: bool) -> tuple[Kernel, list[Opt]]:
         opts.append(opt)
         split.add(opt.axis)
         if len(t.upcasts) == 1:
-            lanes = _first_lanes(t)
+            lanes = _first_lanes(t, target)
             if lanes is not None:
                 t.apply(lanes)
                 opts.append(lanes)
@@ -219,7 +219,7 @@ def _row_takes_lanes(k: Kernel, pad: Opt, budget: int, target: Target) -> bool:
     first = _best_upcast(t, budget, set(), target)
     if first is None or t.strides(t.out_key, first[0].axis) != 1:
         return False
-    return _first_lanes(first[1]) is not None
+    return _first_lanes(first[1], target) is not None
 
 
 def _masked(k: Kernel) -> bool:
@@ -276,7 +276,7 @@ def _vector_accumulators(k: Kernel, unrolls: list[tuple[int, Opt, Kernel]],
     unrolls: it has output lanes, or the reduce will take the lanes and no first unroll
     would make output lanes (a matmul's columns)."""
     return bool(k.lanes) or _reduce_takes_lanes(k, target) and (
-        bool(k.upcasts) or all(_first_lanes(trial) is None for _, _, trial in unrolls))
+        bool(k.upcasts) or all(_first_lanes(trial, target) is None for _, _, trial in unrolls))
 
 
 def _unrolls(k: Kernel, budget: int, target: Target) -> list[tuple[int, Opt, Kernel]]:
@@ -291,7 +291,7 @@ def _unrolls(k: Kernel, budget: int, target: Target) -> list[tuple[int, Opt, Ker
         why = _worth_unrolling(k, axis)
         if why is None or k.strides(k.out_key, axis) is None:
             continue
-        want = target.lanes if not k.upcasts and _lane_axis(k, axis) else 4
+        want = target.lanes if not k.upcasts and _lane_axis(k, axis, target) else 4
         size, room = k.full_shape[axis], budget // prod(k.upcasts)
         # an axis too short to be lanes (3 taps) may still be unrolled whole, as copies
         amount = _unroll_amount(size, want, room) or (size if size < 4 and size <= room else 0)
@@ -301,10 +301,12 @@ def _unrolls(k: Kernel, budget: int, target: Target) -> list[tuple[int, Opt, Ker
     return found
 
 
-def _lane_axis(k: Kernel, axis: int) -> bool:
+def _lane_axis(k: Kernel, axis: int, target: Target) -> bool:
     """Whether the first unroll of this axis may become vector lanes: the output or an input
-    is contiguous along it (a conv's output channels, where its weight has them innermost)."""
-    return k.strides(k.out_key, axis) == 1 or any(k.strides(key, axis) == 1 for key in k.loads)
+    is contiguous along it (a conv's output channels, where its weight has them innermost),
+    and it is not better left to dot products (reduce_rows.py's `dot_products`)."""
+    return (k.strides(k.out_key, axis) == 1 or any(k.strides(key, axis) == 1 for key in k.loads)) \
+        and not (_gathers(k, axis) and dot_products(k, target))
 
 
 def _gathers(k: Kernel, axis: int) -> bool:
@@ -388,11 +390,12 @@ def _short_reduce_lanes(k: Kernel, axis: int, strides: list[tuple[int | None, ..
     return any(steps) and all(st is not None and 0 <= st <= 4 for st in steps)
 
 
-def _first_lanes(k: Kernel) -> Opt | None:
+def _first_lanes(k: Kernel, target: Target) -> Opt | None:
     """The first unroll (now the last axis) becomes vector lanes when memory is
     contiguous along it for the output or an input."""
     axis = len(k.full_shape) - 1
     walks = [k.strides(key, axis) for key in k.loads]
-    if k.upcasts[0] >= 4 and (k.strides(k.out_key, axis) == 1 or 1 in walks):
+    if k.upcasts[0] >= 4 and (k.strides(k.out_key, axis) == 1 or 1 in walks) and \
+            not (_gathers(k, axis) and dot_products(k, target)):
         return Opt(OptOps.LANES, axis, k.upcasts[0], "memory is contiguous along the unroll")
     return None
