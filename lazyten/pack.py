@@ -22,6 +22,10 @@ re-read by many tile rows. A transposed B whose row no panel divides gets its la
 panel padded with zeros (300 columns: five panels of 64, D68); the kernel pads its row
 to match (codegen/opt/tiling.py's `_pad_long_row`).
 
+Not where the kernel can read B in place as dot products (every walked input contiguous
+along a long reduce: x @ W.T, Linear's forward) and re-reads it for fewer than
+`_DOT_ROWS` output rows: there the copy costs more than it saves (D82).
+
 The same copy serves the left operand where it is contiguous along the output's rows and
 strided along the reduce (a weight gradient's dy^T, D73): P[b..., i // 8, r, i % 8], so
 the tile's row broadcasts of one reduce step are adjacent. A batch of reduce axes that
