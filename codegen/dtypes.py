@@ -33,8 +33,10 @@ class DType:
             return True
         if type(other) is not DType:
             return NotImplemented
-        return (self.priority, self.itemsize, self.name, self.fmt, self.count) == \
-            (other.priority, other.itemsize, other.name, other.fmt, other.count)
+        # field by field, the name first: two different dtypes differ there (no tuples made)
+        return self.name == other.name and self.count == other.count and \
+            self.priority == other.priority and self.itemsize == other.itemsize and \
+            self.fmt == other.fmt
 
     def __hash__(self) -> int:  # part of every AST and program-cache key: computed once
         h: int | None = self.__dict__.get("_hash")

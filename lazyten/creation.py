@@ -71,8 +71,15 @@ def to_numpy_dtype(dtype: DType) -> np.dtype:
 
 
 def storage_numpy_dtype(dtype: DType) -> np.dtype:
-    """The numpy dtype whose items have the bytes a device buffer of `dtype` holds."""
-    return np.dtype(dtype.fmt)
+    """The numpy dtype whose items have the bytes a device buffer of `dtype` holds (made
+    once per format: `.numpy()` asks on every call)."""
+    found = _STORAGE.get(dtype.fmt)
+    if found is None:
+        found = _STORAGE[dtype.fmt] = np.dtype(dtype.fmt)
+    return found
+
+
+_STORAGE: dict[str, np.dtype] = {}
 
 
 def bf16_bits(values) -> np.ndarray:

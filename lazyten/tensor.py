@@ -139,14 +139,15 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, Indexin
 
     def numpy(self) -> np.ndarray:
         """Realize and copy to a numpy array (bfloat16 comes back as float32, exact)."""
-        if self.numel() == 0:  # no data, but its index checks still run
+        shape = self.lazydata.shape
+        if 0 in shape:  # no data, but its index checks still run
             realize([self.lazydata])
-            return np.zeros(self.shape, dtype=to_numpy_dtype(self.dtype))
+            return np.zeros(shape, dtype=to_numpy_dtype(self.dtype))
         lazy = self.lazydata.contiguous()
         realize([lazy])
-        out = np.empty(self.shape, dtype=storage_numpy_dtype(lazy.dtype))
-        lazy.buffer().copyout(out.reshape(-1).view(np.uint8).data)
-        return bf16_values(out) if lazy.dtype == dtypes.bfloat16 else out
+        out = np.empty(shape, dtype=storage_numpy_dtype(lazy.dtype))
+        lazy.buffer().copyout(memoryview(out).cast("B"))  # (its bytes: no numpy views made)
+        return bf16_values(out) if lazy.dtype.name == "bfloat16" else out
 
     def item(self):
         if self.numel() != 1:
