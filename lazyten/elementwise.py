@@ -206,15 +206,13 @@ class ElementwiseMixin(TensorMixin):
             return x.float().apply(Pow, y.float(), tensor=type(self)).cast(x.dtype)
         return x.apply(Pow, y, tensor=type(self))
 
-    # the forward operators are the methods themselves (a wrapper would be one more call
-    # per eager op)
-    __add__ = add
+    def __add__(self, o): return self.add(o)
     def __radd__(self, o): return self.add(o, True)
-    __sub__ = sub
+    def __sub__(self, o): return self.sub(o)
     def __rsub__(self, o): return self.sub(o, True)
-    __mul__ = mul
+    def __mul__(self, o): return self.mul(o)
     def __rmul__(self, o): return self.mul(o, True)
-    __truediv__ = div
+    def __truediv__(self, o): return self.div(o)
     def __rtruediv__(self, o): return self.div(o, True)
     def __floordiv__(self, o): return self.floordiv(o)
     def __rfloordiv__(self, o): return self.floordiv(o, True)

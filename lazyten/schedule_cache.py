@@ -86,11 +86,11 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
     parts: list[tuple] = []
     for base in nodes:  # grows while it is walked: each new source goes on the end
         if base.realized is not None:  # its part is fixed once realized: made once
-            part = base.key_part
-            if part is None:
-                part = base.key_part = ("buffer", base.shape, base.dtype.name, base.device,
+            kept = base.key_part
+            if kept is None:
+                kept = base.key_part = ("buffer", base.shape, base.dtype.name, base.device,
                                         base.range_len)
-            parts.append(part)
+            parts.append(kept)
             continue
         if base.op in _UNCACHED:
             return None, nodes

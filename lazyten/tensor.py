@@ -146,7 +146,7 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, Indexin
         lazy = self.lazydata.contiguous()
         realize([lazy])
         out = np.empty(shape, dtype=storage_numpy_dtype(lazy.dtype))
-        lazy.buffer().copyout(memoryview(out).cast("B"))  # (its bytes: no numpy views made)
+        lazy.buffer().copyout(out.data.cast("B"))  # (its bytes: no numpy views made)
         return bf16_values(out) if lazy.dtype.name == "bfloat16" else out
 
     def item(self):
