@@ -36,8 +36,8 @@ from dataclasses import replace
 
 from codegen.helpers import prod
 from codegen.attention import is_attention_kernel
-from codegen.kernel import is_row_kernel
-from codegen.opt.reduce_rows import DOT_REDUCE
+from codegen.kernel import Kernel, is_row_kernel
+from codegen.opt.reduce_rows import dot_products
 from codegen.ops import BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer, ReduceOps
 from codegen.shape.shapetracker import ShapeTracker
 from codegen.shape.view import View
@@ -49,11 +49,11 @@ _MIN_STRIDE = 256          # elements between consecutive reduce steps
 _MIN_BYTES = 1 << 18       # smaller operands stay in cache anyway
 _MIN_GATHERED = 1 << 14    # smaller operands not contiguous along the lanes are cheap to gather
 _ROW_PANEL = 8             # rows of a transposed A's panels
-# an operand that dot products can read in place (`_dot_products` here) is packed only when
-# re-read for this many output rows or more: end to end on AVX2 (pack + kernel against
-# the dot-product kernel), 32 x 300 x 300 0.22 -> 0.14 ms, 64 x 512 x 512 0.47 -> 0.28,
-# 128 x 300 x 300 0.27 -> 0.24; from 256 rows the panels win (256 x 128 x 384 0.25
-# packed, 0.30 in place; 1024 x 128 x 512 0.95, 1.54)
+# an operand the tile can read in place as dot products (codegen/opt/reduce_rows.py's
+# `dot_products`) is packed only when re-read for this many output rows or more: end to
+# end on AVX2 (pack + kernel against the dot-product kernel), 32 x 300 x 300 0.22 ->
+# 0.14 ms, 64 x 512 x 512 0.47 -> 0.28, 128 x 300 x 300 0.27 -> 0.24; from 256 rows the
+# panels win (256 x 128 x 384 0.25 packed, 0.30 in place; 1024 x 128 x 512 0.95, 1.54)
 _DOT_ROWS = 256
 
 
@@ -104,13 +104,14 @@ def _pack(item: ScheduleItem, width: int) -> tuple[ScheduleItem, ScheduleItem | 
     for n in ast.walk():
         if n.op is BufferOps.LOAD:
             uses[n.arg.idx] = uses.get(n.arg.idx, 0) + 1
-    cached = get_runtime(item.out.device).renderer.target.cached_bytes
-    dots = _dot_products(reduce, full)
+    target = get_runtime(item.out.device).renderer.target
+    cached = target.cached_bytes
+    dots = dot_products(Kernel(ast), target)  # the tile's own rule
     for leaf in reduce.walk():
         if leaf.op is not BufferOps.LOAD or uses[leaf.arg.idx] != 1:
             continue
         if dots and _rereads(leaf.arg, out_axes) < _DOT_ROWS:
-            continue  # read in place by dot products (codegen/opt/reduce_rows.py's dot_products)
+            continue  # the tile reads it in place as dot products
         for axis, panel in [(lane_axis, width)] + [(a, _ROW_PANEL) for a in out_axes
                                                    if a != lane_axis and full[a] > 1]:
             if axis != lane_axis and leaf.arg.st.real_strides()[axis] != 1:
@@ -157,20 +158,6 @@ def _packed(item: ScheduleItem, ast: LazyOp, leaf: LazyOp, full: tuple[int, ...]
     inputs[leaf.arg.idx - 1] = packed
     new_ast = ast.replace(leaf, LazyOp(BufferOps.LOAD, (), new_leaf))
     return ScheduleItem(new_ast, item.out, inputs), ScheduleItem(copy, packed, [src])
-
-
-def _dot_products(reduce: LazyOp, full: tuple[int, ...]) -> bool:
-    """Whether every input `reduce` walks is contiguous along its innermost axis, and that
-    axis is DOT_REDUCE long or more (x @ W.T, Linear's forward): the tile then takes its
-    vector lanes along the reduce (dot products, no operand gathered: codegen/opt/reduce_rows.py's
-    `dot_products`), so a panel is worth its copy only for many rows."""
-    axis = max(reduce.arg)
-    if full[axis] < DOT_REDUCE:
-        return False
-    walked = [n.arg.st for n in reduce.walk() if n.op is BufferOps.LOAD and
-              n.arg.st.real_strides()[axis] != 0]
-    return bool(walked) and all(len(st.views) == 1 and st.views[0].mask is None and
-                                st.real_strides()[axis] == 1 for st in walked)
 
 
 def _rereads(buf: MemBuffer, out_axes: list[int]) -> int:

@@ -12,7 +12,7 @@ LLVM like the crew's support code; runtimes/cpu_launch.py makes it a builtin fun
 calls a kernel without bounds. Each `m` is the CPU allocator's memory, a tuple
 `(block, address)`. The GIL is released during the kernel, as ctypes does. A wrong
 number of arguments raises TypeError, memory that is not such a tuple raises CPython's
-own error (SystemError or TypeError), and the kernel is never called with a bad pointer.
+own error (SystemError, IndexError or TypeError), and the kernel is then not called.
 The C API is reached through external symbols the runtime resolves to this process's
 CPython (`llvm.add_symbol`), so the object code can be cached.
 """
