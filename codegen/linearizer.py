@@ -359,7 +359,14 @@ class Linearizer(Emitter):
         return self.alu(TernaryOps.WHERE, dtype_of(value), gate, value, identity)
 
     def _across_lanes(self, op: BinaryOps, acc: UOp) -> UOp:
-        """Reduce lanes end in one value: combine the lanes pairwise."""
+        """Reduce lanes end in one value: combine the lanes pairwise, as vectors while the
+        count is even (lane k with lane k + half: one vector op per level, where scalar
+        pairs were one op per pair in a chain LLVM may not reorder), then as scalars."""
+        while dtype_of(acc).count % 2 == 0 and dtype_of(acc).count > 2:
+            half = dtype_of(acc).count // 2
+            lo = self.vectorize([self.extract(acc, k) for k in range(half)])
+            hi = self.vectorize([self.extract(acc, k) for k in range(half, 2 * half)])
+            acc = self.alu(op, dtype_of(lo), lo, hi)
         parts = [self.extract(acc, k) for k in range(dtype_of(acc).count)]
         while len(parts) > 1:
             pairs = [self.alu(op, dtype_of(a), a, b) for a, b in zip(parts[::2], parts[1::2])]

@@ -50,22 +50,39 @@ def row_kernel_rows(k: Kernel, target: Target) -> list[Opt]:
     accumulator and its row value (the max) in registers beside the op's ~16 constants
     and temporaries, so AVX2's 16 registers hold one row: eight spilled, and one row at a
     time is faster there (4096 x 1000 softmax 2.4-2.9 -> 1.9-2.0 ms, 64 x 1000 51-64 ->
-    41 us). Plain sums (layernorm) run at the cache's speed one row at a time and lose a
-    little with eight (4096 x 1000: 0.70 -> 0.78 ms), so they do not. A short row (up to
-    _SHORT_ROW vectors) takes four rows even where they spill: its fixed costs (the
-    reduces' horizontal steps, the masked last vector, the loops' set-up) outweigh the
-    spills (AVX2, 512 rows, each way compiled in one process, best of 30 alternating:
-    log_softmax x 17 32.2 -> 27.0 us, x 100 77.6 -> 68.8, x 128 93.5 -> 89.2; softmax x 64
-    43.3 -> 39.0; from 300 wide one row was faster: x 300 softmax 144 -> 170)."""
-    if not k.rows or not target.tile or k.upcasts or \
-            not any(n.op in TRANSCENDENTAL for n in k.ast.walk()):
+    41 us). A short row (up to _SHORT_ROW vectors) takes four rows even where they spill:
+    its fixed costs (the reduces' horizontal steps, the masked last vector, the loops'
+    set-up) outweigh the spills (AVX2, 512 rows, each way compiled in one process, best
+    of 30 alternating: log_softmax x 17 32.2 -> 27.0 us, x 100 77.6 -> 68.8, x 128 93.5 ->
+    89.2; softmax x 64 43.3 -> 39.0; from 300 wide one row was faster: x 300 softmax 144
+    -> 170). Plain sums (layernorm) take `_PLAIN_ROWS` rows (`plain_rows`)."""
+    if not k.rows or not target.tile or k.upcasts:
         return []
+    if not any(n.op in TRANSCENDENTAL for n in k.ast.walk()):
+        return plain_rows(k, target)
     fit = (target.vector_registers - _TRANSCENDENTAL_REGISTERS) // 2
     if fit < 4 and k.full_shape[k.n_global + k.n_reduce - 1] <= _SHORT_ROW * target.lanes:
         fit = 4
     return _rows_at_once(k, target, "a row kernel's exp or log: rows at once", fit)
 
 
+def plain_rows(k: Kernel, target: Target) -> list[Opt]:
+    """A row kernel of plain sums (layernorm: a mean, a variance reading it, then the
+    store) takes four rows at once (else two) where the rows left still give every thread
+    some. One row at a time, each pass is a chain of adds that wait on each other, and the
+    passes wait on each other (the variance on the mean, the store on both), so a row is
+    latency-bound while its data sits in the cache; four rows give four independent
+    chains at every step (D83; AVX2, tools/kernel_ab.py, best of 7 rounds alternating,
+    three runs: 64 x 1000 1.04-1.23x, 512 x 128 1.67-2.10x, 256 x 3000 1.04-1.10x,
+    4096 x 1000 1.21-1.27x, 64 x 4096 1.14x, 128 x 50257 1.30x, 1024 x 768 0.93-1.05x;
+    eight rows: 64 x 4096 0.30x). D55 measured eight rows on AVX-512 slower (4096 x 1000
+    0.70 -> 0.78 ms) and kept one."""
+    rows = prod(k.full_shape[:k.n_global])
+    fit = next((n for n in (_PLAIN_ROWS, 2) if rows // n >= max(2, target.threads)), 0)
+    return _rows_at_once(k, target, "a row kernel's chains of adds: rows at once", fit)
+
+
+_PLAIN_ROWS = 4  # rows a row kernel of plain sums takes at once (plain_rows)
 _TRANSCENDENTAL_REGISTERS = 16  # an exp's constants and temporaries, about (llvm_math.py)
 _SHORT_ROW = 16  # vectors: a row kernel's row this short takes rows at once in any registers
 

@@ -254,11 +254,12 @@ def test_softmax_computes_exp_once_per_element():
 
 @pytest.mark.parametrize("bits", [128, 256, 512])
 @pytest.mark.parametrize("width", [17, 100, 128, 129, 300, 1000])
-def test_rows_at_once_only_where_the_row_computes_exp_or_log(bits, width):
+def test_rows_at_once_by_what_the_row_computes(bits, width):
     """Several rows at once hide exp's latency (softmax, log_softmax) where the registers
     hold them (AVX-512's 32: eight rows; AVX2's 16 hold one row: eight spilled, measured
     slower), or where the row is short (up to 16 vectors: four rows, whatever spills); a
-    row of plain sums (layernorm) runs one row at a time, which measured faster (D55)."""
+    row of plain sums (layernorm) takes four, whose chains of adds no longer wait on each
+    other (D83)."""
     from codegen.kernel import OptOps
     from codegen.linearizer import linearize
     from codegen.target import cpu
@@ -267,9 +268,23 @@ def test_rows_at_once_only_where_the_row_computes_exp_or_log(bits, width):
     for name, exp_or_log in (("softmax", True), ("log_softmax", True), ("layernorm", False)):
         (ast,) = _kernels(OPS[name][0](Tensor(np.ones((16, width), np.float32))))
         rows = [o.amount for o in linearize(ast, target).opts if o.op is OptOps.UPCAST]
-        want = [] if not exp_or_log else [8] if target.vector_registers >= 32 else \
-            [4] if short else []
+        walked = width % (target.lanes // 2) == 0 or width >= 4 * target.lanes  # in vectors
+        want = ([4] if walked else []) if not exp_or_log else \
+            [8] if target.vector_registers >= 32 else [4] if short else []
         assert rows == want, f"{name} x {width} on {bits} bits: rows {rows}"
+
+
+@pytest.mark.parametrize("rows,threads,want", [(16, 1, [4]), (6, 1, [2]), (7, 1, []), (4, 1, [2]),
+                                               (8, 2, [4]), (28, 8, [2]), (16, 8, [2]), (12, 8, [])])
+def test_plain_rows_at_once_leave_the_threads_rows(rows, threads, want):
+    """A layernorm's row kernel takes four rows at once (else two) only where the rows
+    left give each thread some: its outer loop is what the threads split (D83)."""
+    from codegen.kernel import OptOps
+    from codegen.linearizer import linearize
+    from codegen.target import cpu
+    (ast,) = _kernels(OPS["layernorm"][0](Tensor(np.ones((rows, 1000), np.float32))))
+    opts = linearize(ast, cpu(256, threads)).opts
+    assert [o.amount for o in opts if o.op is OptOps.UPCAST] == want
 
 
 @pytest.mark.parametrize("shape,axis", [((3, 0), -1), ((0, 3), -1), ((2, 0, 4), 1)])
@@ -287,13 +302,14 @@ def test_softmax_over_an_empty_axis_is_empty(shape, axis):
 @pytest.mark.parametrize("width,lanes", [(100, 16), (511, 16), (512, 32), (1000, 32),
                                          (1023, 32), (1024, 64), (4097, 64)])
 def test_a_row_walked_alone_keeps_several_accumulators(width, lanes):
-    """A row kernel that takes one row at a time (layernorm) walks the row several vectors
-    at once from 32 vectors on, so each reduce has 2 or 4 independent accumulators (D60);
-    shorter rows keep one vector. Rows with exp take several rows instead."""
+    """A row kernel that takes one row at a time (layernorm over rows that neither 4 nor 2
+    divides) walks the row several vectors at once from 32 vectors on, so each reduce has
+    2 or 4 independent accumulators (D60); shorter rows keep one vector. Rows with exp
+    take several rows instead."""
     from codegen.kernel import OptOps
     from codegen.linearizer import linearize
     from codegen.target import cpu
-    (ast,) = _kernels(OPS["layernorm"][0](Tensor(np.ones((4, width), np.float32))))
+    (ast,) = _kernels(OPS["layernorm"][0](Tensor(np.ones((3, width), np.float32))))
     opts = linearize(ast, cpu(512)).opts
     assert [o.amount for o in opts if o.op is OptOps.REDUCE_LANES] == [lanes]
     (ast,) = _kernels(OPS["softmax"][0](Tensor(np.ones((8, width), np.float32))))
