@@ -6,8 +6,8 @@ tiles the outputs; docs/decisions.md (D54, D55, D57, D60, D65) gives the measure
 from __future__ import annotations
 
 from codegen.helpers import prod
-from codegen.kernel import Kernel, Opt, OptOps
-from codegen.ops import TRANSCENDENTAL, BinaryOps
+from codegen.kernel import Kernel, Opt, OptOps, leaves
+from codegen.ops import TRANSCENDENTAL, BinaryOps, BufferOps
 from codegen.target import Target
 
 _STREAM_MIN = 256            # reduces this long stream several rows at a time
@@ -69,20 +69,37 @@ def row_kernel_rows(k: Kernel, target: Target) -> list[Opt]:
 def plain_rows(k: Kernel, target: Target) -> list[Opt]:
     """A row kernel of plain sums (layernorm: a mean, a variance reading it, then the
     store) takes four rows at once (else two) where the rows left still give every thread
-    some. One row at a time, each pass is a chain of adds that wait on each other, and the
-    passes wait on each other (the variance on the mean, the store on both), so a row is
-    latency-bound while its data sits in the cache; four rows give four independent
-    chains at every step (D83; AVX2, tools/kernel_ab.py, best of 7 rounds alternating,
-    three runs: 64 x 1000 1.04-1.23x, 512 x 128 1.67-2.10x, 256 x 3000 1.04-1.10x,
-    4096 x 1000 1.21-1.27x, 64 x 4096 1.14x, 128 x 50257 1.30x, 1024 x 768 0.93-1.05x;
-    eight rows: 64 x 4096 0.30x). D55 measured eight rows on AVX-512 slower (4096 x 1000
-    0.70 -> 0.78 ms) and kept one."""
+    some, and the rows are in the cache or long. One row at a time, each pass is a chain
+    of adds that wait on each other, and the passes wait on each other (the variance on
+    the mean, the store on both), so a row is latency-bound while its data sits in the
+    cache; four rows give four independent chains at every step (D83; AVX2,
+    tools/kernel_ab.py, best of 7 rounds alternating, three runs: 64 x 1000 1.04-1.23x,
+    512 x 128 1.67-2.10x, 256 x 3000 1.04-1.10x, 4096 x 1000 1.21-1.27x, 64 x 4096 1.14x,
+    128 x 50257 1.30x, 1024 x 768 0.93-1.05x; eight rows: 64 x 4096 0.30x).
+
+    Where the input comes from memory (more than `_RESIDENT_L2` L2 caches of it for each
+    thread) the row is bandwidth-bound instead, and four short rows read as four
+    interleaved streams ran at half the speed of one row after another on AVX-512 (D85:
+    4096 x 1000 0.60x, 8192 x 512 0.39-0.44x, 16384 x 256 0.38-0.41x, 10922 x 768 0.52x);
+    rows of `_LONG_ROW` bytes or more still gained (2048 x 3000 1.17x, 2048 x 2000 1.07x),
+    so they keep the rule."""
     rows = prod(k.full_shape[:k.n_global])
+    row_bytes = k.full_shape[k.n_global + k.n_reduce - 1] * max(
+        (int(n.arg.dtype.itemsize) for n in leaves(k.ast) if n.op is BufferOps.LOAD), default=4)
+    if rows * row_bytes > _RESIDENT_L2 * target.l2_bytes * target.threads and \
+            row_bytes < _LONG_ROW:
+        return []
     fit = next((n for n in (_PLAIN_ROWS, 2) if rows // n >= max(2, target.threads)), 0)
     return _rows_at_once(k, target, "a row kernel's chains of adds: rows at once", fit)
 
 
 _PLAIN_ROWS = 4  # rows a row kernel of plain sums takes at once (plain_rows)
+# (plain_rows, D85) an input over this many L2 caches a thread streams from memory:
+# AVX-512, 1 MB L2s, one thread: one row at a time was as fast at 4 MB (1024 x 1000
+# 1.08x, 4096 x 256 0.76-0.9x) and up to 2x as fast from 8 MB (8192 x 256 1.28x, 8192 x
+# 1000 1.79x)
+_RESIDENT_L2 = 2
+_LONG_ROW = 8000  # bytes: a row this long streams well four at a time (2000 float32)
 _TRANSCENDENTAL_REGISTERS = 16  # an exp's constants and temporaries, about (llvm_math.py)
 _SHORT_ROW = 16  # vectors: a row kernel's row this short takes rows at once in any registers
 

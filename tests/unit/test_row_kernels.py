@@ -287,6 +287,25 @@ def test_plain_rows_at_once_leave_the_threads_rows(rows, threads, want):
     assert [o.amount for o in opts if o.op is OptOps.UPCAST] == want
 
 
+@pytest.mark.parametrize("rows,width,threads,want", [
+    (4096, 1000, 2, []), (8192, 512, 2, []), (4096, 1000, 8, [4]), (1024, 768, 2, [4]),
+    (1024, 768, 1, []), (2048, 2000, 2, [4]), (64, 1000, 2, [4])])
+def test_plain_rows_at_once_only_from_the_cache_or_long(rows, width, threads, want):
+    """Four rows of plain sums at once read four interleaved streams: from memory (an input
+    over two L2 caches a thread) short rows ran at half the speed of one row after another
+    on AVX-512, so they go one at a time; rows of 8000 bytes or more, or an input the
+    threads' L2 caches hold, keep four (D85). The target's L2 is 1 MB here."""
+    from dataclasses import replace
+    from codegen.kernel import OptOps
+    from codegen.linearizer import linearize
+    from codegen.target import cpu
+    x = Tensor.empty(rows, width)
+    (ast,) = _kernels(OPS["layernorm"][0](x))
+    target = replace(cpu(512, threads), l2_bytes=1 << 20)
+    opts = linearize(ast, target).opts
+    assert [o.amount for o in opts if o.op is OptOps.UPCAST] == want, (rows, width, opts)
+
+
 @pytest.mark.parametrize("shape,axis", [((3, 0), -1), ((0, 3), -1), ((2, 0, 4), 1)])
 def test_softmax_over_an_empty_axis_is_empty(shape, axis):
     """As PyTorch: softmax and log_softmax over a zero-size axis give an empty tensor of
