@@ -12,10 +12,12 @@ import itertools
 from typing import NamedTuple
 
 from codegen.dtypes import dtypes
+from codegen.helpers import prod
 from codegen.lanes import FULL, HALF, row_fill
 from codegen.ops import BinaryOps, ReduceOps
 from lazyten.autograd.function import Function
 from lazyten.elementwise import broadcast_shape
+from codegen.target import Target
 from runtimes import get_runtime
 
 
@@ -71,6 +73,9 @@ class Conv(Function):
         """The convolution in Tensor ops (mixed or integer dtypes: no Conv node)."""
         nd, kernel = weight.ndim - 2, weight.shape[2:]
         bs, cout, cin_g = x.shape[0], weight.shape[0], weight.shape[1]
+        if _pads_into_memory(x.device, x.shape, cout, kernel, spec):
+            x, spec = x.pad([(0, 0), (0, 0)] + list(spec.padding)).contiguous(), \
+                spec._replace(padding=[(0, 0)] * nd)
         xw = grouped_windows(x, kernel, spec)
         out_sp = xw.shape[4:4 + nd]
         if _channel_lanes(x.device, cout // spec.groups, out_sp[-1], spec.stride[-1], HALF):
@@ -121,6 +126,9 @@ def _conv(x, weight, spec, tensor):
     """forward_tensors in LazyBuffer ops."""
     nd, kernel = len(weight.shape) - 2, weight.shape[2:]
     bs, cout, cin_g = x.shape[0], weight.shape[0], weight.shape[1]
+    if _pads_into_memory(x.device, x.shape, cout, kernel, spec):
+        x, spec = _pad(x, [(0, 0), (0, 0)] + list(spec.padding)).contiguous(), \
+            spec._replace(padding=[(0, 0)] * nd)
     xw = _grouped_windows(x, kernel, spec, tensor)
     if _channel_lanes(x.device, cout // spec.groups, xw.shape[3 + nd], spec.stride[-1], HALF):
         weight = _channels_inner(weight)
@@ -141,6 +149,41 @@ def _channel_lanes(device: str, cout: int, width: int, stride: int, least: float
         return False
     rows = row_fill(width, target.lanes) if stride == 1 else 0.0
     return rows < least and FULL <= row_fill(cout, target.lanes) and cout >= target.lanes
+
+
+def _pads_into_memory(device: str, shape: tuple, cout: int, kernel: tuple, spec) -> bool:
+    """pads_into_memory for the device's target."""
+    if not any(b or a for b, a in spec.padding):
+        return False
+    return pads_into_memory(get_runtime(device).renderer.target, shape, cout, kernel, spec)
+
+
+def pads_into_memory(target: Target, shape: tuple, cout: int, kernel: tuple, spec) -> bool:
+    """Whether a conv's forward reads its input (of `shape`) padded in memory rather than
+    through a padded view. On a CPU whose tile walks output rows of a quarter to half a
+    register (half a vector of lanes along the row, or channel lanes with the input
+    broadcast), the window loads are masked at the borders, and on AVX-512 those masks
+    cost a fifth of the kernel: one copy of the input takes them away. The copy is one
+    pass over the input, paid back where the conv has `_PAD_CHANNELS` output channels or
+    more (multiply-adds per input element and tap) and `_PAD_WORK` multiply-adds in all
+    [D86]."""
+    if not any(b or a for b, a in spec.padding) or \
+            any(b < 0 or a < 0 for b, a in spec.padding):
+        return False
+    if target.gpu or target.lanes <= 1 or cout // spec.groups < _PAD_CHANNELS:
+        return False
+    out = [(i + b + a - d * (k - 1) - 1) // s + 1 for i, (b, a), k, s, d in
+           zip(shape[2:], spec.padding, kernel, spec.stride, spec.dilation)]
+    work = shape[0] * cout * shape[1] // spec.groups * prod(out) * prod(kernel)
+    return target.lanes < 4 * out[-1] <= 2 * target.lanes and work >= _PAD_WORK
+
+
+# (_pads_into_memory, D86) AVX-512, fwd including the copy, the view's time / the copy's:
+# 64 output channels 1.04-1.05x (8x64x8, 16x64x8), 16-32 0.75-0.82x; 128-512 1.10-1.27x;
+# rows of 4 (a quarter register) 0.95x; under 2^24 multiply-adds the launch of the copy
+# is not paid back (4x64x8: 9.4M, 0.89x)
+_PAD_CHANNELS = 128
+_PAD_WORK = 1 << 24
 
 
 def _channels_inner(t, batch: bool = False):
