@@ -8,6 +8,7 @@ sleeps on a queue until a job finds it asleep.
 from __future__ import annotations
 import atexit
 import ctypes
+import functools
 import os
 import queue
 import threading
@@ -27,8 +28,13 @@ class Crew:
     `functions` maps crew_serve, crew_post and crew_finish to their addresses; `keep`
     holds what must live as long as that code (its MCJIT engine)."""
 
-    def __init__(self, functions: dict[str, int], keep: object):
+    def __init__(self, functions: dict[str, int], keep: object,
+                 runner: Callable[..., int | None] | None = None):
         self.keep = keep
+        # the crew_run builtin (codegen/renderer/llvm_launch.py): post and finish in one
+        # call; None: two ctypes calls
+        self.runner = runner
+        self.functions = functions
         # buffers -> (address of piece_N, what keeps its code alive)
         self.pieces: dict[int, tuple[int, object]] = {
             int(name[6:]): (address, keep) for name, address in functions.items()
@@ -39,7 +45,11 @@ class Crew:
         self.finish = ctypes.CFUNCTYPE(None, ptr, i64)(functions["crew_finish"])
         self.lock = threading.Lock()  # one job at a time: callers on other threads wait
         self.polls_per_us = self._calibrate()
+        self.spins: dict[float, int] = {}  # SPIN_US -> polls
         self._start()
+        # a forked child has none of the parent's threads, and its lock may have been held
+        # by one of them: it starts a crew of its own (checked here once, not per job)
+        os.register_at_fork(after_in_child=self._restart)
         atexit.register(self.stop)
 
     def stop(self, timeout: float = 0.2) -> None:
@@ -52,18 +62,26 @@ class Crew:
                 return
             time.sleep(0.0005)
 
+    def _restart(self) -> None:
+        """In a forked child: a new lock and a fresh crew."""
+        self.lock = threading.Lock()
+        self._start()
+
     def _start(self) -> None:
         """A fresh crew: no workers yet (also in a forked child, which has none of its
         parent's threads)."""
-        self.pid = os.getpid()
         self.mailbox = (ctypes.c_int64 * 24)()
         self.flags = (ctypes.c_int64 * _MAX_WORKERS)()  # 1: asleep, needs a wake-up
         self.woken = (ctypes.c_int64 * _MAX_WORKERS)()
         self.address, self.flags_address, self.woken_address = (
             ctypes.addressof(a) for a in (self.mailbox, self.flags, self.woken))
         self.records: list[ctypes.Array] = []  # every record made: a late reader may read one
+        self.record_address = 0  # the last record's
         self.wakeups: list[queue.SimpleQueue] = []
         self.seq = 0
+        self.native = None if self.runner is None else functools.partial(
+            self.runner, self.functions["crew_post"], self.functions["crew_finish"],
+            self.address, self.flags_address, self.woken_address)
 
     def _calibrate(self) -> float:
         """Polls per microsecond of an idle worker's spin (crew_serve on an empty mailbox)."""
@@ -79,20 +97,29 @@ class Crew:
         once every piece is finished. Workers spin `spin_us` after their last piece (those
         with a core of their own: the first cores - 1)."""
         helpers = min(helpers, _MAX_WORKERS)
-        if self.pid != os.getpid():  # a forked child: none of the parent's threads, and
-            self.lock = threading.Lock()  # its lock may have been held by one of them
-            self._start()
+        spins = self.spins.get(spin_us)
+        if spins is None:
+            spins = self.spins[spin_us] = int(spin_us * self.polls_per_us)
         with self.lock:
             while len(self.wakeups) < helpers:
                 self._hire()
             record = self._record(len(values))
-            record[:len(values)] = values
-            self.mailbox[16] = ctypes.addressof(record)
             self.seq = (self.seq + 1) & LEFT
+            word = (self.seq << 32) | chunks
+            if self.native is not None:
+                # fill the record and post, and where no worker was asleep, finish, in
+                # one call
+                if self.native(word, spins, helpers, chunks, self.record_address,
+                               *values) is None:
+                    return
+                asleep = True
+            else:
+                record[:len(values)] = values
+                self.mailbox[16] = self.record_address
+                asleep = False
             try:
-                if self.post(self.address, (self.seq << 32) | chunks,
-                             int(spin_us * self.polls_per_us), self.flags_address, helpers,
-                             self.woken_address):
+                if asleep or self.post(self.address, word, spins, self.flags_address, helpers,
+                                       self.woken_address):
                     for i in range(helpers):
                         if self.woken[i]:
                             self.wakeups[i].put(None)
@@ -101,9 +128,10 @@ class Crew:
 
     def _record(self, slots: int) -> ctypes.Array:
         """A record with room for `slots` values: the last one, or a bigger one (the old
-        ones stay alive)."""
+        ones stay alive); `record_address` is its address."""
         if not self.records or len(self.records[-1]) < slots:
             self.records.append((ctypes.c_int64 * max(slots, 32))())
+            self.record_address = ctypes.addressof(self.records[-1])
         return self.records[-1]
 
     def _hire(self) -> None:

@@ -2,7 +2,7 @@
 
 `Host.load` puts object files into MCJIT engines and returns function addresses;
 `Host.piece` gives the function that runs one piece of a kernel's outer loop;
-`Host.run` runs a job on this thread and on the worker threads (runtimes/cpu_crew.py).
+`Host.crew` gives the worker threads that run a job beside this one (runtimes/cpu_crew.py).
 """
 from __future__ import annotations
 import weakref
@@ -10,11 +10,10 @@ from typing import Any, Callable
 
 import llvmlite.binding as llvm
 
-from codegen.helpers import getenv
 from codegen.renderer.llvm_crew import piece_ir, support_ir
-from codegen.renderer.llvm_launch import launcher_name, launchers_ir
+from codegen.renderer.llvm_launch import crew_run_ir, launcher_name, launchers_ir
 from runtimes.base import Compiler
-from runtimes.cpu_crew import _SPIN_US, Crew
+from runtimes.cpu_crew import Crew
 from runtimes.cpu_launch import builtin, resolve_c_api
 from runtimes.llvm_build import target_machine
 
@@ -77,8 +76,20 @@ class Host:
             # llvmlite serialises calls into LLVM itself, so this may run beside the compile pool
             binary = self.support.compile_cached(names[0], src)
             _, engine = self.load(names[0], binary, also=tuple(names[1:]))
-            _CREW = Crew({name: self.loaded[name][0] for name in names}, engine)
+            runner, runner_engine = self._crew_runner()
+            _CREW = Crew({name: self.loaded[name][0] for name in names},
+                         (engine, runner_engine), runner)
         return _CREW
+
+    def _crew_runner(self) -> tuple[Callable[..., Any] | None, Any]:
+        """(the crew_run builtin (codegen/renderer/llvm_launch.py), the engine holding its
+        code), or (None, None) where builtins cannot be made."""
+        if self.native is None:
+            self.native = resolve_c_api()
+        if not self.native:
+            return None, None
+        _, engine = self.load("crew_run", self.support.compile_cached("crew_run", crew_run_ir()))
+        return builtin("crew_run", self.loaded["crew_run"][0]), engine
 
     def piece(self, buffers: int) -> int:
         """The address of `piece_<buffers>`, which runs one piece of a kernel with that many
@@ -106,8 +117,3 @@ class Host:
         for name, with_bounds in zip(names, (True, False)):
             self.launchers[(buffers, with_bounds)] = builtin(name, self.loaded[name][0])
         return self.launchers[(buffers, bounds)]
-
-    def run(self, values: list[int], chunks: int, helpers: int) -> None:
-        """Run the job `[piece_N, kernel, n, chunks, data0, ...]` on this thread and up to
-        `helpers` workers; return when every piece is finished (Crew.run)."""
-        self.crew().run(values, chunks, helpers, getenv("SPIN_US", _SPIN_US))

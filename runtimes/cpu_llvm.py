@@ -16,11 +16,12 @@ from typing import Any, Callable
 
 import llvmlite.binding as llvm
 
-from codegen.helpers import getenv
+from codegen.helpers import getenv, settings_memo
 from codegen.renderer.llvmir import LLVMRenderer
 from codegen.renderer import ProgramSpec
 from runtimes.base import Compiler, HostAllocator, Program, Runtime
 from runtimes.cpu_choice import ThreadChoice
+from runtimes.cpu_crew import _SPIN_US
 from runtimes.cpu_host import Host
 from runtimes.llvm_build import RECIPE, build, target_machine
 
@@ -98,16 +99,22 @@ class CPUProgram(Program):
         elif self.serial:
             self.here(bufs, global_size[0])
         else:
-            n = global_size[0]
-            threads = min(getenv("THREADS", _CPUS), n)
-            if threads <= 1 or self.work < threads * _MIN_WORK_PER_THREAD:
-                self.here(bufs, n)
-            elif self.choice is not None:
-                self.choose(bufs, n, threads)
-            else:
-                self.run_pieces([b[1] for b in bufs], n, min(n, threads * _CHUNKS_PER_THREAD),
-                                threads - 1)
+            self.split(global_size[0], *bufs)
         return time.perf_counter() - start if wait else None
+
+    def split(self, n: int, *bufs) -> None:
+        """The kernel's outer loop [0, n) on THREADS threads where it has the work for
+        them, else here (what a plan's launcher of a kernel big enough to split calls)."""
+        threads, spin_us = _threading()
+        threads = min(threads, n)
+        if threads <= 1 or self.work < threads * _MIN_WORK_PER_THREAD:
+            self.here(bufs, n)
+        elif self.choice is not None:
+            self.choose(bufs, n, threads)
+        else:
+            chunks = min(n, threads * _CHUNKS_PER_THREAD)
+            self.host.crew().run([self.piece, self.address, n, chunks, *[b[1] for b in bufs]],
+                                 chunks, threads - 1, spin_us)
 
     def here(self, bufs: tuple, n: int) -> None:
         """Run the whole kernel on this thread (its outer loop [0, n), if it has bounds)."""
@@ -122,9 +129,10 @@ class CPUProgram(Program):
             self.fn(*[b[1] for b in bufs])
 
     def launcher(self, global_size: list[int], local_size: list[int]) -> Callable[..., Any]:
-        """What the engine's plans call with the buffers' memory, where no call decides
-        anything: a kernel without thread bounds, or one too small for two threads
-        (`serial` is fixed when the program is made). The launcher holds this program
+        """What the engine's plans call with the buffers' memory: where no call decides
+        anything (a kernel without thread bounds, or one too small for two threads:
+        `serial` is fixed when the program is made) the kernel's own launcher, else
+        `split` with the size of its outer loop. The launcher holds this program
         (`program`): its code lives as long as its engine does, and a plan may outlive
         the program cache's entry (called after its engine had gone, it crashed the
         process). With a native launcher it is a partial of the builtin: no Python runs
@@ -137,7 +145,7 @@ class CPUProgram(Program):
                 return call
             fn = self.fn
             return lambda *bufs, _keep=self: fn(*[b[1] for b in bufs], *bounds)
-        return super().launcher(global_size, local_size)
+        return functools.partial(self.split, global_size[0])
 
     def choose(self, bufs: tuple, n: int, threads: int) -> None:
         """A call of a kernel near the thread bound: the way its ThreadChoice picks, timed
@@ -158,7 +166,15 @@ class CPUProgram(Program):
         """The outer loop [0, n) in `chunks` pieces, on this thread and `helpers` workers:
         pieces go in order to whichever thread is free, so a thread that wakes late or
         shares its core does less of the work."""
-        self.host.run([self.piece, self.address, n, chunks, *ptrs], chunks, helpers)
+        self.host.crew().run([self.piece, self.address, n, chunks, *ptrs], chunks, helpers,
+                             _threading()[1])
+
+
+@settings_memo
+def _threading() -> tuple[int, int]:
+    """THREADS and SPIN_US (runtimes/cpu_crew.py), read once per set of settings: a split
+    kernel's launch reads them on every call."""
+    return getenv("THREADS", _CPUS), getenv("SPIN_US", _SPIN_US)
 
 
 def make_runtime(name: str = "CPU") -> Runtime:

@@ -15,6 +15,15 @@ number of arguments raises TypeError, memory that is not such a tuple raises CPy
 own error (SystemError, IndexError or TypeError), and the kernel is then not called.
 The C API is reached through external symbols the runtime resolves to this process's
 CPython (`llvm.add_symbol`), so the object code can be cached.
+
+`crew_run(post, finish, mailbox, flags, woken, word, spins, workers, chunks, record,
+v0, v1, ...)` runs a job on the worker threads (runtimes/cpu_crew.py) in one call, where
+filling the record and two ctypes calls took about 2.5 us: it writes the values v into
+the job record at address `record` and the record's address into the mailbox, calls
+`crew_post` (at address `post`) and, if no worker was asleep, `crew_finish` (the
+caller's share and its wait, without the GIL), returning None; if some were asleep it
+returns their count without finishing, and the caller wakes them (Python queues) and
+then finishes. A value that is no int raises before anything is posted.
 """
 from __future__ import annotations
 
@@ -28,6 +37,7 @@ C_API = (
     ("PyEval_SaveThread", "declare ptr @PyEval_SaveThread()"),
     ("PyEval_RestoreThread", "declare void @PyEval_RestoreThread(ptr)"),
     ("Py_IncRef", "declare void @Py_IncRef(ptr)"),
+    ("PyLong_FromSsize_t", "declare ptr @PyLong_FromSsize_t(i64)"),
 )
 C_DATA = (  # (name, declaration) of data: None itself, and the pointer to TypeError
     ("_Py_NoneStruct", "@_Py_NoneStruct = external global i8"),
@@ -79,6 +89,56 @@ def _function(buffers: int, bounds: bool) -> list[str]:
         "  %type_error = load ptr, ptr @PyExc_TypeError, align 8",
         f"  call void @PyErr_SetString(ptr %type_error, ptr @{name}_arity)",
         "  ret ptr null", "fail:", "  ret ptr null", "}"]
+
+
+_CREW_ARGS = (("post", "ptr"), ("finish", "ptr"), ("mb", "ptr"), ("flags", "ptr"),
+              ("woken", "ptr"), ("word", "i64"), ("spins", "i64"), ("workers", "i64"),
+              ("chunks", "i64"), ("record", "ptr"))
+
+
+def crew_run_ir() -> str:
+    """`crew_run`, with its declarations (see the module's docstring)."""
+    first = len(_CREW_ARGS)  # the first value of the record
+    message = f"crew_run takes more than {first} arguments"
+    lines = [d for _, d in C_API] + [d for _, d in C_DATA] + [
+        f"@crew_run_arity = private unnamed_addr constant [{len(message) + 1} x i8] "
+        f'c"{message}\\00"',
+        "define ptr @crew_run(ptr %self, ptr %args, i64 %nargs) {", "entry:",
+        f"  %right = icmp sgt i64 %nargs, {first}",
+        "  br i1 %right, label %read, label %arity", "read:"]
+    for i, (name, ty) in enumerate(_CREW_ARGS):
+        convert = "PyLong_AsVoidPtr" if ty == "ptr" else "PyLong_AsSsize_t"
+        lines += [f"  %{name}_p = getelementptr ptr, ptr %args, i64 {i}",
+                  f"  %{name}_arg = load ptr, ptr %{name}_p, align 8",
+                  f"  %{name} = call {ty} @{convert}(ptr %{name}_arg)"]
+    return "\n".join(lines + [
+        "  br label %fill", "fill:",  # the record's values, one Python int each
+        f"  %i = phi i64 [{first}, %read], [%i1, %fill]",
+        "  %v_p = getelementptr ptr, ptr %args, i64 %i",
+        "  %v_arg = load ptr, ptr %v_p, align 8",
+        "  %v = call i64 @PyLong_AsSsize_t(ptr %v_arg)",
+        f"  %slot_i = sub i64 %i, {first}",
+        "  %slot = getelementptr i64, ptr %record, i64 %slot_i",
+        "  store i64 %v, ptr %slot, align 8",
+        "  %i1 = add i64 %i, 1", "  %more = icmp slt i64 %i1, %nargs",
+        "  br i1 %more, label %fill, label %check", "check:",
+        "  %error = call ptr @PyErr_Occurred()", "  %failed = icmp ne ptr %error, null",
+        "  br i1 %failed, label %fail, label %post_job", "post_job:",
+        "  %jobp = getelementptr i64, ptr %mb, i64 16",
+        "  store atomic ptr %record, ptr %jobp monotonic, align 8",
+        "  %asleep = call i64 %post(ptr %mb, i64 %word, i64 %spins, ptr %flags, "
+        "i64 %workers, ptr %woken)",
+        "  %wake = icmp ne i64 %asleep, 0",
+        "  br i1 %wake, label %to_wake, label %run", "to_wake:",
+        "  %count = call ptr @PyLong_FromSsize_t(i64 %asleep)", "  ret ptr %count", "run:",
+        "  %state = call ptr @PyEval_SaveThread()",
+        "  call void %finish(ptr %mb, i64 %chunks)",
+        "  call void @PyEval_RestoreThread(ptr %state)",
+        "  call void @Py_IncRef(ptr @_Py_NoneStruct)",
+        "  ret ptr @_Py_NoneStruct", "arity:",
+        "  %type_error = load ptr, ptr @PyExc_TypeError, align 8",
+        "  call void @PyErr_SetString(ptr %type_error, ptr @crew_run_arity)",
+        "  ret ptr null", "fail:", "  ret ptr null", "}"]) + "\n"
 
 
 def launchers_ir(buffers: int) -> str:

@@ -178,3 +178,49 @@ def test_stop_ends_every_spin_at_once():
     assert time.monotonic() - start < 1
     program.run_pieces(ptrs, n, 64, 1)  # and the crew still works afterwards
     np.testing.assert_array_equal(x.numpy(), np.full((400, 64), 3, np.float32))
+
+
+@pytest.fixture(params=["builtin", "ctypes"])
+def crew_way(request):
+    """The crew's jobs posted through the crew_run builtin (one call), or through ctypes
+    (two calls, where no builtin can be made): both must run every piece once."""
+    in_place_add(3)  # the crew exists
+    crew = cpu_host._CREW
+    native = crew.native
+    if request.param == "builtin":
+        assert native is not None, "this CPython has the C API: the crew_run builtin is made"
+    else:
+        crew.native = None
+    try:
+        yield request.param
+    finally:
+        crew.native = native
+
+
+@settings(max_examples=15, deadline=None)
+@given(jobs)
+def test_both_ways_of_posting_run_every_piece_once(crew_way, sequence):
+    """As test_back_to_back_jobs_run_every_piece_once, through each way of posting."""
+    targets = [in_place_add(rows) for rows in (5, 37, 200)]
+    expected = [1, 1, 1]
+    for which, chunks, helpers, spin_us in sequence:
+        x, program, ptrs, n = targets[which]
+        with Context(SPIN_US=spin_us):
+            program.run_pieces(ptrs, n, chunks, helpers)
+        expected[which] += 1
+        assert (x.numpy() == expected[which]).all(), (crew_way, np.unique(x.numpy()))
+
+
+def test_crew_run_refuses_bad_arguments_before_posting():
+    """The crew_run builtin with too few arguments, or a record value that is no int,
+    raises TypeError and posts nothing (the mailbox's job word is unchanged)."""
+    in_place_add(3)
+    crew = cpu_host._CREW
+    assert crew.native is not None
+    crew._record(8)
+    before = crew.mailbox[0]
+    with pytest.raises(TypeError, match="crew_run takes"):
+        crew.runner(1, 2, 3)
+    with pytest.raises(TypeError):
+        crew.native((crew.seq << 32) | 2, 0, 1, 2, crew.record_address, 0, "kernel", 4, 2)
+    assert crew.mailbox[0] == before
