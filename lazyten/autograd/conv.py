@@ -15,9 +15,9 @@ from codegen.dtypes import dtypes
 from codegen.helpers import prod
 from codegen.lanes import FULL, HALF, row_fill
 from codegen.ops import BinaryOps, ReduceOps
+from codegen.target import Target
 from lazyten.autograd.function import Function
 from lazyten.elementwise import broadcast_shape
-from codegen.target import Target
 from runtimes import get_runtime
 
 
