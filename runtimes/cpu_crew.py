@@ -49,7 +49,8 @@ class Crew:
         self._start()
         # a forked child has none of the parent's threads, and its lock may have been held
         # by one of them: it starts a crew of its own (checked here once, not per job)
-        os.register_at_fork(after_in_child=self._restart)
+        if hasattr(os, "register_at_fork"):  # (no fork where it is missing: Windows)
+            os.register_at_fork(after_in_child=self._restart)
         atexit.register(self.stop)
 
     def stop(self, timeout: float = 0.2) -> None:
