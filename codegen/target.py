@@ -26,7 +26,8 @@ class Target:
     reduce with few outputs is cut into at most `split_reduce` chunks so `threads` threads
     share it; an input under `cached_bytes` (the L1 data cache) is cheap to re-read, and
     one under half of `l2_bytes` (a core's own L2 cache, also holding what streams past)
-    cheaper than one that must come from L3 or memory.
+    cheaper than one that must come from L3 or memory; what does not fit `l3_bytes`
+    comes from memory.
     GPU targets: work-groups of up to `local_size` work-items, at most `max_global`
     work-groups per hardware dim, `local_memory` bytes shared in a work-group (0: none
     worth using, so no group reduce), `item_tile` accumulators per work-item (0: one)."""
@@ -40,6 +41,7 @@ class Target:
     threads: int = 1
     cached_bytes: int = 32 << 10
     l2_bytes: int = 256 << 10
+    l3_bytes: int = 0              # the last-level cache the cores share (0: not known)
     local_size: int = 1            # work-group size (1: no work-groups)
     max_global: tuple[int, ...] = (2**31 - 1, 65535, 65535)
     local_memory: int = 0
@@ -60,7 +62,8 @@ def host_cpu(name: str = "CPU") -> Target:
     bits = getenv("CPU_VECTOR_BITS", 0) or _host_vector_bits()
     target = cpu(bits, os.cpu_count() or 1, name)
     return replace(target, scalef=bits == 512 and _host_has("avx512f", "avx512vl"),
-                   l2_bytes=_host_l2_bytes() or target.l2_bytes)
+                   l2_bytes=_host_l2_bytes() or target.l2_bytes,
+                   l3_bytes=_host_cache_bytes(3) or target.l3_bytes)
 
 
 def cpu(vector_bits: int, threads: int = 1, name: str = "CPU") -> Target:
@@ -75,9 +78,14 @@ def cpu(vector_bits: int, threads: int = 1, name: str = "CPU") -> Target:
 
 def _host_l2_bytes(caches: str = "/sys/devices/system/cpu/cpu0/cache") -> int:
     """The size of the first CPU's level-2 cache as Linux describes it (sysfs), or 0."""
+    return _host_cache_bytes(2, caches)
+
+
+def _host_cache_bytes(level: int, caches: str = "/sys/devices/system/cpu/cpu0/cache") -> int:
+    """The size of the first CPU's cache of `level` as Linux describes it (sysfs), or 0."""
     for index in sorted(pathlib.Path(caches).glob("index*")):
         try:
-            if (index / "level").read_text().strip() != "2":
+            if (index / "level").read_text().strip() != str(level):
                 continue
             size = (index / "size").read_text().strip().upper()
         except OSError:

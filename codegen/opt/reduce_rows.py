@@ -55,11 +55,17 @@ def row_kernel_rows(k: Kernel, target: Target) -> list[Opt]:
     set-up) outweigh the spills (AVX2, 512 rows, each way compiled in one process, best
     of 30 alternating: log_softmax x 17 32.2 -> 27.0 us, x 100 77.6 -> 68.8, x 128 93.5 ->
     89.2; softmax x 64 43.3 -> 39.0; from 300 wide one row was faster: x 300 softmax 144
-    -> 170). Plain sums (layernorm) take `_PLAIN_ROWS` rows (`plain_rows`)."""
+    -> 170). Plain sums (layernorm) take `_PLAIN_ROWS` rows (`plain_rows`). Where the
+    input and output exceed half the shared cache (`Target.l3_bytes`), the rows come from
+    memory and a short row is walked alone, as in `plain_rows` (D85: AVX-512, one thread,
+    softmax 8192 x 512 1.54x, 16384 x 256 1.59x, log_softmax 4096 x 1000 1.31x)."""
     if not k.rows or not target.tile or k.upcasts:
         return []
     if not any(n.op in TRANSCENDENTAL for n in k.ast.walk()):
         return plain_rows(k, target)
+    rows, row_bytes = _rows_and_bytes(k)
+    if target.l3_bytes and 2 * rows * row_bytes > target.l3_bytes // 2 and row_bytes < _LONG_ROW:
+        return []  # input and output over half the shared cache: one row at a time (D85)
     fit = (target.vector_registers - _TRANSCENDENTAL_REGISTERS) // 2
     if fit < 4 and k.full_shape[k.n_global + k.n_reduce - 1] <= _SHORT_ROW * target.lanes:
         fit = 4
@@ -83,14 +89,19 @@ def plain_rows(k: Kernel, target: Target) -> list[Opt]:
     4096 x 1000 0.60x, 8192 x 512 0.39-0.44x, 16384 x 256 0.38-0.41x, 10922 x 768 0.52x);
     rows of `_LONG_ROW` bytes or more still gained (2048 x 3000 1.17x, 2048 x 2000 1.07x),
     so they keep the rule."""
-    rows = prod(k.full_shape[:k.n_global])
-    row_bytes = k.full_shape[k.n_global + k.n_reduce - 1] * max(
-        (int(n.arg.dtype.itemsize) for n in leaves(k.ast) if n.op is BufferOps.LOAD), default=4)
+    rows, row_bytes = _rows_and_bytes(k)
     if rows * row_bytes > _RESIDENT_L2 * target.l2_bytes * target.threads and \
             row_bytes < _LONG_ROW:
         return []
     fit = next((n for n in (_PLAIN_ROWS, 2) if rows // n >= max(2, target.threads)), 0)
     return _rows_at_once(k, target, "a row kernel's chains of adds: rows at once", fit)
+
+
+def _rows_and_bytes(k: Kernel) -> tuple[int, int]:
+    """A row kernel's rows, and the bytes of one row of its widest input."""
+    rows = prod(k.full_shape[:k.n_global])
+    return rows, k.full_shape[k.n_global + k.n_reduce - 1] * max(
+        (int(n.arg.dtype.itemsize) for n in leaves(k.ast) if n.op is BufferOps.LOAD), default=4)
 
 
 _PLAIN_ROWS = 4  # rows a row kernel of plain sums takes at once (plain_rows)

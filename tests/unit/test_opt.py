@@ -178,6 +178,9 @@ def test_the_l2_size_is_read_from_sysfs(tmp_path):
     (tmp_path / "index1" / "size").write_text("2M\n")
     assert _host_l2_bytes(str(tmp_path)) == 2 << 20
     assert _host_l2_bytes(str(tmp_path / "none")) == 0
+    from codegen.target import _host_cache_bytes
+    assert _host_cache_bytes(3, str(tmp_path)) == 32 << 20
+    assert _host_cache_bytes(4, str(tmp_path)) == 0
 
 
 def test_a_gpu_target_gets_work_groups_and_no_tiles():
