@@ -107,25 +107,29 @@ class Crew:
             record = self._record(len(values))
             self.seq = (self.seq + 1) & LEFT
             word = (self.seq << 32) | chunks
-            if self.native is not None:
-                # fill the record and post, and where no worker was asleep, finish, in
-                # one call
-                if self.native(word, spins, helpers, chunks, self.record_address,
-                               *values) is None:
-                    return
-                asleep = True
-            else:
-                record[:len(values)] = values
-                self.mailbox[16] = self.record_address
-                asleep = False
+            finished = False
             try:
-                if asleep or self.post(self.address, word, spins, self.flags_address, helpers,
-                                       self.woken_address):
+                if self.native is not None:
+                    # fill the record and post, and where no worker was asleep, finish,
+                    # in one call (None); else it posted and says how many sleep. It
+                    # raises only before it posts (bad arguments)
+                    asleep = self.native(word, spins, helpers, chunks, self.record_address,
+                                         *values)
+                    finished = asleep is None
+                else:
+                    record[:len(values)] = values
+                    self.mailbox[16] = self.record_address
+                    asleep = self.post(self.address, word, spins, self.flags_address,
+                                       helpers, self.woken_address)
+                if asleep:
                     for i in range(helpers):
                         if self.woken[i]:
                             self.wakeups[i].put(None)
             finally:  # even on Ctrl-C: the workers' pieces use the buffers, and the next
-                self.finish(self.address, chunks)  # post resets the count of finished ones
+                # post resets the count of finished ones. Only a job that was posted (the
+                # mailbox holds its number); finishing a finished one returns at once
+                if not finished and (self.mailbox[0] >> 32) & LEFT == self.seq:
+                    self.finish(self.address, chunks)
 
     def _record(self, slots: int) -> ctypes.Array:
         """A record with room for `slots` values: the last one, or a bigger one (the old

@@ -112,9 +112,8 @@ class CPUProgram(Program):
         elif self.choice is not None:
             self.choose(bufs, n, threads)
         else:
-            chunks = min(n, threads * _CHUNKS_PER_THREAD)
-            self.host.crew().run([self.piece, self.address, n, chunks, *[b[1] for b in bufs]],
-                                 chunks, threads - 1, spin_us)
+            self.run_pieces([b[1] for b in bufs], n, min(n, threads * _CHUNKS_PER_THREAD),
+                            threads - 1, spin_us)
 
     def here(self, bufs: tuple, n: int) -> None:
         """Run the whole kernel on this thread (its outer loop [0, n), if it has bounds)."""
@@ -162,12 +161,13 @@ class CPUProgram(Program):
         if timed:
             choice.record(split, time.perf_counter() - begin)
 
-    def run_pieces(self, ptrs: list[int], n: int, chunks: int, helpers: int) -> None:
+    def run_pieces(self, ptrs: list[int], n: int, chunks: int, helpers: int,
+                   spin_us: int | None = None) -> None:
         """The outer loop [0, n) in `chunks` pieces, on this thread and `helpers` workers:
         pieces go in order to whichever thread is free, so a thread that wakes late or
-        shares its core does less of the work."""
+        shares its core does less of the work. Workers spin `spin_us` (SPIN_US) after."""
         self.host.crew().run([self.piece, self.address, n, chunks, *ptrs], chunks, helpers,
-                             _threading()[1])
+                             _threading()[1] if spin_us is None else spin_us)
 
 
 @settings_memo

@@ -63,8 +63,7 @@ def row_kernel_rows(k: Kernel, target: Target) -> list[Opt]:
         return []
     if not any(n.op in TRANSCENDENTAL for n in k.ast.walk()):
         return plain_rows(k, target)
-    rows, row_bytes = _rows_and_bytes(k)
-    if target.l3_bytes and 2 * rows * row_bytes > target.l3_bytes // 2 and row_bytes < _LONG_ROW:
+    if target.l3_bytes and _short_rows_from_memory(k, target.l3_bytes // 4):
         return []  # input and output over half the shared cache: one row at a time (D85)
     fit = (target.vector_registers - _TRANSCENDENTAL_REGISTERS) // 2
     if fit < 4 and k.full_shape[k.n_global + k.n_reduce - 1] <= _SHORT_ROW * target.lanes:
@@ -89,19 +88,21 @@ def plain_rows(k: Kernel, target: Target) -> list[Opt]:
     4096 x 1000 0.60x, 8192 x 512 0.39-0.44x, 16384 x 256 0.38-0.41x, 10922 x 768 0.52x);
     rows of `_LONG_ROW` bytes or more still gained (2048 x 3000 1.17x, 2048 x 2000 1.07x),
     so they keep the rule."""
-    rows, row_bytes = _rows_and_bytes(k)
-    if rows * row_bytes > _RESIDENT_L2 * target.l2_bytes * target.threads and \
-            row_bytes < _LONG_ROW:
+    if _short_rows_from_memory(k, _RESIDENT_L2 * target.l2_bytes * target.threads):
         return []
+    rows = prod(k.full_shape[:k.n_global])
     fit = next((n for n in (_PLAIN_ROWS, 2) if rows // n >= max(2, target.threads)), 0)
     return _rows_at_once(k, target, "a row kernel's chains of adds: rows at once", fit)
 
 
-def _rows_and_bytes(k: Kernel) -> tuple[int, int]:
-    """A row kernel's rows, and the bytes of one row of its widest input."""
-    rows = prod(k.full_shape[:k.n_global])
-    return rows, k.full_shape[k.n_global + k.n_reduce - 1] * max(
-        (int(n.arg.dtype.itemsize) for n in leaves(k.ast) if n.op is BufferOps.LOAD), default=4)
+def _short_rows_from_memory(k: Kernel, resident: int) -> bool:
+    """Whether a row kernel's input (its rows of its widest input dtype) is over
+    `resident` bytes, so it streams from memory, and its rows are under `_LONG_ROW`
+    bytes: short rows taken several at once are short interleaved streams there (D85)."""
+    itemsize = max((int(n.arg.dtype.itemsize) for n in leaves(k.ast)
+                    if n.op is BufferOps.LOAD), default=4)
+    row_bytes = k.full_shape[k.n_global + k.n_reduce - 1] * itemsize
+    return prod(k.full_shape[:k.n_global]) * row_bytes > resident and row_bytes < _LONG_ROW
 
 
 _PLAIN_ROWS = 4  # rows a row kernel of plain sums takes at once (plain_rows)

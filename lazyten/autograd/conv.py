@@ -153,8 +153,6 @@ def _channel_lanes(device: str, cout: int, width: int, stride: int, least: float
 
 def _pads_into_memory(device: str, shape: tuple, cout: int, kernel: tuple, spec) -> bool:
     """pads_into_memory for the device's target."""
-    if not any(b or a for b, a in spec.padding):
-        return False
     return pads_into_memory(get_runtime(device).renderer.target, shape, cout, kernel, spec)
 
 

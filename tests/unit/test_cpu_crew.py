@@ -224,3 +224,15 @@ def test_crew_run_refuses_bad_arguments_before_posting():
     with pytest.raises(TypeError):
         crew.native((crew.seq << 32) | 2, 0, 1, 2, crew.record_address, 0, "kernel", 4, 2)
     assert crew.mailbox[0] == before
+
+
+def test_a_refused_job_raises_and_the_crew_goes_on():
+    """A job whose record holds a value that is no int: Crew.run raises TypeError without
+    waiting for pieces of a job that was never posted, and the next job runs whole."""
+    x, program, ptrs, n = in_place_add(37)
+    crew = cpu_host._CREW
+    assert crew.native is not None
+    with pytest.raises(TypeError):
+        crew.run([program.piece, program.address, n, 4, "memory"], 4, 1, 300)
+    program.run_pieces(ptrs, n, 4, 1)
+    np.testing.assert_array_equal(x.numpy(), np.full((37, 64), 2, np.float32))
