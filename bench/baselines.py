@@ -140,10 +140,13 @@ def _torch_train(batch_size: int, n_batches: int = 4) -> Callable[[], Any]:
     return torch_train_step(model, [lenet.batch(batch_size, seed=1 + i) for i in range(n_batches)])
 
 
-def torch_train_step(model: Any, batches: list[tuple[np.ndarray, np.ndarray]]) -> Callable[[], Any]:
-    """One Adam step of `model` (cross entropy) per call, cycling through `batches`."""
+def torch_train_step(model: Any, batches: list[tuple[np.ndarray, np.ndarray]],
+                     device: str = "cpu") -> Callable[[], Any]:
+    """One Adam step of `model` (cross entropy) per call, cycling through `batches` (put on
+    `device` once, up front)."""
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    tensors = [(torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))) for x, y in batches]
+    tensors = [(torch.from_numpy(x).to(device), torch.from_numpy(y.astype(np.int64)).to(device))
+               for x, y in batches]
     counter = [0]
 
     def step():

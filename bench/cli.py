@@ -61,6 +61,12 @@ def parse(argv) -> argparse.Namespace:
     p.add_argument("--stat", choices=["median", "min"], default="median",
                    help="the time the table and the targets compare: the median call "
                         "(default), or each side's best call, steadier on a busy machine")
+    p.add_argument("--device", default="CPU",
+                   help="CPU (default), or a GPU (CUDA): lazyten on that device against "
+                        "PyTorch on the same card (bench/gpu.py)")
+    p.add_argument("--target", metavar="FIELD=N[,...]",
+                   help="with a GPU --device: replace fields of its optimiser Target "
+                        "for this run (item_tile=16): to try a setting")
     args = p.parse_args(argv)
     defaults = QUICK if args.quick else FULL
     args.repeat = max(1, args.repeat if args.repeat is not None else defaults["repeat"])
@@ -242,6 +248,9 @@ def cpu_model() -> str:
 
 def main(argv=None) -> int:
     args = parse(argv)
+    if args.device.upper() != "CPU":
+        from bench import gpu
+        return gpu.main(args)
     try:
         selected = select(args.only, args.all)
     except ValueError as e:

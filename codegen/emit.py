@@ -18,6 +18,7 @@ from codegen.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, Op
     TernaryOps, UnaryOps
 from codegen.index_render import NODE_OPS, as_bool
 from codegen.shape.shapetracker import ShapeTracker
+from codegen.shape.view import View
 from codegen.shape.symbolic import AndNode, Node, NumNode, Variable, and_nodes
 from codegen.target import Target
 from codegen.uops import UOp, UOpGraph, UOps, dtype_of
@@ -53,7 +54,13 @@ class Emitter:
         return idxs
 
     def _max_index(self) -> int:
-        return max([prod(self.k.full_shape)] + [st.size for st in self.sts.values()])
+        """The largest value an index expression may take: a flattened work-item index (the
+        global axes, the reduce axes) or a view's position in its buffer (a multi-view
+        tracker divides a position as large as its shape's product). A matmul's
+        4096 x 4096 x 4096 iteration space indexes 2^24 elements: not 2^36."""
+        k = self.k
+        return max([prod(k.global_shape), prod(k.reduce_shape)] +
+                   [_reach(v) for st in self.sts.values() for v in st.views])
 
     def const(self, value: Any, dtype: DType | None = None) -> UOp:
         return self.g.add(UOps.CONST, dtype or self.idx_dtype, (), value)
@@ -224,3 +231,15 @@ def node_dtype(node: LazyOp) -> DType:
     if node.op in (BinaryOps.CMPLT, BinaryOps.CMPNE):
         return dtypes.bool
     return node_dtype(node.src[1] if node.op is TernaryOps.WHERE else node.src[0])
+
+
+def _reach(view: View) -> int:
+    """The largest magnitude a view's position (or any partial sum of it) takes over its
+    whole shape, masked positions too (their loads are guarded, their indexes computed).
+    In a multi-view tracker each view's position is the flat index the view below it
+    divides, so the largest over all views bounds every intermediate value."""
+    up = down = 0
+    for stride, size in zip(view.strides, view.shape):
+        term = stride * (size - 1)
+        up, down = (up + term, down) if term > 0 else (up, down - term)
+    return abs(view.offset) + max(up, down) + 1

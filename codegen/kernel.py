@@ -29,6 +29,8 @@ class OptOps(Enum):
     SQUEEZE = auto()       # drop the size-1 axes
     MERGE = auto()         # merge `axis` with axis + 1 (both walked contiguously)
     UPCAST = auto()        # split global `axis` by `amount`; the new axis is unrolled in registers
+    STRIDE_UPCAST = auto()  # the same, but the `amount` copies are size // amount apart (GPU:
+    #                        neighbouring work-items keep reading neighbouring elements)
     LANES = auto()         # the last upcast axis (`amount` wide) becomes vector lanes
     PAD = auto()           # pad the innermost reduce axis to a multiple of `amount` (identity)
     PAD_OUT = auto()       # pad global `axis` to a multiple of `amount` (not stored; the row
@@ -272,17 +274,26 @@ def _split(shape: tuple[int, ...], axis: int, amount: int) -> tuple[int, ...]:
 
 def _upcast(k: Kernel, opt: Opt) -> None:
     """Split `axis` into (size // amount, amount) and move the new axis to the end,
-    before the earlier upcasts: the first (widest) varies fastest."""
+    before the earlier upcasts: the first (widest) varies fastest. STRIDE_UPCAST splits it
+    into (amount, size // amount) and moves the outer part instead."""
     axis, amount = opt.axis, opt.amount
-    if not 0 <= axis < k.n_global or amount < 2 or k.full_shape[axis] % amount:
+    strided = opt.op is OptOps.STRIDE_UPCAST
+    if not 0 <= axis < k.n_global or amount < 2 or k.full_shape[axis] % amount or \
+            (strided and (k.lanes or axis in (k.padded_axis, k.padded_rows))):
         raise OptError(f"cannot upcast axis {axis} of {k.full_shape} by {amount}")
+    split = _split_outer if strided else _split
     # splitting a padded axis may split its mask: a view more
-    k._reshape(_split(k.full_shape, axis, amount), _split(k.out_shape, axis, amount),
+    k._reshape(split(k.full_shape, axis, amount), split(k.out_shape, axis, amount),
                grow=axis in (k.padded_axis, k.padded_rows))
-    rest = [i for i in range(len(k.full_shape)) if i != axis + 1]
+    moved = axis if strided else axis + 1
+    rest = [i for i in range(len(k.full_shape)) if i != moved]
     at = len(rest) - len(k.upcasts)
-    k._permute(tuple(rest[:at] + [axis + 1] + rest[at:]))
+    k._permute(tuple(rest[:at] + [moved] + rest[at:]))
     k.upcasts.insert(0, amount)
+
+
+def _split_outer(shape: tuple[int, ...], axis: int, amount: int) -> tuple[int, ...]:
+    return shape[:axis] + (amount, shape[axis] // amount) + shape[axis + 1:]
 
 
 def _lanes(k: Kernel, opt: Opt) -> None:
@@ -391,6 +402,7 @@ def _flatten(k: Kernel, opt: Opt) -> None:
 
 _APPLY: dict[OptOps, Callable[[Kernel, Opt], None]] = {
     OptOps.SQUEEZE: _squeeze, OptOps.MERGE: _merge, OptOps.UPCAST: _upcast,
+    OptOps.STRIDE_UPCAST: _upcast,
     OptOps.LANES: _lanes, OptOps.PAD: _pad, OptOps.PAD_OUT: _pad_out,
     OptOps.REDUCE_LANES: _reduce_lanes,
     OptOps.OUTER: _outer, OptOps.GROUP: _group, OptOps.LOCAL: _local, OptOps.FLATTEN: _flatten}

@@ -101,7 +101,8 @@ class Linearizer(Emitter):
         self.g = g
         # CPU indexes are 64-bit (free on x86-64, no sign extensions); GPUs prefer 32 bits
         # (an indirect load's offset reaches past what its tracker says: 64 bits)
-        small = self.target.gpu and self._max_index() < 2**31 - 1 and not k.indirect
+        # (half the range: work-items past a padded dim 0 compute indexes beyond the end)
+        small = self.target.gpu and 2 * self._max_index() < 2**31 - 1 and not k.indirect
         self.idx_dtype = dtypes.int32 if small else dtypes.int64
         bufs = sorted({n.arg.idx: n.arg.dtype for n in leaves(self.ast)
                        if isinstance(n.arg, MemBuffer)}.items())

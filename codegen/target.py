@@ -29,8 +29,10 @@ class Target:
     cheaper than one that must come from L3 or memory; what does not fit `l3_bytes`
     comes from memory.
     GPU targets: work-groups of up to `local_size` work-items, at most `max_global`
-    work-groups per hardware dim, `local_memory` bytes shared in a work-group (0: none
-    worth using, so no group reduce), `item_tile` accumulators per work-item (0: one)."""
+    work-groups per hardware dim and at most `max_local` work-items per dim in one,
+    `local_memory` bytes shared in a work-group (0: none worth using, so no group
+    reduce), `item_tile` accumulators per work-item (0: one), and `elementwise_items`
+    outputs per work-item of an elementwise kernel (0: one)."""
     name: str
     gpu: bool = False
     vector_bits: int = 0           # 0: no explicit vectors (the backend vectorises, or none)
@@ -44,6 +46,8 @@ class Target:
     l3_bytes: int = 0              # the last-level cache the cores share (0: not known)
     local_size: int = 1            # work-group size (1: no work-groups)
     max_global: tuple[int, ...] = (2**31 - 1, 65535, 65535)
+    max_local: tuple[int, ...] = (1024, 1024, 64)
+    elementwise_items: int = 0     # outputs per work-item of an elementwise GPU kernel (0: one)
     local_memory: int = 0
     item_tile: int = 0             # most accumulators one work-item keeps (0: no tile)
     scalef: bool = False           # AVX-512's vscalefps (x * 2^y in one instruction) for exp
@@ -109,8 +113,12 @@ def _host_has(*names: str) -> bool:
 
 
 def gpu(name: str, local_size: int = 256, local_memory: int = 48 << 10) -> Target:
-    """A GPU: work-items, no explicit vectors or register tiles yet."""
-    return Target(name, gpu=True, local_size=local_size, local_memory=local_memory)
+    """A GPU: work-items, each with a register tile of up to 32 accumulators (a reduce)
+    or 4 outputs (elementwise), no explicit vectors. Measured on an H100 (D89): a 4096
+    matmul 4.2 TFLOP/s with one output per work-item, 13.6 with 16, 16.2 with 32, 9.5
+    with 64; an elementwise chain 0.73 -> 0.77 of the copy bandwidth with 4 outputs."""
+    return Target(name, gpu=True, local_size=local_size, local_memory=local_memory,
+                  item_tile=32, elementwise_items=4)
 
 
 def work_item_cpu(name: str, threads: int, local_size: int = 256) -> Target:

@@ -61,14 +61,16 @@ import itertools
 import sys
 import threading
 import weakref
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, cast
 
 import numpy as np
 
-from codegen.helpers import debug_level
+from codegen.helpers import debug_level, getenv
 from codegen.ops import LoadOps
+from codegen.renderer import ProgramSpec
 from lazyten.lazy import LazyBuffer, pending_assigns
-from lazyten.realize import Capture, Launch, copy_on_write, realize, replay
+from lazyten.programs import log
+from lazyten.realize import Capture, Launch, copy_on_write, count_launch, realize, replay
 from lazyten.tensor import Tensor
 from runtimes import Buffer
 
@@ -198,6 +200,8 @@ class _Replay:
         self.steps = [(step, [(pos, slot[id(b)]) for pos, b in enumerate(step.buffers)
                               if id(b) in slot]) for step in launches]
         self.outputs = outputs  # the capture's: each call gets new ones like them
+        self.graph: Any = None  # the launches as one device graph (CUDA), once built
+        self.graph_tried = False
         self.first_output = len(inputs)
         self.returned, self.template = returned, template
         # tensors updated in place whose memory every replay overwrites (parameters):
@@ -218,13 +222,10 @@ class _Replay:
                 _keep_values_read_from(t)
         current = inputs + [Buffer(b.runtime, b.size, b.dtype) for b in self.outputs]
         timing = debug_level() >= 2
-        for step, patches in self.steps:
-            buffers = step.buffers
-            if patches:
-                buffers = list(buffers)
-                for pos, slot in patches:
-                    buffers[pos] = current[slot]
-            replay(step, buffers, timing)
+        if not timing and self._graph() is not None:
+            self._run_graph(current)
+        else:
+            self._run_steps(current, timing)
         tensors = []
         for output, lb in self.returned:
             if output is not None:  # else a constant, which nothing can change
@@ -232,6 +233,46 @@ class _Replay:
                 lb = base if lb._base is None else base._view(lb.st)
             tensors.append(Tensor._wrap(lb))
         return _rebuild(self.template, iter(tensors))
+
+    def _run_steps(self, current: list[Buffer], timing: bool) -> None:
+        for step, patches in self.steps:
+            buffers = step.buffers
+            if patches:
+                buffers = list(buffers)
+                for pos, slot in patches:
+                    buffers[pos] = current[slot]
+            replay(step, buffers, timing)
+
+    def _graph(self) -> Any:
+        """The replay as one device graph, where every step is a kernel launch on one
+        device whose runtime makes graphs (CUDA) and JIT_GRAPH is not 0: built on the
+        first replay (a driver that refuses leaves the launches one by one)."""
+        if self.graph_tried or not getenv("JIT_GRAPH", 1):
+            return self.graph
+        self.graph_tried = True
+        runtimes = {id(b.runtime): b.runtime for step, _ in self.steps for b in step.buffers}
+        make = getattr(next(iter(runtimes.values()), None), "graph", None)
+        if len(runtimes) != 1 or make is None or any(s.spec is None for s, _ in self.steps):
+            return None
+        try:
+            self.graph = make([(step.program, [b.ensure_allocated() for b in step.buffers])
+                               for step, _ in self.steps])
+        except RuntimeError as e:
+            if debug_level() >= 1:
+                log(f"jit: no device graph ({e}); launching kernels one by one")
+        return self.graph
+
+    def _run_graph(self, current: list[Buffer]) -> None:
+        """Point the nodes whose buffers change at this call's, then launch the graph."""
+        for i, (step, patches) in enumerate(self.steps):
+            if patches:
+                buffers = list(step.buffers)
+                for pos, slot in patches:
+                    buffers[pos] = current[slot]
+                self.graph.set_args(i, [b.ensure_allocated() for b in buffers])
+        self.graph.launch()
+        for step, _ in self.steps:
+            count_launch(cast(ProgramSpec, step.spec))
 
 
 def _keep_values_read_from(t: Tensor) -> None:

@@ -190,13 +190,18 @@ def launch(spec: ProgramSpec, program: Program, buffers: list, device: str,
     # (a buffer's memory is `_buf` once allocated: read directly, as this runs per kernel)
     seconds = program(*[b._buf if b._buf is not None else b.ensure_allocated() for b in buffers],
                       global_size=spec.global_size, local_size=spec.local_size, wait=timing)
-    Stats.kernels += 1
-    Stats.flops += spec.flops
-    Stats.mem += spec.mem_bytes
+    count_launch(spec)
     if timing:
         assert seconds is not None, "a program returns its time when asked to wait"
         Stats.seconds += seconds
         _debug_line(spec, device, seconds)
+
+
+def count_launch(spec: ProgramSpec) -> None:
+    """Count one kernel launch in Stats (also each kernel of a replayed device graph)."""
+    Stats.kernels += 1
+    Stats.flops += spec.flops
+    Stats.mem += spec.mem_bytes
 
 
 def _debug_line(spec: ProgramSpec, device: str, seconds: float) -> None:

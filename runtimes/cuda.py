@@ -9,72 +9,14 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
-import glob
-import os
-from ctypes import POINTER, byref, c_char_p, c_float, c_int, c_size_t, c_uint, c_uint64, c_void_p
+from typing import cast
+from ctypes import byref, c_char_p, c_float, c_int, c_size_t, c_uint64, c_void_p
 
-from codegen.helpers import getenv
 from codegen.renderer import ProgramSpec
 from codegen.renderer.cuda import CUDARenderer
 from runtimes.base import Allocator, Compiler, Program, Runtime
-
-_P, _INT, _SIZE = POINTER(c_void_p), POINTER(c_int), POINTER(c_size_t)
-_CU = {  # driver function -> argument types; each returns a CUresult (0 = success)
-    "cuInit": [c_uint], "cuDeviceGetCount": [_INT], "cuDeviceGet": [_INT, c_int],
-    "cuDeviceGetAttribute": [_INT, c_int, c_int], "cuDevicePrimaryCtxRetain": [_P, c_int],
-    "cuCtxSetCurrent": [c_void_p], "cuCtxSynchronize": [],
-    "cuMemAlloc_v2": [POINTER(c_uint64), c_size_t], "cuMemFree_v2": [c_uint64],
-    "cuMemcpyHtoD_v2": [c_uint64, c_void_p, c_size_t],
-    "cuMemcpyDtoH_v2": [c_void_p, c_uint64, c_size_t],
-    "cuModuleLoadData": [_P, c_char_p], "cuModuleGetFunction": [_P, c_void_p, c_char_p],
-    "cuLaunchKernel": [c_void_p] + [c_uint] * 7 + [c_void_p, _P, _P],
-    "cuEventCreate": [_P, c_uint], "cuEventRecord": [c_void_p, c_void_p],
-    "cuEventSynchronize": [c_void_p], "cuEventElapsedTime": [POINTER(c_float), c_void_p, c_void_p],
-    "cuGetErrorName": [c_int, POINTER(c_char_p)]}
-_NVRTC = {
-    "nvrtcVersion": [_INT, _INT], "nvrtcCreateProgram": [_P, c_char_p, c_char_p, c_int, _P, _P],
-    "nvrtcCompileProgram": [c_void_p, c_int, POINTER(c_char_p)], "nvrtcDestroyProgram": [_P],
-    "nvrtcGetProgramLogSize": [c_void_p, _SIZE], "nvrtcGetProgramLog": [c_void_p, c_char_p],
-    "nvrtcGetCUBINSize": [c_void_p, _SIZE], "nvrtcGetCUBIN": [c_void_p, c_char_p]}
-
-
-def load_library(stem: str, what: str) -> ctypes.CDLL:
-    """Open lib<stem>.so (any version) or raise a RuntimeError saying it is missing."""
-    roots = [getenv("CUDA_PATH", ""), getenv("CUDA_HOME", ""), "/usr/local/cuda",
-             *sorted(glob.glob("/usr/local/cuda-*"), reverse=True)]
-    dirs = [os.path.join(r, sub) for r in roots if r
-            for sub in ("lib64", "lib", "targets/x86_64-linux/lib")]
-    dirs += ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/local/nvidia/lib64"]
-    names = [n for n in (ctypes.util.find_library(stem), f"lib{stem}.so.1", f"lib{stem}.so") if n]
-    names += sorted((p for d in dirs for p in glob.glob(f"{d}/lib{stem}.so*")), reverse=True)
-    for name in names:
-        try:
-            return ctypes.CDLL(name)
-        except OSError:
-            continue
-    raise RuntimeError(f"CUDA: lib{stem}.so ({what}) not found; searched the loader path and "
-                       f"{', '.join(dirs)} (set CUDA_PATH to your toolkit)")
-
-
-class _API:
-    """A ctypes library whose calls raise RuntimeError(the error's name) on failure."""
-
-    def __init__(self, lib: ctypes.CDLL, table: dict, error_name):
-        self.lib, self.error_name = lib, error_name
-        for name, argtypes in table.items():
-            getattr(lib, name).argtypes, getattr(lib, name).restype = argtypes, c_int
-
-    def __call__(self, name: str, *args) -> None:
-        status = getattr(self.lib, name)(*args)
-        if status != 0:
-            raise RuntimeError(f"{name} failed: {self.error_name(status)} ({status})")
-
-    def ints(self, name: str, n: int, *args) -> tuple[int, ...]:
-        """Call name(&out_1, ..., &out_n, *args) and return the n ints it wrote."""
-        outs = [c_int() for _ in range(n)]
-        self(name, *map(byref, outs), *args)
-        return tuple(o.value for o in outs)
-
+from runtimes.cuda_api import _API, _CU, _NVRTC, load_library
+from runtimes.cuda_graph import CUDAGraph
 
 class CUDAAllocator(Allocator):
     """Device memory as CUdeviceptr integers; copies are synchronous."""
@@ -131,30 +73,51 @@ class CUDACompiler(Compiler):
 
 
 class CUDAProgram(Program):
-    """A kernel in its own module, launched on the default stream."""
+    """A kernel in its own module, launched on the default stream.
+
+    A launch is the fewest driver calls ctypes can make (issue 16: 27 us per kernel of a
+    replayed jit on an H100, where torch launches in 14): the argument block is built once
+    and refilled, the context is made current only where another is (torch and lazyten
+    share the device's primary context), and the timing events are recorded only when
+    the caller waits for the time (DEBUG>=2, the thread trial)."""
 
     def __init__(self, spec: ProgramSpec, binary: bytes, dev: CUDARuntime):
         super().__init__(spec, binary)
         self.dev, self.module, self.function = dev, c_void_p(), c_void_p()
         dev.call("cuModuleLoadData", byref(self.module), binary)
         dev.call("cuModuleGetFunction", byref(self.function), self.module, spec.entry.encode())
-        self.events = (c_void_p(), c_void_p())  # start and end of a launch
+        self.events = (c_void_p(), c_void_p())  # start and end of a timed launch
         for event in self.events:
             dev.call("cuEventCreate", byref(event), 0)
+        self.launch = (tuple(spec.global_size), tuple(spec.local_size))
+        self._arity = -1
+        self._args: ctypes.Array = (c_uint64 * 0)()
+        self._params: ctypes.Array = (c_void_p * 0)()
+
+    def _block(self, n: int) -> None:
+        """The argument block for `n` device pointers: values, and pointers to them."""
+        self._arity, self._args = n, (c_uint64 * n)()
+        base = ctypes.addressof(self._args)
+        self._params = (c_void_p * n)(*[base + 8 * i for i in range(n)])
 
     def __call__(self, *bufs, global_size, local_size, wait=False):
-        cu, (start, end) = self.dev.call, self.events
-        args = [c_uint64(b) for b in bufs]
-        params = (c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
+        if len(bufs) != self._arity:
+            self._block(len(bufs))
+        self._args[:] = bufs  # read by cuLaunchKernel before it returns: reused safely
         grid, block = (list(global_size) + [1, 1])[:3], (list(local_size) + [1, 1])[:3]
-        cu("cuEventRecord", start, None)
-        cu("cuLaunchKernel", self.function, *grid, *block, 0, None, params, None)
-        cu("cuEventRecord", end, None)
+        dev, (start, end) = self.dev, self.events
+        dev.make_current()
+        if wait:
+            dev.cu("cuEventRecord", start, None)
+        status = dev.launch_kernel(self.function, *grid, *block, 0, None, self._params, None)
+        if status:
+            dev.cu.raise_for("cuLaunchKernel", status)
         if not wait:
             return None
-        cu("cuEventSynchronize", end)
+        dev.cu("cuEventRecord", end, None)
+        dev.cu("cuEventSynchronize", end)
         ms = c_float()
-        cu("cuEventElapsedTime", byref(ms), start, end)
+        dev.cu("cuEventElapsedTime", byref(ms), start, end)
         return ms.value * 1e-3
 
 
@@ -174,6 +137,10 @@ class CUDARuntime(Runtime):
             raise RuntimeError(f"CUDA:{index} does not exist: {count} CUDA device(s) found")
         self.device, self.context = self.cu.ints("cuDeviceGet", 1, index)[0], c_void_p()
         self.cu("cuDevicePrimaryCtxRetain", byref(self.context), self.device)
+        self.graph_calls: dict | None = None  # the graph API, once looked up
+        self.launch_kernel = cuda.cuLaunchKernel  # called bare on the hot path
+        self._current = cuda.cuCtxGetCurrent
+        self._now = c_void_p()
         self.arch = "".join(str(self.cu.ints("cuDeviceGetAttribute", 1, a, self.device)[0])
                             for a in (75, 76))  # COMPUTE_CAPABILITY_MAJOR, _MINOR
         super().__init__(name, CUDAAllocator(self), CUDACompiler(self),
@@ -186,8 +153,18 @@ class CUDARuntime(Runtime):
 
     def call(self, name: str, *args) -> None:
         """A driver call with this device's context current (devices may share a thread)."""
-        self.cu("cuCtxSetCurrent", self.context)
+        self.make_current()
         self.cu(name, *args)
+
+    def make_current(self) -> None:
+        """Make this device's context the thread's current one, where it is not already
+        (another device, or a library that switched, may have made another current)."""
+        if self._current(byref(self._now)) != 0 or self._now.value != self.context.value:
+            self.cu("cuCtxSetCurrent", self.context)
+
+    def graph(self, launches: list[tuple[Program, list[int]]]) -> CUDAGraph:
+        """The launches (program, device pointers), in order, as one CUDA graph."""
+        return CUDAGraph(self, [(cast(CUDAProgram, p), ptrs) for p, ptrs in launches])
 
     def synchronize(self) -> None:
         self.call("cuCtxSynchronize")

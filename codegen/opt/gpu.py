@@ -18,6 +18,12 @@ _GROUP_MIN_REDUCE = 256      # a GPU reduce this long, with few outputs, uses a 
 _GROUP_MAX_OUTPUTS = 4096
 
 
+def grouped(outputs: int, length: int) -> bool:
+    """Whether a GPU reduce of `outputs` outputs, each `length` long, is a group reduce
+    (one work-group per output), on a target with local memory."""
+    return length >= _GROUP_MIN_REDUCE and outputs <= _GROUP_MAX_OUTPUTS
+
+
 def hardware_dims(n_axes: int, flat: bool) -> list[list[int]]:
     """The global axes (outer to inner) each hardware dim takes."""
     axes = list(range(n_axes))
@@ -26,12 +32,17 @@ def hardware_dims(n_axes: int, flat: bool) -> list[list[int]]:
     return [[a] for a in reversed(axes[-2:])] + ([axes[:-2]] if n_axes > 2 else [])
 
 
-def launch_sizes(sizes: list[int], budget: int) -> tuple[list[int], list[int]]:
-    """Work-groups and work-group size per dim. Dims past 0 take an exact divisor; dim 0 is
-    padded (the renderer guards the extra work-items) when no good divisor exists."""
+def launch_sizes(sizes: list[int], budget: int, max_local: tuple[int, ...] = ()
+                 ) -> tuple[list[int], list[int]]:
+    """Work-groups and work-group size per dim, within `budget` work-items in all and each
+    dim within its `max_local` (CUDA: 1024, 1024, 64; a tile that left dims 0 and 1 one
+    wide gave dim 2 128 work-items, which cuLaunchKernel refused). Dims past 0 take an
+    exact divisor; dim 0 is padded (the renderer guards the extra work-items) when no good
+    divisor exists."""
     groups, local = [], []
     for d, size in enumerate(sizes):
-        cap = max(1, min(size, budget))
+        limit = max_local[d] if d < len(max_local) else budget
+        cap = max(1, min(size, budget, limit))
         best = max(n for n in range(1, cap + 1) if size % n == 0)
         if d == 0 and best * 2 < cap:
             best = cap
@@ -45,6 +56,8 @@ def launch_sizes(sizes: list[int], budget: int) -> tuple[list[int], list[int]]:
 _ITEM_UNROLLS = (4, 2)      # an output axis of the tile is unrolled by these...
 _ITEM_WHOLE = 8             # ...or whole, when it is this short (a 5-wide conv window)
 _ITEM_MIN_ITEMS = 64        # work-items left per thread after tiling, at least
+_GPU_MIN_ITEMS = 1 << 15    # a GPU keeps this many work-items after tiling, at least
+_ACC_BYTES = 8              # an accumulator in local memory (a group reduce), at most
 
 
 def item_tile(k: Kernel, target: Target) -> list[Opt]:
@@ -52,32 +65,66 @@ def item_tile(k: Kernel, target: Target) -> list[Opt]:
     axes along which an input of the reduce does not change, so one load feeds several
     accumulators (a matmul's row of A feeds a 4 x 2 tile). Each round takes the widest
     unroll, the innermost axis on ties, while enough work-items stay to share."""
-    if not target.item_tile or k.reduceop is None:
+    if not target.item_tile:
         return []
-    t, opts = k.copy(), list[Opt]()
+    if k.reduceop is None:
+        return _elementwise_items(k, target)
+    t, opts, unrolled = k.copy(), list[Opt](), [1] * k.n_global
     while True:
-        best = _item_unroll(t, target)
+        best = _item_unroll(t, target, unrolled)
         if best is None or not t.can_apply(best):
             return opts
         t.apply(best)
         opts.append(best)
+        unrolled[best.axis] *= best.amount
 
 
-def _item_unroll(t: Kernel, target: Target) -> Opt | None:
-    """The widest unroll one more round of item_tile can take (the innermost on ties)."""
-    room = target.item_tile // prod(t.upcasts)
-    best = None
+def _elementwise_items(k: Kernel, target: Target) -> list[Opt]:
+    """A GPU elementwise kernel: each work-item takes `target.elementwise_items` outputs of
+    the innermost axis, strided so that neighbouring work-items stay contiguous: that many
+    independent loads in flight per work-item, where the card keeps `_GPU_MIN_ITEMS`."""
+    amount, inner = target.elementwise_items, k.n_global - 1
+    if target.local_memory <= 0 or amount < 2 or inner < 0 or \
+            prod(k.global_shape) // amount < _GPU_MIN_ITEMS:
+        return []
+    while amount >= 2 and k.full_shape[inner] % amount:
+        amount //= 2
+    if amount < 2:
+        return []
+    opt = Opt(OptOps.STRIDE_UPCAST, inner, amount, "loads in flight per work-item")
+    return [opt] if k.can_apply(opt) else []
+
+
+def _item_unroll(t: Kernel, target: Target, unrolled: list[int]) -> Opt | None:
+    """The widest unroll one more round of item_tile can take (the innermost on ties). On
+    a GPU (a target with local memory) the axis unrolled least so far comes first, so the
+    tile grows square (a matmul's 4 x 4 reads 8 values per 16 products, a 1 x 16 reads
+    17), and the innermost axis, which neighbouring work-items walk, is unrolled with
+    strides (STRIDE_UPCAST): their loads and stores stay contiguous."""
+    gpu = target.local_memory > 0
+    best, rank = None, None
     for axis in range(t.n_global):
-        if not _reused(t, axis):
+        amount = _unroll_amount(t, target, axis)
+        if not amount:
             continue
-        size = t.full_shape[axis]
-        amount = next((a for a in _ITEM_UNROLLS if size % a == 0 and a <= room),
-                      size if 2 <= size <= min(room, _ITEM_WHOLE) else 0)
-        items = prod(t.global_shape) // max(amount, 1)
-        if amount and items >= _ITEM_MIN_ITEMS * target.threads and \
-                (best is None or amount >= best.amount):
-            best = Opt(OptOps.UPCAST, axis, amount, "reuse: an input ignores this axis")
+        key = (-unrolled[axis] if gpu else 0, amount)
+        if rank is None or key >= rank:
+            op = OptOps.STRIDE_UPCAST if gpu and axis == t.n_global - 1 else OptOps.UPCAST
+            best, rank = Opt(op, axis, amount, "reuse: an input ignores this axis"), key
     return best
+
+
+def _unroll_amount(t: Kernel, target: Target, axis: int) -> int:
+    """How far item_tile may unroll `axis` in its next round (0: not at all): an axis an
+    input of the reduce ignores, by 4 or 2 (or whole when short), within the tile's room,
+    while enough work-items remain (a GPU keeps `_GPU_MIN_ITEMS`)."""
+    if not _reused(t, axis):
+        return 0
+    room, size = target.item_tile // prod(t.upcasts), t.full_shape[axis]
+    amount = next((a for a in _ITEM_UNROLLS if size % a == 0 and a <= room),
+                  size if 2 <= size <= min(room, _ITEM_WHOLE) else 0)
+    least = _GPU_MIN_ITEMS if target.local_memory > 0 else _ITEM_MIN_ITEMS * target.threads
+    return amount if amount and prod(t.global_shape) // amount >= least else 0
 
 
 def _reused(k: Kernel, axis: int) -> bool:
@@ -97,16 +144,18 @@ def gpu_layout(k: Kernel, target: Target) -> list[Opt]:
         return []
     gsizes, rsize = k.global_shape, prod(k.reduce_shape)
     if (k.reduceop is not None and target.local_size > 1 and target.local_memory > 0
-            and rsize >= _GROUP_MIN_REDUCE and prod(gsizes) <= _GROUP_MAX_OUTPUTS):
-        size = 1 << (min(target.local_size, rsize).bit_length() - 1)  # a power of two
+            and grouped(prod(gsizes), rsize)):
+        room = target.local_memory // (_ACC_BYTES * prod(k.upcasts))  # each accumulator
+        size = 1 << (min(target.local_size, rsize, room).bit_length() - 1)  # a power of two
         return [Opt(OptOps.GROUP, 0, size, f"a {rsize}-long reduce into {prod(gsizes)} outputs")]
     if not gsizes:
         return []
     opts = []
     dims = hardware_dims(len(gsizes), False)
-    groups, local = launch_sizes([prod(gsizes[a] for a in d) for d in dims], target.local_size)
+    groups, local = launch_sizes([prod(gsizes[a] for a in d) for d in dims], target.local_size,
+                                 target.max_local)
     if any(n > limit for n, limit in zip(groups[1:], target.max_global[1:])):
         opts.append(Opt(OptOps.FLATTEN, why=f"work-groups {groups} pass the launch limits"))
-        groups, local = launch_sizes([prod(gsizes)], target.local_size)
+        groups, local = launch_sizes([prod(gsizes)], target.local_size, target.max_local)
     return opts + [Opt(OptOps.LOCAL, d, size, "work-group size") for d, size in enumerate(local)
                    if size > 1]

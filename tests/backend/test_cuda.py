@@ -79,12 +79,14 @@ def _fake_cuda(memory: dict):
         args = [ctypes.cast(params[i], ctypes.POINTER(ctypes.c_uint64)).contents.value
                 for i in range(n)]
         launches.append(((gx, gy, gz), (bx, by, bz), args))
-    launches = []
+    launches, current = [], [0]
     fake = _Fake(
         cuInit=lambda flags: None, cuDeviceGetCount=lambda ref: _set(ref, 1),
         cuDeviceGet=lambda ref, i: _set(ref, i),
         cuDeviceGetAttribute=lambda ref, attr, dev: _set(ref, {75: 8, 76: 9}[attr]),
-        cuDevicePrimaryCtxRetain=lambda ref, dev: _set(ref, 77), cuCtxSetCurrent=lambda c: None,
+        cuDevicePrimaryCtxRetain=lambda ref, dev: _set(ref, 77),
+        cuCtxSetCurrent=lambda c: current.__setitem__(0, c.value if hasattr(c, "value") else c),
+        cuCtxGetCurrent=lambda ref: _set(ref, current[0]),
         cuCtxSynchronize=lambda: None, cuMemAlloc_v2=alloc,
         cuMemFree_v2=lambda address: None if memory.pop(address, None) is not None else 1,
         cuMemcpyHtoD_v2=htod, cuMemcpyDtoH_v2=dtoh,
@@ -94,8 +96,37 @@ def _fake_cuda(memory: dict):
         cuEventRecord=lambda event, stream: None, cuEventSynchronize=lambda event: None,
         cuEventElapsedTime=lambda ref, start, end: _set(ref, 1.5),
         cuGetErrorName=lambda status, ref: _set(ref, b"CUDA_ERROR_INVALID_VALUE"))
+    graphs: dict = {"nodes": {}}
+
+    def add_node(ref, graph, deps, ndeps, params):
+        node = 100 + len(graphs["nodes"])
+        graphs["nodes"][node] = _node(params._obj)
+        _set(ref, node)
+
+    def set_node(exec_, node, params):
+        graphs["nodes"][node.value] = _node(params._obj)
+
+    def graph_launch(exec_, stream):
+        launches.extend(graphs["nodes"].values())
+    for name, fn in dict(
+            cuGraphCreate=lambda ref, flags: _set(ref, 50),
+            cuGraphAddKernelNode_v2=add_node,
+            cuGraphInstantiateWithFlags=lambda ref, graph, flags: _set(ref, 60),
+            cuGraphExecKernelNodeSetParams_v2=set_node, cuGraphLaunch=graph_launch,
+            cuGraphExecDestroy=lambda e: None, cuGraphDestroy=lambda g: None).items():
+        setattr(fake, name, fake._recording(name, fn))
     fake.launches = launches
     return fake
+
+
+def _node(p, arity: int = 2) -> tuple:
+    """A kernel node's launch as the fake driver keeps it: its `arity` arguments (the
+    kernels of the graph test take two buffers) are copied when the node is added or set,
+    as the real driver does."""
+    args = [ctypes.cast(p.kernelParams[i], ctypes.POINTER(ctypes.c_uint64)).contents.value
+            for i in range(arity)]
+    return ((p.gridDimX, p.gridDimY, p.gridDimZ), (p.blockDimX, p.blockDimY, p.blockDimZ),
+            args)
 
 
 def _fake_nvrtc(sources: list):
@@ -121,6 +152,11 @@ def _fake_nvrtc(sources: list):
 @pytest.fixture
 def fake_cuda(monkeypatch, tmp_path):
     monkeypatch.setattr(runtimes.base, "cache_dir", lambda: tmp_path)  # keep fake CUBINs out
+    # programs loaded on another test's fake device must not be found by name
+    import lazyten.programs
+    import lazyten.schedule_cache
+    monkeypatch.setattr(lazyten.programs, "_PROGRAMS", type(lazyten.programs._PROGRAMS)())
+    monkeypatch.setattr(lazyten.schedule_cache, "_SCHEDULES", {})
     memory, sources = {}, []
     fakes = {"cuda": _fake_cuda(memory), "nvrtc": _fake_nvrtc(sources)}
     monkeypatch.setattr(cuda, "load_library", lambda stem, what: fakes[stem])
@@ -166,6 +202,60 @@ def test_tensor_program_launch_geometry(fake_cuda, monkeypatch):
     src = sources[-1][0].decode()
     # named after its body (D42): the kind's letter and a hash
     assert re.search(r'extern "C" __global__ void r_[0-9a-f]{16}\(', src) and "__syncthreads();" in src
+
+
+def test_a_launch_makes_few_driver_calls(fake_cuda, monkeypatch):
+    """Issue 16: a replayed kernel cost 27 us on an H100, four driver calls through a
+    checking wrapper. A launch not timed records no events; the context is set only where
+    another is current."""
+    runtime, memory, _ = fake_cuda
+    monkeypatch.setitem(runtimes._OPEN, "CUDA:7", runtime)
+    x = Tensor(np.ones(1000, np.float32), device="CUDA:7").realize()
+    (x + 1).realize()
+    calls = runtime.cu.lib.calls
+    calls.clear()
+    (x + 2).realize()
+    names = [name for name, _ in calls]
+    assert "cuEventRecord" not in names and names.count("cuLaunchKernel") == 1, names
+    assert "cuCtxSetCurrent" not in names, names  # already current
+    runtime.cu.lib.cuCtxSetCurrent(c_void(0))  # another context made current
+    calls.clear()
+    (x + 3).realize()
+    assert [n for n, _ in calls].count("cuCtxSetCurrent") >= 1
+    _, _, pointers = runtime.cu.lib.launches[-1]
+    assert len(pointers) == 2 and all(p in memory for p in pointers)
+
+
+@pytest.mark.parametrize("graph", [1, 0])
+def test_a_jit_replays_as_one_cuda_graph(fake_cuda, monkeypatch, graph):
+    """Item 4 of issue 16: a replayed capture is one graph launch whose nodes follow each
+    call's input and output buffers; JIT_GRAPH=0 launches the kernels one by one. Both
+    launch the same kernels on the same buffers."""
+    from lazyten import Context, jit
+    runtime, memory, _ = fake_cuda
+    monkeypatch.setitem(runtimes._OPEN, "CUDA:7", runtime)
+
+    @jit
+    def f(t):
+        return ((t * 2).realize() + 1).realize()
+    xs = [Tensor(np.full(1000, i, np.float32), device="CUDA:7").realize() for i in range(4)]
+    with Context(JIT_GRAPH=graph):
+        for x in xs[:2]:
+            f(x)
+        for x in xs[2:]:
+            runtime.cu.lib.launches.clear()
+            out = f(x)
+            launches = runtime.cu.lib.launches
+            assert len(launches) == 2, launches
+            (_, _, first), (_, _, second) = launches
+            assert first[1] == x.lazydata.realized._buf  # this call's input
+            assert second[1] == first[0] and second[0] == out.lazydata.realized._buf
+    names = [name for name, _ in runtime.cu.lib.calls]
+    assert ("cuGraphLaunch" in names) == bool(graph), names
+
+
+def c_void(value):
+    return ctypes.c_void_p(value)
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")

@@ -151,9 +151,11 @@ BOUNDS = {
                                sigmoid=2.5)},
     "OPENCL": {ft: dict(exp=3, exp2=3, log=8, log2=3, sin=4, cos=4, sqrt=0.5, tanh=8,
                         sigmoid=5) for ft in (np.float32, np.float64)},
-    "CUDA": {np.float32: dict(exp=2, exp2=2, log=3, log2=1, sin=2, cos=2, sqrt=0.5, tanh=6,
+    # exp2 float32 and log2 float64 measured past the Guide's limits on an H100 (2.14 ulps
+    # at a subnormal exp2f result, 1.26 for log2): the measured bounds, rounded up
+    "CUDA": {np.float32: dict(exp=2, exp2=2.5, log=3, log2=1, sin=2, cos=2, sqrt=0.5, tanh=6,
                               sigmoid=4),
-             np.float64: dict(exp=1, exp2=1, log=3, log2=1, sin=2, cos=2, sqrt=0.5, tanh=6,
+             np.float64: dict(exp=1, exp2=1, log=3, log2=1.5, sin=2, cos=2, sqrt=0.5, tanh=6,
                               sigmoid=4)},
 }
 

@@ -336,9 +336,14 @@ def test_the_graph_is_the_same_for_every_device_and_splitting_is_a_schedule_pass
         np.testing.assert_allclose(b.numpy(), want * 2, rtol=1e-5)
 
 
-def test_gpu_devices_do_not_split_reduces():
+def test_gpu_devices_split_reduces_only_to_fill_the_card():
+    """D90: a GPU split what is a work-group per output (6 outputs: 1536 work-items) into
+    as many chunks as the largest axis allows (256: 1536 work-groups)."""
     x = Tensor(rnd((256, 6, 24, 24)), device="NULL")
-    assert len(create_schedule([x.sum(axis=(0, 2, 3)).lazydata])) == 1
+    items = create_schedule([x.sum(axis=(0, 2, 3)).lazydata])
+    assert [int(np.prod(i.out.shape)) for i in items] == [1536, 6]
+    rows = Tensor(rnd((4096, 300)), device="NULL")  # 4096 work-groups of 256: kept whole
+    assert len(create_schedule([rows.sum(axis=1).lazydata])) == 1
 
 
 def test_conv_gradients_are_convolutions():
