@@ -8,7 +8,7 @@ depends on the lane, else gathered lane by lane. The Linearizer (codegen/lineari
 opens the loops, runs the reduces and stores; it sets the state declared here.
 """
 from __future__ import annotations
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codegen.dtypes import DType, dtypes
 from codegen.helpers import prod
@@ -19,6 +19,9 @@ from codegen.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, Op
 from codegen.index_render import NODE_OPS, as_bool
 from codegen.shape.shapetracker import ShapeTracker
 from codegen.shape.view import View
+
+if TYPE_CHECKING:
+    from codegen.stage import Stager
 from codegen.shape.symbolic import AndNode, Node, NumNode, Variable, and_nodes
 from codegen.target import Target
 from codegen.uops import UOp, UOpGraph, UOps, dtype_of
@@ -37,6 +40,8 @@ class Emitter:
     cache: dict[int, UOp]
     reduced: dict[tuple[int, ...], UOp]  # the reduce's value per upcast copy
     offset: UOp | None = None  # the offset of the indirect load being emitted
+
+    stager: Stager | None = None  # the Linearizer's local-memory stages, where it has them
 
     def __init__(self, k: Kernel, target: Target):
         self.k, self.target, self.ast = k, target, k.ast
@@ -117,7 +122,10 @@ class Emitter:
 
     def _leaf(self, node: LazyOp) -> UOp:
         """A scalar where the value is the same in every lane, one vector load where memory
-        is contiguous along the lanes, else a vector gathered lane by lane."""
+        is contiguous along the lanes, else a vector gathered lane by lane; a staged
+        operand from local memory (codegen/stage.py)."""
+        if self.stager is not None and id(node) in self.stager.plan:
+            return self.stager.read(node)
         idx, valid = self.sts[id(node)].expr_idxs(self._idxs(id(node) in self.k.pre))
         if id(node) in self.k.clamped and not node.src and in_memory(node.arg, idx):
             valid = NumNode(1)  # padded positions read real memory, for outputs not stored

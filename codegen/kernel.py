@@ -40,6 +40,8 @@ class OptOps(Enum):
     GROUP = auto()         # GPU: one work-group of `amount` work-items per output reduces together
     LOCAL = auto()         # GPU: hardware dim `axis` gets work-groups of `amount` work-items
     FLATTEN = auto()       # GPU: every global axis goes into hardware dim 0
+    STAGE = auto()         # GPU: the reduce in steps of `amount`, the operands a work-group
+    #                        shares copied into local memory once per step
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ class Kernel:
         self.group = 0                # GPU: work-items per work-group of a group reduce
         self.local: dict[int, int] = {}  # GPU: hardware dim -> work-group size
         self.flat = False             # GPU: all global axes in hardware dim 0
+        self.stage = 0                # GPU: reduce steps per local-memory stage (STAGE)
         self.applied: list[Opt] = []
         self._permute(_reduce_last(self.full_shape, self.out_shape))
         self.name_shape = self._split_shape()  # the kernel's name shows its shape before tiling
@@ -400,9 +403,22 @@ def _flatten(k: Kernel, opt: Opt) -> None:
     k.flat = True
 
 
+def _stage(k: Kernel, opt: Opt) -> None:
+    """Split the one reduce axis into (size // amount, amount): the outer loop walks the
+    stages, the inner one the steps of a stage (OptOps.STAGE)."""
+    axis, amount = k.n_global, opt.amount
+    if k.n_reduce != 1 or k.padded or k.group or k.lanes or k.stage or amount < 2 or \
+            k.full_shape[axis] % amount or k.full_shape[axis] <= amount:
+        raise OptError(f"cannot stage the reduce of {k.full_shape} by {opt.amount}")
+    k._reshape(_split(k.full_shape, axis, amount), k.out_shape[:axis] + (1, 1) +
+               k.out_shape[axis + 1:])
+    k.stage = amount
+
+
 _APPLY: dict[OptOps, Callable[[Kernel, Opt], None]] = {
     OptOps.SQUEEZE: _squeeze, OptOps.MERGE: _merge, OptOps.UPCAST: _upcast,
     OptOps.STRIDE_UPCAST: _upcast,
     OptOps.LANES: _lanes, OptOps.PAD: _pad, OptOps.PAD_OUT: _pad_out,
     OptOps.REDUCE_LANES: _reduce_lanes,
-    OptOps.OUTER: _outer, OptOps.GROUP: _group, OptOps.LOCAL: _local, OptOps.FLATTEN: _flatten}
+    OptOps.OUTER: _outer, OptOps.GROUP: _group, OptOps.LOCAL: _local, OptOps.FLATTEN: _flatten,
+    OptOps.STAGE: _stage}

@@ -23,6 +23,7 @@ from codegen.opt import optimize
 from codegen.opt.gpu import hardware_dims
 from codegen.peel import peel_plan
 from codegen.shape.symbolic import Node, NumNode, Variable
+from codegen.stage import Stager
 from codegen.target import Target
 from codegen.uops import UOp, UOpGraph, UOps, dtype_of
 from codegen.emit import Emitter
@@ -113,6 +114,7 @@ class Linearizer(Emitter):
         self.vars: dict[str, UOp] = {}
         self.var_names: list[str] = []
         self.group: tuple[UOp, int] | None = None  # (local index, size) of a group reduce
+        self.stager = None  # a STAGE's local memory (codegen/stage.py)
         launch = self._gpu_indices(gsizes) if self.target.gpu else \
             (gsizes or [1], [1] * max(1, len(gsizes)))
         self.gidx = [Variable(f"gidx{i}", 0, s - 1) for i, s in enumerate(gsizes)]
@@ -194,6 +196,8 @@ class Linearizer(Emitter):
             groups.append(-(-size // local[-1]))
             special = g.add(UOps.SPECIAL, self.idx_dtype, (), (f"gidx{d}", size))
             self._split(special, [gsizes[a] for a in dim_axes], [names[a] for a in dim_axes])
+        if k.stage:
+            self.stager = Stager(self, leaves(self.ast))
         return groups, local
 
     def _split(self, index: UOp, sizes: list[int], names: list[str]) -> None:
@@ -264,12 +268,19 @@ class Linearizer(Emitter):
             self.ridx[-1] = NumNode(rsizes[-1] - 1)
             for combo, acc in zip(combos, accs):
                 self._accumulate(node, combo, op, acc_dtype, loops, acc)
-        for loop in reversed(loops):
-            self.g.end_loop(loop)
+        self._end_loops(loops)
         finals = [self.g.add(UOps.ACC_READ, acc.dtype, (acc,)) for acc in accs]
         if self.reduce_lanes:
             finals = [self._across_lanes(op, acc) for acc in finals]
         return {c: self.cast(acc, src_dtype) for c, acc in zip(combos, finals)}
+
+    def _end_loops(self, loops: list[UOp]) -> None:
+        """Close the reduce loops; a stage's steps end at a barrier (the next stage
+        overwrites its local memory)."""
+        for loop in reversed(loops):
+            self.g.end_loop(loop)
+            if self.stager is not None and loop is loops[-1]:
+                self.g.add(UOps.BARRIER, None)
 
     def _reduce_loops(self, rsizes: tuple[int, ...], peel: bool) -> list[UOp]:
         """The reduce loops (a peeled innermost loop stops one step short) and their
@@ -280,6 +291,8 @@ class Linearizer(Emitter):
             return [self._group_loop(rsizes)]
         loops = []
         for j, s in enumerate(ends):
+            if j == 1 and self.stager is not None:  # a stage's operands, before its steps
+                self.stager.fill()
             loop = self.g.add(UOps.LOOP, self.idx_dtype, (self.const(0), self.const(s)), f"ridx{j}")
             loops.append(loop)
             self.vars[f"ridx{j}"] = loop

@@ -31,6 +31,8 @@ class UOps(Enum):
     VECTORIZE = auto()      # src=lanes (scalars); dtype=a vector (all lanes equal: a splat)
     EXTRACT = auto()        # src=(vector,), arg=lane; the scalar in that lane
     IF = auto()             # src=(cond,), arg=its loop: up to its ENDIF, runs where cond holds
+    DEFINE_LOCAL = auto()   # GPU local memory, arg=(name, dtype of elements, count): a buffer
+    BARRIER = auto()        # GPU: every work-item of the group waits here (local memory)
     ENDIF = auto()          # src=(if,); closes the block
 
 
@@ -63,11 +65,12 @@ def format_uops(uops: list[UOp]) -> str:
 
 # an ACC_READ is never shared: a read after the reduce loops must not reuse the one inside
 _NEVER_CSE = {UOps.LOOP, UOps.END, UOps.DEFINE_ACC, UOps.ACC_READ, UOps.ACC_UPDATE, UOps.STORE,
-              UOps.DEFINE_GLOBAL, UOps.DEFINE_VAR, UOps.SPECIAL, UOps.IF, UOps.ENDIF}
+              UOps.DEFINE_GLOBAL, UOps.DEFINE_VAR, UOps.SPECIAL, UOps.IF, UOps.ENDIF,
+              UOps.DEFINE_LOCAL, UOps.BARRIER}
 
 
 # these never move out of the loops open when they are added
-_IN_PLACE = {UOps.LOOP, UOps.STORE, UOps.ACC_UPDATE, UOps.IF}
+_IN_PLACE = {UOps.LOOP, UOps.STORE, UOps.ACC_UPDATE, UOps.IF, UOps.BARRIER}
 
 
 def dtype_of(u: UOp) -> DType:
@@ -90,8 +93,8 @@ class UOpGraph:
         """Append (or reuse) a op; it lands after the innermost open loop it depends on.
         A load of a buffer already stored to (a row kernel reading back its output row)
         stays where it is added, after the stores, and is never shared."""
-        if op is UOps.STORE:
-            self._written.add(id(src[0]))
+        if op is UOps.STORE and src[0].op is UOps.DEFINE_GLOBAL:  # (a stage's local memory
+            self._written.add(id(src[0]))                         # is read after a barrier)
         pinned = op is UOps.LOAD and id(src[0]) in self._written
         key = (op, dtype, tuple(id(v) for v in src), _hashable(arg))
         if op not in _NEVER_CSE and not pinned and key in self._cache:

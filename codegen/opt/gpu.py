@@ -11,7 +11,8 @@ driven through work-items, pocl: D56). Such a target asks for a register tile in
 from __future__ import annotations
 
 from codegen.helpers import prod
-from codegen.kernel import Kernel, Opt, OptOps
+from codegen.kernel import Kernel, Opt, OptError, OptOps, leaves
+from codegen.stage import stage_plan
 from codegen.target import Target
 
 _GROUP_MIN_REDUCE = 256      # a GPU reduce this long, with few outputs, uses a work-group
@@ -150,6 +151,9 @@ def gpu_layout(k: Kernel, target: Target) -> list[Opt]:
         return [Opt(OptOps.GROUP, 0, size, f"a {rsize}-long reduce into {prod(gsizes)} outputs")]
     if not gsizes:
         return []
+    staged = _staged(k, target)
+    if staged:
+        return staged
     opts = []
     dims = hardware_dims(len(gsizes), False)
     groups, local = launch_sizes([prod(gsizes[a] for a in d) for d in dims], target.local_size,
@@ -159,3 +163,42 @@ def gpu_layout(k: Kernel, target: Target) -> list[Opt]:
         groups, local = launch_sizes([prod(gsizes)], target.local_size, target.max_local)
     return opts + [Opt(OptOps.LOCAL, d, size, "work-group size") for d, size in enumerate(local)
                    if size > 1]
+
+
+_STAGE_STEPS = 32          # reduce steps per local-memory stage (H100, 4096 matmul: 8 steps
+#                            28.3 TFLOP/s, 16: 25.9, 32: 31.2)
+_STAGE_GROUP = (16, 16)    # a staged kernel's work-group on dims 0 and 1
+
+
+def _group_fits(k: Kernel, target: Target) -> bool:
+    """A tiled reduce over one axis whose two inner global axes a 16 x 16 work-group
+    divides, within the target's work-group size and launch limits."""
+    n, (l0, l1), sizes = k.n_global, _STAGE_GROUP, k.global_shape
+    if not target.local_memory or k.reduceop is None or k.n_reduce != 1 or not k.upcasts \
+            or n < 2 or l0 * l1 > target.local_size:
+        return False
+    return not (sizes[n - 1] % l0 or sizes[n - 2] % l1) and \
+        sizes[n - 2] // l1 <= target.max_global[1] and prod(sizes[:n - 2]) <= target.max_global[2]
+
+
+def _staged(k: Kernel, target: Target) -> list[Opt]:
+    """A tiled GPU reduce whose operands the work-items of a 16 x 16 work-group share (a
+    matmul: A along dim 0, B along dim 1) reads them through local memory, 32 steps of
+    the reduce per stage (codegen/stage.py, D92); [] where that does not apply: no tile,
+    sizes the group does not divide, no operand shared, or more than local memory."""
+    l0, l1 = _STAGE_GROUP
+    if not _group_fits(k, target):
+        return []
+    opts = [Opt(OptOps.LOCAL, 0, l0, "a staged work-group"),
+            Opt(OptOps.LOCAL, 1, l1, "a staged work-group"),
+            Opt(OptOps.STAGE, 0, _STAGE_STEPS, "operands the work-group shares, staged")]
+    trial = k.copy()
+    try:
+        for opt in opts:
+            trial.apply(opt)
+    except OptError:
+        return []
+    blocks = [prod(e for _, e in axes) for axes in stage_plan(trial, leaves(trial.ast)).values()]
+    if not blocks or sum(blocks) * 4 > target.local_memory or any(b % (l0 * l1) for b in blocks):
+        return []
+    return opts

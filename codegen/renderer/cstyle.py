@@ -267,6 +267,15 @@ class CStyleRenderer(Renderer):
         if kind == "gidx" and launched > size:
             k.emit(f"if ({name} >= {size}) return;")
 
+    def _render_define_local(self, k: _CKernel, u: UOp) -> None:
+        """A stage's local memory (codegen/stage.py), declared at the kernel's scope."""
+        name, dtype, size = u.arg
+        k.names[u] = name
+        k.prologue.append(f"  {self.smem_prefix}{self.mem_type(dtype)} {name}[{size}];")
+
+    def _render_barrier(self, k: _CKernel, u: UOp) -> None:
+        k.emit(self.barrier)
+
     def _render_const(self, k: _CKernel, u: UOp) -> None:
         k.names[u] = self.const(u.arg, dtype_of(u))
 

@@ -49,7 +49,8 @@ class CUDARenderer(HalfFunctions, CStyleRenderer):
     double_bits, bits_double = "__double_as_longlong", "__longlong_as_double"
     specials = {"gidx": lambda d: f"(blockIdx.{'xyz'[d]}*(long long)blockDim.{'xyz'[d]}"
                                   f"+threadIdx.{'xyz'[d]})",
-                "lidx": lambda d: f"threadIdx.{'xyz'[d]}", "grp": lambda d: f"blockIdx.{'xyz'[d]}"}
+                "lidx": lambda d: f"threadIdx.{'xyz'[d]}", "grp": lambda d: f"blockIdx.{'xyz'[d]}",
+                "tid": lambda d: f"threadIdx.{'xyz'[d]}"}  # a stage's work-item (no group reduce)
     code_for_op = {**CStyleRenderer.code_for_op, UnaryOps.EXP2: _math("exp2"),
                    UnaryOps.EXP: _math("exp"), UnaryOps.LOG2: _math("log2"),
                    UnaryOps.SIN: _math("sin"), UnaryOps.COS: _math("cos"),

@@ -37,7 +37,8 @@ class OpenCLRenderer(CStyleRenderer):
              dtypes.uint64: "ulong"}
     mem_types = {dtypes.bool: "uchar", dtypes.float16: "half", dtypes.bfloat16: "ushort"}
     specials = {"gidx": lambda d: f"get_global_id({d})", "lidx": lambda d: f"get_local_id({d})",
-                "grp": lambda d: f"get_group_id({d})"}
+                "grp": lambda d: f"get_group_id({d})",
+                "tid": lambda d: f"get_local_id({d})"}  # a stage's work-item (no group reduce)
 
     def __init__(self, target: Target | None = None):
         self.target = target if target is not None else gpu("OPENCL")

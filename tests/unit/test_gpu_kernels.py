@@ -20,6 +20,7 @@ from lazyten.schedule import create_schedule
 from tests.unit.test_work_item_cpu import _opencl, _run_with
 
 GPU = gpu("TEST", local_size=64)
+GPU256 = gpu("TEST", local_size=256)  # room for a 16 x 16 staged work-group
 
 
 def _rnd(shape, seed=0):
@@ -134,3 +135,52 @@ def test_gpu_keeps_reduces_that_fill_the_card_whole():
     assert len(_stage_outputs(rows.sum(axis=1))) == 1  # 4096 work-groups
     assert len(_stage_outputs(Tensor.empty(64, 300, device="NULL_CUDA").sum(axis=0))) == 1
     assert split._GPU_MIN_CHUNK >= 64
+
+
+# ---- local-memory stages (D92) ----
+def _opts(t: Tensor, target=GPU):
+    return [o.op for o in optimize(Kernel(_ast(t)), target).applied]
+
+
+def test_a_tiled_matmul_stages_its_operands_in_local_memory():
+    a, b = (Tensor.empty(512, 512, device="NULL_CUDA") for _ in range(2))
+    ast = _ast(a @ b)
+    k = optimize(Kernel(ast), CUDARenderer.target)
+    assert OptOps.STAGE in [o.op for o in k.applied] and k.local == {0: 16, 1: 16}, k.applied
+    src = CUDARenderer().render(linearize(ast, CUDARenderer.target))
+    assert src.count("__shared__ float stage") == 2 and src.count("__syncthreads();") == 2, src
+    # the operands are read from local memory inside the stage's steps, not from data1/2
+    steps = src[src.index("for (int ridx1"):]
+    assert "data1[" not in steps and "data2[" not in steps, src
+
+
+def test_no_stage_without_a_shared_operand_or_a_tile():
+    x = Tensor.empty(4096, 16384, device="NULL_CUDA")
+    assert OptOps.STAGE not in _opts(x.sum(axis=0), CUDARenderer.target)  # nothing shared
+    a, b = Tensor.empty(64, 40, device="NULL_CUDA"), Tensor.empty(40, 48, device="NULL_CUDA")
+    assert OptOps.STAGE not in _opts(a @ b, CUDARenderer.target)  # too small to tile
+
+
+@given(m=st.sampled_from([128, 256]), n=st.sampled_from([128, 256]),
+       k=st.integers(33, 130), pad=st.booleans())
+@settings(max_examples=10, deadline=None)
+def test_staged_matmul_values_on_opencl(m, n, k, pad):
+    """Stages of 32 steps over k (k % 32 == 0 stages; other k reads memory directly); a
+    padded operand stages zeros where it reads nothing. With tiles of at most 8 x 8, 128
+    rows and columns leave 16 x 16 work-items at least: the group divides them."""
+    _opencl()
+    gpu_pass._GPU_MIN_ITEMS, old = 16, gpu_pass._GPU_MIN_ITEMS
+    try:
+        a, b = _rnd((m, k)), _rnd((k + 32 * pad, n), 1)
+        ta = Tensor(a, device="OPENCL")
+        if pad:
+            ta = ta.pad(((0, 0), (0, 32)))
+        t = ta @ Tensor(b, device="OPENCL")
+        if (k + 32 * pad) % 32 == 0:
+            assert OptOps.STAGE in _opts(t, GPU256), _opts(t, GPU256)
+        assert OptOps.STAGE not in _opts(t, GPU)  # 64 work-items: no 16 x 16 group
+        got = _run_with(GPU256, t)
+    finally:
+        gpu_pass._GPU_MIN_ITEMS = old
+    want = a @ b[:k]
+    np.testing.assert_allclose(got.reshape(m, n), want, rtol=1e-4, atol=1e-4)
