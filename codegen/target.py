@@ -112,13 +112,17 @@ def _host_has(*names: str) -> bool:
     return all(features.get(name) for name in names)
 
 
-def gpu(name: str, local_size: int = 256, local_memory: int = 48 << 10) -> Target:
+def gpu(name: str, local_size: int = 256, local_memory: int = 48 << 10,
+        max_local: tuple[int, ...] = (1024, 1024, 64),
+        max_global: tuple[int, ...] = (2**31 - 1, 65535, 65535)) -> Target:
     """A GPU: work-items, each with a register tile of up to 32 accumulators (a reduce)
-    or 4 outputs (elementwise), no explicit vectors. Measured on an H100 (D89): a 4096
-    matmul 4.2 TFLOP/s with one output per work-item, 13.6 with 16, 16.2 with 32, 9.5
-    with 64; an elementwise chain 0.73 -> 0.77 of the copy bandwidth with 4 outputs."""
+    or 4 outputs (elementwise), no explicit vectors; the launch limits are CUDA's unless
+    the runtime read the device's own. Measured on an H100 (D89): a 4096 matmul 4.2
+    TFLOP/s with one output per work-item, 13.6 with 16, 16.2 with 32, 9.5 with 64; an
+    elementwise chain 0.73 -> 0.77 of the copy bandwidth with 4 outputs."""
     return Target(name, gpu=True, local_size=local_size, local_memory=local_memory,
-                  item_tile=32, elementwise_items=4)
+                  item_tile=32, elementwise_items=4, max_local=max_local,
+                  max_global=max_global)
 
 
 def work_item_cpu(name: str, threads: int, local_size: int = 256) -> Target:

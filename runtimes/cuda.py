@@ -14,6 +14,7 @@ from ctypes import byref, c_char_p, c_float, c_int, c_size_t, c_uint64, c_void_p
 
 from codegen.renderer import ProgramSpec
 from codegen.renderer.cuda import CUDARenderer
+from codegen.target import Target, gpu
 from runtimes.base import Allocator, Compiler, Program, Runtime
 from runtimes.cuda_api import _API, _CU, _NVRTC, load_library
 from runtimes.cuda_graph import CUDAGraph
@@ -141,10 +142,21 @@ class CUDARuntime(Runtime):
         self.launch_kernel = cuda.cuLaunchKernel  # called bare on the hot path
         self._current = cuda.cuCtxGetCurrent
         self._now = c_void_p()
-        self.arch = "".join(str(self.cu.ints("cuDeviceGetAttribute", 1, a, self.device)[0])
-                            for a in (75, 76))  # COMPUTE_CAPABILITY_MAJOR, _MINOR
+        self.arch = "".join(str(self.attribute(a)) for a in (75, 76))  # COMPUTE_CAPABILITY
         super().__init__(name, CUDAAllocator(self), CUDACompiler(self),
-                         functools.partial(CUDAProgram, dev=self), CUDARenderer())
+                         functools.partial(CUDAProgram, dev=self), CUDARenderer(self.target()))
+
+    def attribute(self, attr: int) -> int:
+        """cuDeviceGetAttribute of this device (CUdevice_attribute numbers, cuda.h)."""
+        return self.cu.ints("cuDeviceGetAttribute", 1, attr, self.device)[0]
+
+    def target(self) -> Target:
+        """The optimiser's Target from the device's limits: work-items per group (1), per
+        group dim (2-4), work-groups per dim (5-7), static shared memory per group (8)."""
+        threads, memory = self.attribute(1), self.attribute(8)
+        return gpu("CUDA", local_size=min(256, threads), local_memory=min(48 << 10, memory),
+                   max_local=tuple(self.attribute(a) for a in (2, 3, 4)),
+                   max_global=tuple(self.attribute(a) for a in (5, 6, 7)))
 
     def _cu_error_name(self, status: int) -> str:
         text = c_char_p()

@@ -55,7 +55,8 @@ def device_target(dev: OpenCLDevice) -> Target:
         raise ValueError(f"OPENCL_TARGET={kind!r}: expected 'cpu' or 'gpu'")
     if kind == "cpu":
         return work_item_cpu("OPENCL", d.max_compute_units, local)
-    return gpu("OPENCL", local_size=local)
+    return gpu("OPENCL", local_size=local, local_memory=min(48 << 10, d.local_mem_size),
+               max_local=tuple(d.max_work_item_sizes)[:3])
 
 
 class OpenCLAllocator(Allocator):

@@ -11,7 +11,7 @@ from codegen.linearizer import LinearKernel
 from codegen.ops import BinaryOps, UnaryOps
 from codegen.renderer.c_helpers import HalfFunctions, uses
 from codegen.renderer.cstyle import CStyleRenderer
-from codegen.target import gpu
+from codegen.target import Target, gpu
 
 _HALF = [
     "__device__ float h2f(unsigned short h) { float f; "
@@ -56,6 +56,11 @@ class CUDARenderer(HalfFunctions, CStyleRenderer):
                    UnaryOps.SIN: _math("sin"), UnaryOps.COS: _math("cos"),
                    UnaryOps.SQRT: _math("sqrt"),
                    BinaryOps.MOD: _mod}
+
+    def __init__(self, target: Target | None = None):
+        """`target`: the device's limits (runtimes/cuda.py reads them); else a default."""
+        if target is not None:
+            self.target = target
 
     def prelude(self, kernel: LinearKernel) -> list[str]:
         helpers = [f"__device__ {line}" for line in self.bf16_helpers(kernel)]

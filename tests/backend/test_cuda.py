@@ -58,6 +58,11 @@ class _Fake:
         return call
 
 
+# the fake device's attributes (cuda.h numbers): an sm_89 with CUDA's usual limits
+ATTRIBUTES = {75: 8, 76: 9, 1: 1024, 2: 1024, 3: 1024, 4: 64, 5: 2**31 - 1, 6: 65535,
+              7: 65535, 8: 48 << 10}
+
+
 def _set(ref, value):
     ref._obj.value = value  # a byref() argument: write through it
 
@@ -83,7 +88,7 @@ def _fake_cuda(memory: dict):
     fake = _Fake(
         cuInit=lambda flags: None, cuDeviceGetCount=lambda ref: _set(ref, 1),
         cuDeviceGet=lambda ref, i: _set(ref, i),
-        cuDeviceGetAttribute=lambda ref, attr, dev: _set(ref, {75: 8, 76: 9}[attr]),
+        cuDeviceGetAttribute=lambda ref, attr, dev: _set(ref, ATTRIBUTES[attr]),
         cuDevicePrimaryCtxRetain=lambda ref, dev: _set(ref, 77),
         cuCtxSetCurrent=lambda c: current.__setitem__(0, c.value if hasattr(c, "value") else c),
         cuCtxGetCurrent=lambda ref: _set(ref, current[0]),
@@ -169,6 +174,20 @@ def test_device_setup_and_compile_options(fake_cuda):
     assert runtime.arch == "89" and runtime.compiler.key == "cuda-nvrtc12.4-sm_89"
     assert runtime.compiler.compile('extern "C" __global__ void k() {}') == b"CUBIN"
     assert sources[-1][1] == ["--gpu-architecture=sm_89"]
+
+
+def test_the_target_follows_the_device_limits(fake_cuda, monkeypatch):
+    """Issue 16: the launch configuration comes from the device: a device with 128
+    work-items per group, 16 KB of shared memory and 32 in dim 2 gets a Target saying so,
+    and its kernels' work-groups keep within it."""
+    runtime, _, _ = fake_cuda
+    assert runtime.renderer.target == cuda.gpu("CUDA")  # the usual limits: the defaults
+    monkeypatch.setitem(ATTRIBUTES, 1, 128)
+    monkeypatch.setitem(ATTRIBUTES, 4, 32)
+    monkeypatch.setitem(ATTRIBUTES, 8, 16 << 10)
+    small = runtime.target()
+    assert (small.local_size, small.local_memory, small.max_local) == (128, 16 << 10,
+                                                                        (1024, 1024, 32))
 
 
 def test_compile_error_carries_nvrtc_log_and_source(fake_cuda):

@@ -69,7 +69,8 @@ def test_no_tile_where_no_input_is_reused_or_too_few_work_items_remain():
 
 def _device(kind: int, cpu_flag: int = 2):
     """A stand-in for runtimes.opencl.OpenCLDevice with a device of type `kind`."""
-    device = types.SimpleNamespace(type=kind, max_work_group_size=4096, max_compute_units=3)
+    device = types.SimpleNamespace(type=kind, max_work_group_size=4096, max_compute_units=3,
+                                   local_mem_size=48 << 10, max_work_item_sizes=[1024, 1024, 64])
     return types.SimpleNamespace(device=device, cl=types.SimpleNamespace(
         device_type=types.SimpleNamespace(CPU=cpu_flag)))
 
