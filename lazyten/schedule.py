@@ -15,7 +15,11 @@ Fusion rules, applied to the graph of bases reachable from the outputs:
      MLP's gradient, re-read for every input feature of a weight gradient, is computed
      once instead of 784 times; a gelu read by a 7-class head, once instead of 7 times).
      Never a one-hot against a range (`is_onehot`): inlined, the kernel reading it is a
-     pick that lazyten/indirect.py turns into a load (D69).
+     pick that lazyten/indirect.py turns into a load (D69). And an elementwise base read
+     through several views whose copies would make `_VIEW_LEAVES_MAX` memory reads or
+     more (each view inlines every read of the base): a reflect pad of a circular pad
+     is dozens of views of a sum of dozens of pieces, one kernel of 651 reads that took
+     16 s to build and compile, not two of about 25 each (D93).
   5. Row kernels (D55): on a loop target (a CPU), a reduce materialised by rule 4 whose
      only reader is one elementwise kernel of the reduce's input shape, reading it one
      value per row (a reduce over the trailing axes expanded back: softmax's max and sum,
@@ -54,6 +58,7 @@ _REPEAT_OPS = 24           # fewer reads do, when each element repeats this many
 _OPS_COUNTED = 16          # inlined ops counted per base (enough to pass the bar)
 _ROW_MAX = ROW_MAX          # rule 5: elements in a row of a row kernel (256 KB of float32)
 _DEPTH_MAX = 512           # rule 6: the longest chain of ops one kernel inlines
+_VIEW_LEAVES_MAX = 128     # rule 4: views of a base x the reads each inlines, at most
 
 
 allow_recursion(_DEPTH_MAX)
@@ -115,6 +120,7 @@ class _Graph:
             cuts |= deeper
 
     def _decide(self) -> None:
+        reads: dict[LazyBuffer, int] = {}  # memory reads per element of an inlined base
         for base in self.order:
             if isinstance(base.op, LoadOps) and base.op is not LoadOps.CONST:
                 self.realize.add(base)
@@ -125,6 +131,12 @@ class _Graph:
                         not self._zero_preserving(base):
                     self.realize.add(base)
                 elif isinstance(base.op, _ELEMENTWISE) and self._repeats_work(base, view):
+                    self.realize.add(base)
+            if isinstance(base.op, _ELEMENTWISE):
+                reads[base] = sum(reads.get(s.base, 1) if s.base not in self.realize else 1
+                                  for s in base.src)
+                if len(self.consumers[base]) > 1 and \
+                        len(self.consumers[base]) * reads[base] >= _VIEW_LEAVES_MAX:
                     self.realize.add(base)
         for base in self.order:
             if isinstance(base.op, ReduceOps):

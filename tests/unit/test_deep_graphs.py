@@ -105,3 +105,44 @@ def test_the_bound_leaves_model_sized_kernels_alone(monkeypatch):
     monkeypatch.setattr(schedule_module, "_DEPTH_MAX", 10**6)
     free = kernels()
     assert len(bounded) == len(free) and max(ast_depth(a) for a in free) > 150
+
+
+# ---- wide graphs: a base read through many views (rule 4, D93) ----
+def _reads(t: Tensor) -> list[int]:
+    """Memory reads (load leaves) of each kernel of t's schedule."""
+    from codegen.kernel import leaves
+    return [sum(1 for n in leaves(i.ast) if n.op.name == "LOAD")
+            for i in create_schedule([t.lazydata]) if i.ast is not None]
+
+
+def test_a_reflect_pad_of_a_circular_pad_is_not_one_huge_kernel():
+    """Found by the fuzzer (FUZZ_SEED=12213): one kernel of 651 reads, 16 s to build and
+    compile; jitted, past the fuzzer's 30 s limit."""
+    rng = np.random.default_rng(252)
+    x0 = rng.integers(0, 9, (2, 2, 4, 3), endpoint=True).astype(np.uint16)
+    x = Tensor(x0).pad(((0, 0), (2, 1), (3, 3), (3, 0)), mode="circular").bitcast("int16")
+    y = x.pad(((1, 0), (0, 1), (3, 3), (2, 2)), mode="reflect")
+    assert max(_reads(y)) <= schedule_module._VIEW_LEAVES_MAX, _reads(y)
+    want = np.pad(np.pad(x0, ((0, 0), (2, 1), (3, 3), (3, 0)), mode="wrap").view(np.int16),
+                  ((1, 0), (0, 1), (3, 3), (2, 2)), mode="reflect")
+    np.testing.assert_array_equal(y.numpy(), want)
+
+
+MODES = {"reflect": "reflect", "circular": "wrap", "replicate": "edge", "constant": "constant"}
+
+
+@given(shape=st.lists(st.integers(2, 5), min_size=2, max_size=3),
+       pads=st.lists(st.tuples(st.sampled_from(sorted(MODES)), st.integers(0, 1),
+                               st.integers(0, 2)), min_size=2, max_size=4))
+@settings(max_examples=15, deadline=None)
+def test_stacked_pads_stay_in_bounded_kernels(shape, pads):
+    """The siblings: pads of every mode stacked, each padding every axis by up to 2 (never
+    more than the axis allows reflect), against numpy; no kernel over the bound."""
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    t, want = Tensor(x), x
+    for mode, lo, hi in pads:
+        widths = tuple((min(lo, s - 1), min(hi, s - 1)) for s in want.shape)
+        t = t.pad(widths, mode=mode)
+        want = np.pad(want, widths, mode=MODES[mode])
+    assert max(_reads(t), default=0) <= schedule_module._VIEW_LEAVES_MAX, _reads(t)
+    np.testing.assert_allclose(t.numpy(), want, rtol=1e-6)
