@@ -120,7 +120,8 @@ class _Graph:
             cuts |= deeper
 
     def _decide(self) -> None:
-        reads: dict[LazyBuffer, int] = {}  # memory reads per element of an inlined base
+        reads: dict[LazyBuffer, frozenset] = {}  # the distinct reads of an inlined base
+        self._paths: dict[tuple, int] = {}
         for base in self.order:
             if isinstance(base.op, LoadOps) and base.op is not LoadOps.CONST:
                 self.realize.add(base)
@@ -133,10 +134,9 @@ class _Graph:
                 elif isinstance(base.op, _ELEMENTWISE) and self._repeats_work(base, view):
                     self.realize.add(base)
             if isinstance(base.op, _ELEMENTWISE):
-                reads[base] = sum(reads.get(s.base, 1) if s.base not in self.realize else 1
-                                  for s in base.src)
-                if len(self.consumers[base]) > 1 and \
-                        len(self.consumers[base]) * reads[base] >= _VIEW_LEAVES_MAX:
+                reads[base] = self._reads(base, reads)
+                views = len({view.st for _, view in self.consumers[base]})
+                if views > 1 and views * len(reads[base]) >= _VIEW_LEAVES_MAX:
                     self.realize.add(base)
         for base in self.order:
             if isinstance(base.op, ReduceOps):
@@ -225,6 +225,27 @@ class _Graph:
                 count += b.arg.ops if b.op is CompositeOps.POINTWISE else 1
                 stack.extend(s.base for s in b.src)
         return count
+
+    def _reads(self, base: LazyBuffer, reads: dict[LazyBuffer, frozenset]) -> frozenset:
+        """The distinct memory reads of a kernel inlining `base`, each named by the base it
+        reads and the views on its way there (a subexpression read twice through one view
+        is computed once: `(y * 3).round()` reads y once, however often round's ops do),
+        counted up to _VIEW_LEAVES_MAX."""
+        out: set = set()
+        paths = self._paths  # (a view, the path below it) -> a number: flat, hashed once
+        for src in base.src:
+            view = src.st if src._base is not None else None
+            below = reads.get(src.base) if src.base not in self.realize else None
+            if below is None:  # materialised, loaded or a reduce: one read
+                out.add((id(src.base), paths.setdefault((view, -1), len(paths))))
+            elif view is None:
+                out |= below
+            else:
+                out.update((leaf, paths.setdefault((view, path), len(paths)))
+                           for leaf, path in below)
+            if len(out) >= _VIEW_LEAVES_MAX:
+                break
+        return frozenset(out)
 
     def _zero_preserving(self, base: LazyBuffer) -> bool:
         stack, seen = [base], set()
