@@ -138,3 +138,25 @@ def test_paired_measurement_alternates_the_sides_in_rounds():
         assert least <= result["min_s"] <= result["median_s"] <= result["max_s"]
     # a side's block fills its share of the budget (about 0.1 / 4 s) up to max_runs / rounds
     assert timed.count("a") > timed.count("b")
+
+
+def test_gpu_bench_says_what_it_needs_without_torch(monkeypatch, capsys):
+    """`python -m bench --device CUDA` needs torch with CUDA on the same card: without it,
+    a message and status 2, not a traceback."""
+    import sys
+    from bench.cli import main
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
+    assert main(["--device", "CUDA"]) == 2
+    assert "needs PyTorch with CUDA" in capsys.readouterr().err
+
+
+def test_gpu_bench_target_fields_replace_the_devices(monkeypatch):
+    """--target item_tile=16,elementwise_items=0 changes the device's Target for the run."""
+    from bench import gpu
+    from runtimes import get_runtime
+    renderer = get_runtime("NULL_CUDA").renderer
+    monkeypatch.setattr(renderer, "target", renderer.target)
+    assert gpu._apply_target("NULL_CUDA", "item_tile=16,elementwise_items=0") == \
+        {"item_tile": 16, "elementwise_items": 0}
+    assert (renderer.target.item_tile, renderer.target.elementwise_items) == (16, 0)
+    assert [w.name for w in gpu.WORKLOADS][:2] == ["add", "relu_chain"]
