@@ -242,7 +242,6 @@ def _apply_target(device: str, fields: str) -> dict:
 
 def main(args) -> int:
     device = args.device.upper()
-    os.environ["DEVICE"] = device
     try:
         import torch
         if not torch.cuda.is_available():
@@ -251,6 +250,7 @@ def main(args) -> int:
         print(f"python -m bench --device {device}: needs PyTorch with CUDA on the same card "
               f"({e})", file=sys.stderr)
         return 2
+    os.environ["DEVICE"] = device  # lazyten's default device for this run (a bench process)
     changes = _apply_target(device, args.target or "")
     only = set((args.only or "").replace(" ", "").split(",")) - {""}
     chosen = [w for w in WORKLOADS if not only or w.name in only]

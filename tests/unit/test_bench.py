@@ -143,11 +143,14 @@ def test_paired_measurement_alternates_the_sides_in_rounds():
 def test_gpu_bench_says_what_it_needs_without_torch(monkeypatch, capsys):
     """`python -m bench --device CUDA` needs torch with CUDA on the same card: without it,
     a message and status 2, not a traceback."""
+    import os
     import sys
     from bench.cli import main
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
+    before = os.environ.get("DEVICE")
     assert main(["--device", "CUDA"]) == 2
     assert "needs PyTorch with CUDA" in capsys.readouterr().err
+    assert os.environ.get("DEVICE") == before  # the tests after it keep their device
 
 
 def test_gpu_bench_target_fields_replace_the_devices(monkeypatch):
