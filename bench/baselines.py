@@ -83,7 +83,7 @@ def torch_case(name: str) -> Callable[[], Any]:
     _need_torch()
     w = BY_NAME[name]
     if w.group == "train":
-        return _torch_train(w.params["batch"])
+        return torch_lenet_step(w.params["batch"])
     if w.group == "matmul":
         d = {k: torch.from_numpy(v) for k, v in inputs(name).items()}
         a, b = d["a"], d["b"]
@@ -125,7 +125,9 @@ def _no_grad(fn: Callable[[], Any]) -> Callable[[], Any]:
     return run
 
 
-def _torch_train(batch_size: int, n_batches: int = 4) -> Callable[[], Any]:
+def torch_lenet_step(batch_size: int, n_batches: int = 4,
+                     device: str = "cpu") -> Callable[[], Any]:
+    """One Adam step per call of bench/lenet.py's network in torch, on `device`."""
     params = lenet.init_params()
     model = torch.nn.Sequential(
         torch.nn.Conv2d(1, 6, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
@@ -137,7 +139,8 @@ def _torch_train(batch_size: int, n_batches: int = 4) -> Callable[[], Any]:
         for name, layer in zip(lenet.LAYERS, layers):
             layer.weight.copy_(torch.from_numpy(params[f"{name}.weight"]))
             layer.bias.copy_(torch.from_numpy(params[f"{name}.bias"]))
-    return torch_train_step(model, [lenet.batch(batch_size, seed=1 + i) for i in range(n_batches)])
+    return torch_train_step(model.to(device),
+                            [lenet.batch(batch_size, seed=1 + i) for i in range(n_batches)], device)
 
 
 def torch_train_step(model: Any, batches: list[tuple[np.ndarray, np.ndarray]],

@@ -25,7 +25,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from bench import lenet
 
 N = 1 << 26                      # elements of the bandwidth workloads (256 MiB of float32)
 ROWS = 4096                      # their 2-D form: ROWS x N // ROWS
@@ -86,8 +85,7 @@ def _matmul(device):
 
 def _lenet_step(jit: bool, graph: bool = True):
     def make(device):
-        import torch
-        from bench.baselines import torch_train_step
+        from bench.baselines import torch_lenet_step
         from bench.lazy_side import make_train_step
         from lazyten import Context
         step_fn, _, _ = make_train_step(256, jit)
@@ -95,19 +93,7 @@ def _lenet_step(jit: bool, graph: bool = True):
         def run():
             with Context(JIT_GRAPH=int(graph)):
                 return step_fn()
-        params = lenet.init_params()
-        model = torch.nn.Sequential(
-            torch.nn.Conv2d(1, 6, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-            torch.nn.Conv2d(6, 16, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-            torch.nn.Flatten(), torch.nn.Linear(256, 120), torch.nn.ReLU(),
-            torch.nn.Linear(120, 84), torch.nn.ReLU(), torch.nn.Linear(84, 10)).cuda()
-        layers = [m for m in model if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
-        with torch.no_grad():
-            for name, layer in zip(lenet.LAYERS, layers):
-                layer.weight.copy_(torch.from_numpy(params[f"{name}.weight"]))
-                layer.bias.copy_(torch.from_numpy(params[f"{name}.bias"]))
-        batches = [lenet.batch(256, seed=1 + i) for i in range(4)]
-        step = torch_train_step(model, batches, device="cuda")
+        step = torch_lenet_step(256, device="cuda")
         # the first step of each (same parameters, same batch): the losses agree
         return run, step, lambda a, b: abs(float(a.numpy()) - float(b.item()))
     return make

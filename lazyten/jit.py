@@ -250,9 +250,9 @@ class _Replay:
         if self.graph_tried or not getenv("JIT_GRAPH", 1):
             return self.graph
         self.graph_tried = True
-        runtimes = {id(b.runtime): b.runtime for step, _ in self.steps for b in step.buffers}
-        make = getattr(next(iter(runtimes.values()), None), "graph", None)
-        if len(runtimes) != 1 or make is None or any(s.spec is None for s, _ in self.steps):
+        devices = {id(b.runtime): b.runtime for step, _ in self.steps for b in step.buffers}
+        make = getattr(next(iter(devices.values()), None), "graph", None)
+        if len(devices) != 1 or make is None or any(s.spec is None for s, _ in self.steps):
             return None
         try:
             self.graph = make([(step.program, [b.ensure_allocated() for b in step.buffers])

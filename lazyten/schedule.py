@@ -19,7 +19,7 @@ Fusion rules, applied to the graph of bases reachable from the outputs:
      through several views whose copies would make `_VIEW_LEAVES_MAX` memory reads or
      more (each view inlines every read of the base): a reflect pad of a circular pad
      is dozens of views of a sum of dozens of pieces, one kernel of 651 reads that took
-     16 s to build and compile, not two of about 25 each (D93).
+     16 s to build and compile, where two of 73 and 12 reads take 0.6 s (D93).
   5. Row kernels (D55): on a loop target (a CPU), a reduce materialised by rule 4 whose
      only reader is one elementwise kernel of the reduce's input shape, reading it one
      value per row (a reduce over the trailing axes expanded back: softmax's max and sum,
@@ -35,18 +35,18 @@ Fusion rules, applied to the graph of bases reachable from the outputs:
 from __future__ import annotations
 
 from codegen.helpers import allow_recursion, prod
-from codegen.ops import (BinaryOps, BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer,
-                         ReduceOps, TernaryOps, UnaryOps, ZERO_PRESERVING)
+from codegen.ops import (BinaryOps, LoadOps, ReduceOps, TernaryOps, UnaryOps, ZERO_PRESERVING)
 from codegen.shape.shapetracker import ShapeTracker
 from lazyten.fuse_attention import fuse_attention
 from lazyten.indirect import indirect_items, is_onehot
+from lazyten.kernel_builder import KernelBuilder
 from lazyten.lazy import LazyBuffer
 from lazyten.pack import pack_schedule
 from lazyten.schedule_cache import Found, cached_schedule
 from lazyten.schedule_item import ScheduleItem, copy_ast, loop_target
 from lazyten.schedule_order import order_items
 from lazyten.split import ROW_MAX, split_reduces
-from lazyten.traced import CompositeOps, expand as expand_pointwise
+from lazyten.traced import CompositeOps
 from lazyten.traced_graph import expand_graphs
 
 __all__ = ["ScheduleItem", "copy_ast", "create_schedule"]
@@ -346,87 +346,6 @@ class _RowGroup:
         return True
 
 
-class _KernelBuilder:
-    """Builds the AST of the kernel that materialises one base."""
-
-    def __init__(self, graph: _Graph, out: LazyBuffer):
-        self.graph, self.out = graph, out
-        self.inputs: list[LazyBuffer] = []
-        self.memo: dict[tuple, LazyOp] = {}
-        self.assign_target = out.src[1].base if out.op is LoadOps.ASSIGN else None
-        self.old_target: LazyBuffer | None = None  # a copy of the target, when one is read
-
-    def build(self) -> LazyOp:
-        out = self.out
-        if out.op is LoadOps.ASSIGN:
-            body = self.lazyop(out.src[0], ShapeTracker.from_shape(out.shape))
-            kernel_shape = out.shape
-        elif out in self.graph.fused_reduce:
-            reduce = self.graph.fused_reduce[out]
-            kernel_shape = reduce.shape
-            body = self.expand_base(out, ShapeTracker.from_shape(out.shape).reshape(kernel_shape))
-        else:
-            kernel_shape = out.shape
-            body = self.expand_base(out, ShapeTracker.from_shape(out.shape))
-        store = MemBuffer(0, out.dtype, ShapeTracker.from_shape(kernel_shape))
-        return LazyOp(BufferOps.STORE, (body,), store)
-
-    def buffer_index(self, base: LazyBuffer, st: ShapeTracker | None = None) -> int:
-        if base is self.out:
-            return 0
-        if base is self.assign_target:
-            # an ASSIGN reads its target in place only element for element; any other view
-            # (a flip, a shift, a transpose) would read elements already overwritten, so
-            # it reads a copy of the old value made first (the scheduler adds the copy)
-            if st is not None and st.contiguous and st.shape == base.shape:
-                return 0
-            if self.old_target is None:
-                self.old_target = LazyBuffer(base.device, ShapeTracker.from_shape(base.shape),
-                                             base.dtype, LoadOps.CONTIGUOUS, (base,))
-            base = self.old_target
-        for i, b in enumerate(self.inputs):
-            if b is base:
-                return i + 1
-        self.inputs.append(base)
-        return len(self.inputs)
-
-    def lazyop(self, lb: LazyBuffer, st: ShapeTracker) -> LazyOp:
-        """The AST reading `lb` at kernel index space `st` (whose base shape is lb.shape)."""
-        base = lb.base
-        composite = st if lb._base is None else lb.st + st
-        key = (id(base), composite)
-        if key in self.memo:
-            return self.memo[key]
-        if base.realized is not None or (base in self.graph.realize and base is not self.out):
-            node = LazyOp(BufferOps.LOAD, (), MemBuffer(self.buffer_index(base, composite),
-                                                        base.dtype, composite))
-        elif base.op is LoadOps.CONST:
-            node = LazyOp(BufferOps.CONST, (), ConstBuffer(base.arg, base.dtype, composite))
-        else:
-            node = self.expand_base(base, composite)
-        self.memo[key] = node
-        return node
-
-    def expand_base(self, base: LazyBuffer, st: ShapeTracker) -> LazyOp:
-        """The AST of `base`'s own op (not a load of it)."""
-        if isinstance(base.op, ReduceOps):
-            src = base.src[0]
-            # rule 3 reads it in memory order; a row kernel (rule 5) one value per row
-            assert (st.contiguous and prod(st.shape) == prod(base.shape)) or \
-                st.shape == src.shape, "reduce fused by a view"
-            key = ("reduce", id(base))  # one node, however the kernel reaches it
-            if key not in self.memo:
-                self.memo[key] = LazyOp(base.op, (self.lazyop(src, ShapeTracker.from_shape(
-                    src.shape)),), base.arg)
-            return self.memo[key]
-        if base.op is LoadOps.CONTIGUOUS:
-            return self.lazyop(base.src[0], st)
-        srcs = tuple(self.lazyop(s, st) for s in base.src)
-        if base.op is CompositeOps.POINTWISE:
-            return expand_pointwise(base, srcs, st)
-        return LazyOp(base.op, srcs, base.arg)
-
-
 def create_schedule(outs: list[LazyBuffer], found: Found | None = None) -> list[ScheduleItem]:
     """Every step needed to realize `outs`, in an order that respects dependencies.
     A graph with the same structure as one scheduled before (eager code run again)
@@ -450,7 +369,7 @@ def _schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
         elif base.op is LoadOps.CONST:
             raise AssertionError("constants are never materialised on their own")
         else:
-            builder = _KernelBuilder(graph, base)
+            builder = KernelBuilder(graph, base)
             ast = builder.build()
             old = builder.old_target
             if old is not None:

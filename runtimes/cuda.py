@@ -16,7 +16,7 @@ from codegen.renderer import ProgramSpec
 from codegen.renderer.cuda import CUDARenderer
 from codegen.target import Target, gpu
 from runtimes.base import Allocator, Compiler, Program, Runtime
-from runtimes.cuda_api import _API, _CU, _NVRTC, load_library
+from runtimes.cuda_api import _API, _CU, _NVRTC, arg_block, dims3, load_library
 from runtimes.cuda_graph import CUDAGraph
 
 class CUDAAllocator(Allocator):
@@ -95,17 +95,12 @@ class CUDAProgram(Program):
         self._args: ctypes.Array = (c_uint64 * 0)()
         self._params: ctypes.Array = (c_void_p * 0)()
 
-    def _block(self, n: int) -> None:
-        """The argument block for `n` device pointers: values, and pointers to them."""
-        self._arity, self._args = n, (c_uint64 * n)()
-        base = ctypes.addressof(self._args)
-        self._params = (c_void_p * n)(*[base + 8 * i for i in range(n)])
-
     def __call__(self, *bufs, global_size, local_size, wait=False):
         if len(bufs) != self._arity:
-            self._block(len(bufs))
+            self._arity = len(bufs)
+            self._args, self._params = arg_block(self._arity)
         self._args[:] = bufs  # read by cuLaunchKernel before it returns: reused safely
-        grid, block = (list(global_size) + [1, 1])[:3], (list(local_size) + [1, 1])[:3]
+        grid, block = dims3(global_size), dims3(local_size)
         dev, (start, end) = self.dev, self.events
         dev.make_current()
         if wait:

@@ -69,3 +69,16 @@ class _API:
         outs = [c_int() for _ in range(n)]
         self(name, *map(byref, outs), *args)
         return tuple(o.value for o in outs)
+
+
+def arg_block(n: int) -> tuple[ctypes.Array, ctypes.Array]:
+    """A kernel's argument block for `n` device pointers: the values, and the array of
+    pointers to them that cuLaunchKernel and a graph's kernel node take (the driver reads
+    the values when called, so a block is refilled and reused)."""
+    values = (c_uint64 * n)()
+    return values, (c_void_p * n)(*[ctypes.addressof(values) + 8 * i for i in range(n)])
+
+
+def dims3(sizes) -> list[int]:
+    """Launch sizes as CUDA's three dims (the missing ones 1)."""
+    return (list(sizes) + [1, 1])[:3]

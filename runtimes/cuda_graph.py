@@ -6,7 +6,7 @@ import ctypes
 from ctypes import POINTER, byref, c_int, c_size_t, c_uint, c_uint64, c_void_p
 from typing import TYPE_CHECKING
 
-from runtimes.cuda_api import _P
+from runtimes.cuda_api import _P, arg_block, dims3
 
 if TYPE_CHECKING:
     from runtimes.cuda import CUDAProgram, CUDARuntime
@@ -58,11 +58,10 @@ class CUDAGraph:
             raise
 
     def _params(self, program: CUDAProgram, pointers: list[int]) -> _KernelNodeParams:
-        args = (c_uint64 * len(pointers))(*pointers)
-        block = (c_void_p * len(pointers))(*[ctypes.addressof(args) + 8 * i
-                                             for i in range(len(pointers))])
+        args, block = arg_block(len(pointers))
+        args[:] = pointers
         self.args.append((args, block))
-        grid, local = (list(program.launch[0]) + [1, 1])[:3], (list(program.launch[1]) + [1, 1])[:3]
+        grid, local = dims3(program.launch[0]), dims3(program.launch[1])
         return _KernelNodeParams(program.function, *grid, *local, 0,
                                  ctypes.cast(block, POINTER(c_void_p)), None, None, None)
 
