@@ -55,6 +55,11 @@ def _pair(device: str, arrays: dict[str, np.ndarray]):
     return lazy, tor
 
 
+def _torch_layer_norm(x, width: int):
+    import torch
+    return torch.nn.functional.layer_norm(x, (width,))
+
+
 def _unary(lazy_fn, torch_fn, shape):
     def make(device):
         x = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
@@ -117,6 +122,16 @@ WORKLOADS = [
     GpuWorkload("softmax_rows", f"x.softmax(-1), {ROWS} x {N // ROWS}",
                 _unary(lambda x: x.softmax(-1), lambda x: x.softmax(-1), (ROWS, N // ROWS)),
                 nbytes=8 * N, goal="bandwidth"),
+    GpuWorkload("softmax_w1000", "x.softmax(-1), 65536 x 1000 (an odd width)",
+                _unary(lambda x: x.softmax(-1), lambda x: x.softmax(-1), (65536, 1000)),
+                nbytes=8 * 65536 * 1000, goal="bandwidth"),
+    GpuWorkload("log_softmax_w50257", "x.log_softmax(-1), 1024 x 50257 (a vocabulary)",
+                _unary(lambda x: x.log_softmax(-1), lambda x: x.log_softmax(-1),
+                       (1024, 50257)), nbytes=8 * 1024 * 50257, goal="bandwidth"),
+    GpuWorkload("layernorm_rows", f"x.layernorm(-1), {N // 4096} x 4096 (no affine)",
+                _unary(lambda x: x.layernorm(-1),
+                       lambda x: _torch_layer_norm(x, 4096),
+                       (N // 4096, 4096)), nbytes=8 * N, goal="bandwidth"),
     GpuWorkload("matmul_4096", "float32 4096 x 4096 @ 4096 x 4096 (TF32 off)", _matmul,
                 flops=2 * MATMUL ** 3, goal="torch:0.5", calls=3),
     GpuWorkload("lenet_step_b256", "LeNet train step (fwd+bwd+Adam), batch 256",

@@ -85,9 +85,20 @@ class Linearizer(Emitter):
     def _body(self, combos: list[tuple[int, ...]]) -> None:
         """The reduce and the stores, inside the open global loops."""
         self.reduced = self._reduce(self.k.reduceop, combos) if self.k.reduceop else {}
+        if not self.target.gpu:  # LLVM's noalias buffers: it orders loads and stores itself
+            for self.combo in combos:
+                self.cache: dict[int, UOp] = {}
+                self._store(self.emit(self.ast.src[0]))
+            return
+        # a GPU's C source: a store may alias any later load, so the compiler keeps them in
+        # order; every copy's loads come first, in flight together (D94: an elementwise
+        # chain with 4 outputs per work-item read one value at a time)
+        values = []
         for self.combo in combos:
-            self.cache: dict[int, UOp] = {}
-            self._store(self.emit(self.ast.src[0]))
+            self.cache = {}
+            values.append((self.combo, self.emit(self.ast.src[0])))
+        for self.combo, value in values:
+            self._store(value)
 
     def _combos(self) -> list[tuple[int, ...]]:
         """The upcast copies (not the lanes): one copy of the body each; CSE shares what
@@ -114,6 +125,7 @@ class Linearizer(Emitter):
         self.vars: dict[str, UOp] = {}
         self.var_names: list[str] = []
         self.group: tuple[UOp, int] | None = None  # (local index, size) of a group reduce
+        self.each_item = False  # stores are each work-item's own (a GPU row kernel's row, D94)
         self.stager = None  # a STAGE's local memory (codegen/stage.py)
         launch = self._gpu_indices(gsizes) if self.target.gpu else \
             (gsizes or [1], [1] * max(1, len(gsizes)))
@@ -233,7 +245,8 @@ class Linearizer(Emitter):
             return
         if self.lane is None or self.lane not in idx.vars():  # reduce lanes: one value
             assert valid.min == 1, f"a padded output axis without vector lanes: {self.k.applied}"
-            self.g.add(UOps.STORE, None, (buf, self.render_index(idx), value))
+            self.g.add(UOps.STORE, None, (buf, self.render_index(idx), value),
+                       "each" if self.each_item else None)
             return
         at0 = along_lanes(idx, self.lane, self.lanes)
         if at0 is not None:

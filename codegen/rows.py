@@ -37,7 +37,11 @@ class RowLinearizer(Linearizer):
         out = self.ast.arg
         self.row_leaf = LazyOp(BufferOps.LOAD, (), MemBuffer(out.idx, out.dtype, out.st))
         self.sts[id(self.row_leaf)] = self.sts[id(self.ast)]
-        self.forward, self.storing = self._forwarded(), False
+        # a GPU's work-group per row (D94): each work-item stores its share of the row; its
+        # reduce loops store nothing (exp is cheap there, and a row read back costs bandwidth)
+        self.each_item = self.group is not None
+        self.forward = None if self.group is not None else self._forwarded()
+        self.storing = False
         for node in self.k.reduceops:
             for combo, value in self._reduce(node, self.combos).items():
                 self.row_values[(id(node), combo)] = value

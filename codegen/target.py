@@ -32,7 +32,9 @@ class Target:
     work-groups per hardware dim and at most `max_local` work-items per dim in one,
     `local_memory` bytes shared in a work-group (0: none worth using, so no group
     reduce), `item_tile` accumulators per work-item (0: one), and `elementwise_items`
-    outputs per work-item of an elementwise kernel (0: one)."""
+    outputs per work-item of an elementwise kernel (0: one). A row kernel's work-group
+    (D94) gives each work-item `row_items` elements of the row, at least, and has at
+    most `max_group` work-items (the device's limit; 0: `local_size`)."""
     name: str
     gpu: bool = False
     vector_bits: int = 0           # 0: no explicit vectors (the backend vectorises, or none)
@@ -50,6 +52,8 @@ class Target:
     elementwise_items: int = 0     # outputs per work-item of an elementwise GPU kernel (0: one)
     local_memory: int = 0
     item_tile: int = 0             # most accumulators one work-item keeps (0: no tile)
+    row_items: int = 8             # a row kernel's elements per work-item, at least (GPU)
+    max_group: int = 0             # most work-items in one work-group (0: local_size)
     scalef: bool = False           # AVX-512's vscalefps (x * 2^y in one instruction) for exp
 
     @property
@@ -114,7 +118,7 @@ def _host_has(*names: str) -> bool:
 
 def gpu(name: str, local_size: int = 256, local_memory: int = 48 << 10,
         max_local: tuple[int, ...] = (1024, 1024, 64),
-        max_global: tuple[int, ...] = (2**31 - 1, 65535, 65535)) -> Target:
+        max_global: tuple[int, ...] = (2**31 - 1, 65535, 65535), max_group: int = 0) -> Target:
     """A GPU: work-items, each with a register tile of up to 32 accumulators (a reduce)
     or 4 outputs (elementwise), no explicit vectors; the launch limits are CUDA's unless
     the runtime read the device's own. Measured on an H100 (D89): a 4096 matmul 4.2
@@ -122,7 +126,7 @@ def gpu(name: str, local_size: int = 256, local_memory: int = 48 << 10,
     elementwise chain 0.73 -> 0.77 of the copy bandwidth with 4 outputs."""
     return Target(name, gpu=True, local_size=local_size, local_memory=local_memory,
                   item_tile=32, elementwise_items=4, max_local=max_local,
-                  max_global=max_global)
+                  max_global=max_global, max_group=max_group)
 
 
 def work_item_cpu(name: str, threads: int, local_size: int = 256) -> Target:

@@ -20,11 +20,12 @@ Fusion rules, applied to the graph of bases reachable from the outputs:
      more (each view inlines every read of the base): a reflect pad of a circular pad
      is dozens of views of a sum of dozens of pieces, one kernel of 651 reads that took
      16 s to build and compile, where two of 73 and 12 reads take 0.6 s (D93).
-  5. Row kernels (D55): on a loop target (a CPU), a reduce materialised by rule 4 whose
-     only reader is one elementwise kernel of the reduce's input shape, reading it one
-     value per row (a reduce over the trailing axes expanded back: softmax's max and sum,
-     layernorm's mean and variance), moves into that kernel, which then computes it per
-     row before storing the row. Rows up to `_ROW_MAX` elements (they stay in the cache).
+  5. Row kernels (D55): on a CPU, or a GPU with local memory (a work-group per row, D94),
+     a reduce materialised by rule 4 whose only reader is one elementwise kernel of the
+     reduce's input shape, reading it one value per row (a reduce over the trailing axes
+     expanded back: softmax's max and sum, layernorm's mean and variance), moves into
+     that kernel, which then computes it per row before storing the row. Rows up to
+     `_ROW_MAX` elements (they stay in the cache).
   6. A kernel inlines chains of at most `_DEPTH_MAX` ops. Where rules 1-5 would make a
      deeper kernel (a loop that adds to a tensor thousands of times, or calls backward()
      again and again, without realizing), the base at that depth is materialised and the
@@ -43,7 +44,7 @@ from lazyten.kernel_builder import KernelBuilder
 from lazyten.lazy import LazyBuffer
 from lazyten.pack import pack_schedule
 from lazyten.schedule_cache import Found, cached_schedule
-from lazyten.schedule_item import ScheduleItem, copy_ast, loop_target
+from lazyten.schedule_item import ScheduleItem, copy_ast, row_target
 from lazyten.schedule_order import order_items
 from lazyten.split import ROW_MAX, split_reduces
 from lazyten.traced import CompositeOps
@@ -112,7 +113,7 @@ class _Graph:
             self._decide()
             for base in self.order:
                 if base in self.realize and isinstance(base.op, _ELEMENTWISE) and \
-                        base not in self.fused_reduce and loop_target(base.device):
+                        base not in self.fused_reduce and row_target(base.device):
                     self.realize -= _RowGroup(self, base).reduces() - cuts
             deeper = self._too_deep() - cuts  # (never a cut again: the loop ends)
             if not deeper:

@@ -30,6 +30,15 @@ def copy_ast(shape: tuple[int, ...], dtype: DType) -> LazyOp:
 
 
 def loop_target(device: str) -> bool:
-    """Whether the device's kernels are loops on a CPU (not GPU work-items): the rules
-    for row kernels (D55) and fused attention (D62) apply there only."""
+    """Whether the device's kernels are loops on a CPU (not GPU work-items): the rule for
+    fused attention (D62) applies there only."""
     return not get_runtime(device).renderer.target.gpu
+
+
+def row_target(device: str) -> bool:
+    """Whether the device takes row kernels (D55): a CPU walks each row while it is in the
+    cache; a GPU with local memory gives each row a work-group, which combines each of
+    the row's reduces in local memory and then stores the row (D94). Not a CPU driven
+    through work-items (pocl), which has no group reduces (D56)."""
+    target = get_runtime(device).renderer.target
+    return not target.gpu or (target.local_memory > 0 and target.local_size > 1)

@@ -151,7 +151,7 @@ class CUDARuntime(Runtime):
         threads, memory = self.attribute(1), self.attribute(8)
         return gpu("CUDA", local_size=min(256, threads), local_memory=min(48 << 10, memory),
                    max_local=tuple(self.attribute(a) for a in (2, 3, 4)),
-                   max_global=tuple(self.attribute(a) for a in (5, 6, 7)))
+                   max_global=tuple(self.attribute(a) for a in (5, 6, 7)), max_group=threads)
 
     def _cu_error_name(self, status: int) -> str:
         text = c_char_p()

@@ -56,7 +56,7 @@ def device_target(dev: OpenCLDevice) -> Target:
     if kind == "cpu":
         return work_item_cpu("OPENCL", d.max_compute_units, local)
     return gpu("OPENCL", local_size=local, local_memory=min(48 << 10, d.local_mem_size),
-               max_local=tuple(d.max_work_item_sizes)[:3])
+               max_local=tuple(d.max_work_item_sizes)[:3], max_group=d.max_work_group_size)
 
 
 class OpenCLAllocator(Allocator):

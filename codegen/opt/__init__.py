@@ -17,7 +17,8 @@ The passes, in order:
   item_tile     a register tile of accumulators per work-item (a CPU through work-items)
   gpu_layout    work-group sizes, or one work-group per output of a long reduce (GPU)
 A row kernel (D55) gets simplify, row_kernel_rows (several rows at once where it computes
-exp or log) and reduce_lanes only.
+exp or log) and reduce_lanes only on a CPU; on a GPU, gpu_layout gives each row a
+work-group (D94).
 """
 from __future__ import annotations
 from typing import Callable
@@ -36,7 +37,7 @@ Pass = Callable[[Kernel, Target], list[Opt]]
 PASSES: list[Pass] = [simplify, tile, stream_rows, reduce_lanes, order_loops, gather_lanes,
                       item_tile, gpu_layout]
 # a row kernel (codegen/rows.py): its reduce and store loops share the lanes across the row
-ROW_PASSES: list[Pass] = [simplify, row_kernel_rows, reduce_lanes]
+ROW_PASSES: list[Pass] = [simplify, row_kernel_rows, reduce_lanes, gpu_layout]
 
 
 def apply_opts(k: Kernel, opts: list[Opt]) -> Kernel:

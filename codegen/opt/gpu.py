@@ -144,6 +144,10 @@ def gpu_layout(k: Kernel, target: Target) -> list[Opt]:
     if not target.gpu:
         return []
     gsizes, rsize = k.global_shape, prod(k.reduce_shape)
+    if k.rows and target.local_memory > 0:
+        row = _row_group(k, target)
+        if row:
+            return row
     if (k.reduceop is not None and target.local_size > 1 and target.local_memory > 0
             and grouped(prod(gsizes), rsize)):
         room = target.local_memory // (_ACC_BYTES * prod(k.upcasts))  # each accumulator
@@ -163,6 +167,24 @@ def gpu_layout(k: Kernel, target: Target) -> list[Opt]:
         groups, local = launch_sizes([prod(gsizes)], target.local_size, target.max_local)
     return opts + [Opt(OptOps.LOCAL, d, size, "work-group size") for d, size in enumerate(local)
                    if size > 1]
+
+
+_ROW_GROUP_MIN = 32        # a row kernel's work-group, at least (a warp); else a work-item per row
+
+
+def _row_group(k: Kernel, target: Target) -> list[Opt]:
+    """A row kernel on a GPU (D94): one work-group per row, `target.row_items` elements
+    of the row per work-item at least, within the device's work-group limit and local
+    memory (a scratch array per reduce). Each reduce is combined in local memory and
+    every work-item reads the result; then each stores its share of the row. Rows too
+    short for a warp's worth: [] (a work-item per row walks it alone)."""
+    rsize, limit = prod(k.reduce_shape), target.max_group or target.local_size
+    room = target.local_memory // (_ACC_BYTES * len(k.reduceops))
+    size = min(limit, target.max_local[0], room, rsize // max(target.row_items, 1))
+    if size < _ROW_GROUP_MIN:
+        return []
+    size = 1 << (size.bit_length() - 1)  # a power of two
+    return [Opt(OptOps.GROUP, 0, size, f"a work-group per row of {rsize}")]
 
 
 _STAGE_STEPS = 32          # reduce steps per local-memory stage (H100, 4096 matmul: 8 steps

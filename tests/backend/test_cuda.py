@@ -181,13 +181,13 @@ def test_the_target_follows_the_device_limits(fake_cuda, monkeypatch):
     work-items per group, 16 KB of shared memory and 32 in dim 2 gets a Target saying so,
     and its kernels' work-groups keep within it."""
     runtime, _, _ = fake_cuda
-    assert runtime.renderer.target == cuda.gpu("CUDA")  # the usual limits: the defaults
+    assert runtime.renderer.target == cuda.gpu("CUDA", max_group=1024)  # the usual limits
     monkeypatch.setitem(ATTRIBUTES, 1, 128)
     monkeypatch.setitem(ATTRIBUTES, 4, 32)
     monkeypatch.setitem(ATTRIBUTES, 8, 16 << 10)
     small = runtime.target()
-    assert (small.local_size, small.local_memory, small.max_local) == (128, 16 << 10,
-                                                                        (1024, 1024, 32))
+    assert (small.local_size, small.local_memory, small.max_local, small.max_group) == \
+        (128, 16 << 10, (1024, 1024, 32), 128)
 
 
 def test_compile_error_carries_nvrtc_log_and_source(fake_cuda):

@@ -1,0 +1,120 @@
+"""GPU row kernels (D94, issue 16): softmax, log_softmax and layernorm as one kernel with a
+work-group per row. Values run end to end on OpenCL (pocl) with the runtime's Target
+replaced by a GPU's, so the scheduler, the passes and the renderer all take the GPU path;
+the CUDA source of the same kernels is checked for its stores.
+"""
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import lazyten.programs as programs
+import lazyten.schedule_cache as schedule_cache
+from codegen.kernel import Kernel, OptOps, is_row_kernel
+from codegen.linearizer import linearize
+from codegen.opt import optimize
+from codegen.renderer.cuda import CUDARenderer
+from codegen.target import gpu
+from lazyten import Tensor
+from lazyten.schedule import create_schedule
+from tests.unit.test_work_item_cpu import _opencl
+
+GPU = gpu("OPENCL", local_size=256, max_group=1024)
+
+
+@pytest.fixture
+def gpu_opencl(monkeypatch):
+    """OPENCL with a GPU's Target: kernels lowered for a GPU and run on the CPU driver."""
+    runtime = _opencl()
+    monkeypatch.setattr(runtime.renderer, "target", GPU)
+    monkeypatch.setattr(programs, "_PROGRAMS", OrderedDict())
+    monkeypatch.setattr(schedule_cache, "_SCHEDULES", {})
+    return runtime
+
+
+def _rnd(shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32) * 3
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _log_softmax(x):
+    m = x.max(-1, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(-1, keepdims=True))
+
+
+def _layernorm(x):
+    return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+
+
+OPS = {"softmax": (lambda t: t.softmax(-1), _softmax),
+       "log_softmax": (lambda t: t.log_softmax(-1), _log_softmax),
+       "layernorm": (lambda t: t.layernorm(-1), _layernorm)}
+
+
+def test_a_gpu_softmax_is_one_kernel_with_a_work_group_per_row(gpu_opencl):
+    t = Tensor(_rnd((64, 1000)), device="OPENCL").softmax(-1)
+    items = [i for i in create_schedule([t.lazydata]) if i.ast is not None]
+    assert len(items) == 1 and is_row_kernel(items[0].ast), [i.ast for i in items]
+    k = optimize(Kernel(items[0].ast), GPU)
+    assert [(o.op, o.amount) for o in k.applied if o.op is OptOps.GROUP] == \
+        [(OptOps.GROUP, 64)], k.applied  # 1000 // row_items(8) = 125 -> 64 work-items
+    src = CUDARenderer(GPU).render(linearize(items[0].ast, GPU))
+    assert src.count("__syncthreads()") >= 2 and "if (lidx0 == 0) data0" not in src, src
+
+
+def test_a_long_row_takes_the_devices_largest_work_group():
+    ast = [i.ast for i in create_schedule([Tensor.empty(8, 65536, device="NULL_CUDA")
+                                           .softmax(-1).lazydata]) if i.ast is not None]
+    assert len(ast) == 1
+    k = optimize(Kernel(ast[0]), GPU)
+    assert k.group == 1024, k.applied
+    small = gpu("OPENCL", local_size=256, max_group=256, local_memory=4 << 10)
+    assert optimize(Kernel(ast[0]), small).group == 256  # the device's limit
+    # local memory for two scratch arrays of 8-byte accumulators: 4 KB holds 256 each
+    tiny = gpu("OPENCL", local_size=256, max_group=1024, local_memory=2 << 10)
+    assert optimize(Kernel(ast[0]), tiny).group == 128
+
+
+def test_rows_too_short_for_a_warp_are_walked_by_one_work_item():
+    ast = [i.ast for i in create_schedule([Tensor.empty(4096, 100, device="NULL_CUDA")
+                                           .softmax(-1).lazydata]) if i.ast is not None]
+    assert len(ast) == 1 and is_row_kernel(ast[0])
+    k = optimize(Kernel(ast[0]), GPU)
+    assert not k.group and OptOps.LOCAL in [o.op for o in k.applied], k.applied
+
+
+@given(rows=st.integers(1, 40), width=st.sampled_from([1, 7, 31, 64, 255, 256, 257, 1000,
+                                                        3000]),
+       op=st.sampled_from(sorted(OPS)), layout=st.sampled_from(["plain", "t", "bcast"]))
+@settings(max_examples=25, deadline=None)
+def test_gpu_row_kernel_values(gpu_opencl, rows, width, op, layout):
+    """Odd widths (a last share shorter than the group), transposed and broadcast input."""
+    lazy_fn, np_fn = OPS[op]
+    if layout == "t":
+        x = _rnd((width, rows))
+        t, x = Tensor(x, device="OPENCL").T, x.T
+    elif layout == "bcast":
+        x = np.broadcast_to(_rnd((1, width)), (rows, width))
+        t = Tensor(_rnd((1, width)), device="OPENCL").expand(rows, width)
+    else:
+        x = _rnd((rows, width))
+        t = Tensor(x, device="OPENCL")
+    got = (lazy_fn(t) * 2).numpy()
+    np.testing.assert_allclose(got, np_fn(x.astype(np.float64)) * 2, rtol=2e-4, atol=2e-5)
+
+
+@given(rows=st.integers(1, 12), width=st.sampled_from([300, 1000]))
+@settings(max_examples=6, deadline=None)
+def test_gpu_row_kernel_gradients(gpu_opencl, rows, width):
+    """softmax's backward sums grad * y over each row: a row kernel too."""
+    x, w = _rnd((rows, width)), _rnd((rows, width), 1)
+    t = Tensor(x, device="OPENCL", requires_grad=True)
+    (t.softmax(-1) * Tensor(w, device="OPENCL")).sum().backward()
+    y = _softmax(x.astype(np.float64))
+    want = y * (w - (w * y).sum(-1, keepdims=True))
+    np.testing.assert_allclose(t.grad.numpy(), want, rtol=1e-3, atol=1e-6)
