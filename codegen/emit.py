@@ -40,6 +40,7 @@ class Emitter:
     cache: dict[int, UOp]
     reduced: dict[tuple[int, ...], UOp]  # the reduce's value per upcast copy
     offset: UOp | None = None  # the offset of the indirect load being emitted
+    step_gate: UOp | None = None  # loads read only where it holds (a row's last share, D94)
 
     stager: Stager | None = None  # the Linearizer's local-memory stages, where it has them
 
@@ -190,6 +191,9 @@ class Emitter:
         if valid.min == valid.max == 0:
             return zero
         gate = None if valid.min == 1 else as_bool(self.render_index(valid), self)
+        if self.step_gate is not None:
+            gate = self.step_gate if gate is None else \
+                self.alu(BinaryOps.AND, dtypes.bool, gate, self.step_gate)
         if isinstance(arg, ConstBuffer):
             value = self.const(arg.val, arg.dtype)
             return value if gate is None else self.alu(TernaryOps.WHERE, arg.dtype, gate, value, zero)

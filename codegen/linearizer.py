@@ -53,8 +53,9 @@ def linearize(ast: LazyOp, target: Target) -> LinearKernel:
             return AttentionLinearizer(parts, ast, target).linearize()
     k = optimize(Kernel(ast), target)
     if k.rows:
-        from codegen.rows import RowLinearizer  # a subclass: it imports this module
-        return RowLinearizer(k, target).linearize()
+        from codegen.row_group import HeldRowLinearizer, held_steps  # subclasses: they
+        from codegen.rows import RowLinearizer                       # import this module
+        return (HeldRowLinearizer if held_steps(k) else RowLinearizer)(k, target).linearize()
     return Linearizer(k, target).linearize()
 
 
@@ -245,7 +246,8 @@ class Linearizer(Emitter):
             return
         if self.lane is None or self.lane not in idx.vars():  # reduce lanes: one value
             assert valid.min == 1, f"a padded output axis without vector lanes: {self.k.applied}"
-            self.g.add(UOps.STORE, None, (buf, self.render_index(idx), value),
+            gate = () if self.step_gate is None else (self.step_gate,)
+            self.g.add(UOps.STORE, None, (buf, self.render_index(idx), value) + gate,
                        "each" if self.each_item else None)
             return
         at0 = along_lanes(idx, self.lane, self.lanes)

@@ -33,8 +33,9 @@ class Target:
     `local_memory` bytes shared in a work-group (0: none worth using, so no group
     reduce), `item_tile` accumulators per work-item (0: one), and `elementwise_items`
     outputs per work-item of an elementwise kernel (0: one). A row kernel's work-group
-    (D94) gives each work-item `row_items` elements of the row, at least, and has at
-    most `max_group` work-items (the device's limit; 0: `local_size`)."""
+    (D94) gives each work-item about `row_items` elements of the row (the nearest power
+    of two of work-items), and has at most `max_group` (the device's limit; 0:
+    `local_size`)."""
     name: str
     gpu: bool = False
     vector_bits: int = 0           # 0: no explicit vectors (the backend vectorises, or none)
@@ -52,7 +53,7 @@ class Target:
     elementwise_items: int = 0     # outputs per work-item of an elementwise GPU kernel (0: one)
     local_memory: int = 0
     item_tile: int = 0             # most accumulators one work-item keeps (0: no tile)
-    row_items: int = 8             # a row kernel's elements per work-item, at least (GPU)
+    row_items: int = 16            # a row kernel's elements per work-item (GPU, D94)
     max_group: int = 0             # most work-items in one work-group (0: local_size)
     scalef: bool = False           # AVX-512's vscalefps (x * 2^y in one instruction) for exp
 

@@ -25,6 +25,7 @@ class UOps(Enum):
     ACC_UPDATE = auto()     # src=(acc, value); acc = value; arg=True: may be reassociated
     LOAD = auto()           # src=(buffer, idx) or (buffer, idx, valid): 0 where not valid
     STORE = auto()          # src=(buffer, idx, value[, gate]): a gate stores only its lanes
+    #                         (a scalar's: only where it holds)
     #                         arg="each": every work-item stores its own (else, in a group
     #                         reduce, work-item 0 stores the group's one value)
     ALU = auto()            # arg=UnaryOps/BinaryOps/TernaryOps member

@@ -9,6 +9,7 @@ memory by the renderer, where the target has local memory worth using (not on a 
 driven through work-items, pocl: D56). Such a target asks for a register tile instead.
 """
 from __future__ import annotations
+import math
 
 from codegen.helpers import prod
 from codegen.kernel import Kernel, Opt, OptError, OptOps, leaves
@@ -180,10 +181,11 @@ def _row_group(k: Kernel, target: Target) -> list[Opt]:
     short for a warp's worth: [] (a work-item per row walks it alone)."""
     rsize, limit = prod(k.reduce_shape), target.max_group or target.local_size
     room = target.local_memory // (_ACC_BYTES * len(k.reduceops))
-    size = min(limit, target.max_local[0], room, rsize // max(target.row_items, 1))
+    cap = min(limit, target.max_local[0], room)
+    want = 1 << max(0, round(math.log2(max(rsize / max(target.row_items, 1), 1))))
+    size = min(want, 1 << (cap.bit_length() - 1))  # powers of two: the nearest, within cap
     if size < _ROW_GROUP_MIN:
         return []
-    size = 1 << (size.bit_length() - 1)  # a power of two
     return [Opt(OptOps.GROUP, 0, size, f"a work-group per row of {rsize}")]
 
 

@@ -329,6 +329,8 @@ class CStyleRenderer(Renderer):
     def _render_store(self, k: _CKernel, u: UOp) -> None:
         buf, idx, val = k.names[u.src[0]], k.names[u.src[1]], u.src[2]
         line = self._store_line(buf, idx, k.names[val], dtype_of(val))
+        if len(u.src) == 4:  # a gated store (a row's last share, D94)
+            line = f"if ({k.names[u.src[3]]}) {line}"
         one = k.lidx and u.arg != "each"  # a group reduce's value: work-item 0 stores it
         k.emit(f"if ({k.lidx[0]} == 0) {line}" if one else line)
 

@@ -15,6 +15,7 @@ from codegen.kernel import Kernel, OptOps, is_row_kernel
 from codegen.linearizer import linearize
 from codegen.opt import optimize
 from codegen.renderer.cuda import CUDARenderer
+from codegen.row_group import held_steps
 from codegen.target import gpu
 from lazyten import Tensor
 from lazyten.schedule import create_schedule
@@ -62,7 +63,7 @@ def test_a_gpu_softmax_is_one_kernel_with_a_work_group_per_row(gpu_opencl):
     assert len(items) == 1 and is_row_kernel(items[0].ast), [i.ast for i in items]
     k = optimize(Kernel(items[0].ast), GPU)
     assert [(o.op, o.amount) for o in k.applied if o.op is OptOps.GROUP] == \
-        [(OptOps.GROUP, 64)], k.applied  # 1000 // row_items(8) = 125 -> 64 work-items
+        [(OptOps.GROUP, 64)], k.applied  # 1000 / row_items(16) = 62.5 -> 64 work-items
     src = CUDARenderer(GPU).render(linearize(items[0].ast, GPU))
     assert src.count("__syncthreads()") >= 2 and "if (lidx0 == 0) data0" not in src, src
 
@@ -80,6 +81,25 @@ def test_a_long_row_takes_the_devices_largest_work_group():
     assert optimize(Kernel(ast[0]), tiny).group == 128
 
 
+def test_a_short_share_is_held_in_registers_and_a_long_one_loops():
+    """65536 x 1000: 64 work-items a row, 16 elements each, unrolled: x is loaded once per
+    element (the max, the sum and the store share the loads), the last share gated. A
+    50257-wide row leaves 50 elements to each of 1024 work-items: loops, x read 3 times."""
+    for width, held in ((1000, True), (50257, False)):
+        ast = [i.ast for i in create_schedule([Tensor.empty(64, width, device="NULL_CUDA")
+                                               .softmax(-1).lazydata]) if i.ast is not None]
+        k = optimize(Kernel(ast[0]), GPU)
+        assert (held_steps(k) > 0) == held, (width, k.group)
+        src = CUDARenderer(GPU).render(linearize(ast[0], GPU))
+        loads = src.count("data1[")
+        if held:
+            assert "for (" not in src.split("__syncthreads")[0] and loads == -(-width // k.group)
+            last = src.rstrip().splitlines()[-2].strip()
+            assert last.startswith("if (") and "data0[" in last, src  # 1000 % 64: gated
+        else:
+            assert loads == 3 and src.count("for (int ridx") == 3, src
+
+
 def test_rows_too_short_for_a_warp_are_walked_by_one_work_item():
     ast = [i.ast for i in create_schedule([Tensor.empty(4096, 100, device="NULL_CUDA")
                                            .softmax(-1).lazydata]) if i.ast is not None]
@@ -89,7 +109,7 @@ def test_rows_too_short_for_a_warp_are_walked_by_one_work_item():
 
 
 @given(rows=st.integers(1, 40), width=st.sampled_from([1, 7, 31, 64, 255, 256, 257, 1000,
-                                                        3000]),
+                                                        3000, 30000]),
        op=st.sampled_from(sorted(OPS)), layout=st.sampled_from(["plain", "t", "bcast"]))
 @settings(max_examples=25, deadline=None)
 def test_gpu_row_kernel_values(gpu_opencl, rows, width, op, layout):
