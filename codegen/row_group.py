@@ -13,6 +13,7 @@ its loads read nothing and its store writes nothing past the row's end.
     acc = op(acc, partial)  -> combined across the work-group in local memory
 """
 from __future__ import annotations
+from typing import Iterator
 
 from codegen.dtypes import dtypes
 from codegen.helpers import prod
@@ -38,7 +39,7 @@ def held_steps(k: Kernel) -> int:
 class HeldRowLinearizer(RowLinearizer):
     """A row kernel with a work-group per row whose walks are unrolled (see the module)."""
 
-    def _steps(self):
+    def _steps(self) -> Iterator[int]:
         """For each step j: bind the reduce indices to element l + jL and set the gate of
         a step that passes the row's end; yields j."""
         assert self.group is not None and self.combos == [()], "one row per work-group"
