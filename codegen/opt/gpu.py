@@ -144,18 +144,10 @@ def gpu_layout(k: Kernel, target: Target) -> list[Opt]:
     would pass its launch limit: everything then goes to dim 0)."""
     if not target.gpu:
         return []
-    gsizes, rsize = k.global_shape, prod(k.reduce_shape)
-    if k.rows and target.local_memory > 0:
-        row = _row_group(k, target)
-        if row:
-            return row
-    if (k.reduceop is not None and target.local_size > 1 and target.local_memory > 0
-            and grouped(prod(gsizes), rsize)):
-        room = target.local_memory // (_ACC_BYTES * prod(k.upcasts))  # each accumulator
-        size = 1 << (min(target.local_size, rsize, room).bit_length() - 1)  # a power of two
-        return [Opt(OptOps.GROUP, 0, size, f"a {rsize}-long reduce into {prod(gsizes)} outputs")]
-    if not gsizes:
-        return []
+    gsizes = k.global_shape
+    group = _row_group(k, target) if k.rows else _group_reduce(k, target)
+    if group or not gsizes:
+        return group
     staged = _staged(k, target)
     if staged:
         return staged
@@ -170,6 +162,18 @@ def gpu_layout(k: Kernel, target: Target) -> list[Opt]:
                    if size > 1]
 
 
+def _group_reduce(k: Kernel, target: Target) -> list[Opt]:
+    """A long reduce with few outputs: one work-group per output (D38), its accumulators
+    within local memory; [] where it is not one, or the target has no local memory."""
+    rsize, outputs = prod(k.reduce_shape), prod(k.global_shape)
+    if k.reduceop is None or target.local_size <= 1 or target.local_memory <= 0 or \
+            not grouped(outputs, rsize):
+        return []
+    room = target.local_memory // (_ACC_BYTES * prod(k.upcasts))  # each accumulator
+    size = 1 << (min(target.local_size, rsize, room).bit_length() - 1)  # a power of two
+    return [Opt(OptOps.GROUP, 0, size, f"a {rsize}-long reduce into {outputs} outputs")]
+
+
 _ROW_GROUP_MIN = 32        # a row kernel's work-group, at least (a warp); else a work-item per row
 
 
@@ -179,6 +183,8 @@ def _row_group(k: Kernel, target: Target) -> list[Opt]:
     memory (a scratch array per reduce). Each reduce is combined in local memory and
     every work-item reads the result; then each stores its share of the row. Rows too
     short for a warp's worth: [] (a work-item per row walks it alone)."""
+    if target.local_memory <= 0:
+        return []
     rsize, limit = prod(k.reduce_shape), target.max_group or target.local_size
     room = target.local_memory // (_ACC_BYTES * len(k.reduceops))
     cap = min(limit, target.max_local[0], room)

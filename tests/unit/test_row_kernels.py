@@ -9,9 +9,11 @@ from hypothesis import given, strategies as st
 
 from codegen.kernel import is_row_kernel
 from codegen.ops import ReduceOps
-from lazyten import Context, Tensor
+from codegen.target import work_item_cpu
+from lazyten import Context, Tensor, schedule_cache
 from lazyten.schedule import create_schedule
 from tests.gradcheck import check_grad
+from runtimes import get_runtime
 from tests.helpers import fast
 
 
@@ -196,10 +198,17 @@ def test_rows_longer_than_the_limit_are_not_fused():
     assert len(asts) > 1 and not any(is_row_kernel(ast) for ast in asts)
 
 
-def test_gpu_targets_keep_separate_kernels():
-    """Rule 5 is for loop targets; a GPU schedule keeps a kernel per reduce."""
+def test_work_item_cpu_targets_keep_separate_kernels(monkeypatch):
+    """Rule 5 holds on a GPU with local memory (D94: one row kernel, a work-group per
+    row); a CPU driven through work-items (pocl: no group reduces, D56) keeps a kernel
+    per reduce."""
     x = Tensor(np.ones((4, 64), np.float32), device="NULL_CUDA")
     asts = _kernels(x.softmax(-1))
+    assert len(asts) == 1 and is_row_kernel(asts[0])
+    runtime = get_runtime("NULL_CUDA")
+    monkeypatch.setattr(runtime.renderer, "target", work_item_cpu("NULL_CUDA", 2))
+    monkeypatch.setattr(schedule_cache, "_SCHEDULES", {})
+    asts = _kernels(Tensor(np.ones((4, 64), np.float32), device="NULL_CUDA").softmax(-1))
     assert len(asts) == 3 and not any(is_row_kernel(ast) for ast in asts)
 
 

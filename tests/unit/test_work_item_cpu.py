@@ -79,9 +79,9 @@ def test_the_opencl_target_follows_the_device_type_and_the_override():
     opencl = pytest.importorskip("runtimes.opencl")
     cpu_dev, gpu_dev = _device(2), _device(4)
     assert opencl.device_target(cpu_dev) == work_item_cpu("OPENCL", 3, 256)
-    assert opencl.device_target(gpu_dev) == gpu("OPENCL", local_size=256)
+    assert opencl.device_target(gpu_dev) == gpu("OPENCL", local_size=256, max_group=4096)
     with Context(OPENCL_TARGET="gpu"):
-        assert opencl.device_target(cpu_dev) == gpu("OPENCL", local_size=256)
+        assert opencl.device_target(cpu_dev) == gpu("OPENCL", local_size=256, max_group=4096)
     with Context(OPENCL_TARGET="cpu"):
         assert opencl.device_target(gpu_dev) == work_item_cpu("OPENCL", 3, 256)
     with Context(OPENCL_TARGET="fpga"), pytest.raises(ValueError, match="OPENCL_TARGET"):
