@@ -132,6 +132,9 @@ def _contract(operands: list, in_labels: list, out: list, sizes: dict):
     order = list(out) + [lb for lb in sizes if lb not in out]
     acc, acc_labels = None, []
     for k, (t, labels) in enumerate(zip(operands, in_labels)):
+        # each operand takes the promoted dtype first (as PyTorch's einsum): a uint16 taken
+        # straight to float32 kept bits a bfloat16 operand's product rounds away
+        t = t.cast(dtype) if t.dtype != dtype else t
         t, labels = _diagonal(t.cast(work) if t.dtype != work else t, labels)
         later = {lb for lbs in in_labels[k + 1:] for lb in lbs} | set(out)
         if acc is None:

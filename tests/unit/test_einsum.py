@@ -138,3 +138,33 @@ def test_einsum_sums_ellipsis_dims_the_output_omits(subscripts, named, shapes):
 def test_einsum_operands_must_be_tensors():
     with pytest.raises(TypeError, match="Tensor operands"):
         Tensor.einsum("i", np.zeros(2))
+
+
+@given(int_dtype=st.sampled_from([dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32]),
+       half=st.sampled_from([dtypes.float16, dtypes.bfloat16]),
+       subscripts=st.sampled_from(["ij,jk->ik", "...ij,...jk->...ik", "ij,ij->i", "i,j->ij"]),
+       seed=st.integers(0, 2**16))
+@fast(30)
+def test_einsum_mixed_dtypes_promote_each_operand_first(int_dtype, half, subscripts, seed):
+    """An integer operand with a 16-bit float one: PyTorch promotes each operand to the
+    16-bit float, then multiplies and sums in float32 and rounds once. Taken straight to
+    float32, a uint16 kept bits the bfloat16 rounds away (the fuzzer, FUZZ_SEED=112: 256
+    off at -13056). numpy's reference rounds the integers to the half dtype first."""
+    from tests.fuzz.model import rne_bf16
+    rng = np.random.default_rng(seed)
+    info = np.iinfo(NP[int_dtype])
+    shapes = {"ij,jk->ik": ((4, 7), (7, 3)), "...ij,...jk->...ik": ((2, 4, 7), (7, 3)),
+              "ij,ij->i": ((4, 7), (4, 7)), "i,j->ij": ((5,), (3,))}[subscripts]
+    a = rng.integers(max(info.min, -60000), min(info.max, 60000), shapes[0], endpoint=True)
+    a = a.astype(NP[int_dtype])
+    b = rng.integers(-2, 3, shapes[1]).astype(np.float32)
+    got = Tensor.einsum(subscripts, Tensor(a), Tensor(b, dtype=half))
+    rounded = a.astype(np.float32)
+    rounded = rne_bf16(rounded) if half == dtypes.bfloat16 else \
+        rounded.astype(np.float16).astype(np.float32)
+    exact = np.einsum(subscripts, rounded.astype(np.float64), b.astype(np.float64))
+    with np.errstate(over="ignore"):  # past float16's range: inf, on both sides
+        want = rne_bf16(exact.astype(np.float32)) if half == dtypes.bfloat16 else \
+            exact.astype(np.float16).astype(np.float32)
+    assert got.dtype == half
+    np.testing.assert_array_equal(got.float().numpy(), np.asarray(want, np.float32))
