@@ -49,6 +49,7 @@ class Emitter:
         self.sts: dict[int, ShapeTracker] = k.sts
         self.lanes, self.reduce_lanes = k.lanes, k.reduce_lanes
         self.combo: tuple[int, ...] = ()  # the upcast copy being emitted
+        self.blocks: dict[tuple, list[UOp]] = {}  # a transposed load's rows, per block
 
     def _idxs(self, pre: bool) -> list[Node]:
         """The index of every axis of the kernel's shape in the copy being emitted."""
@@ -164,9 +165,58 @@ class Emitter:
             # one load of the span the lanes touch, then a shuffle
             wide = self._load(node.arg, start, valid, max(offsets) + 1)
             return self.vectorize([self.extract(wide, k) for k in offsets])
+        block = self._transposed(node, valid)
+        if block is not None:
+            return block
         return self.vectorize([self._load(node.arg, idx.substitute({lane: k}),
                                           valid.substitute({lane: k}))
                                for k in range(self.lanes)])
+
+    def _transposed(self, node: LazyOp, valid: Node) -> UOp | None:
+        """A load strided along the lanes but contiguous along an upcast axis as wide as
+        the lanes (a transposing copy: a matmul operand packed into panels): the block of
+        lanes x copies is read as one vector per lane, along the copies, and transposed in
+        registers (log2(lanes) rounds of two-vector shuffles), so each copy takes a row of
+        it; None where the load is not such (or masked)."""
+        lanes, copies = self.lanes, self.k.upcasts[:-1]
+        if valid.min != 1 or not isinstance(node.arg, MemBuffer) or node.src or \
+                lanes & (lanes - 1):
+            return None
+        first = len(self.k.full_shape) - len(self.k.upcasts)  # the first upcast axis
+        strides = self.sts[id(node)].real_strides()
+        axis = next((p for p, size in enumerate(copies)
+                     if size == lanes and strides[first + p] == 1), None)
+        if axis is None:
+            return None
+        key = (id(node),) + self.combo[:axis] + self.combo[axis + 1:]
+        if key not in self.blocks:
+            idxs = self._idxs(id(node) in self.k.pre)
+            at = len(idxs) - 1 - len(copies) + axis  # the copy's entry (the lane's is last)
+            rows = []
+            for k in range(lanes):
+                idxs[at], idxs[-1] = NumNode(0), NumNode(k)
+                idx, _ = self.sts[id(node)].expr_idxs(idxs)
+                rows.append(self._load(node.arg, idx, NumNode(1), lanes))
+            self.blocks[key] = self._transpose(rows)
+        return self.blocks[key][self.combo[axis]]
+
+    def _transpose(self, rows: list[UOp]) -> list[UOp]:
+        """The transpose of a square block of vectors: at each level h (half the width,
+        then half that, ... 1) the top-right and bottom-left h x h blocks of every 2h x 2h
+        block swap, each new vector taking lanes of two old ones (one shuffle)."""
+        n, h = len(rows), len(rows) // 2
+        while h:
+            new = list(rows)
+            for a in range(n):
+                if a & h:
+                    continue
+                lo, hi = rows[a], rows[a + h]
+                new[a] = self.vectorize([self.extract(hi, c - h) if c & h else
+                                         self.extract(lo, c) for c in range(n)])
+                new[a + h] = self.vectorize([self.extract(hi, c) if c & h else
+                                             self.extract(lo, c + h) for c in range(n)])
+            rows, h = new, h // 2
+        return rows
 
     def _masked_load(self, arg: MemBuffer, start: Node, valid: Node) -> UOp:
         """Contiguous lanes whose validity depends on the lane (a padded row): one vector

@@ -86,6 +86,7 @@ class Linearizer(Emitter):
     def _body(self, combos: list[tuple[int, ...]]) -> None:
         """The reduce and the stores, inside the open global loops."""
         self.reduced = self._reduce(self.k.reduceop, combos) if self.k.reduceop else {}
+        self.blocks = {}  # transposed blocks (emit.py) belong to the loops they were read in
         if not self.target.gpu:  # LLVM's noalias buffers: it orders loads and stores itself
             for self.combo in combos:
                 self.cache: dict[int, UOp] = {}

@@ -14,6 +14,8 @@ The passes, in order:
                 odd), for a tile without output lanes (CPU)
   order_loops   the outer loop re-reads the fewest bytes (CPU)
   gather_lanes  explicit lanes for elementwise kernels LLVM cannot vectorise (CPU)
+  transpose_lanes  a block of a transposed input read as vectors and transposed in
+                registers (CPU)
   item_tile     a register tile of accumulators per work-item (a CPU through work-items)
   gpu_layout    work-group sizes, or one work-group per output of a long reduce (GPU)
 A row kernel (D55) gets simplify, row_kernel_rows (several rows at once where it computes
@@ -25,7 +27,7 @@ from typing import Callable
 
 from codegen.helpers import getenv, settings_memo
 from codegen.kernel import Kernel, Opt
-from codegen.opt.elementwise import gather_lanes
+from codegen.opt.elementwise import gather_lanes, transpose_lanes
 from codegen.opt.gpu import gpu_layout, item_tile
 from codegen.opt.simplify import simplify
 from codegen.opt.reduce_rows import reduce_lanes, row_kernel_rows, stream_rows
@@ -35,7 +37,7 @@ from codegen.target import Target
 
 Pass = Callable[[Kernel, Target], list[Opt]]
 PASSES: list[Pass] = [simplify, tile, stream_rows, reduce_lanes, order_loops, gather_lanes,
-                      item_tile, gpu_layout]
+                      transpose_lanes, item_tile, gpu_layout]
 # a row kernel (codegen/rows.py): its reduce and store loops share the lanes across the row
 ROW_PASSES: list[Pass] = [simplify, row_kernel_rows, reduce_lanes, gpu_layout]
 

@@ -216,6 +216,16 @@ class LLVMRenderer(Renderer):
             k.names[u] = k.emit(f"shufflevector {ty} {one}, {ty} poison, <{dtype.count} x i32> "
                                 "zeroinitializer")
             return
+        sources = list(dict.fromkeys(v.src[0] for v in u.src if v.op is UOps.EXTRACT))
+        if len(sources) <= 2 and all(v.op is UOps.EXTRACT for v in u.src) and \
+                len({dtype_of(v) for v in sources}) == 1:  # lanes of two vectors: one shuffle
+            src_ty = ltype(dtype_of(sources[0]))
+            width = dtype_of(sources[0]).count
+            mask = ", ".join(f"i32 {sources.index(v.src[0]) * width + v.arg}" for v in u.src)
+            second = k.names[sources[1]] if len(sources) == 2 else "poison"
+            k.names[u] = k.emit(f"shufflevector {src_ty} {k.names[sources[0]]}, {src_ty} "
+                                f"{second}, <{dtype.count} x i32> <{mask}>")
+            return
         vec = "poison"
         for lane, v in enumerate(u.src):
             vec = k.emit(f"insertelement {ty} {vec}, {scalar} {k.names[v]}, i32 {lane}")
