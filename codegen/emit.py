@@ -49,7 +49,7 @@ class Emitter:
         self.sts: dict[int, ShapeTracker] = k.sts
         self.lanes, self.reduce_lanes = k.lanes, k.reduce_lanes
         self.combo: tuple[int, ...] = ()  # the upcast copy being emitted
-        self.blocks: dict[tuple, list[UOp]] = {}  # a transposed load's rows, per block
+        self.blocks: dict[tuple[int, ...], list[UOp]] = {}  # a transposed load's rows
 
     def _idxs(self, pre: bool) -> list[Node]:
         """The index of every axis of the kernel's shape in the copy being emitted."""

@@ -41,27 +41,32 @@ def transpose_lanes(k: Kernel, target: Target) -> list[Opt]:
     transposing copy: a matmul operand packed into panels, x.T.contiguous()): A becomes
     vector lanes and B as many copies, and the emitter reads that input as one vector per
     lane along B and transposes the block in registers (codegen/emit.py `_transposed`),
-    where LLVM gathered it element by element (a 784 x 256 weight packed: 0.10 ms)."""
+    where LLVM gathered it element by element (784 x 256: 102 -> 19 us, D95)."""
     if k.reduceop is not None or not target.tile or k.upcasts or len(k.full_shape) < 2:
         return []
     a, lanes = len(k.full_shape) - 1, target.lanes
     if lanes < 2 or k.full_shape[a] % lanes or k.strides(k.out_key, a) != 1:
         return []
-    for key in k.mem:
-        if k.strides(key, a) in (0, 1, None):
-            continue
-        b = next((i for i in range(a) if k.full_shape[i] % lanes == 0 and
-                  k.strides(key, i, ignore_valid=False) == 1), None)
-        if b is None:
-            continue
-        opts = [Opt(OptOps.UPCAST, a, lanes, "the output's contiguous axis: vector lanes"),
-                Opt(OptOps.UPCAST, b, lanes, "an input contiguous here: a block transposed"),
-                Opt(OptOps.LANES, a + 1, lanes, "the lanes of the transposed block")]
-        trial = k.copy()
-        try:
-            for opt in opts:
-                trial.apply(opt)
-        except OptError:
-            return []
-        return opts
-    return []
+    found = [_contiguous_axis(k, key, a, lanes) for key in k.mem]
+    b = next((axis for axis in found if axis is not None), None)
+    if b is None:
+        return []
+    opts = [Opt(OptOps.UPCAST, a, lanes, "the output's contiguous axis: vector lanes"),
+            Opt(OptOps.UPCAST, b, lanes, "an input contiguous here: a block transposed"),
+            Opt(OptOps.LANES, a + 1, lanes, "the lanes of the transposed block")]
+    trial = k.copy()
+    try:
+        for opt in opts:
+            trial.apply(opt)
+    except OptError:
+        return []
+    return opts
+
+
+def _contiguous_axis(k: Kernel, key: int, a: int, lanes: int) -> int | None:
+    """The axis before `a` along which leaf `key`, strided along `a`, is contiguous and
+    unmasked, and that whole blocks of `lanes` divide (None: none, or not strided)."""
+    if k.strides(key, a) in (0, 1, None):
+        return None
+    return next((i for i in range(a) if k.full_shape[i] % lanes == 0 and
+                 k.strides(key, i, ignore_valid=False) == 1), None)
