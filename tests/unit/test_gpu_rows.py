@@ -138,3 +138,25 @@ def test_gpu_row_kernel_gradients(gpu_opencl, rows, width):
     y = _softmax(x.astype(np.float64))
     want = y * (w - (w * y).sum(-1, keepdims=True))
     np.testing.assert_allclose(t.grad.numpy(), want, rtol=1e-3, atol=1e-6)
+
+
+def test_gpu_row_kernel_edges(gpu_opencl):
+    """Rows over two axes (layernorm of the last two), float16 rows (float32 accumulators
+    in local memory), rows with -inf entries (masked scores) and a NaN in one row."""
+    x = _rnd((6, 5, 300))
+    t = Tensor(x, device="OPENCL")
+    mean, var = x.mean((-2, -1), keepdims=True), x.var((-2, -1), keepdims=True)
+    np.testing.assert_allclose(t.layernorm(axis=(-2, -1)).numpy(),
+                               (x - mean) / np.sqrt(var + 1e-5), rtol=1e-4, atol=1e-5)
+    half = x.astype(np.float16)
+    np.testing.assert_allclose(Tensor(half, device="OPENCL").softmax(-1).numpy(),
+                               _softmax(half.astype(np.float64)), rtol=2e-3, atol=2e-4)
+    masked = x.copy()
+    masked[:, :, ::3] = -np.inf
+    np.testing.assert_allclose(Tensor(masked, device="OPENCL").softmax(-1).numpy(),
+                               _softmax(masked.astype(np.float64)), rtol=1e-5, atol=1e-7)
+    nan = x.copy()
+    nan[0, 0, 5] = np.nan
+    got = Tensor(nan, device="OPENCL").softmax(-1).numpy()
+    assert np.isnan(got[0, 0]).all() and np.isfinite(got[1:]).all() and \
+        np.isfinite(got[0, 1:]).all()
