@@ -6,8 +6,9 @@ share is short (at most `HELD_MAX` elements), the walk is unrolled: each step is
 the loop body at a fixed position, so a load of element l + jL is the same uop in every
 phase and the row is read from memory once, then held in registers (a row softmax's max,
 sum and store read x three times from the cache otherwise: 65536 x 1000 at 0.71 of the
-copy bandwidth on an H200, held 0.92-0.96; 4096 x 16384 0.73 -> 0.90). The last step, where L does not divide the row, is gated:
-its loads read nothing and its store writes nothing past the row's end.
+copy bandwidth on an H200, held 0.92-0.96; 4096 x 16384 0.73 -> 0.90). The last step,
+where L does not divide the row, is gated: its loads read nothing and its store writes
+nothing past the row's end.
 
     acc = identity; partial = op(x[l], x[l + L], ..., gated x[l + (n-1)L])
     acc = op(acc, partial)  -> combined across the work-group in local memory
