@@ -166,12 +166,14 @@ class Kernel:
         trial.applied.append(opt)
         self.__dict__.update(trial.__dict__)
 
-    def tried(self, opt: Opt) -> Kernel | None:
-        """A copy with `opt` applied, or None where it does not apply: a pass that weighs a
-        decision reads the trial, rather than applying it again to ask each question."""
+    def tried(self, *opts: Opt) -> Kernel | None:
+        """A copy with `opts` applied in order, or None where one does not apply: a pass
+        that weighs a decision reads the trial, rather than applying it again to ask each
+        question."""
         trial = self.copy()
         try:
-            trial.apply(opt)
+            for opt in opts:
+                trial.apply(opt)
         except OptError:
             return None
         return trial

@@ -20,13 +20,12 @@ from codegen.lanes import along_lanes
 from codegen.ops import (BinaryOps, BufferOps, LazyOp, MemBuffer, Op, ReduceOps,
                          TernaryOps, UnaryOps)
 from codegen.opt import optimize
-from codegen.opt.gpu import hardware_dims
 from codegen.peel import peel_plan
 from codegen.shape.symbolic import Node, NumNode, Variable
 from codegen.stage import Stager
 from codegen.target import Target
 from codegen.uops import UOp, UOpGraph, UOps, dtype_of
-from codegen.emit import Emitter
+from codegen.work_items import WorkItems
 
 
 @dataclass
@@ -59,7 +58,7 @@ def linearize(ast: LazyOp, target: Target) -> LinearKernel:
     return Linearizer(k, target).linearize()
 
 
-class Linearizer(Emitter):
+class Linearizer(WorkItems):
     """Emits the uops of one optimised Kernel: its loops, reduces and stores (the values
     inside come from Emitter, codegen/emit.py)."""
 
@@ -131,6 +130,8 @@ class Linearizer(Emitter):
         self.stager = None  # a STAGE's local memory (codegen/stage.py)
         launch = self._gpu_indices(gsizes) if self.target.gpu else \
             (gsizes or [1], [1] * max(1, len(gsizes)))
+        if self.target.gpu and k.stage:
+            self.stager = Stager(self, leaves(self.ast))
         self.gidx = [Variable(f"gidx{i}", 0, s - 1) for i, s in enumerate(gsizes)]
         if open_loops:  # else the caller opens them (a peeled loop: in segments)
             self._loops(gsizes)
@@ -190,52 +191,6 @@ class Linearizer(Emitter):
             return self.alu(BinaryOps.MAX, dt, bound, self.const(at))
         neg = self.alu(UnaryOps.NEG, dt, bound)
         return self.alu(UnaryOps.NEG, dt, self.alu(BinaryOps.MAX, dt, neg, self.const(-at)))
-
-    def _gpu_indices(self, gsizes: list[int]) -> tuple[list[int], list[int]]:
-        """GPU: bind the global axes to work-item indices as the gpu_layout pass (codegen/opt/gpu.py) decided;
-        return (work-groups, work-group size) per hardware dim."""
-        g, k = self.g, self.k
-        names = [f"gidx{i}" for i in range(len(gsizes))]
-        if k.group:
-            self._split(g.add(UOps.SPECIAL, self.idx_dtype, (), ("grp0", prod(gsizes))),
-                        gsizes, names)
-            self.group = (g.add(UOps.SPECIAL, self.idx_dtype, (), ("lidx0", k.group)), k.group)
-            return [prod(gsizes)], [k.group]
-        if not gsizes:
-            return [1], [1]
-        groups, local = [], []
-        for d, dim_axes in enumerate(hardware_dims(len(gsizes), k.flat)):
-            size = prod(gsizes[a] for a in dim_axes)
-            local.append(k.local.get(d, 1))
-            groups.append(-(-size // local[-1]))
-            special = g.add(UOps.SPECIAL, self.idx_dtype, (), (f"gidx{d}", size))
-            self._split(special, [gsizes[a] for a in dim_axes], [names[a] for a in dim_axes])
-        if k.stage:
-            self.stager = Stager(self, leaves(self.ast))
-        return groups, local
-
-    def _split(self, index: UOp, sizes: list[int], names: list[str]) -> None:
-        """Bind axes (outer to inner) merged into one index: axis = index // inner % size."""
-        inner = 1
-        for j in reversed(range(len(names))):
-            q = index if inner == 1 else self.alu(BinaryOps.IDIV, self.idx_dtype, index,
-                                                  self.const(inner))
-            self.vars[names[j]] = q if j == 0 else self.alu(BinaryOps.MOD, self.idx_dtype, q,
-                                                            self.const(sizes[j]))
-            inner *= sizes[j]
-
-    def _group_loop(self, rsizes: tuple[int, ...]) -> UOp:
-        """Work-item l of a group reduce walks reduce elements l, l+L, l+2L, ... < R."""
-        assert self.group is not None
-        lidx, size = self.group
-        count = self.alu(BinaryOps.IDIV, self.idx_dtype, self.alu(
-            BinaryOps.ADD, self.idx_dtype, self.const(prod(rsizes) + size - 1),
-            self.alu(UnaryOps.NEG, self.idx_dtype, lidx)), self.const(size))
-        loop = self.g.add(UOps.LOOP, self.idx_dtype, (self.const(0), count), "ridx")
-        flat = self.alu(BinaryOps.ADD, self.idx_dtype,
-                        self.alu(BinaryOps.MUL, self.idx_dtype, loop, self.const(size)), lidx)
-        self._split(flat, list(rsizes), [f"ridx{j}" for j in range(len(rsizes))])
-        return loop
 
     def _store(self, value: UOp) -> None:
         """One store per copy: a vector store where the lanes are contiguous (masked where

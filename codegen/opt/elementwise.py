@@ -4,7 +4,7 @@ it). Reduces are tiled in codegen/opt/tiling.py.
 """
 from __future__ import annotations
 
-from codegen.kernel import Kernel, Opt, OptError, OptOps
+from codegen.kernel import Kernel, Opt, OptOps
 from codegen.target import Target
 
 
@@ -54,13 +54,7 @@ def transpose_lanes(k: Kernel, target: Target) -> list[Opt]:
     opts = [Opt(OptOps.UPCAST, a, lanes, "the output's contiguous axis: vector lanes"),
             Opt(OptOps.UPCAST, b, lanes, "an input contiguous here: a block transposed"),
             Opt(OptOps.LANES, a + 1, lanes, "the lanes of the transposed block")]
-    trial = k.copy()
-    try:
-        for opt in opts:
-            trial.apply(opt)
-    except OptError:
-        return []
-    return opts
+    return opts if k.tried(*opts) is not None else []
 
 
 def _contiguous_axis(k: Kernel, key: int, a: int, lanes: int) -> int | None:

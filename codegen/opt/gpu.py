@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from codegen.helpers import prod
-from codegen.kernel import Kernel, Opt, OptError, OptOps, leaves
+from codegen.kernel import Kernel, Opt, OptOps, leaves
 from codegen.stage import stage_plan
 from codegen.target import Target
 
@@ -222,11 +222,8 @@ def _staged(k: Kernel, target: Target) -> list[Opt]:
     opts = [Opt(OptOps.LOCAL, 0, l0, "a staged work-group"),
             Opt(OptOps.LOCAL, 1, l1, "a staged work-group"),
             Opt(OptOps.STAGE, 0, _STAGE_STEPS, "operands the work-group shares, staged")]
-    trial = k.copy()
-    try:
-        for opt in opts:
-            trial.apply(opt)
-    except OptError:
+    trial = k.tried(*opts)
+    if trial is None:
         return []
     blocks = [prod(e for _, e in axes) for axes in stage_plan(trial, leaves(trial.ast)).values()]
     if not blocks or sum(blocks) * 4 > target.local_memory or any(b % (l0 * l1) for b in blocks):
