@@ -52,9 +52,9 @@ def linearize(ast: LazyOp, target: Target) -> LinearKernel:
             return AttentionLinearizer(parts, ast, target).linearize()
     k = optimize(Kernel(ast), target)
     if k.rows:
-        from codegen.row_group import HeldRowLinearizer, held_steps  # subclasses: they
-        from codegen.rows import RowLinearizer                       # import this module
-        return (HeldRowLinearizer if held_steps(k) else RowLinearizer)(k, target).linearize()
+        from codegen.row_group import HeldRowLinearizer  # subclasses: they import
+        from codegen.rows import RowLinearizer           # this module
+        return (HeldRowLinearizer if k.group else RowLinearizer)(k, target).linearize()
     return Linearizer(k, target).linearize()
 
 

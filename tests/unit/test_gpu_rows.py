@@ -3,6 +3,7 @@ work-group per row. Values run end to end on OpenCL (pocl) with the runtime's Ta
 replaced by a GPU's, so the scheduler, the passes and the renderer all take the GPU path;
 the CUDA source of the same kernels is checked for its stores.
 """
+import dataclasses
 from collections import OrderedDict
 
 import numpy as np
@@ -81,23 +82,44 @@ def test_a_long_row_takes_the_devices_largest_work_group():
     assert optimize(Kernel(ast[0]), tiny).group == 128
 
 
-def test_a_short_share_is_held_in_registers_and_a_long_one_loops():
+def test_a_short_share_is_held_in_registers_and_a_long_one_loops_over_chunks():
     """65536 x 1000: 64 work-items a row, 16 elements each, unrolled: x is loaded once per
     element (the max, the sum and the store share the loads), the last share gated. A
-    50257-wide row leaves 50 elements to each of 1024 work-items: loops, x read 3 times."""
+    50257-wide row leaves 50 elements to each of 1024 work-items: 2 steps unrolled (the
+    last gated), then a loop over 6 chunks of 8 steps whose 8 loads come before its
+    stores (D96), in each of the 3 walks."""
     for width, held in ((1000, True), (50257, False)):
         ast = [i.ast for i in create_schedule([Tensor.empty(64, width, device="NULL_CUDA")
                                                .softmax(-1).lazydata]) if i.ast is not None]
         k = optimize(Kernel(ast[0]), GPU)
-        assert (held_steps(k) > 0) == held, (width, k.group)
+        assert (held_steps(k, GPU) > 0) == held, (width, k.group)
         src = CUDARenderer(GPU).render(linearize(ast[0], GPU))
         loads = src.count("data1[")
         if held:
             assert "for (" not in src.split("__syncthreads")[0] and loads == -(-width // k.group)
             last = src.rstrip().splitlines()[-2].strip()
             assert last.startswith("if (") and "data0[" in last, src  # 1000 % 64: gated
-        else:
-            assert loads == 3 and src.count("for (int ridx") == 3, src
+            continue
+        walks = src.split("for (int chunk")
+        assert len(walks) == 4 and loads == 2 + 3 * GPU.row_chunk, src
+        assert src.count(" < 6; chunk") == 3 and src.count("? data1[") == 1, src
+        body = walks[3].split("\n  }")[0]  # the store loop's body
+        assert body.rindex("data1[") < body.index("data0["), body
+
+
+@pytest.mark.parametrize("held,chunk", [(0, 1), (0, 3), (2, 5), (24, 8)])
+@pytest.mark.parametrize("width", [255, 1000, 2048, 3 * 1024 + 5, 5 * 1024])
+def test_walks_in_chunks_and_held_steps_agree(gpu_opencl, monkeypatch, held, chunk, width):
+    """Any split of the walk into held steps and chunks (with and without steps left over,
+    with and without a gated last step) gives the same values."""
+    target = gpu("OPENCL", local_size=256, max_group=256)
+    monkeypatch.setattr(gpu_opencl.renderer, "target",
+                        dataclasses.replace(target, row_held=held, row_chunk=chunk))
+    x = _rnd((3, width), seed=width)
+    for op, (lazy_fn, np_fn) in OPS.items():
+        got = lazy_fn(Tensor(x, device="OPENCL")).numpy()
+        np.testing.assert_allclose(got, np_fn(x.astype(np.float64)), rtol=2e-4, atol=2e-5,
+                                   err_msg=op)
 
 
 def test_rows_too_short_for_a_warp_are_walked_by_one_work_item():
@@ -109,7 +131,7 @@ def test_rows_too_short_for_a_warp_are_walked_by_one_work_item():
 
 
 @given(rows=st.integers(1, 40), width=st.sampled_from([1, 7, 31, 64, 255, 256, 257, 1000,
-                                                        3000, 30000]),
+                                                        3000, 27648, 30000, 65536]),
        op=st.sampled_from(sorted(OPS)), layout=st.sampled_from(["plain", "t", "bcast"]))
 @settings(max_examples=25, deadline=None)
 def test_gpu_row_kernel_values(gpu_opencl, rows, width, op, layout):
