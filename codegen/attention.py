@@ -84,15 +84,21 @@ def _ignores(leaf: LazyOp, axes: tuple[int, ...]) -> bool:
     return all(strides[a] == 0 for a in axes)
 
 
-def _exp_parts(node: LazyOp, axis: int) -> LazyOp | None:
-    """A of EXP(A - MAX_axis(A)) (either order of the ADD), else None."""
+def exp_minus_max(node: LazyOp, axes: tuple[int, ...]) -> LazyOp | None:
+    """The MAX of EXP(A - MAX_axes(A)) (either order of the ADD), else None."""
     if node.op is not UnaryOps.EXP or node.src[0].op is not BinaryOps.ADD:
         return None
     for a, b in (node.src[0].src, node.src[0].src[::-1]):
         if b.op is UnaryOps.NEG and b.src[0].op is ReduceOps.MAX and \
-                b.src[0].arg == (axis,) and b.src[0].src[0] == a:
-            return a
+                b.src[0].arg == axes and b.src[0].src[0] == a:
+            return b.src[0]
     return None
+
+
+def _exp_parts(node: LazyOp, axis: int) -> LazyOp | None:
+    """A of EXP(A - MAX_axis(A)) (either order of the ADD), else None."""
+    found = exp_minus_max(node, (axis,))
+    return None if found is None else found.src[0]
 
 
 def attention_parts(ast: LazyOp) -> AttentionParts | None:

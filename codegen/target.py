@@ -57,6 +57,7 @@ class Target:
     max_group: int = 0             # most work-items in one work-group (0: local_size)
     row_held: int = 24             # a row kernel's steps per work-item held in registers, at most
     row_chunk: int = 8             # a longer share's steps per loop iteration (GPU, D96)
+    row_online: bool = True        # a looping softmax row takes its max and sum in one walk
     scalef: bool = False           # AVX-512's vscalefps (x * 2^y in one instruction) for exp
 
     @property

@@ -91,6 +91,8 @@ class CUDAProgram(Program):
         for event in self.events:
             dev.call("cuEventCreate", byref(event), 0)
         self.launch = (tuple(spec.global_size), tuple(spec.local_size))
+        self._dims = (list(spec.global_size), list(spec.local_size),
+                      dims3(spec.global_size), dims3(spec.local_size))  # the usual launch
         self._arity = -1
         self._args: ctypes.Array = (c_uint64 * 0)()
         self._params: ctypes.Array = (c_void_p * 0)()
@@ -100,7 +102,9 @@ class CUDAProgram(Program):
             self._arity = len(bufs)
             self._args, self._params = arg_block(self._arity)
         self._args[:] = bufs  # read by cuLaunchKernel before it returns: reused safely
-        grid, block = dims3(global_size), dims3(local_size)
+        given, local, grid, block = self._dims
+        if global_size != given or local_size != local:
+            grid, block = dims3(global_size), dims3(local_size)
         dev, (start, end) = self.dev, self.events
         dev.make_current()
         if wait:

@@ -234,8 +234,12 @@ class CStyleRenderer(Renderer):
             if rule is None:
                 raise NotImplementedError(f"C renderer has no rule for {u.op}")
             rule(k, u)
-        head = f"{self.kernel_prefix}void {kernel.name}({', '.join(k.args)}) {{"
+        head = f"{self.head_prefix(kernel)}void {kernel.name}({', '.join(k.args)}) {{"
         return "\n".join([*self.prelude(kernel), head, *k.prologue, *k.body, "}"]) + "\n"
+
+    def head_prefix(self, kernel: LinearKernel) -> str:
+        """What comes before `void name(...)`."""
+        return self.kernel_prefix
 
     def _value(self, k: _CKernel, u: UOp, expr: str) -> None:
         """Name the value of `u` and declare it as `expr`."""
@@ -308,7 +312,8 @@ class CStyleRenderer(Renderer):
 
     def _render_acc_update(self, k: _CKernel, u: UOp) -> None:
         acc, val = u.src
-        k.acc_op[acc] = val.arg
+        if u.arg != "own":  # else this work-item's own value, never combined (D96)
+            k.acc_op[acc] = val.arg
         k.emit(f"{k.names[acc]} = {k.names[val]};")
 
     def _render_load(self, k: _CKernel, u: UOp) -> None:

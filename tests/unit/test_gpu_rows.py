@@ -87,7 +87,7 @@ def test_a_short_share_is_held_in_registers_and_a_long_one_loops_over_chunks():
     element (the max, the sum and the store share the loads), the last share gated. A
     50257-wide row leaves 50 elements to each of 1024 work-items: 2 steps unrolled (the
     last gated), then a loop over 6 chunks of 8 steps whose 8 loads come before its
-    stores (D96), in each of the 3 walks."""
+    stores (D96), in each of 2 walks: the max and the sum take one (online softmax)."""
     for width, held in ((1000, True), (50257, False)):
         ast = [i.ast for i in create_schedule([Tensor.empty(64, width, device="NULL_CUDA")
                                                .softmax(-1).lazydata]) if i.ast is not None]
@@ -101,9 +101,9 @@ def test_a_short_share_is_held_in_registers_and_a_long_one_loops_over_chunks():
             assert last.startswith("if (") and "data0[" in last, src  # 1000 % 64: gated
             continue
         walks = src.split("for (int chunk")
-        assert len(walks) == 4 and loads == 2 + 3 * GPU.row_chunk, src
-        assert src.count(" < 6; chunk") == 3 and src.count("? data1[") == 1, src
-        body = walks[3].split("\n  }")[0]  # the store loop's body
+        assert len(walks) == 3 and loads == 2 + 2 * GPU.row_chunk, src
+        assert src.count(" < 6; chunk") == 2 and src.count("? data1[") == 1, src
+        body = walks[2].split("\n  }")[0]  # the store loop's body
         assert body.rindex("data1[") < body.index("data0["), body
 
 
@@ -182,3 +182,45 @@ def test_gpu_row_kernel_edges(gpu_opencl):
     got = Tensor(nan, device="OPENCL").softmax(-1).numpy()
     assert np.isnan(got[0, 0]).all() and np.isfinite(got[1:]).all() and \
         np.isfinite(got[0, 1:]).all()
+
+
+def _special_rows(draw_kinds, width, seed):
+    """Rows of standard normal values scaled by 3, with some rows -inf at a leading run,
+    everywhere or at every third element, +inf or NaN at one element, or far from 0 (so
+    that exp of a difference from a stale max over- or underflows)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((len(draw_kinds), width)).astype(np.float32) * 3
+    for r, kind in enumerate(draw_kinds):
+        at = int(rng.integers(width))
+        if kind == "lead":
+            x[r, :at + 1] = -np.inf
+        elif kind == "all":
+            x[r] = -np.inf
+        elif kind == "third":
+            x[r, ::3] = -np.inf
+        elif kind in ("inf", "nan"):
+            x[r, at] = np.inf if kind == "inf" else np.nan
+        elif kind == "far":
+            x[r] += np.float32(rng.choice([-200.0, 200.0]))
+            x[r, at] += np.float32(90)  # a late max, 90 above the rest
+    return x
+
+
+@given(kinds=st.lists(st.sampled_from(["plain", "lead", "all", "third", "inf", "nan", "far"]),
+                      min_size=1, max_size=6),
+       width=st.sampled_from([700, 1000, 3000]), online=st.booleans(),
+       chunk=st.sampled_from([1, 3, 8]))
+@settings(max_examples=25, deadline=None)
+def test_online_softmax_rows_match_the_separate_walks(gpu_opencl, monkeypatch, kinds, width,
+                                                      online, chunk):
+    """A looping row walk takes a softmax's max and sum in one pass (D96): -inf, +inf and
+    NaN entries, rows -inf from the start or everywhere, and rows far from 0 give what
+    numpy's max, sum of exp(x - max) and output give (NaN where it gives NaN)."""
+    target = gpu("OPENCL", local_size=256, max_group=256)
+    monkeypatch.setattr(gpu_opencl.renderer, "target", dataclasses.replace(
+        target, row_held=0, row_chunk=chunk, row_online=online))
+    x = _special_rows(kinds, width, seed=width * 7 + chunk)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        for lazy_fn, np_fn in (OPS["softmax"], OPS["log_softmax"]):
+            got = lazy_fn(Tensor(x, device="OPENCL")).numpy()
+            np.testing.assert_allclose(got, np_fn(x.astype(np.float64)), rtol=2e-4, atol=2e-5)
