@@ -55,7 +55,7 @@ class Target:
     item_tile: int = 0             # most accumulators one work-item keeps (0: no tile)
     row_items: int = 16            # a row kernel's elements per work-item (GPU, D94)
     max_group: int = 0             # most work-items in one work-group (0: local_size)
-    row_held: int = 24             # a row kernel's steps per work-item held in registers, at most
+    row_held: int = 56             # a row kernel's steps per work-item held in registers, at most
     row_chunk: int = 8             # a longer share's steps per loop iteration (GPU, D96)
     row_online: bool = True        # a looping softmax row takes its max and sum in one walk
     scalef: bool = False           # AVX-512's vscalefps (x * 2^y in one instruction) for exp

@@ -43,6 +43,13 @@ class OpenCLRenderer(CStyleRenderer):
     def __init__(self, target: Target | None = None):
         self.target = target if target is not None else gpu("OPENCL")
 
+    def head_prefix(self, kernel: LinearKernel) -> str:
+        """`reqd_work_group_size`: the driver's compiler knows the group it is launched
+        with (every launch is the spec's), so it keeps within the registers that allows
+        (the reason for CUDA's `__launch_bounds__`)."""
+        x, y, z = (list(kernel.local_size) + [1, 1])[:3]
+        return f"{self.kernel_prefix}__attribute__((reqd_work_group_size({x}, {y}, {z}))) "
+
     def prelude(self, kernel: LinearKernel) -> list[str]:
         lines = []
         if uses(kernel, dtypes.float64) or needs_double_bf16(kernel):

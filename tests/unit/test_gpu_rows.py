@@ -84,11 +84,13 @@ def test_a_long_row_takes_the_devices_largest_work_group():
 
 def test_a_short_share_is_held_in_registers_and_a_long_one_loops_over_chunks():
     """65536 x 1000: 64 work-items a row, 16 elements each, unrolled: x is loaded once per
-    element (the max, the sum and the store share the loads), the last share gated. A
-    50257-wide row leaves 50 elements to each of 1024 work-items: 2 steps unrolled (the
-    last gated), then a loop over 6 chunks of 8 steps whose 8 loads come before its
-    stores (D96), in each of 2 walks: the max and the sum take one (online softmax)."""
-    for width, held in ((1000, True), (50257, False)):
+    element (the max, the sum and the store share the loads), the last share gated;
+    50257 wide: 50 elements for each of 1024 work-items, held too (row_held 56). A
+    60000-wide row leaves 59 to each: 3 steps unrolled (the last gated), then a loop over
+    7 chunks of 8 steps whose 8 loads come before its stores (D96), in each of 2 walks:
+    the max and the sum take one (online softmax)."""
+    assert GPU.row_held == 56 and GPU.row_chunk == 8
+    for width, held in ((1000, True), (50257, True), (60000, False)):
         ast = [i.ast for i in create_schedule([Tensor.empty(64, width, device="NULL_CUDA")
                                                .softmax(-1).lazydata]) if i.ast is not None]
         k = optimize(Kernel(ast[0]), GPU)
@@ -98,11 +100,11 @@ def test_a_short_share_is_held_in_registers_and_a_long_one_loops_over_chunks():
         if held:
             assert "for (" not in src.split("__syncthreads")[0] and loads == -(-width // k.group)
             last = src.rstrip().splitlines()[-2].strip()
-            assert last.startswith("if (") and "data0[" in last, src  # 1000 % 64: gated
+            assert last.startswith("if (") and "data0[" in last, src  # the last share: gated
             continue
         walks = src.split("for (int chunk")
-        assert len(walks) == 3 and loads == 2 + 2 * GPU.row_chunk, src
-        assert src.count(" < 6; chunk") == 2 and src.count("? data1[") == 1, src
+        assert len(walks) == 3 and loads == 3 + 2 * GPU.row_chunk, src
+        assert src.count(" < 7; chunk") == 2 and src.count("? data1[") == 1, src
         body = walks[2].split("\n  }")[0]  # the store loop's body
         assert body.rindex("data1[") < body.index("data0["), body
 
