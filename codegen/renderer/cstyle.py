@@ -62,6 +62,7 @@ class CStyleRenderer(Renderer):
     buffer_prefix = ""                   # address space of buffer arguments
     smem_prefix = ""                     # address space of the group-reduce scratch array
     barrier = ""                         # wait for the work-group, local memory visible
+    group_bound = ""                     # states a large work-group's size: {size}, {x} {y} {z}
     float_bits = ""                      # float -> unsigned int, the same bits
     bits_float = ""                      # unsigned int -> float, the same bits
     double_bits = ""                     # double -> 64-bit integer, the same bits
@@ -238,8 +239,18 @@ class CStyleRenderer(Renderer):
         return "\n".join([*self.prelude(kernel), head, *k.prologue, *k.body, "}"]) + "\n"
 
     def head_prefix(self, kernel: LinearKernel) -> str:
-        """What comes before `void name(...)`."""
-        return self.kernel_prefix
+        """What comes before `void name(...)`: the kernel prefix, and where the kernel's
+        work-group is larger than the target's usual one (a row kernel's, up to the
+        device's limit), `group_bound` of its size, so that the driver's compiler keeps
+        within the registers such a group leaves each work-item (unbounded, a 1024-item
+        row kernel needing more than 64 registers each failed to launch on an H200,
+        D96). Groups of the usual size stay unbounded: the source then does not depend
+        on the launch size, and kernels differing only in it are one build (D42)."""
+        size = prod(kernel.local_size)
+        if not self.group_bound or size <= self.target.local_size:
+            return self.kernel_prefix
+        x, y, z = (list(kernel.local_size) + [1, 1])[:3]
+        return self.kernel_prefix + self.group_bound.format(size=size, x=x, y=y, z=z) + " "
 
     def _value(self, k: _CKernel, u: UOp, expr: str) -> None:
         """Name the value of `u` and declare it as `expr`."""

@@ -6,7 +6,6 @@ cuda_fp16.h wraps; writing them inline means NVRTC needs no include path.
 from __future__ import annotations
 from typing import Callable
 
-from codegen.helpers import prod
 from codegen.dtypes import DType, dtypes
 from codegen.linearizer import LinearKernel
 from codegen.ops import BinaryOps, UnaryOps
@@ -46,6 +45,7 @@ class CUDARenderer(HalfFunctions, CStyleRenderer):
     kernel_prefix = 'extern "C" __global__ '
     smem_prefix = "__shared__ "
     barrier = "__syncthreads();"
+    group_bound = "__launch_bounds__({size})"
     float_bits, bits_float = "__float_as_uint", "__uint_as_float"
     double_bits, bits_double = "__double_as_longlong", "__longlong_as_double"
     specials = {"gidx": lambda d: f"(blockIdx.{'xyz'[d]}*(long long)blockDim.{'xyz'[d]}"
@@ -62,13 +62,6 @@ class CUDARenderer(HalfFunctions, CStyleRenderer):
         """`target`: the device's limits (runtimes/cuda.py reads them); else a default."""
         if target is not None:
             self.target = target
-
-    def head_prefix(self, kernel: LinearKernel) -> str:
-        """`__launch_bounds__(work-group size)`: unbounded, NVRTC may give a work-item up
-        to 255 registers, and a group of 1024 work-items needing more than 64 each fails
-        to launch (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, met on an H200: a row of 50
-        elements held per work-item); bounded, it keeps within them (spilling if need be)."""
-        return f"{self.kernel_prefix}__launch_bounds__({prod(kernel.local_size)}) "
 
     def prelude(self, kernel: LinearKernel) -> list[str]:
         helpers = [f"__device__ {line}" for line in self.bf16_helpers(kernel)]

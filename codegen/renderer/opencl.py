@@ -29,6 +29,7 @@ class OpenCLRenderer(CStyleRenderer):
     buffer_prefix = "__global "
     smem_prefix = "__local "
     barrier = "barrier(CLK_LOCAL_MEM_FENCE);"
+    group_bound = "__attribute__((reqd_work_group_size({x}, {y}, {z})))"
     float_bits, bits_float = "as_uint", "as_float"
     double_bits, bits_double = "as_ulong", "as_double"
     suffixes = {dtypes.uint32: "u", dtypes.int64: "L", dtypes.uint64: "UL"}
@@ -42,13 +43,6 @@ class OpenCLRenderer(CStyleRenderer):
 
     def __init__(self, target: Target | None = None):
         self.target = target if target is not None else gpu("OPENCL")
-
-    def head_prefix(self, kernel: LinearKernel) -> str:
-        """`reqd_work_group_size`: the driver's compiler knows the group it is launched
-        with (every launch is the spec's), so it keeps within the registers that allows
-        (the reason for CUDA's `__launch_bounds__`)."""
-        x, y, z = (list(kernel.local_size) + [1, 1])[:3]
-        return f"{self.kernel_prefix}__attribute__((reqd_work_group_size({x}, {y}, {z}))) "
 
     def prelude(self, kernel: LinearKernel) -> list[str]:
         lines = []

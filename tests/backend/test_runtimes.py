@@ -1,6 +1,7 @@
 """The runtime objects themselves: timed launches, compile errors that show the build log
 and the source, compile-cache keys, device selection, and the NULL runtime's counting."""
 import re
+
 import numpy as np
 import pytest
 

@@ -109,6 +109,23 @@ def test_a_short_share_is_held_in_registers_and_a_long_one_loops_over_chunks():
         assert body.rindex("data1[") < body.index("data0["), body
 
 
+def test_a_work_group_larger_than_usual_is_stated_to_the_compiler():
+    """A row kernel's 1024 work-items are stated in the source (CUDA __launch_bounds__,
+    OpenCL reqd_work_group_size), so the compiler keeps within the registers they leave
+    each (D96); a kernel with the usual group is unbounded, its source independent of its
+    launch size (D42)."""
+    from codegen.renderer.opencl import OpenCLRenderer
+    row = [i.ast for i in create_schedule([Tensor.empty(8, 50257, device="NULL_CUDA")
+                                           .softmax(-1).lazydata]) if i.ast is not None][0]
+    plain = create_schedule([(Tensor.empty(4096, device="NULL_CUDA") + 1).lazydata])[-1].ast
+    cuda, cl = CUDARenderer(GPU), OpenCLRenderer(GPU)
+    assert "__launch_bounds__(1024) void" in cuda.render(linearize(row, GPU))
+    assert "reqd_work_group_size(1024, 1, 1))) void" in cl.render(linearize(row, GPU))
+    for r in (cuda, cl):
+        assert "bounds" not in r.render(linearize(plain, GPU)) and \
+            "reqd" not in r.render(linearize(plain, GPU))
+
+
 @pytest.mark.parametrize("held,chunk", [(0, 1), (0, 3), (2, 5), (24, 8)])
 @pytest.mark.parametrize("width", [255, 1000, 2048, 3 * 1024 + 5, 5 * 1024])
 def test_walks_in_chunks_and_held_steps_agree(gpu_opencl, monkeypatch, held, chunk, width):
