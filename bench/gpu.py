@@ -14,7 +14,6 @@ update) on a batch already on the device.
 (`item_tile=16,elementwise_items=0`): the way to try a setting before changing its default.
 """
 from __future__ import annotations
-import dataclasses
 import json
 import os
 import statistics
@@ -231,14 +230,13 @@ def measure(w: GpuWorkload, device: str, rounds: int) -> dict:
 
 def _apply_target(device: str, fields: str) -> dict:
     """Replace fields of the device's Target (for trying settings)."""
+    from codegen.target import with_fields
     from runtimes import get_runtime
     renderer = get_runtime(device).renderer
-    changes = {}
-    for part in filter(None, fields.split(",")):
-        key, _, value = part.partition("=")
-        changes[key] = type(getattr(renderer.target, key))(int(value))
-    renderer.target = dataclasses.replace(renderer.target, **changes)
-    return changes
+    before = renderer.target
+    renderer.target = with_fields(before, fields)
+    return {k: getattr(renderer.target, k) for k in before.__dataclass_fields__
+            if getattr(renderer.target, k) != getattr(before, k)}
 
 
 def main(args) -> int:

@@ -58,12 +58,30 @@ class Target:
     row_held: int = 56             # a row kernel's steps per work-item held in registers, at most
     row_chunk: int = 8             # a longer share's steps per loop iteration (GPU, D96)
     row_online: bool = True        # a looping softmax row takes its max and sum in one walk
+    warp: int = 0                  # work-items that exchange registers (CUDA: 32; 0: none)
     scalef: bool = False           # AVX-512's vscalefps (x * 2^y in one instruction) for exp
 
     @property
     def lanes(self) -> int:
         """float32 values in one vector register (the widest vector the passes form)."""
         return self.vector_bits // 32
+
+
+def with_fields(target: Target, fields: str) -> Target:
+    """`target` with the fields that `fields` names changed ("row_held=0,row_chunk=3"):
+    to try settings (`python -m bench --target`) or to reach a pass's other paths on small
+    shapes (TARGET_FIELDS, read when a device is first opened). Integer values; a
+    tuple field takes them joined by `x`."""
+    changes: dict[str, object] = {}
+    for part in filter(None, fields.replace(" ", "").split(",")):
+        key, _, value = part.partition("=")
+        if key not in target.__dataclass_fields__ or key == "name" or not value:
+            raise ValueError(f"target field {part!r}: expected NAME=INT with NAME one of "
+                             f"{', '.join(f for f in target.__dataclass_fields__ if f != 'name')}")
+        old = getattr(target, key)
+        changes[key] = tuple(int(v) for v in value.split("x")) if isinstance(old, tuple) \
+            else type(old)(int(value))
+    return replace(target, **changes)  # type: ignore[arg-type]
 
 
 def host_cpu(name: str = "CPU") -> Target:
@@ -122,7 +140,8 @@ def _host_has(*names: str) -> bool:
 
 def gpu(name: str, local_size: int = 256, local_memory: int = 48 << 10,
         max_local: tuple[int, ...] = (1024, 1024, 64),
-        max_global: tuple[int, ...] = (2**31 - 1, 65535, 65535), max_group: int = 0) -> Target:
+        max_global: tuple[int, ...] = (2**31 - 1, 65535, 65535), max_group: int = 0,
+        warp: int = 0) -> Target:
     """A GPU: work-items, each with a register tile of up to 32 accumulators (a reduce)
     or 4 outputs (elementwise), no explicit vectors; the launch limits are CUDA's unless
     the runtime read the device's own. Measured on an H100 (D89): a 4096 matmul 4.2
@@ -130,7 +149,7 @@ def gpu(name: str, local_size: int = 256, local_memory: int = 48 << 10,
     elementwise chain 0.73 -> 0.77 of the copy bandwidth with 4 outputs."""
     return Target(name, gpu=True, local_size=local_size, local_memory=local_memory,
                   item_tile=32, elementwise_items=4, max_local=max_local,
-                  max_global=max_global, max_group=max_group)
+                  max_global=max_global, max_group=max_group, warp=warp)
 
 
 def work_item_cpu(name: str, threads: int, local_size: int = 256) -> Target:

@@ -7,6 +7,7 @@ missing. To add a runtime, add one line to RUNTIMES (see docs/porting.md).
 from __future__ import annotations
 import functools
 import importlib
+import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -60,7 +61,12 @@ def get_runtime(device: str) -> Runtime:
     device = canonical(device)
     if device not in _OPEN:
         module = importlib.import_module(RUNTIMES[device.split(":")[0]])
-        _OPEN[device] = module.make_runtime(device)
+        runtime = module.make_runtime(device)
+        fields = os.environ.get("TARGET_FIELDS", "")
+        if fields:  # the device's Target with some fields changed (codegen/target.py)
+            from codegen.target import with_fields
+            runtime.renderer.target = with_fields(runtime.renderer.target, fields)
+        _OPEN[device] = runtime
     return _OPEN[device]
 
 

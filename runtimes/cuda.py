@@ -151,11 +151,13 @@ class CUDARuntime(Runtime):
 
     def target(self) -> Target:
         """The optimiser's Target from the device's limits: work-items per group (1), per
-        group dim (2-4), work-groups per dim (5-7), static shared memory per group (8)."""
+        group dim (2-4), work-groups per dim (5-7), static shared memory per group (8),
+        warp size (10)."""
         threads, memory = self.attribute(1), self.attribute(8)
         return gpu("CUDA", local_size=min(256, threads), local_memory=min(48 << 10, memory),
                    max_local=tuple(self.attribute(a) for a in (2, 3, 4)),
-                   max_global=tuple(self.attribute(a) for a in (5, 6, 7)), max_group=threads)
+                   max_global=tuple(self.attribute(a) for a in (5, 6, 7)), max_group=threads,
+                   warp=self.attribute(10))
 
     def _cu_error_name(self, status: int) -> str:
         text = c_char_p()

@@ -60,7 +60,7 @@ class _Fake:
 
 # the fake device's attributes (cuda.h numbers): an sm_89 with CUDA's usual limits
 ATTRIBUTES = {75: 8, 76: 9, 1: 1024, 2: 1024, 3: 1024, 4: 64, 5: 2**31 - 1, 6: 65535,
-              7: 65535, 8: 48 << 10}
+              7: 65535, 8: 48 << 10, 10: 32}
 
 
 def _set(ref, value):
@@ -181,7 +181,7 @@ def test_the_target_follows_the_device_limits(fake_cuda, monkeypatch):
     work-items per group, 16 KB of shared memory and 32 in dim 2 gets a Target saying so,
     and its kernels' work-groups keep within it."""
     runtime, _, _ = fake_cuda
-    assert runtime.renderer.target == cuda.gpu("CUDA", max_group=1024)  # the usual limits
+    assert runtime.renderer.target == cuda.gpu("CUDA", max_group=1024, warp=32)  # the usual
     monkeypatch.setitem(ATTRIBUTES, 1, 128)
     monkeypatch.setitem(ATTRIBUTES, 4, 32)
     monkeypatch.setitem(ATTRIBUTES, 8, 16 << 10)
@@ -345,7 +345,8 @@ def test_every_primitive_renders_valid_cuda(tmp_path):
 def _null_cuda_sources() -> list[str]:
     """Realize real programs on NULL_CUDA (the NULL device rendering CUDA C): two LeNet-style
     training steps with Adam, attention with its backward, sorting, gathers and scatters,
-    and every dtype's casts and math; returns the source of every kernel it rendered."""
+    wide row kernels, every dtype's group reduces, casts and math; returns the source of
+    every kernel it rendered."""
     from codegen.dtypes import dtypes
     from lazyten import Context
     import lazyten.nn as nn
@@ -374,6 +375,14 @@ def _null_cuda_sources() -> list[str]:
         for out in (t.sort(1)[0], t.topk(3, 1)[1], t.gather(1, idx), t.cumsum(1),
                     t.scatter(1, idx, 1.0), t[Tensor([4, 0, 2])], t.softmax(0), t.var(1)):
             out.realize()
+        wide = Tensor(rng.standard_normal((2, 60000)).astype(np.float32))  # row kernels:
+        for out in (wide.softmax(1), wide.log_softmax(1), wide[:, :3000].layernorm(),  # a
+                    wide[:, :1000].softmax(1)):  # loop of chunks, online softmax, held
+            out.realize()
+        long = Tensor(rng.standard_normal(40000).astype(np.float32))  # group reduces
+        for d in dtypes.all():  # (combined across warps by shuffles where the type allows)
+            long.cast(d).sum().realize()
+            long.cast(d).max().realize()
         for d in dtypes.all():
             a = t.cast(d)
             for other in dtypes.all():

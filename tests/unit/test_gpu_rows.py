@@ -243,3 +243,15 @@ def test_online_softmax_rows_match_the_separate_walks(gpu_opencl, monkeypatch, k
         for lazy_fn, np_fn in (OPS["softmax"], OPS["log_softmax"]):
             got = lazy_fn(Tensor(x, device="OPENCL")).numpy()
             np.testing.assert_allclose(got, np_fn(x.astype(np.float64)), rtol=2e-4, atol=2e-5)
+
+
+def test_target_fields_from_a_string():
+    """`with_fields` (bench --target, TARGET_FIELDS): ints, bools and tuples by the field's
+    type; an unknown field or a missing value names the fields there are."""
+    from codegen.target import with_fields
+    t = with_fields(GPU, "row_held=0, row_chunk=3,row_online=0,max_local=64x64x4")
+    assert (t.row_held, t.row_chunk, t.row_online, t.max_local) == (0, 3, False, (64, 64, 4))
+    assert with_fields(GPU, "") == GPU
+    for bad in ("rows=3", "row_held", "name=1"):
+        with pytest.raises(ValueError, match="row_chunk"):
+            with_fields(GPU, bad)
