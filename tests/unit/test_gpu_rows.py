@@ -255,3 +255,23 @@ def test_target_fields_from_a_string():
     for bad in ("rows=3", "row_held", "name=1"):
         with pytest.raises(ValueError, match="row_chunk"):
             with_fields(GPU, bad)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_online_softmax_of_other_dtypes_and_axes(gpu_opencl, monkeypatch, dtype, axis):
+    """The looping walk with the online softmax (D96) over 16-bit rows (float32
+    accumulators), float64 rows, and rows strided in memory (softmax over axis 0)."""
+    target = gpu("OPENCL", local_size=256, max_group=256)
+    monkeypatch.setattr(gpu_opencl.renderer, "target",
+                        dataclasses.replace(target, row_held=0, row_chunk=3))
+    t = Tensor(_rnd((1000, 6) if axis == 0 else (6, 1000)), device="OPENCL").cast(dtype)
+    wide = (lambda u: u) if dtype == "float64" else (lambda u: u.float())  # numpy reads it
+    x = wide(t).numpy().astype(np.float64)  # the values as rounded to the dtype
+    tol = 1e-2 if dtype != "float64" else 1e-12
+    m = x.max(axis, keepdims=True)
+    log_sum = np.log(np.exp(x - m).sum(axis, keepdims=True))
+    np.testing.assert_allclose(wide(t.softmax(axis)).numpy(), np.exp(x - m - log_sum),
+                               rtol=tol, atol=tol * 1e-2)
+    np.testing.assert_allclose(wide(t.log_softmax(axis)).numpy(), x - m - log_sum,
+                               rtol=tol, atol=tol)
