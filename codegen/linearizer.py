@@ -52,9 +52,9 @@ def linearize(ast: LazyOp, target: Target) -> LinearKernel:
             return AttentionLinearizer(parts, ast, target).linearize()
     k = optimize(Kernel(ast), target)
     if k.rows:
-        from codegen.row_group import HeldRowLinearizer  # subclasses: they import
+        from codegen.row_group import GroupRowLinearizer  # subclasses: they import
         from codegen.rows import RowLinearizer           # this module
-        return (HeldRowLinearizer if k.group else RowLinearizer)(k, target).linearize()
+        return (GroupRowLinearizer if k.group else RowLinearizer)(k, target).linearize()
     return Linearizer(k, target).linearize()
 
 

@@ -18,8 +18,9 @@ A looping walk of a softmax's row (the SUM of EXP(a - MAX(a)) over the row whose
 reads) takes the max and the sum in one walk (an online softmax, D96): each work-item keeps
 its running max m and its sum s of EXP(a - m), rescaled by EXP(m_old - m_new) when m
 grows; the work-group then combines the maxes (M) and the rescaled sums s * EXP(m - M).
-A max still -inf counts as 0 in those differences: a row that is -inf so far adds 0 and
-rescales nothing, so -inf, +inf and NaN rows give what the separate walks give.
+A new max that is still -inf counts as 0 in EXP(a - m) (a row -inf so far adds 0, never
+-inf - -inf), and an old max of -inf rescales its sum, 0, by EXP(-inf) = 0; so -inf, +inf
+and NaN rows give what the separate walks give.
 
 The last step, where L does not divide the row, is gated: its loads read nothing and its
 store writes nothing past the row's end.
@@ -51,8 +52,9 @@ def held_steps(k: Kernel, target: Target) -> int:
     return steps if steps <= target.row_held else 0
 
 
-class HeldRowLinearizer(RowLinearizer):
-    """A row kernel with a work-group per row whose walks are unrolled (see the module)."""
+class GroupRowLinearizer(RowLinearizer):
+    """A row kernel with a work-group per row whose walks are unrolled steps, held or in
+    a loop of chunks (see the module)."""
 
     def linearize(self) -> LinearKernel:
         self.done: dict[int, UOp] = {}  # id(SUM) -> its value, taken with its MAX (online)
