@@ -1,5 +1,7 @@
 """Serial or split: the choice for a CPU kernel near the thread bound [D58], made by
-timing calls both ways (runtimes/cpu_llvm.py asks it on each call of such a kernel)."""
+timing calls both ways (runtimes/cpu_llvm.py asks it on each call of such a kernel). A
+kernel keeps two: one for calls that find the worker threads awake (spinning after a
+split kernel), one for calls that would have to wake them (D97)."""
 from __future__ import annotations
 import math
 
@@ -17,14 +19,17 @@ class ThreadChoice:
     that runs undisturbed, instead of lasting as long as the process. A round begins with
     an untimed split call: it wakes the workers, so a timed split call measures what a
     run of split kernels costs, not a wake-up (after a long stretch of serial calls the
-    workers sleep, and a wake-up timed as split's cost kept a kernel serial)."""
-    __slots__ = ("best", "split", "calls", "countdown", "gap")
+    workers sleep, and a wake-up timed as split's cost kept a kernel serial). With `wake`
+    False (the choice for calls that find the workers asleep, D97) a round has no such
+    call: there a wake-up is what a split call costs."""
+    __slots__ = ("best", "split", "calls", "countdown", "gap", "first")
 
-    def __init__(self) -> None:
+    def __init__(self, wake: bool = True) -> None:
         self.best = [math.inf, math.inf]  # serial, split: the best time of each way
         self.split = False  # the choice: split the outer loop across the threads
+        self.first: list[bool | None] = [None] if wake else []  # a round's first calls
         # the rest of this round's calls (True: split, False: serial; None: an untimed split)
-        self.calls: list[bool | None] = [None] + [True, False] * _TRIALS
+        self.calls: list[bool | None] = self.first + [True, False] * _TRIALS
         self.countdown = 0  # calls until the next round
         self.gap = _RECHECK[0]
 
@@ -35,7 +40,7 @@ class ThreadChoice:
             self.countdown -= 1
             if self.countdown > 0:
                 return self.split, False
-            self.calls = [None, True, False]
+            self.calls = self.first + [True, False]
         try:
             way = self.calls.pop(0)
         except IndexError:

@@ -15,11 +15,12 @@ import threading
 import time
 from typing import Callable
 
-from codegen.renderer.llvm_crew import LEFT
+from codegen.renderer.llvm_crew import LEFT, SERVING
 
 _SPIN_US = 300  # a worker polls this long after its last piece before it sleeps: longer
 # than the Python between two kernels of a schedule (20-60 us), so it rarely sleeps mid-step
 _MAX_WORKERS = 256
+assert SERVING >= _MAX_WORKERS, "the flags' two halves must not overlap"
 _CALIBRATION_POLLS = 20000  # polls timed once to turn SPIN_US into a poll count
 
 
@@ -72,7 +73,9 @@ class Crew:
         """A fresh crew: no workers yet (also in a forked child, which has none of its
         parent's threads)."""
         self.mailbox = (ctypes.c_int64 * 24)()
-        self.flags = (ctypes.c_int64 * _MAX_WORKERS)()  # 1: asleep, needs a wake-up
+        # [i]: 1 while worker i is asleep (a job must wake it); [SERVING + i]: 1 while
+        # it serves (takes pieces or spins: a job finds it ready)
+        self.flags = (ctypes.c_int64 * (SERVING + _MAX_WORKERS))()
         self.woken = (ctypes.c_int64 * _MAX_WORKERS)()
         self.address, self.flags_address, self.woken_address = (
             ctypes.addressof(a) for a in (self.mailbox, self.flags, self.woken))
@@ -130,6 +133,20 @@ class Crew:
                 # mailbox holds its number); finishing a finished one returns at once
                 if not finished and (self.mailbox[0] >> 32) & LEFT == self.seq:
                     self.finish(self.address, chunks)
+
+    def asleep(self, helpers: int) -> bool:
+        """Whether a job for `helpers` workers would have to wait for one: asleep, woken
+        but not yet back in native code (a woken worker needs the GIL, which the caller's
+        Python holds for up to the switch interval), or not started. A wake-up costs
+        15-20 us on a 2-core machine (D97). Read without the lock: a worker that falls
+        asleep just after is woken by the job as usual."""
+        if len(self.wakeups) < helpers:
+            return True
+        flags = self.flags
+        for i in range(SERVING, SERVING + helpers):
+            if not flags[i]:
+                return True
+        return False
 
     def _record(self, slots: int) -> ctypes.Array:
         """A record with room for `slots` values: the last one, or a bigger one (the old

@@ -88,9 +88,12 @@ class CPUProgram(Program):
         # too little work for two threads whatever THREADS says: decided once, here
         self.serial = self.work < 2 * _MIN_WORK_PER_THREAD
         # near that bound the hand-off to the workers can cost more than it saves: calls
-        # are timed both ways, and the faster is kept (the results are the same)
-        self.choice: ThreadChoice | None = \
-            ThreadChoice() if not self.serial and self.work < _TRY_SERIAL * _MIN_WORK_PER_THREAD else None
+        # are timed both ways, and the faster is kept (the results are the same), one
+        # choice for calls that find the workers spinning, one for calls that would wake
+        # them (D97)
+        near = not self.serial and self.work < _TRY_SERIAL * _MIN_WORK_PER_THREAD
+        self.choice: ThreadChoice | None = ThreadChoice() if near else None
+        self.cold: ThreadChoice | None = ThreadChoice(wake=False) if near else None
 
     def __call__(self, *bufs, global_size, local_size, wait=False):
         start = time.perf_counter() if wait else 0.0
@@ -147,9 +150,10 @@ class CPUProgram(Program):
         return functools.partial(self.split, global_size[0])
 
     def choose(self, bufs: tuple, n: int, threads: int) -> None:
-        """A call of a kernel near the thread bound: the way its ThreadChoice picks, timed
-        where the choice asks for a timing."""
-        choice = self.choice
+        """A call of a kernel near the thread bound: the way its ThreadChoice picks (the
+        one for the workers' state: spinning, or asleep so that a split call would wake
+        them, D97), timed where the choice asks for a timing."""
+        choice = self.cold if self.workers_asleep(threads - 1) else self.choice
         assert choice is not None
         split, timed = choice.next_way()
         begin = time.perf_counter() if timed else 0.0
@@ -160,6 +164,10 @@ class CPUProgram(Program):
             self.here(bufs, n)
         if timed:
             choice.record(split, time.perf_counter() - begin)
+
+    def workers_asleep(self, helpers: int) -> bool:
+        """Whether a split call now would wake a worker (runtimes/cpu_crew.py)."""
+        return self.host.crew().asleep(helpers)
 
     def run_pieces(self, ptrs: list[int], n: int, chunks: int, helpers: int,
                    spin_us: int | None = None) -> None:

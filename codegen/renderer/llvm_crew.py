@@ -94,12 +94,20 @@ _POST = [
     "out:", "  %count = phi i64 [0, %entry], [%n1, %loop]", "  ret i64 %count", "}"]
 
 
+SERVING = 256  # flag[SERVING] (the flags array's second half): 1 while the worker serves
+
+
 def _serve(hint: str) -> list[str]:
     """`crew_serve(mb, flag, spinner)`: take pieces; when none are left, poll (spinner:
-    1 or 0) times the posted spin count; then say "asleep" in *flag and return."""
+    1 or 0) times the posted spin count; then say "asleep" in *flag and return. While it
+    runs, flag[SERVING] is 1: a caller reads it to know whether a job now would find the
+    worker ready or have to wait for it to wake (and take the GIL back in Python: a
+    worker woken but not yet serving has flag 0 too), D97."""
     return [
         "define void @crew_serve(ptr %mb, ptr %flag, i64 %spinner) {", "entry:",
         "  %spinsp = getelementptr i64, ptr %mb, i64 17",
+        f"  %serving = getelementptr i64, ptr %flag, i64 {SERVING}",
+        "  store atomic i64 1, ptr %serving monotonic, align 8",
         "  br label %work", "work:", "  call void @crew_take(ptr %mb)", "  br label %wait",
         "wait:", "  %idle = phi i64 [0, %work], [%idle1, %poll]",
         "  %w = load atomic i64, ptr %mb acquire, align 8", *_left("w", "left"),
@@ -111,10 +119,12 @@ def _serve(hint: str) -> list[str]:
         "  br i1 %more, label %wait, label %sleep", "sleep:",
         # say "asleep", then look once more: crew_post stores the job, then reads the flag
         # (both seq_cst), so either this sees the job or the poster sees the flag
+        "  store atomic i64 0, ptr %serving monotonic, align 8",
         "  store atomic i64 1, ptr %flag seq_cst, align 8",
         "  %w2 = load atomic i64, ptr %mb seq_cst, align 8", *_left("w2", "late"),
         "  br i1 %late_some, label %cancel, label %out", "cancel:",
         "  %was = atomicrmw xchg ptr %flag, i64 0 seq_cst",  # a wake-up may come anyway
+        "  store atomic i64 1, ptr %serving monotonic, align 8",
         "  br label %work", "out:", "  ret void", "}"]
 
 

@@ -170,8 +170,10 @@ def test_cpu_kernel_near_the_thread_bound_times_both_ways_then_keeps_one():
     from runtimes import cpu_choice
     spec, program, ptrs, first = _near_bound_program()
     assert program.threaded and not program.serial and program.choice is not None
+    program.workers_asleep = lambda helpers: False  # the choice for calls finding them spinning
+    program.choice = cpu_choice.ThreadChoice()
     expected = first.numpy().copy()
-    for _ in range(2 * cpu_choice._TRIALS):  # the capture's call was the untimed first
+    for _ in range(1 + 2 * cpu_choice._TRIALS):  # the untimed first, then the trials
         program(*ptrs, global_size=spec.global_size, local_size=spec.local_size)
         np.testing.assert_array_equal(first.numpy(), expected)
     choice = program.choice
@@ -202,6 +204,7 @@ def test_thread_choice_times_again_and_corrects_a_choice_made_on_a_busy_machine(
         time.sleep(0.005)
         real_here(*args)
     program.run_pieces, program.here = pieces, serial
+    program.workers_asleep = lambda helpers: False
     try:
         program.choice = cpu_choice.ThreadChoice()
         calls["split"] = -1  # the round's untimed first call
@@ -266,6 +269,63 @@ def test_thread_choice_spaces_its_re_checks_out():
     gaps = [b - a for a, b in zip(starts, starts[1:])]
     assert gaps[:3] == [2 + 2 * _RECHECK[0], 2 + 4 * _RECHECK[0], 2 + 8 * _RECHECK[0]]
     assert max(gaps) == 2 + _RECHECK[1]
+
+
+def test_a_call_that_would_wake_the_workers_has_a_choice_of_its_own():
+    """D97: a near-bound kernel called when the workers sleep (an eager op after a pause
+    longer than their spin) chooses with a ThreadChoice of its own, whose split trials
+    include the wake-up (15-20 us, more than such a kernel saves: a 64 x 1000 layernorm
+    42 -> 32 us a call, THREADS=1 28); calls that find them spinning keep the other."""
+    from runtimes import cpu_choice
+    spec, program, ptrs, first = _near_bound_program()
+    expected = first.numpy().copy()
+    real_pieces, real_here = program.run_pieces, program.here
+    ways: list[str] = []
+
+    def pieces(*args):  # a split call that must wake a worker: slower than serial
+        ways.append("split")
+        time.sleep(0.004)
+        real_pieces(*args)
+
+    def serial(*args):
+        ways.append("serial")
+        time.sleep(0.002)
+        real_here(*args)
+    program.run_pieces, program.here = pieces, serial
+    program.workers_asleep = lambda helpers: True
+    try:
+        warm = program.choice = cpu_choice.ThreadChoice()
+        cold = program.cold = cpu_choice.ThreadChoice(wake=False)
+        for _ in range(2 * cpu_choice._TRIALS + 4):
+            program(*ptrs, global_size=spec.global_size, local_size=spec.local_size)
+            np.testing.assert_array_equal(first.numpy(), expected)
+    finally:
+        program.run_pieces, program.here = real_pieces, real_here
+    # the cold round has no untimed wake-up call: split and serial in turn, then serial
+    assert ways == ["split", "serial"] * cpu_choice._TRIALS + ["serial"] * 4, ways
+    assert cold.split is False and cold.best[0] < cold.best[1]
+    assert warm.best == [float("inf"), float("inf")]  # never asked
+
+
+def test_the_crew_says_whether_a_job_would_wait_for_a_worker():
+    """`Crew.asleep`: after a job the worker serves (spins) for SPIN_US, then sleeps; a
+    job then would wait for its wake-up. flag[SERVING + i] says which (llvm_crew.py).
+    (A job need not wake a worker whose spin ends as it is posted: the caller may take
+    every piece itself. So jobs are posted until the worker is seen serving.)"""
+    spec, program, ptrs, first = _near_bound_program()
+    crew = program.host.crew()
+    served, deadline = False, time.monotonic() + 2.0
+    while not served and time.monotonic() < deadline:
+        program.run_pieces([p[1] for p in ptrs], spec.global_size[0], 4, 1, 2000)
+        for _ in range(20):  # (sleeping releases the GIL: a woken worker takes it)
+            time.sleep(0.0001)
+            served = served or not crew.asleep(1)
+    assert served, "no job found the worker serving"
+    deadline = time.monotonic() + 1.0
+    while not crew.asleep(1) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert crew.asleep(1), "the worker still serves a second after a 2 ms spin"
+    assert crew.asleep(len(crew.wakeups) + 1)  # a worker not yet started
 
 
 def test_cpu_host_refuses_a_function_the_binary_lacks():
