@@ -68,7 +68,7 @@ class GroupRowLinearizer(RowLinearizer):
         outside its loop (codegen/renderer/cstyle.py)."""
         assert self.group is not None and self.combos == [()], "one row per work-group"
         size, total = self.group[1], prod(self.k.reduce_shape)
-        steps, chunk = -(-total // size), max(self.target.row_chunk, 1)
+        steps, chunk = -(-total // size), self._chunk
         chunks = 0 if steps <= self.target.row_held else total // size // chunk
         if steps > chunks * chunk:
             yield None, list(range(chunks * chunk, steps))
@@ -77,6 +77,11 @@ class GroupRowLinearizer(RowLinearizer):
                               "chunk")
             yield loop, list(range(chunk))
             self.g.end_loop(loop)
+
+    @property
+    def _chunk(self) -> int:
+        """Steps per iteration of a walk's loop."""
+        return max(self.target.row_chunk, 1)
 
     def _at(self, loop: UOp | None, j: int) -> None:
         """Bind the reduce indices to step j (of chunk `loop`, if any): element
@@ -87,8 +92,7 @@ class GroupRowLinearizer(RowLinearizer):
         self.ridx = [Variable(f"ridx{i}", 0, max(s - 1, 0)) for i, s in enumerate(rsizes)]
         flat = self.alu(BinaryOps.ADD, self.idx_dtype, lidx, self.const(j * size))
         if loop is not None:
-            base = self.alu(BinaryOps.MUL, self.idx_dtype, loop,
-                            self.const(self.target.row_chunk * size))
+            base = self.alu(BinaryOps.MUL, self.idx_dtype, loop, self.const(self._chunk * size))
             flat = self.alu(BinaryOps.ADD, self.idx_dtype, flat, base)
         self._split(flat, list(rsizes), [f"ridx{i}" for i in range(len(rsizes))])
         self.step_gate = None if loop is not None or (j + 1) * size <= total else self.alu(
@@ -133,8 +137,8 @@ class GroupRowLinearizer(RowLinearizer):
 
     def _update(self, acc: UOp, op: BinaryOps, value: UOp, loop: UOp | None,
                 arg: str | None = None) -> UOp:
-        """acc = op(acc, value), in `loop` if any; returns the new value. `arg` "own": the
-        accumulator is this work-item's own, not combined across the group."""
+        """acc = op(acc, value), in `loop` if any; returns the value read before the update.
+        `arg` "own": the accumulator is this work-item's own, not combined across the group."""
         inside = frozenset() if loop is None else frozenset([loop])
         current = self.g.add(UOps.ACC_READ, dtype_of(acc), (acc,), None, extra_loops=inside)
         new = self.alu(op, dtype_of(acc), current, value)
@@ -153,7 +157,6 @@ class GroupRowLinearizer(RowLinearizer):
     def _online(self, node: LazyOp, total: LazyOp, dt: DType) -> UOp:
         """MAX(a) and SUM(EXP(a - MAX(a))) in one walk (the module's online softmax): the
         max is returned, the sum kept for its own `_reduce`."""
-        mx = exp_minus_max(total.src[0], node.arg)
         zero, low = self.const(0.0, dt), self.const(_identity(ReduceOps.MAX, dt), dt)
         m = self.g.add(UOps.DEFINE_ACC, dt, (), _identity(ReduceOps.MAX, dt))
         s = self.g.add(UOps.DEFINE_ACC, dt, (), 0.0)
@@ -162,7 +165,7 @@ class GroupRowLinearizer(RowLinearizer):
                                                                ReduceOps.MAX, dt))
             old = self._update(m, BinaryOps.MAX, chunk_max, loop, "own")
             new = self.alu(BinaryOps.MAX, dt, old, chunk_max)
-            self.row_values[(id(mx), ())] = self._finite(new, zero, low)  # exp(a - m_new)
+            self.row_values[(id(node), ())] = self._finite(new, zero, low)  # exp(a - m_new)
             terms = self._fold(BinaryOps.ADD, self._values(total.src[0], loop, steps,
                                                            ReduceOps.SUM, dt))
             inside = frozenset() if loop is None else frozenset([loop])
