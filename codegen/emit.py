@@ -155,10 +155,10 @@ class Emitter:
         if lane in valid.vars():  # a masked vector load, else lane by lane
             vector = isinstance(node.arg, MemBuffer) and node.arg.dtype != dtypes.bool
             start = live_along_lanes(idx, valid, lane, self.lanes) if vector else None
-            if start is not None:
+            if start is not None and self.vector_at(start):
                 return self._masked_load(node.arg, start, valid)
             window = None
-        if window is not None:
+        if window is not None and (self.vector_at(window[0]) or not self.target.gpu):
             start, offsets = window
             if offsets == list(range(self.lanes)):  # contiguous: one vector load
                 return self._load(node.arg, start, valid, self.lanes)
@@ -171,6 +171,15 @@ class Emitter:
         return self.vectorize([self._load(node.arg, idx.substitute({lane: k}),
                                           valid.substitute({lane: k}))
                                for k in range(self.lanes)])
+
+    def vector_at(self, start: Node) -> bool:
+        """Whether a vector load or store may start at `start`: anywhere on a CPU; on a GPU
+        only at a multiple of the lane count (float4 must be 16-byte aligned, and every
+        buffer is its own allocation, D98), and not after an indirect load's offset."""
+        if not self.target.gpu:
+            return True
+        rest = start % self.lanes
+        return self.offset is None and isinstance(rest, NumNode) and rest.b == 0
 
     def _transposed(self, node: LazyOp, valid: Node) -> UOp | None:
         """A load strided along the lanes but contiguous along an upcast axis as wide as

@@ -207,17 +207,19 @@ class Linearizer(WorkItems):
                        "each" if self.each_item else None)
             return
         at0 = along_lanes(idx, self.lane, self.lanes)
-        if at0 is not None:
+        if at0 is not None and self.vector_at(at0):
             gate = () if valid.min == 1 else (self.widen(self._gate(valid), self.lanes),)
             self.g.add(UOps.STORE, None, (buf, self.render_index(at0),
                                           self.widen(value, self.lanes)) + gate)
             return
         for k in range(self.lanes):
             lane_valid = valid.substitute({self.lane: k})
-            assert lane_valid.min == 1 or lane_valid.max == 0, "a gated store lane by lane"
+            assert self.target.gpu or lane_valid.min == 1 or lane_valid.max == 0, \
+                "a gated scalar store on a CPU"  # (LLVM gates vector stores only)
             if lane_valid.max:
+                gate = () if lane_valid.min == 1 else (self._gate(lane_valid),)
                 self.g.add(UOps.STORE, None, (buf, self.render_index(
-                    idx.substitute({self.lane: k})), self.extract(value, k)))
+                    idx.substitute({self.lane: k})), self.extract(value, k)) + gate)
 
     def _reduce(self, node: LazyOp, combos: list[tuple[int, ...]]) -> dict[tuple[int, ...], UOp]:
         """One accumulator per upcast combination, all updated in the same reduce loops. A

@@ -10,10 +10,13 @@ import os
 import pathlib
 from dataclasses import dataclass, replace
 
+from codegen.dtypes import dtypes
 from codegen.helpers import getenv
 
 _VECTOR_BITS = (("avx512f", 512), ("avx", 256), ("sse2", 128), ("neon", 128), ("asimd", 128))
 _VECTOR_REGISTERS = {512: 32, 256: 16, 128: 16}  # x86-64: zmm0-31, ymm0-15, xmm0-15
+# the element types whose loads and stores the GPU dialects write as vectors (float4, int2)
+VECTOR_MEMORY = (dtypes.float32, dtypes.int32, dtypes.uint32)
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,8 @@ class Target:
     work-groups per hardware dim and at most `max_local` work-items per dim in one,
     `local_memory` bytes shared in a work-group (0: none worth using, so no group
     reduce), `item_tile` accumulators per work-item (0: one), and `elementwise_items`
-    outputs per work-item of an elementwise kernel (0: one). A row kernel's work-group
+    outputs per work-item of an elementwise kernel (0: one), as the lanes of a vector
+    load or store up to `vector_memory` bytes where the buffers allow (D98). A row kernel's work-group
     (D94) gives each work-item about `row_items` elements of the row (the nearest power
     of two of work-items), and has at most `max_group` (the device's limit; 0:
     `local_size`)."""
@@ -59,6 +63,8 @@ class Target:
     row_chunk: int = 8             # a longer share's steps per loop iteration (GPU, D96)
     row_online: bool = True        # a looping softmax row takes its max and sum in one walk
     warp: int = 0                  # work-items that exchange registers (CUDA: 32; 0: none)
+    vector_memory: int = 0         # bytes of the widest vector load / store (GPU: 16, float4)
+    min_items: int = 0             # work-items a GPU kernel keeps after tiling (0: the passes')
     scalef: bool = False           # AVX-512's vscalefps (x * 2^y in one instruction) for exp
 
     @property
@@ -149,7 +155,7 @@ def gpu(name: str, local_size: int = 256, local_memory: int = 48 << 10,
     elementwise chain 0.73 -> 0.77 of the copy bandwidth with 4 outputs."""
     return Target(name, gpu=True, local_size=local_size, local_memory=local_memory,
                   item_tile=32, elementwise_items=4, max_local=max_local,
-                  max_global=max_global, max_group=max_group, warp=warp)
+                  max_global=max_global, max_group=max_group, warp=warp, vector_memory=16)
 
 
 def work_item_cpu(name: str, threads: int, local_size: int = 256) -> Target:

@@ -13,8 +13,10 @@ import math
 
 from codegen.helpers import prod
 from codegen.kernel import Kernel, Opt, OptOps, leaves
+from codegen.ops import MemBuffer
+from codegen.shape.shapetracker import ShapeTracker
 from codegen.stage import stage_plan
-from codegen.target import Target
+from codegen.target import VECTOR_MEMORY, Target
 
 _GROUP_MIN_REDUCE = 256      # a GPU reduce this long, with few outputs, uses a work-group
 _GROUP_MAX_OUTPUTS = 4096
@@ -62,6 +64,12 @@ _GPU_MIN_ITEMS = 1 << 15    # a GPU keeps this many work-items after tiling, at 
 _ACC_BYTES = 8              # an accumulator in local memory (a group reduce), at most
 
 
+def _min_items(target: Target) -> int:
+    """Work-items a GPU kernel keeps after tiling: the target's own floor (TARGET_FIELDS=
+    min_items=4 lets small shapes take tiles and vectors), else `_GPU_MIN_ITEMS`."""
+    return target.min_items or _GPU_MIN_ITEMS
+
+
 def item_tile(k: Kernel, target: Target) -> list[Opt]:
     """Register tile of a work-item, up to `target.item_tile` accumulators: unroll output
     axes along which an input of the reduce does not change, so one load feeds several
@@ -87,14 +95,45 @@ def _elementwise_items(k: Kernel, target: Target) -> list[Opt]:
     independent loads in flight per work-item, where the card keeps `_GPU_MIN_ITEMS`."""
     amount, inner = target.elementwise_items, k.n_global - 1
     if target.local_memory <= 0 or amount < 2 or inner < 0 or \
-            prod(k.global_shape) // amount < _GPU_MIN_ITEMS:
+            prod(k.global_shape) // amount < _min_items(target):
         return []
     while amount >= 2 and k.full_shape[inner] % amount:
         amount //= 2
     if amount < 2:
         return []
+    vector = _vector_items(k, target, inner, amount)
+    if vector:
+        return vector
     opt = Opt(OptOps.STRIDE_UPCAST, inner, amount, "loads in flight per work-item")
     return [opt] if k.can_apply(opt) else []
+
+
+def _vector_items(k: Kernel, target: Target, inner: int, amount: int) -> list[Opt]:
+    """The work-item's outputs adjacent instead, as the lanes of one vector (D98), where
+    the dialect renders a vector that wide for every buffer's type (`VECTOR_MEMORY`, within
+    `target.vector_memory` bytes) and the output's vectors start at multiples of `amount`:
+    each load and store of contiguous, aligned memory is then one instruction (float4),
+    the others lane by lane (codegen/vector_memory.py). [] where that does not hold."""
+    nodes = [n for n in leaves(k.ast) if isinstance(n.arg, MemBuffer)]
+    if any(n.arg.dtype not in VECTOR_MEMORY or n.arg.dtype.itemsize * amount >
+           target.vector_memory for n in nodes):
+        return []
+    if k.strides(k.out_key, inner) != 1 or not _aligned(k.sts[k.out_key], inner, amount):
+        return []
+    opts = [Opt(OptOps.UPCAST, inner, amount, "adjacent outputs per work-item"),
+            Opt(OptOps.LANES, inner + 1, amount, "one vector load or store each (float4)")]
+    return opts if k.tried(*opts) is not None else []
+
+
+def _aligned(st: ShapeTracker, axis: int, amount: int) -> bool:
+    """Whether every run of `amount` elements along `axis` that starts at a multiple of
+    `amount` starts at a multiple of `amount` in memory (one view, its offset and other
+    strides multiples of it)."""
+    if len(st.views) != 1:
+        return False
+    view = st.views[0]
+    return view.offset % amount == 0 and \
+        all(stride % amount == 0 for i, stride in enumerate(view.strides) if i != axis)
 
 
 def _item_unroll(t: Kernel, target: Target, unrolled: list[int]) -> Opt | None:
@@ -125,7 +164,7 @@ def _unroll_amount(t: Kernel, target: Target, axis: int) -> int:
     room, size = target.item_tile // prod(t.upcasts), t.full_shape[axis]
     amount = next((a for a in _ITEM_UNROLLS if size % a == 0 and a <= room),
                   size if 2 <= size <= min(room, _ITEM_WHOLE) else 0)
-    least = _GPU_MIN_ITEMS if target.local_memory > 0 else _ITEM_MIN_ITEMS * target.threads
+    least = _min_items(target) if target.local_memory > 0 else _ITEM_MIN_ITEMS * target.threads
     return amount if amount and prod(t.global_shape) // amount >= least else 0
 
 

@@ -34,12 +34,13 @@ from typing import Callable
 from codegen.dtypes import DType, dtypes, round_float
 from codegen.helpers import prod
 from codegen.linearizer import LinearKernel
-from codegen.target import gpu
+from codegen.target import VECTOR_MEMORY, gpu
 from codegen.ops import EXACT_OPS, BinaryOps, Op, TernaryOps, UnaryOps
 from codegen.renderer import ProgramSpec, Renderer, named_after_body
 from codegen.renderer.c_helpers import (BF16, BF16_DOUBLE, bf16_through_double,
                                         needs_double_bf16, uses)
 from codegen.uops import UOp, dtype_of
+from codegen.vector_memory import split_lanes
 
 
 # C promotes these to int before multiplying: 65535 * 65535 would overflow int (undefined)
@@ -77,6 +78,8 @@ class CStyleRenderer(Renderer):
     mem_types: dict[DType, str] = {dtypes.bool: "unsigned char", dtypes.float16: "unsigned short",
                                    dtypes.bfloat16: "unsigned short"}
     specials: dict[str, Callable[[int], str]] = {}   # "gidx"/"lidx"/"grp" -> index expression
+    vector_types = {dtypes.float32: "float", dtypes.int32: "int", dtypes.uint32: "uint"}  # + lanes
+    make_vector = "({type})({lanes})"    # a vector of the lanes' values (CUDA: make_float4)
     code_for_op: dict[Op, Callable[..., str]] = {  # operands..., dtype -> C
         UnaryOps.EXP2: lambda x, dt: f"exp2({x})",
         UnaryOps.EXP: lambda x, dt: f"exp({x})",
@@ -230,7 +233,7 @@ class CStyleRenderer(Renderer):
     # ---- one kernel: a rule per uop kind, each adding to the _CKernel being written ----
     def render(self, kernel: LinearKernel) -> str:
         k, rules = _CKernel(kernel), self._rules
-        for u in kernel.uops:
+        for u in split_lanes(kernel.uops, self.native_vector):
             rule = rules.get(u.op)
             if rule is None:
                 raise NotImplementedError(f"C renderer has no rule for {u.op}")
@@ -252,10 +255,33 @@ class CStyleRenderer(Renderer):
         x, y, z = (list(kernel.local_size) + [1, 1])[:3]
         return self.kernel_prefix + self.group_bound.format(size=size, x=x, y=y, z=z) + " "
 
+    def native_vector(self, dtype: DType) -> bool:
+        """Whether loads and stores of `dtype` (a vector) are written as one (float4, D98):
+        2 or 4 lanes of a type in VECTOR_MEMORY, within the target's `vector_memory`."""
+        return dtype.scalar in VECTOR_MEMORY and dtype.count in (2, 4) and \
+            dtype.itemsize * dtype.count <= self.target.vector_memory
+
+    def type_of(self, dtype: DType) -> str:
+        """The C type of a value: a scalar's, or a native vector's (float4)."""
+        if dtype.count == 1:
+            return self.types[dtype]
+        return f"{self.vector_types[dtype.scalar]}{dtype.count}"
+
     def _value(self, k: _CKernel, u: UOp, expr: str) -> None:
         """Name the value of `u` and declare it as `expr`."""
         k.names[u] = k.fresh("v")
-        k.emit(f"{self.types[dtype_of(u)]} {k.names[u]} = {expr};")
+        k.emit(f"{self.type_of(dtype_of(u))} {k.names[u]} = {expr};")
+
+    def _vector_at(self, buf: str, idx: str, dtype: DType) -> str:
+        """The vector of `dtype` at buf[idx] (an aligned index: D98), as an lvalue."""
+        return f"*(({self.buffer_prefix}{self.type_of(dtype)}*)({buf}+{idx}))"
+
+    def _render_vectorize(self, k: _CKernel, u: UOp) -> None:
+        lanes = ", ".join(k.names[s] for s in u.src)
+        self._value(k, u, self.make_vector.format(type=self.type_of(dtype_of(u)), lanes=lanes))
+
+    def _render_extract(self, k: _CKernel, u: UOp) -> None:
+        k.names[u] = f"{k.names[u.src[0]]}.{'xyzw'[u.arg]}"
 
     def _render_define_global(self, k: _CKernel, u: UOp) -> None:
         k.names[u] = u.arg[0]
@@ -329,9 +355,15 @@ class CStyleRenderer(Renderer):
 
     def _render_load(self, k: _CKernel, u: UOp) -> None:
         dtype = dtype_of(u)
-        expr = self._load_expr(k.names[u.src[0]], k.names[u.src[1]], dtype)
+        if dtype.count > 1:
+            expr = self._vector_at(k.names[u.src[0]], k.names[u.src[1]], dtype)
+            zero = self.make_vector.format(type=self.type_of(dtype), lanes=", ".join(
+                [self.const(0, dtype.scalar)] * dtype.count))
+        else:
+            expr = self._load_expr(k.names[u.src[0]], k.names[u.src[1]], dtype)
+            zero = self.const(0, dtype)
         if len(u.src) == 3:  # gated: never touch memory where not valid
-            expr = f"({k.names[u.src[2]]} ? {expr} : {self.const(0, dtype)})"
+            expr = f"({k.names[u.src[2]]} ? {expr} : {zero})"
         self._value(k, u, expr)
 
     def _load_expr(self, buf: str, idx: str, dtype: DType) -> str:
@@ -344,7 +376,10 @@ class CStyleRenderer(Renderer):
 
     def _render_store(self, k: _CKernel, u: UOp) -> None:
         buf, idx, val = k.names[u.src[0]], k.names[u.src[1]], u.src[2]
-        line = self._store_line(buf, idx, k.names[val], dtype_of(val))
+        if dtype_of(val).count > 1:
+            line = f"{self._vector_at(buf, idx, dtype_of(val))} = {k.names[val]};"
+        else:
+            line = self._store_line(buf, idx, k.names[val], dtype_of(val))
         if len(u.src) == 4:  # a gated store (a row's last share, D94)
             line = f"if ({k.names[u.src[3]]}) {line}"
         one = k.lidx and u.arg != "each"  # a group reduce's value: work-item 0 stores it

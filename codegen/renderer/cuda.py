@@ -53,6 +53,7 @@ class CUDARenderer(HalfFunctions, CStyleRenderer):
     smem_prefix = "__shared__ "
     barrier = "__syncthreads();"
     group_bound = "__launch_bounds__({size})"
+    make_vector = "make_{type}({lanes})"
     float_bits, bits_float = "__float_as_uint", "__uint_as_float"
     double_bits, bits_double = "__double_as_longlong", "__longlong_as_double"
     specials = {"gidx": lambda d: f"(blockIdx.{'xyz'[d]}*(long long)blockDim.{'xyz'[d]}"

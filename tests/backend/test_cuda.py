@@ -379,6 +379,12 @@ def _null_cuda_sources() -> list[str]:
         for out in (wide.softmax(1), wide.log_softmax(1), wide[:, :3000].layernorm(),  # a
                     wide[:, :1000].softmax(1)):  # loop of chunks, online softmax, held
             out.realize()
+        big = Tensor(rng.standard_normal((400, 500)).astype(np.float32))  # vector loads and
+        # stores (float4, int4), aligned
+        for out in (big * 2 + 1, big[:, 4:] - big[:, :496], big.cast(dtypes.int32) * 3,
+                    big[:, 1:497] + big.T[:496].T, big.pad(((0, 0), (4, 8))).exp(),  # or not
+                    big.cast(dtypes.uint32) >> 1):
+            out.realize()
         long = Tensor(rng.standard_normal(40000).astype(np.float32))  # group reduces
         for d in dtypes.all():  # (combined across warps by shuffles where the type allows)
             long.cast(d).sum().realize()

@@ -81,7 +81,8 @@ def test_gpu_elementwise_items_values_on_opencl(shape):
 
 
 def test_elementwise_work_items_take_strided_outputs(small_gpu):
-    ast = _ast(Tensor(_rnd((8, 64))) + 1)
+    """(float32 takes them adjacent, as a vector: tests/unit/test_gpu_vectors.py)"""
+    ast = _ast(Tensor(_rnd((8, 64)).astype(np.float64)) + 1)
     applied = optimize(Kernel(ast), GPU).applied
     assert [(o.op, o.amount) for o in applied if o.op is OptOps.STRIDE_UPCAST] == \
         [(OptOps.STRIDE_UPCAST, GPU.elementwise_items)], applied

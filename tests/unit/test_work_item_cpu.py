@@ -106,7 +106,7 @@ def _run_with(target, t: Tensor, device: str = "OPENCL") -> np.ndarray:
     program = runtime.program(spec, runtime.compiler.compile_cached(spec.name, spec.src))
     out = Buffer(runtime, int(np.prod(item.out.shape)), item.out.dtype)
     launch(spec, program, [out] + [b.realized for b in item.inputs], device)
-    result = np.empty(item.out.shape, np.float32)
+    result = np.empty(item.out.shape, np.dtype(item.out.dtype.fmt))
     out.copyout(memoryview(result).cast("B"))
     return result
 
