@@ -9,15 +9,20 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
-from typing import cast
-from ctypes import byref, c_char_p, c_float, c_int, c_size_t, c_uint64, c_void_p
+from typing import Any, Callable, cast
+from ctypes import byref, c_char_p, c_float, c_int, c_uint64, c_void_p
 
+from codegen.helpers import getenv
 from codegen.renderer import ProgramSpec
+from codegen.renderer.llvm_launch import CUDA_RECORD
 from codegen.renderer.cuda import CUDARenderer
 from codegen.target import Target, gpu
-from runtimes.base import Allocator, Compiler, Program, Runtime
+from runtimes.base import Allocator, Program, Runtime
 from runtimes.cuda_api import _API, _CU, _NVRTC, arg_block, dims3, load_library
 from runtimes.cuda_graph import CUDAGraph
+from runtimes.cuda_nvrtc import CUDACompiler
+from runtimes.cuda_launch import LaunchRecords, c_address, native_launch
+
 
 class CUDAAllocator(Allocator):
     """Device memory as CUdeviceptr integers; copies are synchronous."""
@@ -42,45 +47,16 @@ class CUDAAllocator(Allocator):
         self.dev.call("cuMemcpyDtoH_v2", host, src, dest.nbytes)
 
 
-class CUDACompiler(Compiler):
-    """CUDA C -> CUBIN with NVRTC for this device's architecture."""
-
-    def __init__(self, dev: CUDARuntime):
-        super().__init__()
-        self.dev = dev
-        self.key = f"cuda-nvrtc{'.'.join(map(str, dev.nvrtc_version))}-sm_{dev.arch}"
-
-    def compile(self, src: str) -> bytes:
-        nvrtc, prog = self.dev.nvrtc, c_void_p()
-        nvrtc("nvrtcCreateProgram", byref(prog), src.encode(), b"kernel.cu", 0, None, None)
-        try:
-            arch = f"--gpu-architecture=sm_{self.dev.arch}"  # CUBIN: the driver JITs nothing
-            try:
-                nvrtc("nvrtcCompileProgram", prog, 1, (c_char_p * 1)(arch.encode()))
-            except RuntimeError as e:
-                log = self._read(prog, "ProgramLog").rstrip(b"\0").decode(errors="replace")
-                raise RuntimeError(f"{e}\n--- NVRTC log ---\n{log}") from e
-            return self._read(prog, "CUBIN")
-        finally:
-            nvrtc("nvrtcDestroyProgram", byref(prog))
-
-    def _read(self, prog: c_void_p, what: str) -> bytes:
-        """nvrtcGet<what>Size, then nvrtcGet<what>: the log or the CUBIN."""
-        size = c_size_t()
-        self.dev.nvrtc(f"nvrtcGet{what}Size", prog, byref(size))
-        out = ctypes.create_string_buffer(size.value)
-        self.dev.nvrtc(f"nvrtcGet{what}", prog, out)
-        return out.raw
-
-
 class CUDAProgram(Program):
     """A kernel in its own module, launched on the default stream.
 
-    A launch is the fewest driver calls ctypes can make (issue 16: 27 us per kernel of a
-    replayed jit on an H100, where torch launches in 14): the argument block is built once
-    and refilled, the context is made current only where another is (torch and lazyten
-    share the device's primary context), and the timing events are recorded only when
-    the caller waits for the time (DEBUG>=2, the thread trial)."""
+    A launch is one call of the native `cuda_launch` builtin where the device has it
+    (D99: a launch record per launch size, made once), else the fewest driver calls
+    ctypes can make (issue 16: 27 us per kernel of a replayed jit on an H100, where torch
+    launches in 14): the argument block is built once and refilled, the context is made
+    current only where another is (torch and lazyten share the device's primary
+    context), and the timing events are recorded only when the caller waits for the time
+    (DEBUG>=2, the thread trial)."""
 
     def __init__(self, spec: ProgramSpec, binary: bytes, dev: CUDARuntime):
         super().__init__(spec, binary)
@@ -96,8 +72,29 @@ class CUDAProgram(Program):
         self._arity = -1
         self._args: ctypes.Array = (c_uint64 * 0)()
         self._params: ctypes.Array = (c_void_p * 0)()
+        self._records = LaunchRecords(dev.driver, dev.context.value or 0, self.function.value or 0)
+
+    def launcher(self, global_size: list[int], local_size: list[int]) -> Callable[..., Any]:
+        """A launch with these sizes (what the engine's plans keep): through the native
+        `cuda_launch` where the device has it (D99), its record made once; it holds this
+        program, whose module must stay loaded while a plan may call it."""
+        if self.dev.native is None:
+            return super().launcher(global_size, local_size)
+        call, at = self.dev.native, self._records.at(global_size, local_size,
+                                                     len(self.spec.buf_dtypes))
+
+        def launch(*bufs: int, _program: CUDAProgram = self) -> None:
+            status = call(at, *bufs)
+            if status:
+                _program.dev.cu.raise_for("cuLaunchKernel", status)
+        return launch
 
     def __call__(self, *bufs, global_size, local_size, wait=False):
+        if not wait and self.dev.native is not None:  # one builtin call (D99)
+            status = self.dev.native(self._records.at(global_size, local_size, len(bufs)), *bufs)
+            if status:
+                self.dev.cu.raise_for("cuLaunchKernel", status)
+            return None
         if len(bufs) != self._arity:
             self._arity = len(bufs)
             self._args, self._params = arg_block(self._arity)
@@ -141,6 +138,11 @@ class CUDARuntime(Runtime):
         self.launch_kernel = cuda.cuLaunchKernel  # called bare on the hot path
         self._current = cuda.cuCtxGetCurrent
         self._now = c_void_p()
+        # the builtin launch (D99) and the driver functions it calls, where both exist
+        driver = [c_address(getattr(cuda, name)) for name in CUDA_RECORD[:3]]
+        self.driver: list[int] = [a for a in driver if a is not None]
+        self.native = native_launch() if len(self.driver) == 3 and \
+            getenv("CUDA_NATIVE_LAUNCH", 1) else None
         self.arch = "".join(str(self.attribute(a)) for a in (75, 76))  # COMPUTE_CAPABILITY
         super().__init__(name, CUDAAllocator(self), CUDACompiler(self),
                          functools.partial(CUDAProgram, dev=self), CUDARenderer(self.target()))

@@ -145,3 +145,70 @@ def launchers_ir(buffers: int) -> str:
     """`launch_<buffers>` and `call_<buffers>`, with their declarations."""
     declarations = [d for _, d in C_API] + [d for _, d in C_DATA]
     return "\n".join(declarations + _function(buffers, True) + _function(buffers, False)) + "\n"
+
+
+# the slots of a CUDA launch record (runtimes/cuda_launch.py), in order, each 64 bits
+CUDA_RECORD = ("cuLaunchKernel", "cuCtxGetCurrent", "cuCtxSetCurrent", "context", "function",
+               "gx", "gy", "gz", "bx", "by", "bz", "values", "params", "arity")
+
+
+def cuda_launch_ir() -> str:
+    """`cuda_launch(record, m0, ..., m{N-1})`: one CUDA kernel launch in one builtin call
+    (where ctypes took two or three calls of marshalling, D99). `record` is the address
+    of a launch record (CUDA_RECORD's slots: the driver functions' addresses, the
+    device's context, the kernel's CUfunction, its grid and block, its argument block's
+    values and pointers, and N); each m is a device pointer (a Python int), written into
+    the argument block. It makes the context current where another is and calls
+    cuLaunchKernel on the default stream, keeping the GIL (cuLaunchKernel only queues the
+    launch, and no other thread can refill the argument block before the driver has read
+    it); it returns the CUresult as an int (0: launched). A wrong count raises TypeError
+    and a value that is no int CPython's error, before anything is launched."""
+    slot = {name: i for i, name in enumerate(CUDA_RECORD)}
+
+    def read(name: str, ty: str = "i64") -> list[str]:
+        return [f"  %{name}_p = getelementptr i64, ptr %rec, i64 {slot[name]}",
+                f"  %{name} = load {ty}, ptr %{name}_p, align 8"]
+    message = "cuda_launch takes a launch record and the kernel's buffers"
+    dims = ["gx", "gy", "gz", "bx", "by", "bz"]
+    lines = [d for _, d in C_API] + [d for _, d in C_DATA] + [
+        f"@cuda_launch_arity = private unnamed_addr constant [{len(message) + 1} x i8] "
+        f'c"{message}\\00"',
+        "define ptr @cuda_launch(ptr %self, ptr %args, i64 %nargs) {", "entry:",
+        "  %now = alloca ptr, align 8", "  %some = icmp sgt i64 %nargs, 0",
+        "  br i1 %some, label %read, label %wrong", "read:",
+        "  %rec_arg = load ptr, ptr %args, align 8",
+        "  %rec = call ptr @PyLong_AsVoidPtr(ptr %rec_arg)",
+        "  %rec_error = call ptr @PyErr_Occurred()", "  %no_rec = icmp ne ptr %rec_error, null",
+        "  br i1 %no_rec, label %fail, label %count", "count:", *read("arity"),
+        *read("values", "ptr"), "  %want = add i64 %arity, 1",
+        "  %right = icmp eq i64 %nargs, %want",
+        "  br i1 %right, label %start, label %wrong", "start:",
+        "  %empty = icmp eq i64 %arity, 0", "  br i1 %empty, label %check, label %fill", "fill:",
+        "  %i = phi i64 [1, %start], [%i1, %fill]",
+        "  %v_p = getelementptr ptr, ptr %args, i64 %i", "  %v_arg = load ptr, ptr %v_p, align 8",
+        "  %v = call ptr @PyLong_AsVoidPtr(ptr %v_arg)", "  %slot_i = sub i64 %i, 1",
+        "  %slot = getelementptr ptr, ptr %values, i64 %slot_i",
+        "  store ptr %v, ptr %slot, align 8", "  %i1 = add i64 %i, 1",
+        "  %more = icmp slt i64 %i1, %nargs", "  br i1 %more, label %fill, label %check",
+        "check:", "  %error = call ptr @PyErr_Occurred()", "  %failed = icmp ne ptr %error, null",
+        "  br i1 %failed, label %fail, label %run", "run:", *read("cuCtxGetCurrent", "ptr"),
+        *read("context", "ptr"), "  %got = call i32 %cuCtxGetCurrent(ptr %now)",
+        "  %current = load ptr, ptr %now, align 8", "  %same = icmp eq ptr %current, %context",
+        "  %read_ok = icmp eq i32 %got, 0", "  %keep = and i1 %same, %read_ok",
+        "  br i1 %keep, label %go, label %switch", "switch:", *read("cuCtxSetCurrent", "ptr"),
+        "  %set = call i32 %cuCtxSetCurrent(ptr %context)", "  %set_ok = icmp eq i32 %set, 0",
+        "  br i1 %set_ok, label %go, label %done", "go:", *read("cuLaunchKernel", "ptr"),
+        *read("function", "ptr"), *read("params", "ptr")]
+    for name in dims:
+        lines += read(f"{name}") + [f"  %{name}32 = trunc i64 %{name} to i32"]
+    lines += [
+        "  %launched = call i32 %cuLaunchKernel(ptr %function, "
+        + ", ".join(f"i32 %{name}32" for name in dims)
+        + ", i32 0, ptr null, ptr %params, ptr null)", "  br label %done", "done:",
+        "  %status = phi i32 [%set, %switch], [%launched, %go]",
+        "  %status64 = sext i32 %status to i64",
+        "  %out = call ptr @PyLong_FromSsize_t(i64 %status64)", "  ret ptr %out", "wrong:",
+        "  %type_error = load ptr, ptr @PyExc_TypeError, align 8",
+        "  call void @PyErr_SetString(ptr %type_error, ptr @cuda_launch_arity)",
+        "  ret ptr null", "fail:", "  ret ptr null", "}"]
+    return "\n".join(lines) + "\n"

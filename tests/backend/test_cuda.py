@@ -67,7 +67,32 @@ def _set(ref, value):
     ref._obj.value = value  # a byref() argument: write through it
 
 
-def _fake_cuda(memory: dict):
+_GET_CURRENT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
+_SET_CURRENT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+_LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p,
+                           ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p))
+
+
+def _as_c_functions(fake, launches: list, current: list, status: list) -> None:
+    """The three driver functions the native launch calls (D99) as C functions (ctypes
+    callbacks), recorded as the others are. A launch reads its kernel's two buffers (the
+    tests' kernels all take two) and returns `status[0]`."""
+    def launch(function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        args = [ctypes.cast(params[i], ctypes.POINTER(ctypes.c_uint64)).contents.value
+                for i in range(2)]
+        launches.append(((gx, gy, gz), (bx, by, bz), args))
+        return status[0]
+
+    def get(ref):
+        ref[0] = current[0]
+
+    fake.cuLaunchKernel = _LAUNCH(fake._recording("cuLaunchKernel", launch))
+    fake.cuCtxGetCurrent = _GET_CURRENT(fake._recording("cuCtxGetCurrent", get))
+    fake.cuCtxSetCurrent = _SET_CURRENT(fake._recording(
+        "cuCtxSetCurrent", lambda c: current.__setitem__(0, c or 0)))
+
+
+def _fake_cuda(memory: dict, native: bool = False):
     def alloc(ref, nbytes):
         address = 0x1000 * (len(memory) + 1)
         memory[address] = bytearray(nbytes)
@@ -120,7 +145,9 @@ def _fake_cuda(memory: dict):
             cuGraphExecKernelNodeSetParams_v2=set_node, cuGraphLaunch=graph_launch,
             cuGraphExecDestroy=lambda e: None, cuGraphDestroy=lambda g: None).items():
         setattr(fake, name, fake._recording(name, fn))
-    fake.launches = launches
+    fake.launches, fake.status = launches, [0]
+    if native:
+        _as_c_functions(fake, launches, current, fake.status)
     return fake
 
 
@@ -156,6 +183,19 @@ def _fake_nvrtc(sources: list):
 
 @pytest.fixture
 def fake_cuda(monkeypatch, tmp_path):
+    return _fake_runtime(monkeypatch, tmp_path, native=False)
+
+
+@pytest.fixture(params=["ctypes", "native"])
+def launching_cuda(request, monkeypatch, tmp_path):
+    """The fake device launching through ctypes, or through the native `cuda_launch`
+    builtin (D99: its driver functions are C functions there)."""
+    runtime, memory, sources = _fake_runtime(monkeypatch, tmp_path, request.param == "native")
+    assert (runtime.native is not None) == (request.param == "native")
+    return runtime, memory, sources
+
+
+def _fake_runtime(monkeypatch, tmp_path, native: bool):
     monkeypatch.setattr(runtimes.base, "cache_dir", lambda: tmp_path)  # keep fake CUBINs out
     # programs loaded on another test's fake device must not be found by name
     import lazyten.programs
@@ -163,7 +203,7 @@ def fake_cuda(monkeypatch, tmp_path):
     monkeypatch.setattr(lazyten.programs, "_PROGRAMS", type(lazyten.programs._PROGRAMS)())
     monkeypatch.setattr(lazyten.schedule_cache, "_SCHEDULES", {})
     memory, sources = {}, []
-    fakes = {"cuda": _fake_cuda(memory), "nvrtc": _fake_nvrtc(sources)}
+    fakes = {"cuda": _fake_cuda(memory, native), "nvrtc": _fake_nvrtc(sources)}
     monkeypatch.setattr(cuda, "load_library", lambda stem, what: fakes[stem])
     runtime = cuda.make_runtime("CUDA:0")
     return runtime, memory, sources
@@ -210,8 +250,8 @@ def test_copies_and_driver_errors(fake_cuda):
         runtime.allocator._free(buf)  # the fake fails a double free
 
 
-def test_tensor_program_launch_geometry(fake_cuda, monkeypatch):
-    runtime, memory, sources = fake_cuda
+def test_tensor_program_launch_geometry(launching_cuda, monkeypatch):
+    runtime, memory, sources = launching_cuda
     monkeypatch.setitem(runtimes._OPEN, "CUDA:7", runtime)  # a name no real device uses here
     x = Tensor(np.ones((3, 1000), np.float32), device="CUDA:7")
     (x * 2).sum(axis=1).realize()
@@ -223,11 +263,11 @@ def test_tensor_program_launch_geometry(fake_cuda, monkeypatch):
     assert re.search(r'extern "C" __global__ void r_[0-9a-f]{16}\(', src) and "__syncthreads();" in src
 
 
-def test_a_launch_makes_few_driver_calls(fake_cuda, monkeypatch):
+def test_a_launch_makes_few_driver_calls(launching_cuda, monkeypatch):
     """Issue 16: a replayed kernel cost 27 us on an H100, four driver calls through a
     checking wrapper. A launch not timed records no events; the context is set only where
     another is current."""
-    runtime, memory, _ = fake_cuda
+    runtime, memory, _ = launching_cuda
     monkeypatch.setitem(runtimes._OPEN, "CUDA:7", runtime)
     x = Tensor(np.ones(1000, np.float32), device="CUDA:7").realize()
     (x + 1).realize()
@@ -246,12 +286,12 @@ def test_a_launch_makes_few_driver_calls(fake_cuda, monkeypatch):
 
 
 @pytest.mark.parametrize("graph", [1, 0])
-def test_a_jit_replays_as_one_cuda_graph(fake_cuda, monkeypatch, graph):
+def test_a_jit_replays_as_one_cuda_graph(launching_cuda, monkeypatch, graph):
     """Item 4 of issue 16: a replayed capture is one graph launch whose nodes follow each
     call's input and output buffers; JIT_GRAPH=0 launches the kernels one by one. Both
     launch the same kernels on the same buffers."""
     from lazyten import Context, jit
-    runtime, memory, _ = fake_cuda
+    runtime, memory, _ = launching_cuda
     monkeypatch.setitem(runtimes._OPEN, "CUDA:7", runtime)
 
     @jit
@@ -271,6 +311,42 @@ def test_a_jit_replays_as_one_cuda_graph(fake_cuda, monkeypatch, graph):
             assert second[1] == first[0] and second[0] == out.lazydata.realized._buf
     names = [name for name, _ in runtime.cu.lib.calls]
     assert ("cuGraphLaunch" in names) == bool(graph), names
+
+
+def test_a_failed_native_launch_raises_with_the_error_name(launching_cuda, monkeypatch):
+    runtime, _, _ = launching_cuda
+    monkeypatch.setitem(runtimes._OPEN, "CUDA:7", runtime)
+    x = Tensor(np.ones(1000, np.float32), device="CUDA:7").realize()
+    for _ in range(3):  # eager, then its plan (the launcher)
+        (x + 1).realize()
+    if runtime.native is None:
+        return  # (the ctypes fake's launch cannot fail; its errors are tested above)
+    runtime.cu.lib.status[0] = 1
+    for _ in range(2):  # the plan's launcher, then the general path (a new graph)
+        with pytest.raises(RuntimeError, match=r"cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE"):
+            (x + 1).realize()
+        with pytest.raises(RuntimeError, match=r"cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE"):
+            (x * 5).realize()
+
+
+def test_the_native_launch_checks_its_arguments(launching_cuda):
+    """A wrong count or a value that is no int raises before anything is launched."""
+    runtime, memory, _ = launching_cuda
+    if runtime.native is None:
+        return
+    from runtimes.cuda_api import arg_block
+    from runtimes.cuda_launch import LaunchRecord
+    record = LaunchRecord(runtime.driver, 77, 6, [1, 1, 1], [32, 1, 1], *arg_block(2))
+    launches = runtime.cu.lib.launches
+    with pytest.raises(TypeError, match="launch record and the kernel's buffers"):
+        runtime.native(record.address, 4096)
+    with pytest.raises(TypeError):
+        runtime.native(record.address, 4096, "not a pointer")
+    with pytest.raises(TypeError):
+        runtime.native()
+    assert not launches
+    assert runtime.native(record.address, 4096, 8192) == 0
+    assert launches == [((1, 1, 1), (32, 1, 1), [4096, 8192])]
 
 
 def c_void(value):
