@@ -151,26 +151,40 @@ class Emitter:
         lane = self.lane
         if lane is None or (lane not in idx.vars() and lane not in valid.vars()):
             return self._load(node.arg, idx, valid, clamp=id(node) in self.k.clamped)
-        window = lane_window(idx, lane, self.lanes) if isinstance(node.arg, MemBuffer) else None
-        if lane in valid.vars():  # a masked vector load, else lane by lane
-            vector = isinstance(node.arg, MemBuffer) and node.arg.dtype != dtypes.bool
-            start = live_along_lanes(idx, valid, lane, self.lanes) if vector else None
-            if start is not None and self.vector_at(start):
-                return self._masked_load(node.arg, start, valid)
-            window = None
-        if window is not None and (self.vector_at(window[0]) or not self.target.gpu):
-            start, offsets = window
-            if offsets == list(range(self.lanes)):  # contiguous: one vector load
-                return self._load(node.arg, start, valid, self.lanes)
-            # one load of the span the lanes touch, then a shuffle
-            wide = self._load(node.arg, start, valid, max(offsets) + 1)
-            return self.vectorize([self.extract(wide, k) for k in offsets])
-        block = self._transposed(node, valid)
-        if block is not None:
-            return block
+        found = self._lane_masked(node, idx, valid) if lane in valid.vars() else \
+            self._windowed(node, idx, valid)
+        if found is None:
+            found = self._transposed(node, valid)
+        if found is not None:
+            return found
         return self.vectorize([self._load(node.arg, idx.substitute({lane: k}),
                                           valid.substitute({lane: k}))
                                for k in range(self.lanes)])
+
+    def _lane_masked(self, node: LazyOp, idx: Node, valid: Node) -> UOp | None:
+        """Lanes whose validity depends on the lane: one masked vector load where every
+        lane that may be valid reads contiguous memory (and a vector may start there)."""
+        assert self.lane is not None
+        if not isinstance(node.arg, MemBuffer) or node.arg.dtype == dtypes.bool:
+            return None
+        start = live_along_lanes(idx, valid, self.lane, self.lanes)
+        if start is None or not self.vector_at(start):
+            return None
+        return self._masked_load(node.arg, start, valid)
+
+    def _windowed(self, node: LazyOp, idx: Node, valid: Node) -> UOp | None:
+        """Lanes reading a short span at constant offsets: one vector load (contiguous
+        lanes), or one load of the span and a shuffle."""
+        assert self.lane is not None
+        window = lane_window(idx, self.lane, self.lanes) if isinstance(node.arg, MemBuffer) \
+            else None
+        if window is None or not self.vector_at(window[0]):
+            return None
+        start, offsets = window
+        if offsets == list(range(self.lanes)):  # contiguous: one vector load
+            return self._load(node.arg, start, valid, self.lanes)
+        wide = self._load(node.arg, start, valid, max(offsets) + 1)
+        return self.vectorize([self.extract(wide, k) for k in offsets])
 
     def vector_at(self, start: Node) -> bool:
         """Whether a vector load or store may start at `start`: anywhere on a CPU; on a GPU

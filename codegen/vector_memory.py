@@ -42,26 +42,31 @@ class _Splitter:
     def run(self, uops: list[UOp]) -> list[UOp]:
         for u in uops:
             src = tuple(self.moved.get(s, s) for s in u.src)
-            vector = u.dtype is not None and u.dtype.count > 1
             if u.op is UOps.VECTORIZE:
                 self.lanes[u] = [self.lane(s, 0) for s in src]
             elif u.op is UOps.EXTRACT:
                 self.moved[u] = self.lane(src[0], u.arg)
-            elif u.op is UOps.LOAD and vector:
-                self._load(u, src)
-            elif u.op is UOps.STORE and dtype_of(src[2]).count > 1:
-                self._store(u, src)
-            elif u.op in _PER_LANE and vector:
-                self.lanes[u] = [self.add(u, u.op, dtype_of(u).scalar,
-                                          tuple(self.lane(s, k) for s in src), u.arg)
-                                 for k in range(dtype_of(u).count)]
-            elif vector:
-                raise NotImplementedError(f"a C dialect has no vector {u.op} ({u.dtype})")
+            elif (u.dtype is not None and u.dtype.count > 1) or \
+                    (u.op is UOps.STORE and dtype_of(src[2]).count > 1):
+                self._vector(u, src)
             elif src != u.src:
                 self.moved[u] = self.add(u, u.op, u.dtype, src, u.arg)
             else:
                 self.out.append(u)
         return self.out
+
+    def _vector(self, u: UOp, src: tuple[UOp, ...]) -> None:
+        """A uop with a vector value (or a store of one), its operands rewritten."""
+        if u.op is UOps.LOAD:
+            self._load(u, src)
+        elif u.op is UOps.STORE:
+            self._store(u, src)
+        elif u.op in _PER_LANE:
+            self.lanes[u] = [self.add(u, u.op, dtype_of(u).scalar,
+                                      tuple(self.lane(s, k) for s in src), u.arg)
+                             for k in range(dtype_of(u).count)]
+        else:
+            raise NotImplementedError(f"a C dialect has no vector {u.op} ({u.dtype})")
 
     def add(self, like: UOp, op: UOps, dtype: DType | None, src: tuple[UOp, ...],
             arg: object = None) -> UOp:
