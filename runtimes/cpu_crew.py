@@ -15,12 +15,12 @@ import threading
 import time
 from typing import Callable
 
-from codegen.renderer.llvm_crew import LEFT, SERVING
+from codegen.renderer.llvm_crew import LEFT
 
 _SPIN_US = 300  # a worker polls this long after its last piece before it sleeps: longer
 # than the Python between two kernels of a schedule (20-60 us), so it rarely sleeps mid-step
 _MAX_WORKERS = 256
-assert SERVING >= _MAX_WORKERS, "the flags' two halves must not overlap"
+SERVING = _MAX_WORKERS  # flags[SERVING + i]: 1 while worker i serves (the second half)
 _CALIBRATION_POLLS = 20000  # polls timed once to turn SPIN_US into a poll count
 
 
@@ -41,7 +41,7 @@ class Crew:
             int(name[6:]): (address, keep) for name, address in functions.items()
             if name.startswith("piece_")}
         i64, ptr = ctypes.c_int64, ctypes.c_void_p
-        self.serve = ctypes.CFUNCTYPE(None, ptr, ptr, i64)(functions["crew_serve"])
+        self.serve = ctypes.CFUNCTYPE(None, ptr, ptr, ptr, i64)(functions["crew_serve"])
         self.post = ctypes.CFUNCTYPE(i64, ptr, i64, i64, ptr, i64, ptr)(functions["crew_post"])
         self.finish = ctypes.CFUNCTYPE(None, ptr, i64)(functions["crew_finish"])
         self.lock = threading.Lock()  # one job at a time: callers on other threads wait
@@ -89,10 +89,10 @@ class Crew:
 
     def _calibrate(self) -> float:
         """Polls per microsecond of an idle worker's spin (crew_serve on an empty mailbox)."""
-        empty, flag = (ctypes.c_int64 * 24)(), ctypes.c_int64()
+        empty, flag, serving = _calibration_buffers()
         empty[17] = _CALIBRATION_POLLS
         start = time.perf_counter()
-        self.serve(ctypes.addressof(empty), ctypes.addressof(flag), 1)
+        self.serve(ctypes.addressof(empty), ctypes.addressof(flag), ctypes.addressof(serving), 1)
         return _CALIBRATION_POLLS / max((time.perf_counter() - start) * 1e6, 1.0)
 
     def run(self, values: list[int], chunks: int, helpers: int, spin_us: float) -> None:
@@ -162,8 +162,8 @@ class Crew:
         index = len(self.wakeups)
         self.wakeups.append(wakeup)
         spinner = int(index + 2 <= _cores())  # the caller and the spinners have a core each
-        threading.Thread(target=_work, args=(self, self.address, self.flags_address + 8 * index,
-                                             spinner, wakeup),
+        flag, serving = (self.flags_address + 8 * i for i in (index, SERVING + index))
+        threading.Thread(target=_work, args=(self, self.address, flag, serving, spinner, wakeup),
                          daemon=True, name=f"lazyten-cpu-{index}").start()
 
 
@@ -174,11 +174,16 @@ def _cores() -> int:
     return os.cpu_count() or 1
 
 
-def _work(crew: Crew, mailbox: int, flag: int, spinner: int,
+def _calibration_buffers() -> tuple[ctypes.Array, ctypes.c_int64, ctypes.c_int64]:
+    """An empty mailbox, and the flag and serving flag of the calibration's spin."""
+    return (ctypes.c_int64 * 24)(), ctypes.c_int64(), ctypes.c_int64()
+
+
+def _work(crew: Crew, mailbox: int, flag: int, serving: int, spinner: int,
           wakeup: queue.SimpleQueue) -> None:
     """A worker: serve jobs (native, without the GIL) until idle, then sleep until woken.
     A worker beyond the cores (THREADS above the core count) does not spin."""
-    serve: Callable[[int, int, int], None] = crew.serve
+    serve: Callable[[int, int, int, int], None] = crew.serve
     while True:
-        serve(mailbox, flag, spinner)
+        serve(mailbox, flag, serving, spinner)
         wakeup.get()

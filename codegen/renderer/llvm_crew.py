@@ -2,7 +2,7 @@
 time, a kernel's outer loop cut into pieces, posted to a mailbox in memory.
 
 Functions: `piece_N(record, k)` runs piece k of a kernel with N buffers; `crew_take(mb)`
-takes pieces while any are left; `crew_serve(mb, flag, spinner)` is a worker's life
+takes pieces while any are left; `crew_serve(mb, flag, serving, spinner)` is a worker's life
 between two sleeps (take pieces, spin polling the mailbox, then say "asleep" and return
 to sleep in Python until woken); `crew_post(...)` publishes a job and says which workers
 were asleep; `crew_finish(mb, chunks)` is the caller's share and its wait.
@@ -94,19 +94,17 @@ _POST = [
     "out:", "  %count = phi i64 [0, %entry], [%n1, %loop]", "  ret i64 %count", "}"]
 
 
-SERVING = 256  # flag[SERVING] (the flags array's second half): 1 while the worker serves
-
-
 def _serve(hint: str) -> list[str]:
-    """`crew_serve(mb, flag, spinner)`: take pieces; when none are left, poll (spinner:
-    1 or 0) times the posted spin count; then say "asleep" in *flag and return. While it
-    runs, flag[SERVING] is 1: a caller reads it to know whether a job now would find the
-    worker ready or have to wait for it to wake (and take the GIL back in Python: a
-    worker woken but not yet serving has flag 0 too), D97."""
+    """`crew_serve(mb, flag, serving, spinner)`: take pieces; when none are left, poll
+    (spinner: 1 or 0) times the posted spin count; then say "asleep" in *flag and return.
+    While it runs, *serving is 1: a caller reads it to know whether a job now would find
+    the worker ready or have to wait for it to wake (and take the GIL back in Python: a
+    worker woken but not yet serving has 0 there too), D97. It writes those two and the
+    mailbox, nothing else (the serving flag was once found at a fixed distance after
+    *flag: a caller that gave one int64 had its heap overwritten)."""
     return [
-        "define void @crew_serve(ptr %mb, ptr %flag, i64 %spinner) {", "entry:",
-        "  %spinsp = getelementptr i64, ptr %mb, i64 17",
-        f"  %serving = getelementptr i64, ptr %flag, i64 {SERVING}",
+        "define void @crew_serve(ptr %mb, ptr %flag, ptr %serving, i64 %spinner) {",
+        "entry:", "  %spinsp = getelementptr i64, ptr %mb, i64 17",
         "  store atomic i64 1, ptr %serving monotonic, align 8",
         "  br label %work", "work:", "  call void @crew_take(ptr %mb)", "  br label %wait",
         "wait:", "  %idle = phi i64 [0, %work], [%idle1, %poll]",

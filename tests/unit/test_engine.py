@@ -309,7 +309,7 @@ def test_a_call_that_would_wake_the_workers_has_a_choice_of_its_own():
 
 def test_the_crew_says_whether_a_job_would_wait_for_a_worker():
     """`Crew.asleep`: after a job the worker serves (spins) for SPIN_US, then sleeps; a
-    job then would wait for its wake-up. flag[SERVING + i] says which (llvm_crew.py).
+    job then would wait for its wake-up. flags[SERVING + i] say which (runtimes/cpu_crew.py).
     (A job need not wake a worker whose spin ends as it is posted: the caller may take
     every piece itself. So jobs are posted until the worker is seen serving.)"""
     spec, program, ptrs, first = _near_bound_program()
@@ -356,3 +356,26 @@ def test_cpu_kernel_with_more_buffers_than_the_shared_piece_functions():
         Capture.items = None
     assert len(spec.buf_dtypes) == 18 and program.threaded
     np.testing.assert_allclose(out.numpy(), np.sum(arrays, axis=0), rtol=1e-5, atol=1e-5)
+
+
+def test_the_crew_writes_only_the_flags_it_is_given(monkeypatch):
+    """crew_serve's flags are the ones its caller passes, nothing past them: the spin
+    calibration handed it a single int64 while it wrote the serving flag 256 slots
+    further (D97), a heap write that crashed the process now and then, later, in the
+    garbage collector (seen twice: a test run, a benchmark child). The calibration runs
+    here on flags inside a block of sentinels; only its own slots may change."""
+    import ctypes
+    from runtimes import cpu_crew
+    _, program, _, _ = _near_bound_program()
+    crew = program.host.crew()
+    block = (ctypes.c_int64 * 1024)(*[7] * 1024)
+
+    def buffers():
+        mailbox = (ctypes.c_int64 * 24)()
+        flag, serving = (ctypes.c_int64.from_buffer(block, 8 * i) for i in (100, 101))
+        flag.value = serving.value = 0
+        return mailbox, flag, serving
+    monkeypatch.setattr(cpu_crew, "_calibration_buffers", buffers)
+    assert crew._calibrate() > 0
+    assert (block[100], block[101]) == (1, 0)  # said asleep, no longer serving
+    assert [i for i, v in enumerate(block) if v != 7 and i not in (100, 101)] == []
