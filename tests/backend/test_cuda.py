@@ -349,6 +349,25 @@ def test_the_native_launch_checks_its_arguments(launching_cuda):
     assert launches == [((1, 1, 1), (32, 1, 1), [4096, 8192])]
 
 
+def test_the_native_launch_writes_only_its_argument_block(launching_cuda):
+    """cuda_launch writes the buffers' pointers into the argument block its record names
+    and nowhere else (tests/unit/test_native_writes.py says why): here the block is two
+    slots inside a larger array of sentinels."""
+    runtime, _, _ = launching_cuda
+    if runtime.native is None:
+        return
+    from runtimes.cuda_launch import LaunchRecord
+    block = (ctypes.c_uint64 * 512)(*[7] * 512)
+    values = (ctypes.c_uint64 * 2).from_buffer(block, 8 * 100)
+    params = (ctypes.c_void_p * 2)(*[ctypes.addressof(values) + 8 * i for i in range(2)])
+    record = LaunchRecord(runtime.driver, 77, 6, [2, 1, 1], [64, 1, 1], values, params)
+    assert runtime.native(record.address, 4096, 8192) == 0
+    assert [i for i, v in enumerate(block) if v != 7] == [100, 101]
+    assert list(values) == [4096, 8192]
+    assert list(record.slots) == [*runtime.driver, 77, 6, 2, 1, 1, 64, 1, 1,
+                                  ctypes.addressof(values), ctypes.addressof(params), 2]
+
+
 def c_void(value):
     return ctypes.c_void_p(value)
 
