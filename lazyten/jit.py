@@ -70,7 +70,8 @@ from codegen.ops import LoadOps
 from codegen.renderer import ProgramSpec
 from lazyten.lazy import LazyBuffer, pending_assigns
 from lazyten.programs import log
-from lazyten.realize import Capture, Launch, copy_on_write, count_launch, realize, replay
+from lazyten.realize import (Capture, Launch, Stats, copy_on_write, count_launch, realize,
+                             replay)
 from lazyten.tensor import Tensor
 from runtimes import Buffer
 
@@ -201,6 +202,7 @@ class _Replay:
                               if id(b) in slot]) for step in launches]
         self.outputs = outputs  # the capture's: each call gets new ones like them
         self.graph: Any = None  # the launches as one device graph (CUDA), once built
+        self.launchers: list[Any] | None = None  # each kernel step's launcher, once made
         self.graph_tried = False
         self.first_output = len(inputs)
         self.returned, self.template = returned, template
@@ -235,13 +237,31 @@ class _Replay:
         return _rebuild(self.template, iter(tensors))
 
     def _run_steps(self, current: list[Buffer], timing: bool) -> None:
-        for step, patches in self.steps:
-            buffers = step.buffers
-            if patches:
-                buffers = list(buffers)
-                for pos, slot in patches:
-                    buffers[pos] = current[slot]
-            replay(step, buffers, timing)
+        """Each step in turn: a kernel through its program's launcher (what the engine's
+        plans call, D78: no keywords, no per-launch statistics; CUDA's is its native
+        launch, D99), a host step as it is; timed (DEBUG>=2) through `replay`."""
+        if self.launchers is None:
+            self.launchers = [None if step.spec is None else cast(Any, step.program).launcher(
+                step.spec.global_size, step.spec.local_size) for step, _ in self.steps]
+        kernels = flops = mem = 0
+        try:
+            for (step, patches), launcher in zip(self.steps, self.launchers):
+                buffers = step.buffers
+                if patches:
+                    buffers = list(buffers)
+                    for pos, slot in patches:
+                        buffers[pos] = current[slot]
+                if timing or launcher is None:
+                    replay(step, buffers, timing)
+                    continue
+                launcher(*[b._buf if b._buf is not None else b.ensure_allocated()
+                           for b in buffers])
+                spec = cast(ProgramSpec, step.spec)
+                kernels, flops, mem = kernels + 1, flops + spec.flops, mem + spec.mem_bytes
+        finally:  # the statistics of the kernels launched here, added once
+            Stats.kernels += kernels
+            Stats.flops += flops
+            Stats.mem += mem
 
     def _graph(self) -> Any:
         """The replay as one device graph, where every step is a kernel launch on one

@@ -409,3 +409,37 @@ def test_a_jitted_method_and_a_failed_capture():
         assert model(Tensor(x)).item() == pytest.approx(float(x @ [1, 2, 3]), rel=1e-5)
     with pytest.raises(JitError, match="argument self"):
         Model()(Tensor(data[0]))
+
+
+def test_a_replay_launches_through_launchers_made_once_and_counts_them(monkeypatch):
+    """A replay calls each kernel through its program's launcher (the plans' cheap call,
+    D78), made on the first replay and kept; the statistics count every kernel it ran,
+    as launching them one by one did."""
+    from runtimes.cpu_llvm import CPUProgram
+    made, calls = [], []
+    real = CPUProgram.launcher
+
+    def launcher(self, global_size, local_size):
+        inner = real(self, global_size, local_size)
+        made.append(self.spec.name)
+
+        def call(*bufs):
+            calls.append(self.spec.name)
+            return inner(*bufs)
+        return call
+    monkeypatch.setattr(CPUProgram, "launcher", launcher)
+
+    @lazyten.jit
+    def f(x):
+        return ((x * 2).realize() + 1).exp().realize()
+    xs = [Tensor(np.full(37, i, np.float32)) for i in range(5)]
+    for x in xs[:2]:  # the capture, and the call that checks it
+        f(x)
+    made_by = []
+    for n, x in enumerate(xs[2:], start=2):  # replays
+        k0, calls[:] = Stats.kernels, []
+        out = f(x).numpy()
+        np.testing.assert_allclose(out, np.exp(np.full(37, 2 * n + 1, np.float32)), rtol=1e-6)
+        assert len(calls) == 2 and Stats.kernels - k0 == 2, (calls, Stats.kernels - k0)
+        made_by.append(len(made))
+    assert made_by[0] >= 2 and made_by[1] == made_by[2] == made_by[0], made_by
