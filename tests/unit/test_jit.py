@@ -432,7 +432,7 @@ def test_a_replay_launches_through_launchers_made_once_and_counts_them(monkeypat
     @lazyten.jit
     def f(x):
         return ((x * 2).realize() + 1).exp().realize()
-    xs = [Tensor(np.full(37, i, np.float32)) for i in range(5)]
+    xs = [Tensor(np.full(37, i, np.float32), device="CPU") for i in range(5)]  # (CPU programs)
     for x in xs[:2]:  # the capture, and the call that checks it
         f(x)
     made_by = []
