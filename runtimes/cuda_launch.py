@@ -15,8 +15,10 @@ CUDA program then launches through ctypes, as before.
 """
 from __future__ import annotations
 import ctypes
+import sys
 from typing import Any, Callable
 
+from codegen.helpers import debug_level
 from codegen.renderer.llvm_launch import CUDA_RECORD, cuda_launch_ir
 from runtimes.cuda_api import arg_block, dims3
 
@@ -25,9 +27,17 @@ _HOSTS: list[Any] = []   # the host whose engine holds its code, for the process
 
 
 def native_launch() -> Callable[..., int] | None:
-    """The process's `cuda_launch` builtin, or None where none can be made."""
+    """The process's `cuda_launch` builtin, or None where none can be made (no C API, or
+    LLVM could not build or load it: the launches then go through ctypes, DEBUG=1 says
+    why)."""
     if not _LAUNCH:
-        _LAUNCH.append(_make())
+        try:
+            _LAUNCH.append(_make())
+        except Exception as e:  # llvmlite's errors vary: any failure keeps ctypes
+            if debug_level() >= 1:
+                print(f"lazyten: CUDA launches through ctypes ({type(e).__name__}: {e})",
+                      file=sys.stderr)
+            _LAUNCH.append(None)
     return _LAUNCH[0]
 
 

@@ -368,6 +368,23 @@ def test_the_native_launch_writes_only_its_argument_block(launching_cuda):
                                   ctypes.addressof(values), ctypes.addressof(params), 2]
 
 
+def test_a_native_launch_that_cannot_be_built_leaves_ctypes(monkeypatch, tmp_path):
+    """Where LLVM cannot build or load `cuda_launch`, the device still opens and launches
+    through ctypes."""
+    from runtimes import cuda_launch
+
+    def fail():
+        raise RuntimeError("LLVM has no target here")
+    monkeypatch.setattr(cuda_launch, "_LAUNCH", [])
+    monkeypatch.setattr(cuda_launch, "_make", fail)
+    runtime, memory, _ = _fake_runtime(monkeypatch, tmp_path, native=True)
+    assert runtime.native is None
+    monkeypatch.setitem(runtimes._OPEN, "CUDA:7", runtime)
+    (Tensor(np.ones(1000, np.float32), device="CUDA:7") + 1).realize()
+    _, _, pointers = runtime.cu.lib.launches[-1]
+    assert all(p in memory for p in pointers)
+
+
 def c_void(value):
     return ctypes.c_void_p(value)
 
