@@ -61,9 +61,7 @@ import itertools
 import sys
 import threading
 import weakref
-from typing import Any, Callable, NamedTuple, cast
-
-import numpy as np
+from typing import Any, Callable, cast
 
 from codegen.helpers import debug_level, getenv
 from codegen.ops import LoadOps
@@ -72,12 +70,10 @@ from lazyten.lazy import LazyBuffer, pending_assigns
 from lazyten.programs import log
 from lazyten.realize import (Capture, Launch, Stats, copy_on_write, count_launch, realize,
                              replay)
+from lazyten.jit_values import (ABSENT, JitError, collect, flatten, rebuild,
+                                same_value, show, tensor_spec)
 from lazyten.tensor import Tensor
 from runtimes import Buffer
-
-
-class JitError(ValueError):
-    """A jitted function was called with arguments its capture cannot replay."""
 
 
 class TinyJit:
@@ -122,7 +118,7 @@ class TinyJit:
         """Check the arguments against the first call's; return the input buffers."""
         leaves: list[tuple[str, Any]] = []
         for name, value in self._named(args, kwargs):
-            _leaves(value, name, leaves)
+            flatten(value, name, leaves)
         tensors = [value for _, value in leaves if isinstance(value, Tensor)]
         todo = [t for t in tensors if not t.lazydata.is_realized or
                 (t.lazydata._base is not None and not self.read_views)]
@@ -132,7 +128,7 @@ class TinyJit:
         if todo or pending:
             realize([t.lazydata for t in todo] + pending)
         first: dict[int, str] = {}  # buffer -> the first argument that holds it
-        parts = [(path, _spec(v, path, first, self.read_views) if isinstance(v, Tensor) else v)
+        parts = [(path, tensor_spec(v, path, first, self.read_views) if isinstance(v, Tensor) else v)
                  for path, v in leaves]
         if self._parts is None:
             self._parts = parts
@@ -150,42 +146,17 @@ class TinyJit:
 
     def _check(self, first: list, parts: list) -> None:
         """Raise JitError unless this call's flattened arguments match the first call's."""
-        missing = (None, _ABSENT)
+        missing = (None, ABSENT)
         for (old_path, old), (path, new) in itertools.zip_longest(first, parts,
                                                                    fillvalue=missing):
-            if old_path != path or not _same(old, new):
+            if old_path != path or not same_value(old, new):
                 where = old_path if old_path == path else f"{old_path} / {path}"
                 raise JitError(
                     f"jitted {getattr(self.fn, '__name__', 'function')}: argument {where} was "
-                    f"{_show(old)} when captured and is {_show(new)} now. A capture replays "
+                    f"{show(old)} when captured and is {show(new)} now. A capture replays "
                     "only for tensors of the same shapes, dtypes and devices and equal "
                     "non-tensor arguments: pass a 0-d Tensor to vary a number, or call "
                     ".reset() to capture again")
-
-
-class _TensorSpec(NamedTuple):
-    """What a replay needs to stay the same about a tensor argument."""
-    shape: tuple
-    dtype: Any
-    device: str
-    requires_grad: bool
-    same_as: str | None  # an earlier argument with the same buffer
-    view: Any  # read_views: how the memory is read, (its ShapeTracker, memory size)
-
-
-def _spec(t: Tensor, path: str, first: dict[int, str], read_views: bool) -> _TensorSpec:
-    earlier = first.setdefault(id(t.lazydata.buffer()), path)
-    view = (t.lazydata.st, t.lazydata.buffer().size) if read_views else None
-    return _TensorSpec(t.shape, t.dtype, t.device, bool(t.requires_grad),
-                       None if earlier == path else earlier, view)
-
-
-class _Container(NamedTuple):
-    kind: type
-    keys: tuple  # indices of a list or tuple, keys of a dict
-
-
-_ABSENT = object()
 
 
 class _Replay:
@@ -234,7 +205,7 @@ class _Replay:
                 base = LazyBuffer.from_buffer(current[self.first_output + output], lb.base.shape)
                 lb = base if lb._base is None else base._view(lb.st)
             tensors.append(Tensor._wrap(lb))
-        return _rebuild(self.template, iter(tensors))
+        return rebuild(self.template, iter(tensors))
 
     def _run_steps(self, current: list[Buffer], timing: bool) -> None:
         """Each step in turn: a kernel through its program's launcher (what the engine's
@@ -324,7 +295,7 @@ def _record(fn: Callable, args: tuple, kwargs: dict, inputs: list[Buffer],
     try:
         result = fn(*args, **kwargs)
         returned: list[Tensor] = []
-        _collect(result, returned)
+        collect(result, returned)
         realize([t.lazydata for t in returned] + pending_assigns())
         fresh = {id(b) for b in Capture.allocated}
         copies = {}  # memory from outside the call is copied, once per tensor
@@ -355,7 +326,7 @@ def _record(fn: Callable, args: tuple, kwargs: dict, inputs: list[Buffer],
             slots[id(buffer)] = len(outputs)
             outputs.append(buffer)
         returned_plan.append((slots[id(buffer)], lb))
-    result = _rebuild(result, iter([Tensor._wrap(lb) for lb in lazy]))
+    result = rebuild(result, iter([Tensor._wrap(lb) for lb in lazy]))
     if not replayable:
         return result, None
     for ref in copied:  # an old value kept by copy on write lives in the capture's memory,
@@ -364,87 +335,6 @@ def _record(fn: Callable, args: tuple, kwargs: dict, inputs: list[Buffer],
             copy_on_write(old)
     # the rebuilt result is the replay's template: it holds no autograd graph
     return result, _Replay(launches, inputs, outputs, returned_plan, result, assigned)
-
-
-def _leaves(value: Any, path: str, out: list[tuple[str, Any]]) -> None:
-    """Flatten an argument into (path, leaf): tensors, other values, and before each
-    list, tuple or dict a _Container with its type and keys."""
-    if isinstance(value, (list, tuple)):
-        out.append((path, _Container(type(value), tuple(range(len(value))))))
-        for i, item in enumerate(value):
-            _leaves(item, f"{path}[{i}]", out)
-    elif isinstance(value, dict):
-        keys = _keys(value)
-        out.append((path, _Container(type(value), tuple(keys))))
-        for key in keys:
-            _leaves(value[key], f"{path}[{key!r}]", out)
-    elif isinstance(value, np.ndarray):
-        raise JitError(f"argument {path} of a jitted function is a numpy array, whose data "
-                       "the capture would freeze: pass a Tensor")
-    else:
-        out.append((path, value))
-
-
-def _keys(d: dict) -> list:
-    """A dict's keys in an order that does not depend on how it was built."""
-    try:
-        return sorted(d)
-    except TypeError:
-        return sorted(d, key=repr)
-
-
-def _same(old: Any, new: Any) -> bool:
-    """Equal as arguments: the same type and ==, NaN equal to NaN."""
-    if old is new:
-        return True
-    if type(old) is not type(new):
-        return False
-    try:
-        return bool(old == new) or bool(old != old and new != new)
-    except Exception:  # noqa: BLE001 - not comparable counts as changed
-        return False
-
-
-def _show(leaf: Any) -> str:
-    if leaf is _ABSENT:
-        return "absent"
-    if isinstance(leaf, _TensorSpec):
-        notes = ["requires_grad"] * leaf.requires_grad + \
-            [f"the same tensor as {leaf.same_as}"] * (leaf.same_as is not None)
-        return f"a Tensor {leaf.shape} {leaf.dtype.name} on {leaf.device}" + \
-            (f" ({', '.join(notes)})" if notes else "")
-    if isinstance(leaf, _Container):
-        return f"a {leaf.kind.__name__} of {len(leaf.keys)}" + \
-            (f" with keys {list(leaf.keys)}" if issubclass(leaf.kind, dict) else "")
-    text = repr(leaf)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _collect(value: Any, out: list[Tensor]) -> None:
-    """The tensors in a return value, in the order _rebuild puts them back."""
-    if isinstance(value, Tensor):
-        out.append(value)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            _collect(item, out)
-    elif isinstance(value, dict):
-        for item in value.values():
-            _collect(item, out)
-
-
-def _rebuild(value: Any, tensors) -> Any:
-    """`value` with each tensor replaced by the next of `tensors`."""
-    if isinstance(value, Tensor):
-        return next(tensors)
-    if isinstance(value, list):
-        return [_rebuild(item, tensors) for item in value]
-    if isinstance(value, tuple):
-        items = [_rebuild(item, tensors) for item in value]
-        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
-    if isinstance(value, dict):
-        out = {key: _rebuild(item, tensors) for key, item in value.items()}
-        return out if type(value) is dict else type(value)(out)
-    return value
 
 
 def jit(fn: Callable) -> TinyJit:
