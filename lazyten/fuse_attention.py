@@ -33,9 +33,11 @@ View = Callable[[ShapeTracker], ShapeTracker]
 
 
 def fuse_attention(items: list[ScheduleItem], outs: set[LazyBuffer]) -> list[ScheduleItem]:
-    """The schedule with each attention's kernels replaced by one (where it can);
-    FUSE_ATTENTION=0 keeps them (to compare)."""
-    if not getenv("FUSE_ATTENTION", 1):
+    """The schedule with each attention's kernels replaced by one where it can and where
+    one head's scores do not fit a core's L2 cache (`_worth_it`); FUSE_ATTENTION=0 keeps
+    them all (to compare), 2 fuses every attention it can."""
+    mode = getenv("FUSE_ATTENTION", 1)
+    if not mode:
         return items
     producer = {id(it.out): it for it in items if it.ast is not None}
     readers = _readers(items)
@@ -46,7 +48,7 @@ def fuse_attention(items: list[ScheduleItem], outs: set[LazyBuffer]) -> list[Sch
         fusion = _Fusion.start(it) if id(it) not in dropped else None
         if fusion is None or not fusion.collect(producer, readers, kept):
             continue
-        fused = fusion.build()
+        fused = fusion.build(mode >= 2)
         if fused is not None:
             replaced[id(it)] = fused
             dropped |= {id(x) for x in fusion.group.values()}
@@ -176,7 +178,9 @@ class _Fusion:
                     changed = True
 
     # ---- the rewrite ----
-    def build(self) -> list[ScheduleItem] | None:
+    def build(self, always: bool = False) -> list[ScheduleItem] | None:
+        """The fused kernel (after copies of k), or None where the rule refuses the
+        rewrite or, unless `always`, the kernels apart are expected to be faster."""
         o = self.o
         assert o.ast is not None
         to_f, axes = self._space(o)  # type: ignore[misc]
@@ -185,10 +189,31 @@ class _Fusion:
         parts = attention_parts(ast)
         if parts is None:
             return None
+        if not always and not self._worth_it():
+            return None
         items = self._pack_keys(ast, parts)
         if debug_level() >= 2:
             print(self._saved(items), file=sys.stderr)
         return items
+
+    def _worth_it(self) -> bool:
+        """Whether one head's scores (a row of queries by the keys, float32) are more than
+        a core's L2 cache holds: what fusing saves is their traffic to memory, and the
+        fused kernel's inner loops are slower than a matmul's (a broadcast of each weight,
+        an online max), so where the scores stay in the cache the kernels apart are as
+        fast or faster (2-core Zen 4, D101: 1x12x197x64 0.81 ms apart / 0.96 fused,
+        16x4x32x32 0.12 / 0.15, 1x4x512x32 0.93 / 1.06; 1x4x768x64 4.2 / 3.7, 1x2x1024x32
+        3.0 / 2.2). DEBUG=2 says which it chose."""
+        head = (self.rows[-1] if self.rows else 1) * self.keys * 4
+        l2 = get_runtime(self.o.out.device).renderer.target.l2_bytes
+        if head > l2:
+            return True
+        if debug_level() >= 2:
+            print(f"attention: {prod(self.rows)} rows x {self.keys} keys x {self.width} "
+                  f"columns kept as {len(self.group) + 1} kernels: one head's scores "
+                  f"({head / 1024:.0f} KB) fit the L2 cache ({l2 >> 10} KB), so fusing "
+                  "would save little traffic (FUSE_ATTENTION=2 fuses it)", file=sys.stderr)
+        return False
 
     def _rebuild(self, node: LazyOp, item: ScheduleItem, view: View,
                  axes: dict[int, int]) -> LazyOp:
