@@ -346,8 +346,8 @@ def _rows_at_once(rows: tuple[int, ...], vectors: int, key_vectors: int, registe
     than it), while the group's column accumulators fit in about half the vector
     registers (16) and its scores, a block of `key_vectors` per row, in half of the
     target's: AVX-512's 32 registers hold 4 rows' scores, AVX2's 16 hold 2 (4 spilled:
-    4x4x128x32 0.71-0.74 -> 0.44-0.59 ms a kernel; depth 64 is 2 rows on both). A target that names no registers (CLANG's C) is not
-    bounded by them."""
+    4x4x128x32 0.71-0.74 -> 0.44-0.59 ms a kernel; depth 64 is 2 rows on both). A
+    target that names no registers (CLANG's C) is not bounded by them."""
     for c in (4, 2):
         fits = rows[-1] % c == 0 or pad and rows[-1] >= c if rows else False
         if fits and c * vectors <= _ACC_VECTORS and \
