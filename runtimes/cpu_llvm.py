@@ -173,8 +173,11 @@ class CPUProgram(Program):
                    spin_us: int | None = None) -> None:
         """The outer loop [0, n) in `chunks` pieces, on this thread and `helpers` workers:
         pieces go in order to whichever thread is free, so a thread that wakes late or
-        shares its core does less of the work. Workers spin `spin_us` (SPIN_US) after."""
-        self.host.crew().run([self.piece, self.address, n, chunks, *ptrs], chunks, helpers,
+        shares its core does less of the work; taken in turn, each thread's pieces are one
+        contiguous share (the thread count rides in the record above the chunks, D102).
+        Workers spin `spin_us` (SPIN_US) after."""
+        self.host.crew().run([self.piece, self.address, n, chunks | (helpers + 1) << 32,
+                              *ptrs], chunks, helpers,
                              _threading()[1] if spin_us is None else spin_us)
 
 

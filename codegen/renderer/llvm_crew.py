@@ -9,7 +9,7 @@ were asleep; `crew_finish(mb, chunks)` is the caller's share and its wait.
 
 The mailbox (i64 slots, three cache lines): [0] the job word, `(seq << 32) | pieces
 left`; [8] pieces finished; [16] the address of the job record `[piece_N, kernel, n,
-chunks, data0, ...]`; [17] how many polls an idle worker spins before it sleeps. A
+chunks | threads << 32, data0, ...]`; [17] how many polls an idle worker spins before it sleeps. A
 thread reads the record, then takes piece `chunks - left` with a compare-and-swap of the
 whole word. If the swap succeeds, the record it read was this job's: the caller
 rewrites it only after every piece of the job is finished. A thread that read a record
@@ -33,14 +33,26 @@ def _left(word: str, name: str) -> list[str]:
 
 
 def piece_ir(buffers: int) -> str:
-    """`piece_N(ptr record, i64 k)`: run piece k of the record's kernel (N buffers), rows
-    [n*k/chunks, n*(k+1)/chunks); an empty piece (chunks > n) runs nothing, since a
-    kernel's loops run at least once."""
+    """`piece_N(ptr record, i64 j)`: run the j-th piece taken of the record's kernel (N
+    buffers): block k of the outer loop, rows [n*k/chunks, n*(k+1)/chunks); an empty
+    piece (chunks > n) runs nothing, since a kernel's loops run at least once. Where the
+    record's slot 3 names T threads besides the chunks (`chunks | T << 32`) and T divides
+    them, the j-th piece taken is block (j % T) * (chunks / T) + j // T: threads that take
+    pieces in turn each walk one contiguous share, the same in every call (the rows a
+    kernel wrote stay in its core's cache for the next), and a thread that is late or
+    slow still leaves its pieces to the others (64 x 1000 softmax, 8 pieces on 2 cores:
+    18.7 -> 14.5 us)."""
     data = [line for i in range(buffers) for line in _slot(4 + i, f"d{i}", "ptr")]
     args = ", ".join([f"ptr %d{i}" for i in range(buffers)] + ["i64 %start", "i64 %end"])
     return "\n".join([
-        f"define void @piece_{buffers}(ptr %job, i64 %k) {{", "entry:",
-        *_slot(1, "kernel", "ptr"), *_slot(2, "n", "i64"), *_slot(3, "chunks", "i64"),
+        f"define void @piece_{buffers}(ptr %job, i64 %j) {{", "entry:",
+        *_slot(1, "kernel", "ptr"), *_slot(2, "n", "i64"), *_slot(3, "word", "i64"),
+        f"  %chunks = and i64 %word, {LEFT}", "  %t = lshr i64 %word, 32",
+        "  %many = icmp ugt i64 %t, 1", "  %tt = select i1 %many, i64 %t, i64 1",
+        "  %share = udiv i64 %chunks, %tt", "  %rest = urem i64 %chunks, %tt",
+        "  %whole = icmp eq i64 %rest, 0", "  %turn = urem i64 %j, %tt",
+        "  %round = udiv i64 %j, %tt", "  %from = mul i64 %turn, %share",
+        "  %shared = add i64 %from, %round", "  %k = select i1 %whole, i64 %shared, i64 %j",
         "  %lo = mul i64 %k, %n", "  %start = sdiv i64 %lo, %chunks",
         "  %k1 = add i64 %k, 1", "  %hi = mul i64 %k1, %n", "  %end = sdiv i64 %hi, %chunks",
         "  %empty = icmp sge i64 %start, %end",
@@ -67,7 +79,8 @@ _TAKE = [
     "  %job = load atomic ptr, ptr %jobp monotonic, align 8",
     "  %piece = load atomic ptr, ptr %job monotonic, align 8",
     "  %chunksp = getelementptr i64, ptr %job, i64 3",
-    "  %chunks = load atomic i64, ptr %chunksp monotonic, align 8",
+    "  %chunksw = load atomic i64, ptr %chunksp monotonic, align 8",
+    f"  %chunks = and i64 %chunksw, {LEFT}",
     "  %w1 = sub i64 %w, 1",
     "  %swap = cmpxchg ptr %mb, i64 %w, i64 %w1 seq_cst seq_cst",
     "  %won = extractvalue { i64, i1 } %swap, 1",

@@ -41,6 +41,26 @@ def test_every_row_runs_once_whatever_the_pieces(rows):
         np.testing.assert_array_equal(x.numpy(), np.full((rows, 64), expected, np.float32))
 
 
+@pytest.mark.parametrize("threads,chunks", [(2, 8), (2, 6), (4, 8), (3, 7), (1, 5)])
+def test_pieces_taken_in_turn_walk_one_share_per_thread(threads, chunks):
+    """The j-th piece taken runs block (j % T) * (chunks / T) + j // T of the outer loop
+    where T (in the record above the chunks) divides the chunks, else block j: threads
+    taking pieces in turn each walk one contiguous share, the same rows every call (D102:
+    64 x 1000 softmax on 2 cores 18.7 -> 12-14.5 us). Piece by piece, on this thread."""
+    import ctypes
+    x, program, ptrs, n = in_place_add(chunks)  # one row per block
+    record = (ctypes.c_int64 * 8)(program.piece, program.address, n, chunks | threads << 32,
+                                  ptrs[0])
+    piece = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)(program.piece)
+    share = chunks // threads if chunks % threads == 0 else None
+    for j in range(chunks):
+        before = x.numpy()[:, 0].copy()
+        piece(ctypes.addressof(record), j)
+        ran = np.flatnonzero(x.numpy()[:, 0] != before)
+        block = j if share is None else (j % threads) * share + j // threads
+        assert ran.tolist() == [block], (j, ran)
+
+
 jobs = st.lists(st.tuples(st.integers(0, 2), st.integers(1, 70), st.integers(1, 3),
                           st.sampled_from([0, 5, 300])), min_size=1, max_size=40)
 
