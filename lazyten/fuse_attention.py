@@ -209,8 +209,7 @@ class _Fusion:
         if head > l2:
             return True
         if debug_level() >= 2:
-            print(f"attention: {prod(self.rows)} rows x {self.keys} keys x {self.width} "
-                  f"columns kept as {len(self.group) + 1} kernels: one head's scores "
+            print(f"{self._named()} kept as {len(self.group) + 1} kernels: one head's scores "
                   f"({head / 1024:.0f} KB) fit the L2 cache ({l2 >> 10} KB), so fusing "
                   "would save little traffic (FUSE_ATTENTION=2 fuses it)", file=sys.stderr)
         return False
@@ -280,13 +279,17 @@ class _Fusion:
             copies.append(ScheduleItem(copy, packed, [src]))
         return copies + [ScheduleItem(ast, self.o.out, inputs)]
 
+    def _named(self) -> str:
+        """How DEBUG=2's lines name the attention."""
+        return f"attention: {prod(self.rows)} rows x {self.keys} keys x {self.width} columns"
+
     def _saved(self, items: list[ScheduleItem]) -> str:
         """DEBUG=2's line: the bytes the kernels taken in wrote and their readers read
         (each output written once and read once at least) that the fused kernel does not."""
         moved = sum(2 * prod(x.out.shape) * x.out.dtype.itemsize for x in self.group.values())
-        return (f"attention: {prod(self.rows)} rows x {self.keys} keys x {self.width} columns "
-                f"in one kernel for {len(self.group) + 1} (+{len(items) - 1} copy of k): "
-                f"scores and weights never in memory, {moved / 1e6:.2f} MB less traffic")
+        return (f"{self._named()} in one kernel for {len(self.group) + 1} "
+                f"(+{len(items) - 1} copy of k): scores and weights never in memory, "
+                f"{moved / 1e6:.2f} MB less traffic")
 
 
 def _panel(pack: int, lanes: int, keys: int) -> int:
