@@ -23,10 +23,10 @@ from fuzz.minimize import minimize
 from fuzz.run import check_forward, check_gradients, check_jit, check_repeat
 
 # programs per test in CI: sized so the fuzzer adds about a minute to the suite on 2 cores
-FORWARD_EXAMPLES = {"CPU": 600, "OPENCL": 60, "CLANG": 60}
-GRADIENT_EXAMPLES = {"CPU": 300, "OPENCL": 20, "CLANG": 20}
-JIT_EXAMPLES = {"CPU": 150, "OPENCL": 10, "CLANG": 10}
-REPEAT_EXAMPLES = {"CPU": 150, "OPENCL": 10, "CLANG": 10}
+FORWARD_EXAMPLES = {"CPU": 600, "OPENCL": 60, "CLANG": 60, "CUDA": 60}
+GRADIENT_EXAMPLES = {"CPU": 300, "OPENCL": 20, "CLANG": 20, "CUDA": 20}
+JIT_EXAMPLES = {"CPU": 150, "OPENCL": 10, "CLANG": 10, "CUDA": 10}
+REPEAT_EXAMPLES = {"CPU": 150, "OPENCL": 10, "CLANG": 10, "CUDA": 10}
 CHUNK = 20  # programs per hypothesis run in the timed mode (one seed each)
 SHOWN = 6  # distinct failures printed in full
 MINIMIZE_SECONDS = (5, 20)  # shrinking each distinct failure, and all of them, per test
@@ -34,7 +34,7 @@ MINIMIZE_SECONDS = (5, 20)  # shrinking each distinct failure, and all of them, 
 
 def _devices() -> list:
     params = ["CPU"]
-    for name in ("OPENCL", "CLANG"):
+    for name in ("OPENCL", "CLANG", "CUDA"):
         try:
             get_runtime(name)
             params.append(name)
