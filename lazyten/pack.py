@@ -41,6 +41,7 @@ from codegen.opt.reduce_rows import dot_products
 from codegen.ops import BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer, ReduceOps
 from codegen.shape.shapetracker import ShapeTracker
 from codegen.shape.view import View
+from codegen.target import Target
 from lazyten.lazy import LazyBuffer
 from lazyten.schedule_item import ScheduleItem
 from runtimes import get_runtime
@@ -105,7 +106,6 @@ def _pack(item: ScheduleItem, width: int) -> tuple[ScheduleItem, ScheduleItem | 
         if n.op is BufferOps.LOAD:
             uses[n.arg.idx] = uses.get(n.arg.idx, 0) + 1
     target = get_runtime(item.out.device).renderer.target
-    cached = target.cached_bytes
     dots = dot_products(Kernel(ast), target)  # the tile's own rule
     for leaf in reduce.walk():
         if leaf.op is not BufferOps.LOAD or uses[leaf.arg.idx] != 1:
@@ -116,7 +116,7 @@ def _pack(item: ScheduleItem, width: int) -> tuple[ScheduleItem, ScheduleItem | 
                                                    if a != lane_axis and full[a] > 1]:
             if axis != lane_axis and leaf.arg.st.real_strides()[axis] != 1:
                 continue  # rows are packed only where they are contiguous (a transposed A)
-            found = _reduce_axis(leaf.arg, axis, out_axes, panel, cached)
+            found = _reduce_axis(leaf.arg, axis, out_axes, panel, target)
             if found is not None:
                 return _packed(item, ast, leaf, full, axis, panel, *found)
     return item, None
@@ -198,12 +198,15 @@ def _merged_reduce(ast: LazyOp) -> LazyOp:
 
 
 def _reduce_axis(buf: MemBuffer, lane_axis: int, out_axes: list[int], width: int,
-                 cached: int) -> tuple[int, tuple[int, ...]] | None:
+                 target: Target) -> tuple[int, tuple[int, ...]] | None:
     """(the reduce axis, the batch axes) of a load worth packing, else None: it moves
     along `lane_axis`, one reduce axis, and output axes the panels are copied for (a
     batched matmul's batch: one set of panels per batch). A batch's operand that fits in
-    `cached` bytes (the L1 cache) is re-read from there: packing it costs more than it
-    saves (4x4x128x32 attention's k^T, 16 KB a head: 0.24 ms read in place, 0.30 packed)."""
+    `target.cached_bytes` (the L1 cache) is re-read from there: packing it costs more
+    than it saves (4x4x128x32 attention's k^T, 16 KB a head: 0.24 ms read in place, 0.30
+    packed), unless its lanes would be gathered and no vector divides them (attention's
+    k^T at 100 keys: the tile reads whole vectors in place only as blocks of a vector's
+    width, so 100 took 4 lanes, 0.12 ms, where its panels padded to 112 took 0.06, D103)."""
     if len(buf.st.views) != 1 or buf.st.views[0].mask is not None:
         return None
     view = buf.st.views[0]
@@ -227,6 +230,6 @@ def _reduce_axis(buf: MemBuffer, lane_axis: int, out_axes: list[int], width: int
     # a row no panel divides is padded with zeros only where it would be gathered:
     # contiguous lanes read in place as well (784 x 256: 0.50 ms in place, 0.52 + 0.03 packed)
     if friendly or lanes < width or (lanes % width and not gathered) or small or \
-            (batch and panels <= cached):
+            (batch and panels <= target.cached_bytes and not (gathered and lanes % target.lanes)):
         return None
     return red_axis, batch

@@ -183,6 +183,26 @@ def test_batched_operands_that_fit_in_l1_are_read_in_place():
     np.testing.assert_allclose(out.numpy(), q @ np.swapaxes(k, -1, -2), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("keys,inner", [(100, 16), (200, 32), (77, 32), (96, 16)])
+def test_batched_operands_in_l1_are_packed_where_no_vector_divides_their_lanes(keys, inner):
+    """A batch's operand under the L1 size whose lanes would be gathered (attention's k^T)
+    is read in place only where a vector divides its keys (the tile reads whole vectors
+    of it as transposed blocks); at 100 keys the tile took 4 lanes at a time (0.12 ms
+    at 8 x 2 heads, where its panels padded to 112 took 0.06, D103), so it gets panels,
+    the last padded with zeros. The result is unchanged."""
+    q, k = rnd((8, 2, keys, inner)), rnd((8, 2, keys, inner), seed=1)
+    out = Tensor(q).realize() @ Tensor(k).realize().transpose(-1, -2)
+    items = create_schedule([out.lazydata])
+    target = get_runtime("CPU").renderer.target
+    assert keys * inner * 4 <= target.cached_bytes, "the operand must fit the L1 cache"
+    if keys % target.lanes == 0:
+        assert len(items) == 1, [i.out.shape for i in items]
+    else:
+        panels = -(-keys // target.pack)
+        assert len(items) == 2 and items[0].out.shape == (8, 2, panels, inner, target.pack)
+    np.testing.assert_allclose(out.numpy(), q @ np.swapaxes(k, -1, -2), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("shape,transposed", [((2, 3, 128, 64), True), ((2, 3, 128, 64), False),
                                               ((3, 512, 256), False), ((2, 256, 192), True)])
 def test_batched_operands_are_packed_per_batch(shape, transposed):
