@@ -15,7 +15,7 @@ from __future__ import annotations
 import builtins
 import math
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -27,6 +27,16 @@ class DType:
     name: str
     fmt: str  # numpy / struct type character
     count: int = 1  # lanes: more than 1 is a vector of the scalar type (CPU codegen only)
+    # the kind, read on every op: plain attributes set once (a property is a Python call)
+    is_float: bool = field(init=False, repr=False, compare=False)
+    is_int: bool = field(init=False, repr=False, compare=False)
+    is_unsigned: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        floating = self.name in ("float16", "bfloat16", "float32", "float64")
+        object.__setattr__(self, "is_float", floating)
+        object.__setattr__(self, "is_int", not floating and self.name != "bool")
+        object.__setattr__(self, "is_unsigned", self.name in ("uint8", "uint16", "uint32", "uint64"))
 
     def __eq__(self, other: object) -> bool:  # dtypes are compared on every op: identity first
         if self is other:
@@ -57,18 +67,6 @@ class DType:
     @property
     def scalar(self) -> DType:
         return DType(self.priority, self.itemsize, self.name, self.fmt)
-
-    @property
-    def is_float(self) -> bool:
-        return self.name in ("float16", "bfloat16", "float32", "float64")
-
-    @property
-    def is_int(self) -> bool:
-        return not self.is_float and self.name != "bool"
-
-    @property
-    def is_unsigned(self) -> bool:
-        return self.name in ("uint8", "uint16", "uint32", "uint64")
 
     @property
     def opmath(self) -> DType:

@@ -27,6 +27,16 @@ def norm_dim(dim: Any, ndim: int, what: str = "dim") -> int:
     return dim % max(ndim, 1)
 
 
+def _sorted_dims(axis: tuple, ndim: int) -> bool:
+    """Whether `axis` holds ints only, increasing, within [0, ndim)."""
+    last = -1
+    for a in axis:  # (a loop: this runs once per normalisation op)
+        if type(a) is not int or a <= last:
+            return False
+        last = a
+    return last < ndim
+
+
 def norm_axes(axis: Any, ndim: int) -> tuple[int, ...]:
     """A reduction's `axis` (None: all; an int; a tuple or list of ints) as sorted,
     distinct, non-negative dims; () for a 0-d tensor (which takes axis 0 or -1)."""
@@ -34,8 +44,7 @@ def norm_axes(axis: Any, ndim: int) -> tuple[int, ...]:
         return tuple(range(ndim))
     if type(axis) is int and -ndim <= axis < ndim:  # the common case, checked fast
         return (axis % ndim,)
-    if type(axis) is tuple and axis and set(map(type, axis)) <= {int} and \
-            0 <= axis[0] and axis[-1] < ndim and list(axis) == sorted(set(axis)):
+    if type(axis) is tuple and axis and _sorted_dims(axis, ndim):
         return axis  # already sorted, distinct and in range (layer_norm's trailing dims)
     if hasattr(axis, "__index__"):
         axes = (axis,)

@@ -296,6 +296,9 @@ class ElementwiseMixin(TensorMixin):
     def _opmath(self, fn):
         """fn on this tensor as a float; halves go through float32 (as PyTorch computes
         them), since exp(x) = exp2(x / ln2) in half precision loses about |x| ulps."""
+        dtype = self.lazydata.dtype
+        if dtype.is_float and dtype.opmath is dtype:  # float32, float64: the common case
+            return fn(self)
         x = self._float()
         return fn(x.float()).cast(x.dtype) if x.dtype.opmath != x.dtype else fn(x)
 

@@ -256,6 +256,7 @@ class Plan:
             costs.append((spec.flops, spec.mem_bytes))
             steps.append((program.launcher(spec.global_size, spec.local_size), out,
                           tuple(inputs), memory.runtime, memory.size, memory.dtype,
+                          memory.runtime.allocator.alloc, memory.nbytes or 1,
                           node.index_check is not None if out >= 0 else
                           None if new[5] is None else (*new[5], node.shape)))
         return Plan(steps, opt_settings(), costs)
@@ -267,9 +268,10 @@ class Plan:
         fresh: list[Buffer] = []  # the schedule's own buffers, by ~position
         ran = 0
         try:
-            for launch, out, inputs, runtime, size, dtype, after in self.steps:
-                memory = Buffer(runtime, size, dtype)
-                memories = [memory.ensure_allocated()]
+            for launch, out, inputs, runtime, size, dtype, alloc, nbytes, after in self.steps:
+                memory = Buffer(runtime, size, dtype)  # (allocated here: ensure_allocated
+                memory._buf = alloc(nbytes)            # inlined, this runs once per kernel)
+                memories = [memory._buf]
                 for i in inputs:  # (a loop in this frame: a comprehension is a call)
                     buffer = nodes[i].realized if i >= 0 else fresh[~i]
                     memories.append(buffer._buf if buffer._buf is not None

@@ -246,9 +246,11 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, Indexin
         tensors: tuple[Tensor, ...]
         if fn.traced:  # one graph node forward, one per gradient backward (D79, D80)
             tensors = (self,) + others
-            needs = [record and bool(t.requires_grad) for t in tensors]
-            found = traced_call(fn, tuple([t.lazydata for t in tensors]), kwargs,
-                                needs if True in needs else None)
+            needs: list[bool] | None = None
+            if record and (self.requires_grad or any([t.requires_grad for t in others])):
+                needs = [bool(t.requires_grad) for t in tensors]
+            found = traced_call(fn, (self.lazydata,) if not others else
+                                tuple([t.lazydata for t in tensors]), kwargs, needs)
             if found is not None:
                 out = Tensor._wrap(found[0])
                 if found[1] is not None and out.lazydata.dtype.is_float:

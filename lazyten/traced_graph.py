@@ -124,7 +124,7 @@ class NotTraceable(Exception):
     """The Function's graph cannot stand for itself over other inputs."""
 
 
-# (Function, keyword arguments, (shape, dtype, device) per input[, which inputs need a
+# (Function, keyword arguments, (shape, dtype name, device) per input[, which inputs need a
 # gradient, which are in memory order]) -> Subgraph, or None: refused
 _TRACES: dict[tuple, Subgraph | None] = {}
 
@@ -138,7 +138,9 @@ def traced_call(fn: type, inputs: tuple[LazyBuffer, ...], kwargs: dict[str, Any]
     if not getenv("GRAPH_TRACE", 1):  # read on every call, as POINTWISE_TRACE is
         return None
     try:
-        key: tuple = (fn, tuple(kwargs.items()), tuple([(x.shape, x.dtype, x.device) for x in inputs]))
+        # (dtypes by name: a DType's hash is a Python call, a str's is cached)
+        key: tuple = (fn, tuple(kwargs.items()),
+                      tuple([(x.shape, x.dtype.name, x.device) for x in inputs]))
         if needs is not None:  # a backward may depend on layout (Matmul's weight gradient)
             key += (tuple(needs), tuple([x._base is None or x.st.contiguous for x in inputs]))
         sub = _TRACES[key]
