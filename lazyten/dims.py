@@ -21,6 +21,8 @@ def as_int(value: Any, what: str) -> int:
 
 def norm_dim(dim: Any, ndim: int, what: str = "dim") -> int:
     """`dim` in [0, ndim) (0 for a 0-d tensor), from one in [-ndim, ndim)."""
+    if type(dim) is int and -ndim <= dim < ndim:  # the common case, checked at once
+        return dim % ndim
     dim = as_int(dim, what)
     if not -max(ndim, 1) <= dim < max(ndim, 1):
         raise IndexError(f"{what} {dim} is out of range for a tensor with {ndim} dims")

@@ -140,10 +140,14 @@ class MovementMixin(TensorMixin):
 
     @keywords(axis0="dim0", axis1="dim1")
     def transpose(self, dim0: int = 1, dim1: int = 0):
-        order = list(range(self.ndim))
-        d0, d1 = norm_dim(dim0, self.ndim, "dim"), norm_dim(dim1, self.ndim, "dim")
+        ndim = len(self.lazydata.shape)
+        d0, d1 = norm_dim(dim0, ndim, "dim"), norm_dim(dim1, ndim, "dim")
+        if d0 == d1:  # (a 0-d tensor's dims 0 and -1 too, as in PyTorch)
+            return self._same()
+        order = list(range(ndim))
         order[d0], order[d1] = order[d1], order[d0]
-        return self.permute(order)
+        # a permutation of ints by construction: permute's checks would find nothing
+        return self.apply(F.Permute, order=tuple(order))
 
     @keywords(axis="dim")
     def squeeze(self, dim=None):

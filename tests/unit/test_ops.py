@@ -879,18 +879,19 @@ def test_reshape_and_view(data, shape):
                   else arr.reshape(-1), exact=True)
 
 
-@given(data=st.data(), shape=shapes(min_dims=1, max_dims=4))
+@given(data=st.data(), shape=shapes(min_dims=0, max_dims=4))
 @fast(12)
 def test_permute_transpose_T(data, shape):
+    """Also a 0-d tensor, whose dims 0 and -1 transpose to itself, as in PyTorch."""
     t, arr = data.draw(tensor_and_array(shape))
     order = data.draw(st.permutations(range(len(shape))))
     assert_tensor(t.permute(order), arr.transpose(order), exact=True)
     assert_tensor(t.permute(*[o - len(shape) for o in order]), arr.transpose(order), exact=True)
     assert_tensor(t.T, arr.T, exact=True)
+    n = max(len(shape), 1)
+    d0, d1 = data.draw(st.integers(-n, n - 1)), data.draw(st.integers(-n, n - 1))
+    assert_tensor(t.transpose(d0, d1), np.swapaxes(arr, d0, d1) if shape else arr, exact=True)
     if len(shape) >= 2:
-        d0, d1 = data.draw(st.integers(-len(shape), len(shape) - 1)), \
-            data.draw(st.integers(-len(shape), len(shape) - 1))
-        assert_tensor(t.transpose(d0, d1), np.swapaxes(arr, d0, d1), exact=True)
         assert_tensor(t.transpose(), np.swapaxes(arr, 1, 0), exact=True)
 
 
