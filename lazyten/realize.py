@@ -20,6 +20,7 @@ from lazyten.programs import Stats, get_program, log, schedule_programs
 from lazyten.schedule import ScheduleItem, copy_ast, create_schedule
 from lazyten.schedule_cache import lookup, save_value
 from lazyten.traced_graph import restore_graphs
+from lazyten.varying import lift_varying
 from runtimes import Buffer, Program
 
 
@@ -313,6 +314,9 @@ def realize(outs: list[LazyBuffer]) -> None:
         return
     found = lookup(outs)
     template = found[2]
+    if template is None and Capture.items is None and lift_varying(found):
+        found = lookup(outs)  # constants that change between calls are inputs now (D104)
+        template = found[2]
     if template is not None and template.plan and Capture.items is None and \
             template.plan.settings == _plan_settings():
         Stats.schedules += 1

@@ -270,16 +270,16 @@ def test_a_launch_makes_few_driver_calls(launching_cuda, monkeypatch):
     runtime, memory, _ = launching_cuda
     monkeypatch.setitem(runtimes._OPEN, "CUDA:7", runtime)
     x = Tensor(np.ones(1000, np.float32), device="CUDA:7").realize()
-    (x + 1).realize()
+    (x + 1).realize()  # (the same number each time: a changing one becomes an input, D104)
     calls = runtime.cu.lib.calls
     calls.clear()
-    (x + 2).realize()
+    (x + 1).realize()
     names = [name for name, _ in calls]
     assert "cuEventRecord" not in names and names.count("cuLaunchKernel") == 1, names
     assert "cuCtxSetCurrent" not in names, names  # already current
     runtime.cu.lib.cuCtxSetCurrent(c_void(0))  # another context made current
     calls.clear()
-    (x + 3).realize()
+    (x + 1).realize()
     assert [n for n, _ in calls].count("cuCtxSetCurrent") >= 1
     _, _, pointers = runtime.cu.lib.launches[-1]
     assert len(pointers) == 2 and all(p in memory for p in pointers)

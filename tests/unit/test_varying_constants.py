@@ -1,0 +1,109 @@
+"""Python numbers that change from call to call (D104): after two values, a constant of a
+graph becomes a kernel input, so eager code with a decayed learning rate or a moving
+threshold schedules and compiles once, not on every call; results equal numpy's, bit
+for bit; constants that never change stay literals.
+"""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from codegen.dtypes import dtypes
+from lazyten import Tensor
+from lazyten.programs import Stats
+from lazyten.schedule_cache import CacheStats
+
+OPS = {
+    "add": (lambda t, s: t + s, lambda a, s: a + s),
+    "rsub": (lambda t, s: s - t, lambda a, s: s - a),
+    "mul": (lambda t, s: t * s, lambda a, s: a * s),
+    "div": (lambda t, s: t / s, lambda a, s: a / s),
+    "greater": (lambda t, s: t > s, lambda a, s: a > s),
+    "maximum": (lambda t, s: t.maximum(s), lambda a, s: np.maximum(a, s)),
+    "where": (lambda t, s: (t > 0).where(t, s), lambda a, s: np.where(a > 0, a, s)),
+    "clamp": (lambda t, s: t.clamp(-1, s), lambda a, s: np.clip(a, a.dtype.type(-1), s)),
+}
+
+
+def rnd(shape, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind in "iu":
+        return rng.integers(-50, 50, size=shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+@pytest.mark.parametrize("op,dtype", [(op, dtype) for op in sorted(OPS)
+                                      for dtype in (np.float32, np.float64, np.int32, np.int64)
+                                      if not (op == "div" and np.dtype(dtype).kind == "i")])
+def test_a_changing_number_schedules_and_compiles_once(op, dtype):
+    """Ten calls with ten values: at most two schedules (the first value's literal, then
+    the input) and two lowered kernels; each result equals numpy's. (Integer division
+    gives floats: the float dtypes cover it.)"""
+    fn, ref = OPS[op]
+    a = rnd((7, 33), dtype)
+    t = Tensor(a)
+    values = [dtype(v) for v in (3, 5, -2, 7, 11, 4, -6, 9, 1, 8)]
+    misses, lowered = CacheStats.misses, Stats.lowered
+    for v in values:
+        got = fn(t, v.item()).numpy()
+        want = ref(a, v)
+        assert got.dtype == want.dtype and np.array_equal(got, want), (op, v)
+    assert CacheStats.misses - misses <= 2, "a schedule per value"
+    assert Stats.lowered - lowered <= 2, "a kernel per value"
+
+
+def test_a_number_that_never_changes_stays_a_literal():
+    """The same number on every call: the kernel keeps it as a literal (no input)."""
+    from lazyten.schedule import create_schedule
+    t = Tensor(rnd((16,), np.float32)).realize()
+    for _ in range(3):
+        (t * 0.25).realize()
+    items = create_schedule([(t * 0.25).lazydata])
+    assert len(items) == 1 and len(items[0].inputs) == 1
+
+
+def test_only_the_numbers_that_change_become_inputs():
+    """x * s + 0.5 with s changing: s is an input, 0.5 stays a literal."""
+    from lazyten.schedule import create_schedule
+    t = Tensor(rnd((16,), np.float32)).realize()
+    for s in (1.0, 2.0, 3.0):
+        (t * s + 0.5).realize()
+    g = t * 4.0 + 0.5
+    from lazyten.realize import realize
+    realize([g.lazydata])  # (lifts the changing constant in place, then runs)
+    np.testing.assert_array_equal(g.numpy(), t.numpy() * np.float32(4.0) + np.float32(0.5))
+    items = create_schedule([(t * 5.0 + 0.5).lazydata])
+    assert len(items) == 1 and len(items[0].inputs) == 1, "a fresh graph's first lookup"
+
+
+@pytest.mark.parametrize("dtype", [dtypes.float16, dtypes.bfloat16])
+def test_sixteen_bit_numbers_stay_literals(dtype):
+    """A 16-bit float's constant is never lifted (its literal is not what a buffer of
+    its dtype would hold): each changing value gives what it gives as the first value
+    of its graph, where it is a literal for sure."""
+    from lazyten import varying
+    t = Tensor(rnd((9,), np.float32)).cast(dtype).realize()
+    for s in (0.1, 0.3, 0.7, 0.9):
+        got = (t * s).float().numpy()
+        varying._SEEN.clear()  # the next graph is the first of its structure: a literal
+        want = (t * s).float().numpy()
+        np.testing.assert_array_equal(got, want)
+
+
+@settings(max_examples=25, deadline=None)
+@given(op=st.sampled_from(sorted(OPS)),
+       values=st.lists(st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=32),
+                                 st.sampled_from([0.0, -0.0, 1e-45, -3.5e38])),
+                       min_size=3, max_size=6))
+def test_any_sequence_of_numbers_matches_numpy(op, values):
+    """Changing numbers (NaN, infinities, signed zeros, subnormals among them) give
+    numpy's float32 results, whatever the order."""
+    fn, ref = OPS[op]
+    a = rnd((5, 4), np.float32, seed=len(values))
+    a[0, 0], a[1, 1] = 0.0, -0.0
+    t = Tensor(a)
+    for v in values:
+        got = fn(t, v).numpy()
+        with np.errstate(all="ignore"):
+            want = ref(a, np.float32(v))
+        np.testing.assert_array_equal(got, want, err_msg=f"{op} with {v!r}")
