@@ -1,57 +1,59 @@
-"""Constants whose value changes from call to call become kernel inputs (D104).
+"""Numbers that change from call to call become kernel inputs (D104, D105).
 
 A Python number in eager code (`x * lr`, `x > threshold`, `x.clamp(0, top)`) is a CONST
-node, and the kernel that reads it has its value as a literal: the schedule cache's key
-holds the value, so a number that changes on every call (a decayed learning rate, a step
-count, an annealed temperature) missed the cache and compiled a new kernel each time,
-10-13 ms a call where PyTorch takes microseconds.
+node, and the kernel that reads it has its value as a literal; a slice of a realized
+tensor at a Python index (`x[i]`, `x[i:i + 8]`) is a view whose offset the kernel has as
+a literal too. The schedule cache's key holds both, so a number that changes on every
+call (a decayed learning rate, a step count, a loop's index) missed the cache and compiled
+a new kernel each time: 6-13 ms a call where PyTorch takes microseconds.
 
-The rule, applied on a cache miss (`realize`): the graph's key with every constant's
-value left out names the graph's structure. The first graph of a structure keeps its
-constants as literals (most constants never change: an epsilon, a 0.5, a mask's 0). A
-later graph of that structure whose constants differ from the first's in some positions
-has the constants at those positions, and at any position found to differ before, made
-0-d buffers holding their values, in place, before it is looked up again: its key then
-holds buffers, not values, and every later value reuses one schedule and one kernel.
-Kernels read such a buffer as they read a 0-d tensor argument (`x * Tensor(lr)`), so
-results are those of the literal, bit for bit.
+The rule, applied on a cache miss (`realize`): the graph's key with every constant's value
+and every window's offset left out names the graph's structure (a window: a view of a
+realized buffer that is one contiguous run of its memory). The first graph of a structure
+keeps its literals (most never change: an epsilon, a 0.5, a mask's 0, a fixed slice). A
+later graph of that structure whose values differ from the first's at some positions has
+those positions, and any found to differ before, made realized buffers in place, before
+it is looked up again: a constant becomes a 0-d buffer holding its value (D104), a window
+a buffer holding a copy of its run of memory (D105; values, not aliases: the copy is what
+the view reads, taken before anything in this realize runs). The key then holds buffers,
+not values, and every later value reuses one schedule and one kernel. Kernels read them as
+they read a 0-d tensor argument or a contiguous tensor, so results are bit for bit the
+literals'.
 
 Not lifted: bool constants, 16-bit float ones (their literal is used in float32,
-unrounded, where a buffer would hold it rounded), and a value its dtype cannot hold (an
-int past the dtype's range): they stay literals. A JIT capture never lifts
+unrounded, where a buffer would hold it rounded), a value its dtype cannot hold (an int
+past the dtype's range), windows on a runtime whose allocator cannot copy within device
+memory (`copy_within`: the CPU runtimes have it), and anything while a JIT captures
 (`realize` asks only outside one): a captured call fixes its numbers anyway.
-LIFT_CONSTANTS=1 lifts every constant it can on first sight (the fuzzer runs so, to
-check that a lifted constant computes what its literal does).
+LIFT_CONSTANTS=1 lifts everything it can on first sight (the fuzzer runs so, to check
+that a lifted value computes what its literal does).
 """
 from __future__ import annotations
 import struct
 
 from codegen.dtypes import dtypes, round_float
-from codegen.helpers import debug_level, getenv
+from codegen.helpers import debug_level, getenv, prod
 from codegen.ops import LoadOps
+from codegen.shape.shapetracker import ShapeTracker
 from lazyten.lazy import LazyBuffer
 from lazyten.schedule_cache import Found
 from runtimes import Buffer, get_runtime
 
-# the key with the constants' values left out -> (the values its first graph had, in the
-# key's order of constants; the positions, in the key's order of nodes, found to vary)
-_SEEN: dict[tuple, tuple[tuple, frozenset[int]]] = {}
+# the key with the values left out -> (the values its first graph had, in `_variables`'
+# order; the places found to vary)
+_SEEN: dict[tuple, tuple[tuple, frozenset]] = {}
 
 
 def lift_varying(found: Found) -> bool:
-    """Make the constants of this graph (a cache miss: `found` is lookup's answer) that
-    vary between calls 0-d buffers, in place; True if any was, and the caller looks the
-    graph up again."""
+    """Make the constants and windows of this graph (a cache miss: `found` is lookup's
+    answer) that vary between calls realized buffers, in place; True if any was, and the
+    caller looks the graph up again."""
     key, nodes, _ = found
     if key is None:
         return False
-    parts = key[0]
-    consts = [i for i, part in enumerate(parts) if part[0] is LoadOps.CONST]
-    if not consts:
+    structure, values, places = _variables(key, nodes)
+    if not values:
         return False
-    values = tuple([parts[i][1] for i in consts])  # (floats by repr: -0.0 is not 0.0)
-    structure = (tuple([(LoadOps.CONST, None, *part[2:]) if part[0] is LoadOps.CONST
-                        else part for part in parts]), key[1])
     seen = _SEEN.get(structure)
     if seen is None and getenv("LIFT_CONSTANTS", 0):  # (the tests' switch: every one, at once)
         seen = _SEEN[structure] = ((None,) * len(values), frozenset())
@@ -61,19 +63,50 @@ def lift_varying(found: Found) -> bool:
         _SEEN[structure] = (values, frozenset())
         return False
     first, varying = seen
-    grown = varying | {i for i, now, then in zip(consts, values, first) if now != then}
+    grown = varying | {p for p, now, then in zip(places, values, first) if now != then}
     if grown != varying:
         _SEEN[structure] = (first, grown)
         if debug_level() >= 2:
-            print(f"*** constants {sorted(parts[i][1] for i in grown - varying)} change "
-                  "between calls: kernel inputs from now on", flush=True)
+            print(f"*** {len(grown - varying)} numbers change between calls (constants, "
+                  "slice offsets): kernel inputs from now on", flush=True)
     lifted = False
-    for i in grown:
-        lifted = _lift(nodes[i]) or lifted
+    for node, src in grown:
+        base = nodes[node]
+        lifted = (_lift_constant(base) if src < 0 else _lift_window(base.src[src])) or lifted
     return lifted
 
 
-def _lift(base: LazyBuffer) -> bool:
+def _variables(key: tuple, nodes: list[LazyBuffer]) -> tuple[tuple, tuple, list[tuple[int, int]]]:
+    """(the key with every constant's value and window's offset left out, those values,
+    where each is: (node, -1) for a constant node, (node, j) for its j-th source)."""
+    parts, masked, values, places = key[0], [], [], []
+    for i, part in enumerate(parts):
+        if part[0] is LoadOps.CONST:
+            masked.append((LoadOps.CONST, None, *part[2:]))
+            values.append(part[1])  # (floats by repr: -0.0 is not 0.0)
+            places.append((i, -1))
+            continue
+        srcs = part[5] if part[0] != "buffer" else ()
+        new = None
+        for j, src in enumerate(srcs):
+            if type(src) is tuple and nodes[src[0]].realized is not None and _is_window(src[1]):
+                new = list(srcs) if new is None else new
+                new[j] = (src[0], src[1].shape)
+                values.append(src[1].views[0].offset)
+                places.append((i, j))
+        masked.append(part if new is None else (*part[:5], tuple(new), *part[6:]))
+    return (tuple(masked), key[1]), tuple(values), places
+
+
+def _is_window(st: ShapeTracker) -> bool:
+    """One unmasked view reading a contiguous run of memory in order."""
+    if len(st.views) != 1:
+        return False
+    view = st.views[0]
+    return view.mask is None and view.strides == ShapeTracker.from_shape(view.shape).views[0].strides
+
+
+def _lift_constant(base: LazyBuffer) -> bool:
     """Turn a CONST base into a realized 0-d buffer holding its value; False where it
     stays a literal."""
     dtype = base.dtype
@@ -88,4 +121,24 @@ def _lift(base: LazyBuffer) -> bool:
     memory.copyin(memoryview(data))
     base.op, base.arg, base.src = LoadOps.CUSTOM, None, ()
     base.realized = memory
+    return True
+
+
+def _lift_window(view: LazyBuffer) -> bool:
+    """Turn a view of a realized buffer that reads one contiguous run of its memory into a
+    realized buffer holding a copy of that run; False where it stays a view."""
+    base = view._base
+    if base is None or base.realized is None or base.realized._buf is None:
+        return False
+    source = base.realized
+    copy = getattr(source.runtime.allocator, "copy_within", None)
+    count = prod(view.shape)
+    if copy is None or count == 0:
+        return False
+    memory = Buffer(source.runtime, count, view.dtype)
+    copy(memory.ensure_allocated(), source._buf, view.st.views[0].offset * view.dtype.itemsize,
+         count * view.dtype.itemsize)
+    view._base, view.st = None, ShapeTracker.from_shape(view.shape)
+    view.op, view.arg, view.src = LoadOps.CUSTOM, None, ()
+    view.realized = memory
     return True

@@ -150,6 +150,11 @@ class HostAllocator(Allocator):
     def copyin(self, dest, src: memoryview) -> None:
         dest[0][:src.nbytes] = np.frombuffer(src, dtype=np.uint8)
 
+    def copy_within(self, dest, src, offset: int, nbytes: int) -> None:
+        """`nbytes` of `src` from byte `offset` into `dest` (a window of a buffer made its
+        own: lazyten/varying.py). Runtimes without it leave windows to their kernels."""
+        dest[0][:nbytes] = src[0][offset:offset + nbytes]
+
     def copyout(self, dest: memoryview, src) -> None:
         if dest.format == "B" and dest.ndim == 1:  # bytes to bytes, with no numpy views
             dest[:] = src[0].data[:dest.nbytes]    # (what .numpy() passes: 1 us less)

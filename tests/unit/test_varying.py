@@ -1,7 +1,8 @@
-"""Python numbers that change from call to call (D104): after two values, a constant of a
-graph becomes a kernel input, so eager code with a decayed learning rate or a moving
-threshold schedules and compiles once, not on every call; results equal numpy's, bit
-for bit; constants that never change stay literals.
+"""Python numbers that change from call to call (D104, D105): after two values, a constant
+of a graph, or the offset of a slice of a realized tensor (`x[i]`), becomes a kernel
+input, so eager code with a decayed learning rate, a moving threshold or a loop over
+`x[i]` schedules and compiles once, not on every call; results equal numpy's, bit for
+bit; numbers that never change stay literals.
 """
 import numpy as np
 import pytest
@@ -107,3 +108,56 @@ def test_any_sequence_of_numbers_matches_numpy(op, values):
         with np.errstate(all="ignore"):
             want = ref(a, np.float32(v))
         np.testing.assert_array_equal(got, want, err_msg=f"{op} with {v!r}")
+
+
+SLICES = {
+    "row": (lambda t, i: t[i], lambda a, i: a[i]),
+    "rows": (lambda t, i: t[i:i + 3] * 2, lambda a, i: a[i:i + 3] * a.dtype.type(2)),
+    "row sum": (lambda t, i: t[i].sum(), lambda a, i: a[i].sum()),
+    "plane": (lambda t, i: t[i] + t[i + 1], lambda a, i: a[i] + a[i + 1]),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SLICES))
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float64])
+def test_a_changing_index_schedules_and_compiles_once(kind, dtype):
+    """x[i] over ten i: at most two schedules and kernels; each result is numpy's."""
+    fn, ref = SLICES[kind]
+    a = rnd((12, 5, 7), dtype)
+    t = Tensor(a).realize()
+    misses, lowered = CacheStats.misses, Stats.lowered
+    for i in (0, 3, 1, 7, 2, 8, 5, 4, 6, 3):
+        got, want = fn(t, i).numpy(), ref(a, i)
+        if kind == "row sum" and np.dtype(dtype).kind == "f":
+            np.testing.assert_allclose(got, want, rtol=1e-5)
+        else:
+            assert np.array_equal(got, want), (kind, i)
+    assert CacheStats.misses - misses <= 2, "a schedule per index"
+    assert Stats.lowered - lowered <= 2, "a kernel per index"
+
+
+def test_a_lifted_slice_reads_the_value_before_a_later_update():
+    """Values, not aliases: a slice taken before an in-place update of its tensor reads
+    the old rows, whichever is realized first, also once slices are copies (D105)."""
+    a = np.arange(40, dtype=np.float32).reshape(8, 5)
+    x = Tensor(a).realize()
+    for i in range(3):
+        (x[i] * 2).realize()  # (the offsets vary: slices are copied from here on)
+    before, row = x[5] * 1, x[6]
+    x.assign(x + 100).realize()
+    after = x[2] * 1
+    np.testing.assert_array_equal(before.numpy(), a[5])
+    np.testing.assert_array_equal(row.numpy(), a[6])
+    np.testing.assert_array_equal(after.numpy(), a[2] + 100)
+    x += 1
+    np.testing.assert_array_equal(after.numpy(), a[2] + 100)
+    np.testing.assert_array_equal(x[2].numpy(), a[2] + 101)
+
+
+def test_strided_slices_stay_views_and_right():
+    """A column (strided, not one run of memory) is no window: it stays a view; its
+    values follow the index."""
+    a = rnd((6, 9), np.float32)
+    t = Tensor(a).realize()
+    for i in range(9):
+        np.testing.assert_array_equal((t[:, i] * 3).numpy(), a[:, i] * np.float32(3))
