@@ -46,6 +46,11 @@ class CUDAAllocator(Allocator):
         host = (ctypes.c_char * dest.nbytes).from_buffer(dest)
         self.dev.call("cuMemcpyDtoH_v2", host, src, dest.nbytes)
 
+    def copy_within(self, dest: int, src: int, offset: int, nbytes: int) -> None:
+        """A run of device memory copied on the default stream, after the kernels before
+        it (a slice made its own buffer: lazyten/varying.py)."""
+        self.dev.call("cuMemcpyDtoD_v2", dest, src + offset, nbytes)
+
 
 class CUDAProgram(Program):
     """A kernel in its own module, launched on the default stream.

@@ -17,6 +17,7 @@ _CU = {  # driver function -> argument types; each returns a CUresult (0 = succe
     "cuMemAlloc_v2": [POINTER(c_uint64), c_size_t], "cuMemFree_v2": [c_uint64],
     "cuMemcpyHtoD_v2": [c_uint64, c_void_p, c_size_t],
     "cuMemcpyDtoH_v2": [c_void_p, c_uint64, c_size_t],
+    "cuMemcpyDtoD_v2": [c_uint64, c_uint64, c_size_t],
     "cuModuleLoadData": [_P, c_char_p], "cuModuleGetFunction": [_P, c_void_p, c_char_p],
     "cuLaunchKernel": [c_void_p] + [c_uint] * 7 + [c_void_p, _P, _P],
     "cuEventCreate": [_P, c_uint], "cuEventRecord": [c_void_p, c_void_p],

@@ -104,6 +104,10 @@ def _fake_cuda(memory: dict, native: bool = False):
     def dtoh(dest, src, n):
         ctypes.memmove(dest, bytes(memory[src][:n]), n)
 
+    def dtod(dest, src, n):  # src may point inside an allocation
+        base = max(a for a in memory if a <= src)
+        memory[dest][:n] = memory[base][src - base:src - base + n]
+
     def launch(function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
         n = len(params)  # the argument pointers, read while the launch is in progress
         args = [ctypes.cast(params[i], ctypes.POINTER(ctypes.c_uint64)).contents.value
@@ -119,7 +123,7 @@ def _fake_cuda(memory: dict, native: bool = False):
         cuCtxGetCurrent=lambda ref: _set(ref, current[0]),
         cuCtxSynchronize=lambda: None, cuMemAlloc_v2=alloc,
         cuMemFree_v2=lambda address: None if memory.pop(address, None) is not None else 1,
-        cuMemcpyHtoD_v2=htod, cuMemcpyDtoH_v2=dtoh,
+        cuMemcpyHtoD_v2=htod, cuMemcpyDtoH_v2=dtoh, cuMemcpyDtoD_v2=dtod,
         cuModuleLoadData=lambda ref, image: _set(ref, 5),
         cuModuleGetFunction=lambda ref, module, name: _set(ref, 6),
         cuLaunchKernel=launch, cuEventCreate=lambda ref, flags: _set(ref, 9),
@@ -245,6 +249,10 @@ def test_copies_and_driver_errors(fake_cuda):
     out = np.zeros(4, np.float32)
     runtime.allocator.copyout(memoryview(out).cast("B"), buf)
     np.testing.assert_array_equal(out, np.arange(4))
+    run = runtime.allocator.alloc(8)  # a run of device memory copied within it (D105)
+    runtime.allocator.copy_within(run, buf, 4, 8)
+    runtime.allocator.copyout(memoryview(out[:2]).cast("B"), run)
+    np.testing.assert_array_equal(out[:2], [1, 2])
     runtime.allocator._free(buf)
     with pytest.raises(RuntimeError, match=r"cuMemFree_v2 failed: CUDA_ERROR_INVALID_VALUE"):
         runtime.allocator._free(buf)  # the fake fails a double free
