@@ -10,6 +10,7 @@ import operator
 
 from codegen.dtypes import dtypes
 from lazyten.aliases import keywords
+from lazyten.autograd import primitives as F
 from lazyten.dims import norm_dim
 from lazyten.elementwise import broadcast_shape
 from lazyten.errors import DTypeError, ShapeError
@@ -49,7 +50,8 @@ class IndexingMixin(TensorMixin):
         as one shrink (ints and unit steps), a slice per other step, and one reshape (ints
         drop their dims, None adds one): a few ops whatever the rank, not one per dim; and
         (dim, tensor) for each index tensor, at its dim of the result."""
-        window = [(0, s) for s in self.shape]
+        full = self.lazydata.shape
+        window = [(0, s) for s in full]
         steps: list[tuple[int, tuple[int, int, int]]] = []
         shape: list[int | None] = []  # the result's dims: kept input dim d, or None (new)
         advanced = []
@@ -58,7 +60,7 @@ class IndexingMixin(TensorMixin):
             if item is None:
                 shape.append(None)
                 continue
-            n = self.shape[d]
+            n = full[d]
             if isinstance(item, slice):
                 start, stop, step = item.indices(n)
                 if step == 1:
@@ -76,14 +78,17 @@ class IndexingMixin(TensorMixin):
                 advanced.append((len(shape), item))
                 shape.append(d)
             d += 1
+        # the window is in range and the reshape keeps every element, by construction:
+        # the primitives at once (Tensor.shrink's and reshape's checks would find nothing)
         x = self
-        if any(w != (0, s) for w, s in zip(window, self.shape)):
-            x = x.shrink(window)
+        if window != [(0, s) for s in full]:
+            x = x.apply(F.Shrink, arg=tuple(window))
         for dim, (start, stop, step) in steps:
             x = x._slice_axis(dim, start, stop, step)
-        new = tuple(1 if k is None else x.shape[k] for k in shape)
-        if new != x.shape:
-            x = x.reshape(new)
+        now = x.lazydata.shape
+        new = tuple([1 if k is None else now[k] for k in shape])
+        if new != now:
+            x = x.apply(F.Reshape, shape=new)
         return (self._same() if x is self else x), advanced
 
     def _index_item(self, item):
