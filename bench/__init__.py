@@ -10,7 +10,8 @@ Modules:
   spec       Workload and Target, the records every registry module builds
   workloads  the registry: names, sizes, work counted (FLOPs / bytes), targets
   layers     the layer-class workloads (softmax widths, attention, 3x3 conv, MLP step,
-             dispatch), outside the default run: their shapes, targets and inputs
+             dispatch: realize, numpy, a changing scalar), outside the default run:
+             their shapes, targets and inputs
   measure    warm-up + repeated timing with a time budget, median of the repeats
   lenet      LeNet parameters and a numpy reference (convs and the training loss)
   reference  numpy forms of the layer workloads (baseline, and float64 reference)

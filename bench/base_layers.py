@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
+import numpy as np
 
 from bench import reference
 from bench.baselines import F, _need_torch, _no_grad, torch, torch_train_step
-from bench.layers import MLP_SIZES, mlp_batch, mlp_params
+from bench.layers import MLP_SIZES, dispatch_scales, mlp_batch, mlp_params
 from bench.measure import Unavailable
 from bench.workloads import BY_NAME, inputs
 
@@ -38,8 +39,21 @@ def numpy_case(name: str) -> Callable[[], Any]:
         return lambda: reference.conv3x3(*args)
     if w.group == "dispatch":
         a, b = d["a"], d["b"]
+        if w.params["kind"] == "scalar":
+            return _over_scales(lambda s: a * np.float32(s), w.calls)
         return _loop(lambda: a + b, w.calls)
     raise Unavailable(f"no numpy form of {name}")
+
+
+def _over_scales(one: Callable[[float], Any], calls: int) -> Callable[[], Any]:
+    """`one(s)` for each of the dispatch group's changing numbers."""
+    scales = dispatch_scales(calls)
+
+    def run():
+        for s in scales:
+            out = one(s)
+        return out
+    return run
 
 
 def _loop(one: Callable[[], Any], calls: int) -> Callable[[], Any]:
@@ -93,6 +107,8 @@ def torch_case(name: str) -> Callable[[], Any]:
     d = {k: torch.from_numpy(v) for k, v in inputs(name).items()}
     if w.group == "dispatch":
         a, b = d["a"], d["b"]
+        if w.params["kind"] == "scalar":
+            return _no_grad(_over_scales(lambda s: a * s, w.calls))
         one = (lambda: (a + b).numpy()) if w.params["kind"] == "numpy" else (lambda: a + b)
         return _no_grad(_loop(one, w.calls))
     fn, names = _forward(w)

@@ -101,13 +101,22 @@ def _mlp(batch: int, jit: bool) -> Workload:
         deadline=(40.0, 30.0), default=False, params={"batch": batch, "jit": jit})
 
 
+_DISPATCH = {"realize": "(a + b).realize()", "numpy": "(a + b).numpy()",
+             "scalar": "(a * s).realize() with a new Python number s each call"}
+
+
+def dispatch_scales(calls: int) -> list[float]:
+    """The numbers the `scalar` kind multiplies by: a new one on every call (D104)."""
+    return [1.0 + k / 1024 for k in range(calls)]
+
+
 def _dispatch() -> list[Workload]:
     return [Workload(
-        f"dispatch_{kind}", "dispatch",
-        f"(a + b){'.numpy()' if kind == 'numpy' else '.realize()'} on {DISPATCH_N} fp32, per op",
+        f"dispatch_{kind}", "dispatch", f"{what} on {DISPATCH_N} fp32, per op",
         baselines=("numpy", "torch"), calls=DISPATCH_CALLS,
         targets=_speed(f"dispatch {kind}: within 3x torch eager's time", 1 / 3),
-        deadline=(30.0, 20.0), default=False, params={"kind": kind}) for kind in ("realize", "numpy")]
+        deadline=(30.0, 20.0), default=False, params={"kind": kind})
+        for kind, what in _DISPATCH.items()]
 
 
 WORKLOADS: list[Workload] = (_norms() + _attention() + _conv()

@@ -11,7 +11,7 @@ from typing import Callable
 import numpy as np
 
 from bench import reference
-from bench.layers import mlp_batch, mlp_params
+from bench.layers import dispatch_scales, mlp_batch, mlp_params
 from bench.lazy_side import Case, _t, train_step, train_check
 from bench.measure import compare
 from bench.workloads import BY_NAME, inputs
@@ -103,6 +103,15 @@ def _mlp(batch: int, use_jit: bool) -> Case:
 
 def _dispatch(kind: str, d: dict[str, np.ndarray], calls: int) -> Case:
     a, b = _t(d["a"]), _t(d["b"])
+    if kind == "scalar":  # a new number each call: a kernel input from the second (D104)
+        scales = dispatch_scales(calls)
+
+        def over_scales():
+            for s in scales:
+                out = (a * s).realize()
+            return out
+        return Case(over_scales, lambda out: compare(out.numpy(), d["a"] * np.float32(scales[-1]),
+                                                     1e-6, 0.0))
     if kind == "numpy":
         def one():
             return (a + b).numpy()

@@ -79,7 +79,8 @@ def test_conv3x3_grads_match_finite_differences():
 
 
 @pytest.mark.parametrize("name", ["softmax_64x1000", "log_softmax_64x1000", "layernorm_64x1000",
-                                  "attn_fwdbwd_4x4x128x32", "dispatch_numpy", "mlp_b64_jit"])
+                                  "attn_fwdbwd_4x4x128x32", "dispatch_numpy", "dispatch_scalar",
+                                  "mlp_b64_jit"])
 def test_lazyten_case_passes_its_check(name):
     from bench import lazy_layers
     c = lazy_layers.case(name)
