@@ -23,7 +23,7 @@ literals'.
 Not lifted: bool constants, 16-bit float ones (their literal is used in float32,
 unrounded, where a buffer would hold it rounded), a value its dtype cannot hold (an int
 past the dtype's range), windows on a runtime whose allocator cannot copy within device
-memory (`copy_within`: the CPU runtimes and CUDA have it), and anything while a JIT captures
+memory (`copy_within`: the CPU runtimes, CUDA and OpenCL have it), and anything while a JIT captures
 (`realize` asks only outside one): a captured call fixes its numbers anyway.
 LIFT_CONSTANTS=1 lifts everything it can on first sight (the fuzzer runs so, to check
 that a lifted value computes what its literal does).

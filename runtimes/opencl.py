@@ -78,6 +78,11 @@ class OpenCLAllocator(Allocator):
     def copyout(self, dest: memoryview, src) -> None:
         self.dev.cl.enqueue_copy(self.dev.queue, dest, src, is_blocking=True)
 
+    def copy_within(self, dest, src, offset: int, nbytes: int) -> None:
+        """A run of device memory copied on the queue, after the kernels before it (a
+        slice made its own buffer: lazyten/varying.py)."""
+        self.dev.cl.enqueue_copy(self.dev.queue, dest, src, byte_count=nbytes, src_offset=offset)
+
 
 class OpenCLCompiler(Compiler):
     """OpenCL C -> the driver's program binary; the key names the device and driver.
