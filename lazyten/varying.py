@@ -35,6 +35,7 @@ from codegen.dtypes import dtypes, round_float
 from codegen.helpers import debug_level, getenv, prod
 from codegen.ops import LoadOps
 from codegen.shape.shapetracker import ShapeTracker
+from codegen.shape.view import View
 from lazyten.lazy import LazyBuffer
 from lazyten.schedule_cache import Found
 from runtimes import Buffer, get_runtime
@@ -90,20 +91,18 @@ def _variables(key: tuple, nodes: list[LazyBuffer]) -> tuple[tuple, tuple, list[
         new = None
         for j, src in enumerate(srcs):
             if type(src) is tuple and nodes[src[0]].realized is not None and _is_window(src[1]):
+                view = src[1].views[0]
                 new = list(srcs) if new is None else new
-                new[j] = (src[0], src[1].shape)
-                values.append(src[1].views[0].offset)
+                new[j] = (src[0], view.shape, view.strides)
+                values.append(view.offset)
                 places.append((i, j))
         masked.append(part if new is None else (*part[:5], tuple(new), *part[6:]))
     return (tuple(masked), key[1]), tuple(values), places
 
 
 def _is_window(st: ShapeTracker) -> bool:
-    """One unmasked view reading a contiguous run of memory in order."""
-    if len(st.views) != 1:
-        return False
-    view = st.views[0]
-    return view.mask is None and view.strides == ShapeTracker.from_shape(view.shape).views[0].strides
+    """One unmasked view of memory (any strides: a row `x[i]`, a column `x[:, t]`)."""
+    return len(st.views) == 1 and st.views[0].mask is None
 
 
 def _lift_constant(base: LazyBuffer) -> bool:
@@ -125,20 +124,32 @@ def _lift_constant(base: LazyBuffer) -> bool:
 
 
 def _lift_window(view: LazyBuffer) -> bool:
-    """Turn a view of a realized buffer that reads one contiguous run of its memory into a
-    realized buffer holding a copy of that run; False where it stays a view."""
+    """Copy the run of memory a view of a realized buffer reads (from its lowest element to
+    its highest) into a buffer of its own: a view reading all of it in order becomes that
+    buffer, any other (a column, a flip) a view of it at an offset that no longer moves.
+    False where it stays as it is (no `copy_within`, or a run over _MOST_COPIED bytes:
+    a copy that long costs what a compile does)."""
     base = view._base
     if base is None or base.realized is None or base.realized._buf is None:
         return False
-    source = base.realized
+    source, itemsize = base.realized, view.dtype.itemsize
     copy = getattr(source.runtime.allocator, "copy_within", None)
-    count = prod(view.shape)
-    if copy is None or count == 0:
+    v = view.st.views[0]
+    low = v.offset + sum((n - 1) * s for n, s in zip(v.shape, v.strides) if s < 0)
+    high = v.offset + sum((n - 1) * s for n, s in zip(v.shape, v.strides) if s > 0)
+    run = high - low + 1
+    if copy is None or prod(v.shape) == 0 or run * itemsize > _MOST_COPIED:
         return False
-    memory = Buffer(source.runtime, count, view.dtype)
-    copy(memory.ensure_allocated(), source._buf, view.st.views[0].offset * view.dtype.itemsize,
-         count * view.dtype.itemsize)
-    view._base, view.st = None, ShapeTracker.from_shape(view.shape)
-    view.op, view.arg, view.src = LoadOps.CUSTOM, None, ()
-    view.realized = memory
+    memory = Buffer(source.runtime, run, view.dtype)
+    copy(memory.ensure_allocated(), source._buf, low * itemsize, run * itemsize)
+    rebased = View.create(v.shape, v.strides, v.offset - low)
+    if rebased.contiguous and run == prod(v.shape):  # all of it, in order: the buffer itself
+        view._base, view.st = None, ShapeTracker.from_shape(view.shape)
+        view.op, view.arg, view.src = LoadOps.CUSTOM, None, ()
+        view.realized = memory
+    else:
+        view._base, view.st = LazyBuffer.from_buffer(memory, (run,)), ShapeTracker((rebased,))
     return True
+
+
+_MOST_COPIED = 16 << 20  # bytes: about a compile's time of copying on the CPU
