@@ -315,7 +315,7 @@ def realize(outs: list[LazyBuffer]) -> None:
     found = lookup(outs)
     template = found[2]
     if template is None and Capture.items is None and lift_varying(found):
-        found = lookup(outs)  # constants that change between calls are inputs now (D104)
+        found = lookup(outs)  # numbers that change between calls are inputs now (D104, D105)
         template = found[2]
     if template is not None and template.plan and Capture.items is None and \
             template.plan.settings == _plan_settings():

@@ -70,10 +70,13 @@ def lift_varying(found: Found) -> bool:
         if debug_level() >= 2:
             print(f"*** {len(grown - varying)} numbers change between calls (constants, "
                   "slice offsets): kernel inputs from now on", flush=True)
-    lifted = False
+    targets = {}  # each node once (a view two nodes read appears at both places)
     for node, src in grown:
-        base = nodes[node]
-        lifted = (_lift_constant(base) if src < 0 else _lift_window(base.src[src])) or lifted
+        target = nodes[node] if src < 0 else nodes[node].src[src]
+        targets[id(target)] = (target, src < 0)
+    lifted = False
+    for target, constant in targets.values():
+        lifted = (_lift_constant(target) if constant else _lift_window(target)) or lifted
     return lifted
 
 

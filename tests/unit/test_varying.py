@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from codegen.dtypes import dtypes
+from codegen.ops import LoadOps
 from lazyten import Tensor
 from lazyten.programs import Stats
 from lazyten.schedule_cache import CacheStats
@@ -53,12 +54,26 @@ def test_a_changing_number_schedules_and_compiles_once(op, dtype):
     assert Stats.lowered - lowered <= 2, "a kernel per value"
 
 
+def _constants(lb):
+    """The CONST bases of a graph, by value (read before it is realized)."""
+    found, stack = {}, [lb.base]
+    while stack:
+        base = stack.pop()
+        if base.realized is None and base.op is LoadOps.CONST:
+            found[base.arg] = base
+        stack.extend(src.base for src in getattr(base, "src", ()))
+    return found
+
+
 def test_a_number_that_never_changes_stays_a_literal():
     """The same number on every call: the kernel keeps it as a literal (no input)."""
     from lazyten.schedule import create_schedule
     t = Tensor(rnd((16,), np.float32)).realize()
     for _ in range(3):
-        (t * 0.25).realize()
+        g = t * 0.25
+        const = _constants(g.lazydata)[0.25]
+        g.realize()
+        assert const.op is LoadOps.CONST and const.realized is None, "lifted"
     items = create_schedule([(t * 0.25).lazydata])
     assert len(items) == 1 and len(items[0].inputs) == 1
 
@@ -70,8 +85,11 @@ def test_only_the_numbers_that_change_become_inputs():
     for s in (1.0, 2.0, 3.0):
         (t * s + 0.5).realize()
     g = t * 4.0 + 0.5
+    consts = _constants(g.lazydata)
     from lazyten.realize import realize
     realize([g.lazydata])  # (lifts the changing constant in place, then runs)
+    assert consts[4.0].realized is not None, "the changing number is a buffer"
+    assert consts[0.5].op is LoadOps.CONST and consts[0.5].realized is None, "0.5 lifted"
     np.testing.assert_array_equal(g.numpy(), t.numpy() * np.float32(4.0) + np.float32(0.5))
     items = create_schedule([(t * 5.0 + 0.5).lazydata])
     assert len(items) == 1 and len(items[0].inputs) == 1, "a fresh graph's first lookup"
@@ -80,15 +98,19 @@ def test_only_the_numbers_that_change_become_inputs():
 @pytest.mark.parametrize("dtype", [dtypes.float16, dtypes.bfloat16])
 def test_sixteen_bit_numbers_stay_literals(dtype):
     """A 16-bit float's constant is never lifted (its literal is not what a buffer of
-    its dtype would hold): each changing value gives what it gives as the first value
-    of its graph, where it is a literal for sure."""
+    its dtype would hold): four values in a row stay literals, and each gives what it
+    gives as the first value of its graph, where it is a literal for sure."""
     from lazyten import varying
     t = Tensor(rnd((9,), np.float32)).cast(dtype).realize()
-    for s in (0.1, 0.3, 0.7, 0.9):
-        got = (t * s).float().numpy()
+    values, got = (0.1, 0.3, 0.7, 0.9), []
+    for s in values:  # (from the second on, a lifted number would be a buffer)
+        g = t * s
+        const = next(iter(_constants(g.lazydata).values()))
+        got.append(g.float().numpy())
+        assert const.op is LoadOps.CONST and const.realized is None, "a 16-bit number lifted"
+    for s, value in zip(values, got):
         varying._SEEN.clear()  # the next graph is the first of its structure: a literal
-        want = (t * s).float().numpy()
-        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(value, (t * s).float().numpy())
 
 
 @settings(max_examples=25, deadline=None)
