@@ -139,7 +139,7 @@ class NNMixin(TensorMixin):
         if bias is not None and bias.shape != (cout,):
             raise ShapeError(f"conv bias shape {bias.shape} != ({cout},)")
         conv = Conv.Spec(groups, make_pair(stride, nd), make_pair(dilation, nd),
-                         self._padding(padding, nd))
+                         tuple(self._padding(padding, nd)))
         if self.dtype.is_float and weight.dtype == self.dtype:
             out = self.apply(Conv, weight, spec=conv, tensor=type(self))  # gradients as convs
         else:

@@ -20,6 +20,7 @@ value, a realized buffer it reads, an index check) is refused once and then alwa
 as written.
 """
 from __future__ import annotations
+from contextvars import ContextVar
 from typing import Any, Callable
 
 from codegen.dtypes import DType
@@ -29,6 +30,11 @@ from codegen.shape.shapetracker import ShapeTracker
 from lazyten.lazy import LazyBuffer, broadcast_scalar
 
 _DEPTH_MAX = 128  # deeper compositions stay as written (the scheduler cuts deep chains)
+
+# set while a trace (here or traced_graph.py's) records a function's graph: a traced
+# Function called inside it runs as written, so that the trace sees its primitive nodes
+# (a GRAPH node inside would refuse the whole trace: gelu's composite calls relu)
+RECORDING: ContextVar[bool] = ContextVar("recording", default=False)
 
 
 class CompositeOps(_Op):
@@ -128,11 +134,14 @@ def _trace(fn: Callable, wrap: Callable, dtypes: list[DType], device: str,
     x), and Python code that reads the shape is traced for this shape."""
     st = ShapeTracker.from_shape(shape)
     holders = [LazyBuffer(device, st, d, CompositeOps.INPUT, (), i) for i, d in enumerate(dtypes)]
+    recording = RECORDING.set(True)
     try:
         out = fn(*[wrap(h) for h in holders]).lazydata
         program = _program(out, shape)
     except NotPointwise:
         return None
+    finally:
+        RECORDING.reset(recording)
     traced = Pointwise(getattr(fn, "__qualname__", "fn"), program, out.dtype)
     # a constant (no input read) stays as written: a node needs a source for its shape
     return traced if traced.inputs and traced.depth <= _DEPTH_MAX else None

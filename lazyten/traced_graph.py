@@ -40,7 +40,7 @@ from codegen.ops import LoadOps
 from codegen.shape.shapetracker import ShapeTracker
 from lazyten.autograd.function import Function
 from lazyten.lazy import LazyBuffer, rewrite_bases
-from lazyten.traced import CompositeOps
+from lazyten.traced import RECORDING, CompositeOps
 
 _MIN_NODES = 4  # a smaller graph costs less to build than to look up and expand
 
@@ -135,8 +135,8 @@ def traced_call(fn: type, inputs: tuple[LazyBuffer, ...], kwargs: dict[str, Any]
     records where `needs` (which inputs need a gradient) is given), or None where it is
     not traced (GRAPH_TRACE=0, a refused graph, an unhashable argument): the caller runs
     the Function itself."""
-    if not getenv("GRAPH_TRACE", 1):  # read on every call, as POINTWISE_TRACE is
-        return None
+    if not getenv("GRAPH_TRACE", 1) or RECORDING.get():  # (read on every call, as
+        return None                                     # POINTWISE_TRACE is)
     try:
         # (dtypes by name: a DType's hash is a Python call, a str's is cached)
         key: tuple = (fn, tuple(kwargs.items()),
@@ -169,6 +169,7 @@ def _trace(fn: type, inputs: tuple[LazyBuffer, ...], kwargs: dict[str, Any],
     holders = [_placeholder(_swap(x.shape) if flip else x.shape, x.dtype, x.device, i)
                for i, (x, flip) in enumerate(zip(inputs, flips))]
     holders = [_swap(h) if flip else h for h, flip in zip(holders, flips)]
+    recording = RECORDING.set(True)
     try:
         ctx = fn(needs or [False] * len(inputs))
         root = ctx.forward(*holders, **kwargs)
@@ -184,6 +185,8 @@ def _trace(fn: type, inputs: tuple[LazyBuffer, ...], kwargs: dict[str, Any],
         reads_forward = _reaches(roots[1:], Walk([root]).computed)
     except NotTraceable:
         return None
+    finally:
+        RECORDING.reset(recording)
     if walked.nodes < _MIN_NODES:
         return None
     return Subgraph(fn, roots, walked, reads_forward, flips)
@@ -324,6 +327,17 @@ def _become(node: LazyBuffer) -> LazyBuffer:
     _PASS.expanded.append((node, node.src, node.arg, node.checks))
     node.op, node.src, node.arg, node.checks = result.op, result.src, result.arg, result.checks
     return node
+
+
+def graph_of(node: LazyBuffer) -> LazyBuffer:
+    """The base a GRAPH node stands for, rebuilt over its sources apart from any pass (the
+    node stays as it is): for analyses that read ops before scheduling (stable.py)."""
+    out: Output = node.arg
+    base = out.base
+    assert base is not None, "GRAPH nodes stand for computed bases"
+    sub, srcs = out.sub, _entries(out.sub, node.src)
+    done = {id(sub.forward.base): srcs[-1]} if out.kind == "gradient" and sub.reads_forward else {}
+    return _rebuild(base, srcs, done, _call_flags(node))
 
 
 def restore_graphs() -> None:

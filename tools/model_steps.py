@@ -15,7 +15,16 @@ round by round. torch runs on 2 threads.
   scaled_dot_product_attention over 4 heads, gelu MLP, a vocabulary head), d=128, 64
   tokens, vocabulary 512, batch 4 and 16;
 - cnn: three 3x3 convs with BatchNorm2d (one of stride 2, a residual add), global
-  average pool, linear; 32x32x3 inputs, batch 8 and 32.
+  average pool, linear; 32x32x3 inputs, batch 8 and 32;
+- vgg: two 3x3 convs with relu and 2x2 max pooling, two linears; batch 16 and 64;
+- mobile: a stride-2 conv, a depthwise 3x3 conv (groups = channels), a pointwise 1x1
+  conv, each with BatchNorm2d and relu6, adaptive average pool, linear; batch 16 and 64;
+- conv1d: two 1-d convs (kernel 5, 8 -> 32 -> 32 channels over 128 samples) with relu,
+  adaptive average pool, linear; batch 16 and 64;
+- rnn: an Elman RNN written by hand (embedding, 16 steps of tanh(x_t Wx + h Wh), a
+  vocabulary head on every step's state), d=128, vocabulary 64; batch 8 and 32;
+- encoder: nn.TransformerEncoderLayer (d=64, 4 heads, feed-forward 256, batch-first,
+  no dropout) over 32 positions, linear; batch 4 and 16.
 """
 from __future__ import annotations
 import argparse
@@ -69,15 +78,65 @@ def build(nn, F, kind: str):
                 x = F.relu(self.b3(self.c3(x)) + x)
                 return self.fc(F.avg_pool2d(x, 16).reshape(x.shape[0], 64))
         return CNN()
-    raise ValueError(f"unknown model {kind!r}: mlp, transformer or cnn")
+    if kind == "vgg":
+        return nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(), nn.Linear(32 * 8 * 8, 64), nn.ReLU(), nn.Linear(64, 10))
+    if kind == "mobile":
+        return nn.Sequential(
+            nn.Conv2d(3, 32, 3, stride=2, padding=1), nn.BatchNorm2d(32), nn.ReLU6(),
+            nn.Conv2d(32, 32, 3, padding=1, groups=32), nn.BatchNorm2d(32), nn.ReLU6(),
+            nn.Conv2d(32, 64, 1), nn.BatchNorm2d(64), nn.ReLU6(),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
+    if kind == "conv1d":
+        return nn.Sequential(
+            nn.Conv1d(8, 32, 5, padding=2), nn.ReLU(), nn.Conv1d(32, 32, 5, padding=2), nn.ReLU(),
+            nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(32, 10))
+    if kind == "rnn":
+        class RNN(nn.Module):
+            def __init__(self, d=128, vocab=64):
+                super().__init__()
+                self.emb, self.wx, self.wh = nn.Embedding(vocab, d), nn.Linear(d, d), nn.Linear(d, d)
+                self.head = nn.Linear(d, vocab)
+
+            def forward(self, idx):
+                xs, h, outs = self.emb(idx), None, []
+                for t in range(idx.shape[1]):
+                    z = self.wx(xs[:, t])
+                    h = (z if h is None else z + self.wh(h)).tanh()
+                    outs.append(h)
+                # (lazyten's stack is a Tensor method, as tinygrad's; torch's a function)
+                stacked = outs[0].stack(*outs[1:], dim=1) if hasattr(outs[0], "stack") \
+                    else __import__("torch").stack(outs, dim=1)
+                return self.head(stacked)
+        return RNN()
+    if kind == "encoder":
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layer = nn.TransformerEncoderLayer(64, 4, 256, dropout=0.0, batch_first=True)
+                self.head = nn.Linear(64, 10)
+
+            def forward(self, x):
+                return self.head(self.layer(x))
+        return Encoder()
+    raise ValueError(f"unknown model {kind!r}: {', '.join(SIZES)}")
+
 
 
 def batch(kind: str, size: int, rng) -> tuple[np.ndarray, np.ndarray]:
     """(inputs, integer labels) for one step."""
     if kind == "transformer":
         return rng.integers(0, 512, (size, 64)), rng.integers(0, 512, (size, 64))
-    if kind == "cnn":
+    if kind in ("cnn", "vgg", "mobile"):
         return rng.standard_normal((size, 3, 32, 32)).astype(np.float32), rng.integers(0, 10, size)
+    if kind == "conv1d":
+        return rng.standard_normal((size, 8, 128)).astype(np.float32), rng.integers(0, 10, size)
+    if kind == "rnn":
+        return rng.integers(0, 64, (size, 16)), rng.integers(0, 64, (size, 16))
+    if kind == "encoder":
+        return rng.standard_normal((size, 32, 64)).astype(np.float32), rng.integers(0, 10, (size, 32))
     return rng.standard_normal((size, 100)).astype(np.float32), rng.integers(0, 7, size)
 
 
@@ -129,7 +188,7 @@ def compare(kind: str, size: int, steps: int, use_jit: bool) -> str:
                            for k, v in reference.state_dict().items()})
     rng = np.random.default_rng(0)
     batches = [batch(kind, size, rng) for _ in range(4)]
-    ints = [(x.astype(np.int64) if kind == "transformer" else x, y.astype(np.int64))
+    ints = [(x.astype(np.int64) if kind in ("transformer", "rnn") else x, y.astype(np.int64))
             for x, y in batches]
     torch_step = stepper(torch, reference, kind, ints)
     lazy_step = stepper(lazyten, model, kind, ints, use_jit)
@@ -141,7 +200,8 @@ def compare(kind: str, size: int, steps: int, use_jit: bool) -> str:
             f"ratio {t_torch / t_lazy:5.2f}x")
 
 
-SIZES = {"mlp": (32, 512), "transformer": (4, 16), "cnn": (8, 32)}
+SIZES = {"mlp": (32, 512), "transformer": (4, 16), "cnn": (8, 32), "vgg": (16, 64),
+         "mobile": (16, 64), "conv1d": (16, 64), "rnn": (8, 32), "encoder": (4, 16)}
 
 
 def main(argv=None) -> int:

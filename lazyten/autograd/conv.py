@@ -58,11 +58,13 @@ class Conv(Function):
     reduce generic autograd would build (windows of x times the output gradient, summed
     over batch and output positions). `tensor` is the Tensor class the ops run on."""
 
+    traced = True
+
     class Spec(NamedTuple):
         groups: int
         stride: tuple
         dilation: tuple
-        padding: list  # (before, after) per spatial dim
+        padding: tuple  # (before, after) per spatial dim (a tuple: the Spec is a trace key)
 
     def forward(self, x, w, spec, tensor):
         self.x, self.w, self.spec, self.tensor = x, w, spec, tensor
@@ -75,7 +77,7 @@ class Conv(Function):
         bs, cout, cin_g = x.shape[0], weight.shape[0], weight.shape[1]
         if _pads_into_memory(x.device, x.shape, cout, kernel, spec):
             x, spec = x.pad([(0, 0), (0, 0)] + list(spec.padding)).contiguous(), \
-                spec._replace(padding=[(0, 0)] * nd)
+                spec._replace(padding=((0, 0),) * nd)
         xw = grouped_windows(x, kernel, spec)
         out_sp = xw.shape[4:4 + nd]
         if _channel_lanes(x.device, cout // spec.groups, out_sp[-1], spec.stride[-1], HALF):
@@ -110,7 +112,7 @@ class Conv(Function):
             # per tap (a diagonal band, not one view); over memory they are one view
             gd = _dilated_padded(g, stride, pads)
             grad_x = _conv(gd, _transposed_weight(w, groups), Conv.Spec(
-                groups, (1,) * nd, dilation, [(0, 0)] * nd), tensor)
+                groups, (1,) * nd, dilation, ((0, 0),) * nd), tensor)
         if self.needs_input_grad[1]:
             xw = _grouped_windows(x, kernel, self.spec, tensor)
             if _channel_lanes(x.device, cout // groups, out_sp[-1], stride[-1], FULL):
@@ -128,7 +130,7 @@ def _conv(x, weight, spec, tensor):
     bs, cout, cin_g = x.shape[0], weight.shape[0], weight.shape[1]
     if _pads_into_memory(x.device, x.shape, cout, kernel, spec):
         x, spec = _pad(x, [(0, 0), (0, 0)] + list(spec.padding)).contiguous(), \
-            spec._replace(padding=[(0, 0)] * nd)
+            spec._replace(padding=((0, 0),) * nd)
     xw = _grouped_windows(x, kernel, spec, tensor)
     if _channel_lanes(x.device, cout // spec.groups, xw.shape[3 + nd], spec.stride[-1], HALF):
         weight = _channels_inner(weight)
@@ -295,7 +297,7 @@ def _phase_input_grad(g, w, x_shape: tuple, spec, tensor):
         pads = [(t - 1 - m0, n + t - 1 - o - (t - 1 - m0))
                 for t, m0, n, o in zip(taps, firsts, counts, out_sp)]
         part = _conv(_pad(g, [(0, 0), (0, 0)] + pads), _transposed_weight(wq, groups),
-                     Conv.Spec(groups, (1,) * nd, (1,) * nd, [(0, 0)] * nd), tensor)
+                     Conv.Spec(groups, (1,) * nd, (1,) * nd, ((0, 0),) * nd), tensor)
         # m' is the input position s*m0 + q - before + s*m' (the phase's first one on)
         part = _into_blocks(part, stride, [st * m0 + q - before for q, st, m0, (before, _)
                                            in zip(phase, stride, firsts, padding)], blocks)

@@ -79,6 +79,8 @@ class Cos(Function):
 
 
 class Relu(Function):
+    traced = True  # one graph node forward, one backward (traced_graph.py)
+
     def forward(self, x):
         self.ret = x.e(BinaryOps.MAX, x.const(0))
         return self.ret
@@ -135,6 +137,8 @@ class Sqrt(Function):
 
 
 class Sigmoid(Function):
+    traced = True
+
     def forward(self, x):  # 1 / (1 + e^-x), or e^x / (1 + e^x) where e^-x would overflow
         e = x.e(BinaryOps.MAX, x.e(UnaryOps.NEG)).e(UnaryOps.NEG).e(UnaryOps.EXP)
         one_plus = e.e(BinaryOps.ADD, e.const(1))
@@ -153,6 +157,7 @@ class Tanh(Function):
     expm1(y) is Kahan's (u - 1) * y / log(u) with u = e^y: the rounding of u cancels
     between numerator and denominator, so it keeps its relative precision, where
     2 * sigmoid(2x) - 1 loses all but a few digits."""
+    traced = True
 
     def forward(self, x):
         y = x.e(BinaryOps.MAX, x.e(UnaryOps.NEG)).e(BinaryOps.MUL, x.const(-2))
@@ -245,6 +250,8 @@ class Div(Function):
 
 
 class Maximum(Function):
+    traced = True
+
     def forward(self, x, y):
         self.x, self.y = x, y
         self.ret = x.e(BinaryOps.MAX, y)

@@ -11,6 +11,8 @@ from codegen.helpers import prod
 from codegen.ops import BinaryOps, LoadOps, ReduceOps, TernaryOps, UnaryOps
 from lazyten.autograd.function import Function
 from lazyten.lazy import LazyBuffer
+from lazyten.traced import CompositeOps
+from lazyten.traced_graph import graph_of
 
 
 # Float ops whose result is the same bit for bit in whichever kernel computes it: exact
@@ -49,6 +51,9 @@ def _reproducible(root: LazyBuffer) -> bool:
                 isinstance(base.op, (LoadOps, ReduceOps)):
             continue
         seen.add(id(base))
+        if base.op is CompositeOps.GRAPH:  # a traced Function's node: the graph it stands for
+            stack.append(graph_of(base))
+            continue
         if base.dtype.is_float and base.op not in _EXACT:
             if base.op not in _ROUNDED or base.dtype not in (dtypes.float32, dtypes.float64):
                 return False  # (halves may be computed in float32 and rounded late)
@@ -62,8 +67,8 @@ def _under(lb: LazyBuffer, op) -> bool:
     """Is `lb` an inlined `op`, possibly behind negations and casts (which a backend can
     fold into an fma too)?"""
     base = lb.base
-    while base.realized is None and base.op in (UnaryOps.NEG, UnaryOps.CAST):
-        base = base.src[0].base
+    while base.realized is None and base.op in (UnaryOps.NEG, UnaryOps.CAST, CompositeOps.GRAPH):
+        base = graph_of(base) if base.op is CompositeOps.GRAPH else base.src[0].base
     return base.realized is None and base.op is op
 
 

@@ -1,6 +1,7 @@
 """A Function's forward as one graph node without gradients (lazyten/traced_graph.py, D79).
 
-Softmax, log_softmax, layer_norm and linear (with a bias) run without a gradient must give bit for bit what
+Softmax, log_softmax, layer_norm, linear (with a bias), tanh, sigmoid, relu and maximum
+run without a gradient must give bit for bit what
 their forward gives when it is built node by node (GRAPH_TRACE=0), over drawn shapes,
 dtypes, axes, input layouts (views, broadcasts, unrealized inputs), consumers in the
 same graph, and calls repeated (the cached schedule and its plan, whose buffers inside
@@ -26,7 +27,8 @@ from lazyten.traced import CompositeOps
 from lazyten.traced_graph import _TRACES, expand_graphs, restore_graphs
 from tests.helpers import LAYOUTS, NP, arrays, make_layout
 
-OPS = ["softmax", "log_softmax", "layer_norm", "layer_norm_affine", "layer_norm_2d", "linear"]
+OPS = ["softmax", "log_softmax", "layer_norm", "layer_norm_affine", "layer_norm_2d", "linear",
+       "tanh", "sigmoid", "relu", "maximum"]
 FLOATS = [dtypes.float16, dtypes.float32, dtypes.float64]
 
 
@@ -40,6 +42,10 @@ def _call(op: str, x: Tensor, axis: int, weight: Tensor, bias: Tensor) -> Tensor
     if op == "linear":  # weight (5, width), bias (5,)
         return F.linear(x, weight.reshape(1, -1).expand(5, -1) * Tensor(
             np.linspace(1, 2, 5, dtype=np.float32)).cast(x.dtype).reshape(5, 1), bias[:5])
+    if op in ("tanh", "sigmoid", "relu"):
+        return getattr(x, op)()
+    if op == "maximum":  # ties where x * 2 - 1 == x: at x = 1
+        return x.maximum((x * 2 - 1).maximum(x.full_like(1)))
     if op == "layer_norm_2d":
         return F.layer_norm(x, x.shape[-2:], weight.reshape(1, -1).expand(x.shape[-2], -1),
                             bias[:x.shape[-1]])
@@ -50,6 +56,11 @@ def _expected(op: str, x: np.ndarray, axis: int, weight: np.ndarray, bias: np.nd
     if op == "linear":
         w = weight.reshape(1, -1) * np.linspace(1, 2, 5).reshape(5, 1)
         return x @ w.T + bias[:5]
+    if op in ("tanh", "relu", "maximum"):
+        return {"tanh": np.tanh, "relu": lambda v: np.maximum(v, 0),
+                "maximum": lambda v: np.maximum(v, np.maximum(v * 2 - 1, 1))}[op](x)
+    if op == "sigmoid":
+        return 1 / (1 + np.exp(-x))
     if op in ("softmax", "log_softmax"):
         shifted = x - x.max(axis, keepdims=True)
         out = shifted - np.log(np.exp(shifted).sum(axis, keepdims=True))
@@ -139,6 +150,33 @@ def test_a_recorded_call_is_one_node_forward_and_one_per_gradient():
     assert len(gx.lazydata.base.src) == 3  # x, w, the gradient: it reads no forward value
 
 
+@pytest.mark.parametrize("op", ["tanh", "sigmoid", "relu", "maximum", "conv2d"])
+def test_elementwise_composites_and_convolutions_are_one_node_each_way(op):
+    """tanh (41 nodes forward and backward built node by node), sigmoid (21), relu (10),
+    maximum (22) and a convolution record one GRAPH node forward and one per gradient."""
+    x = Tensor(np.linspace(-2, 2, 2 * 3 * 5 * 5, dtype=np.float32).reshape(2, 3, 5, 5)).requires_grad_()
+    w = Tensor(np.ones((4, 3, 3, 3), dtype=np.float32)).requires_grad_()
+    zeros = Tensor(np.zeros((5,), dtype=np.float32))
+    y = {"maximum": lambda: x.maximum(zeros), "conv2d": lambda: F.conv2d(x, w, padding=1)}.get(
+        op, lambda: getattr(x, op)())()
+    assert y.lazydata.base.op is CompositeOps.GRAPH, y.lazydata.base.op
+    grads = y.gradient(x, w, gradient=y.ones_like()) if op == "conv2d" else \
+        y.gradient(x, gradient=y.ones_like())
+    assert all(g.lazydata.base.op is CompositeOps.GRAPH for g in grads)
+
+
+def test_a_traced_function_inside_a_traced_composite_is_recorded_as_its_nodes():
+    """gelu's erf takes |x| = relu(x) + relu(-x): relu is traced, but inside gelu's own
+    trace it must build its nodes (a GRAPH node there refused the whole trace: gelu then
+    built its 120 ops on every call), and inside a traced Function's graph likewise."""
+    x = Tensor(np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4))
+    with Tensor.no_grad():
+        assert F.gelu(x).lazydata.op is CompositeOps.POINTWISE
+    _TRACES.clear()
+    y = x.requires_grad_().abs().softmax(-1)  # softmax's trace reads abs's GRAPH nodes: not
+    assert y.lazydata.op is CompositeOps.GRAPH  # inside it (the trace starts at its inputs)
+
+
 # the Functions traced with a gradient (D80): inputs (name, shape of the drawn (rows, width))
 def _grad_case(op: str, rows: int, width: int, rng):
     """(inputs as arrays, which may need a gradient, f(*tensors) -> the result)."""
@@ -160,6 +198,17 @@ def _grad_case(op: str, rows: int, width: int, rng):
         return [x, w], lambda t, v: t @ v.T
     if op == "attention":
         return [x, w, rng.standard_normal((3, 4))], lambda q, k, v: (q @ k.T).softmax(-1) @ v
+    if op in ("tanh", "sigmoid", "relu"):
+        return [x], lambda t: getattr(t, op)()
+    if op == "maximum":  # a third of the pairs tie: they share the gradient
+        y = np.where(rng.random(x.shape) < 0.3, x, rng.standard_normal(x.shape))
+        return [x, y], lambda t, u: t.maximum(u)
+    if op == "relu_max":  # the max's backward compares relu's values with their maximum
+        return [x], lambda t: t.relu().max(axis=-1)
+    if op.startswith("conv2d"):  # (2, 2, rows, width) images, 3 x 3 taps, padding 1
+        images, taps = rng.standard_normal((2, 2, rows, width)), rng.standard_normal((3, 2, 3, 3))
+        stride = 2 if op.endswith("stride2") else 1
+        return [images, taps, b], lambda t, v, c: F.conv2d(t, v, c, stride=stride, padding=1)
     labels = rng.integers(0, width, rows)
     reduction = op.split("_")[-1]
     return [x, labels], lambda t, y: t.sparse_categorical_crossentropy(y, reduction=reduction)
@@ -167,7 +216,8 @@ def _grad_case(op: str, rows: int, width: int, rng):
 
 GRAD_OPS = ["softmax", "log_softmax", "softmax_columns", "layer_norm", "linear",
             "linear_no_bias", "matmul_transposed", "attention", "cross_entropy_mean",
-            "cross_entropy_sum", "cross_entropy_none"]
+            "cross_entropy_sum", "cross_entropy_none", "tanh", "sigmoid", "relu", "maximum",
+            "relu_max", "conv2d", "conv2d_stride2"]
 
 
 def _grad_run(trace: int, fn, arrays_, needs, dtype, order: str, calls: int = 3):
