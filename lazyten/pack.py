@@ -14,7 +14,8 @@ batch and heads), and is re-read along another output axis (a matmul's B does no
 depend on the row), is replaced by a read of a packed copy
 P[b..., l // W, r, l % W] (W = the pack width), made by one extra copy kernel scheduled just
 before, unless it already reads well (stride 1 along l and under `_MIN_STRIDE` along r)
-or is small (under `_MIN_BYTES`; `_MIN_GATHERED` where l is not contiguous, as in a
+or is small (fits the L2 cache, `Target.l2_bytes`: it is re-read from there as fast as
+from panels, D107; `_MIN_GATHERED` where l is not contiguous, as in a
 transposed B, whose lanes would be gathered one by one). Walking r then reads P
 contiguously, whatever the layout of the original (B, or a transposed B). The copy costs
 one pass over B (about 2 ms for 1024 x 1024 floats); it pays for itself when B is
@@ -47,7 +48,7 @@ from lazyten.schedule_item import ScheduleItem
 from runtimes import get_runtime
 
 _MIN_STRIDE = 256          # elements between consecutive reduce steps
-_MIN_BYTES = 1 << 18       # smaller operands stay in cache anyway
+_MIN_BYTES = 1 << 18       # smaller operands stay in cache anyway (or the L2's size, if larger)
 _MIN_GATHERED = 1 << 14    # smaller operands not contiguous along the lanes are cheap to gather
 _ROW_PANEL = 8             # rows of a transposed A's panels
 # an operand the tile can read in place as dot products (codegen/opt/reduce_rows.py's
@@ -226,7 +227,11 @@ def _reduce_axis(buf: MemBuffer, lane_axis: int, out_axes: list[int], width: int
     panels = lanes * steps * buf.dtype.itemsize
     size = panels * prod(view.shape[b] for b in batch)
     gathered = view.strides[lane_axis] != 1
-    small = size < (_MIN_GATHERED if gathered else _MIN_BYTES)
+    # contiguous lanes read in place from L2 as fast as from panels: packing an operand
+    # that fits there only adds its copy (D107: 32 x 256 x 256 50 -> 30 us, 128 x 512 x 512
+    # 337 -> 307, a weight gradient 256 x 1024 x 256 710 -> 616); a larger one pays where
+    # its rows are far apart (256 x 2048 x 2048: 10.8 ms packed, 12.9 in place)
+    small = size < _MIN_GATHERED if gathered else size <= max(_MIN_BYTES, target.l2_bytes)
     # a row no panel divides is padded with zeros only where it would be gathered:
     # contiguous lanes read in place as well (784 x 256: 0.50 ms in place, 0.52 + 0.03 packed)
     if friendly or lanes < width or (lanes % width and not gathered) or small or \

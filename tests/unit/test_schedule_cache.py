@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lazyten import Tensor
+from runtimes import get_runtime
 from lazyten import schedule_cache as S
 from lazyten.schedule import create_schedule
 
@@ -51,7 +52,8 @@ def test_what_the_scheduler_reads_changes_the_key():
 
 
 def test_packed_operands_get_a_fresh_copy_each_time():
-    a, b = rnd(32, 512), rnd(512, 256, seed=1)
+    k = 2 * max(get_runtime("CPU").renderer.target.l2_bytes, 1 << 18) // (4 * 256)
+    a, b = rnd(32, k), rnd(k, 256, seed=1)  # B twice the L2: packed (D107)
     outs = []
     for _ in range(2):
         out = Tensor(a).realize() @ Tensor(b).realize()
