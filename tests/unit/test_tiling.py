@@ -331,14 +331,32 @@ def test_conv_window_reads_are_one_view():
        op=st.sampled_from(["sum", "max"]))
 def test_long_reduce_into_few_outputs_is_split(rows, cols, op):
     """A long reduce with few outputs runs in two stages (chunks, then the partials) so the
-    CPU threads share it; a length with no small divisor stays one kernel."""
-    x = rnd((rows, cols, 24, 24))
+    CPU threads share it; lengths with no small divisor (97 and 37, outside the innermost
+    axis) stay one kernel."""
+    x = rnd((rows, cols, 37, 16))
     out = getattr(Tensor(x), op)(axis=(0, 2, 3))
     kernels = len(create_schedule([out.lazydata]))
     assert kernels == (1 if rows == 97 else 2)
     want = getattr(x.astype(np.float64), op)(axis=(0, 2, 3))
     # float32 partial sums of n normal values: rounding error grows like n * 2^-24 at worst
-    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=rows * 576 * 2**-24)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=rows * 592 * 2**-24)
+
+
+@pytest.mark.parametrize("shape,axis", [((64, 32, 128), (0, 2)), ((16, 64, 8, 300), (0, 2, 3)),
+                                        ((72, 24, 200), (0, 2))])
+def test_a_split_cuts_an_outer_axis_and_keeps_rows_whole(shape, axis):
+    """A split reduce cuts an outer reduced axis into chunks where one divides into 8 or
+    more, so each chunk reads whole runs of the innermost axis: a conv1d bias gradient
+    (64 x 32 x 128 over batch and positions) cut along its 128 positions read 4 floats
+    from each of 64 batches per output (0.67 ms); cut along the batch, whole rows (D109)."""
+    x = rnd(shape)
+    out = Tensor(x).sum(axis=axis)
+    items = create_schedule([out.lazydata])
+    assert len(items) == 2, [i.out.shape for i in items]
+    load = next(n for n in items[0].ast.walk() if n.op.name == "LOAD")
+    assert load.arg.st.shape[-1] == shape[-1], load.arg.st.shape  # the innermost axis whole
+    want = x.astype(np.float64).sum(axis=axis)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=np.prod(shape) * 2**-24)
 
 
 @settings(max_examples=12, deadline=None)
