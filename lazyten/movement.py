@@ -12,6 +12,7 @@ import math
 from codegen.dtypes import dtypes, promote
 from codegen.helpers import argfix, prod
 from lazyten.autograd import primitives as F
+from lazyten.autograd.views import Cat
 from lazyten.aliases import POSITIONAL, joined, keywords
 from lazyten.dims import as_int, norm_dim
 from lazyten.errors import ShapeError
@@ -228,17 +229,7 @@ class MovementMixin(TensorMixin):
                                            enumerate(zip(t.shape, first.shape)) if i != dim):
                 raise ShapeError(f"cat: shapes {[t.shape for t in tensors]} differ outside "
                                  f"dim {dim}")
-        total, start, out = sum(t.shape[dim] for t in tensors), 0, None
-        # the dtype of all of them, each cast once (bfloat16 + int32 + float32 is float32:
-        # adding the pieces in turn would round the int32 to bfloat16 on the way)
-        dtype = functools.reduce(promote, [t.dtype for t in tensors])
-        for t in tensors:
-            pads = [(0, 0)] * first.ndim
-            pads[dim] = (start, total - start - t.shape[dim])
-            start += t.shape[dim]
-            piece = t.cast(dtype).pad(pads)
-            out = piece if out is None else out + piece
-        return out
+        return type(first)._joined(tensors, dim, new_axis=False)
 
     @keywords(axis="dim")
     def stack(self, *others, dim: int = 0):
@@ -251,7 +242,21 @@ class MovementMixin(TensorMixin):
         shapes = {t.shape for t in tensors}
         if len(shapes) != 1:
             raise ShapeError(f"stack needs equal shapes, got {sorted(shapes)}")
-        return first.unsqueeze(dim).cat(*[t.unsqueeze(dim) for t in tensors[1:]], dim=dim)
+        return type(first)._joined(tensors, dim, new_axis=True)
+
+    @staticmethod
+    def _joined(tensors: list, dim: int, new_axis: bool):
+        """cat (stack: `new_axis`) of checked tensors: one Cat Function over them all, each
+        cast once to the dtype of all of them (bfloat16 + int32 + float32 is float32:
+        joining in turn would round the int32 to bfloat16 on the way)."""
+        devices = {t.device for t in tensors}
+        if len(devices) > 1:
+            raise ValueError(f"tensors on different devices: {' and '.join(sorted(devices))}")
+        dtype = functools.reduce(promote, [t.dtype for t in tensors])
+        tensors = [t.cast(dtype) for t in tensors]
+        if len(tensors) == 1:
+            return tensors[0].unsqueeze(dim) if new_axis else tensors[0]._same()
+        return tensors[0].apply(Cat, *tensors[1:], dim=dim, new_axis=new_axis)
 
     def _tri(self, diagonal: int, upper: bool):
         if self.ndim < 2:

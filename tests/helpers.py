@@ -131,7 +131,9 @@ def make_layout(arr: np.ndarray, layout: str, draw=None) -> Tensor:
 
 # ---- comparison ----
 def assert_tensor(t: Tensor, expected, dtype=None, rtol=None, atol=None, exact=False):
-    """t's shape, dtype (given or expected's) and values match, NaN where NaN."""
+    """t's shape, dtype (given or expected's) and values match, NaN where NaN; `exact`
+    floats match bit for bit but for NaN payloads (the sign of a zero too: -0.0 == 0.0
+    hid a cat that turned -0.0 into 0.0)."""
     expected = np.asarray(expected)
     if dtype is not None:
         assert t.dtype == dtype, f"dtype {t.dtype} != {dtype}"
@@ -143,6 +145,10 @@ def assert_tensor(t: Tensor, expected, dtype=None, rtol=None, atol=None, exact=F
     assert got.shape == expected.shape and got.dtype == expected.dtype
     if exact or not t.dtype.is_float:
         np.testing.assert_array_equal(got, expected)
+        if t.dtype.is_float:
+            zeros = (got == 0) & (expected == 0)
+            np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(expected[zeros]),
+                                          err_msg="the signs of zeros differ")
         return
     r, a = TOL[t.dtype]
     np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64),

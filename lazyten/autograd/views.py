@@ -1,4 +1,5 @@
-"""Views: a chain of movement ops as one Function (the windows pooling reads, D61).
+"""Views: a chain of movement ops as one Function (the windows pooling reads, D61), and
+`Cat`, a join (cat and stack) as one Function (D110).
 
 `ViewChain` is a LazyBuffer with the Tensor's movement signatures (reshape, expand,
 permute, shrink, and pad, whose negative amounts crop) that applies each op to the buffer
@@ -10,7 +11,8 @@ Tensor for the whole chain.
 from __future__ import annotations
 from typing import Callable
 
-from codegen.ops import ReduceOps
+from codegen.dtypes import dtypes
+from codegen.ops import ReduceOps, TernaryOps
 from lazyten.autograd.function import Function
 from lazyten.lazy import LazyBuffer
 
@@ -70,3 +72,43 @@ class Moves(Function):
         for back in reversed(self.undo):
             grad = back(grad)
         return grad
+
+
+class Cat(Function):
+    """Inputs joined along `dim` (`new_axis`: each first given a size-1 axis there, as
+    stack does): each input padded with zeros to the whole length, and picked where its
+    range lies by a mask (a where, not a sum: 0.0 + -0.0 is +0.0, and a join keeps the
+    sign); gradient: each input's range of the gradient. One Function for the join,
+    traced (one node each way): stacking an RNN's 16 states built 16 unsqueezes, 16 pads
+    and 15 adds as Tensor ops, 361 us (D110)."""
+    traced = True
+
+    def forward(self, *xs: LazyBuffer, dim: int, new_axis: bool = False) -> LazyBuffer:
+        self.new_axis, self.ranges, self.shapes = new_axis, [], [x.shape for x in xs]
+        if new_axis:
+            xs = tuple(x.reshape(x.shape[:dim] + (1,) + x.shape[dim:]) for x in xs)
+        total = sum(x.shape[dim] for x in xs)
+        out, start = None, 0
+        for x in xs:
+            n = x.shape[dim]
+            self.ranges.append(tuple((start, start + n) if i == dim else (0, s)
+                                     for i, s in enumerate(x.shape)))
+            pads = tuple((start, total - start - n) if i == dim else (0, 0)
+                         for i in range(len(x.shape)))
+            start += n
+            if n == 0 and out is not None:
+                continue
+            piece = x.pad(pads)
+            if out is None:
+                out = piece
+                continue
+            inside = LazyBuffer.const_like(True, x.shape, dtypes.bool, x.device).pad(pads)
+            out = inside.e(TernaryOps.WHERE, piece, out)
+        assert out is not None, "cat of no inputs"
+        return out
+
+    def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
+        grads = []
+        for need, part, shape in zip(self.needs_input_grad, self.ranges, self.shapes):
+            grads.append(grad.shrink(part).reshape(shape) if need else None)
+        return tuple(grads)

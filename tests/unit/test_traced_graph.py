@@ -150,18 +150,24 @@ def test_a_recorded_call_is_one_node_forward_and_one_per_gradient():
     assert len(gx.lazydata.base.src) == 3  # x, w, the gradient: it reads no forward value
 
 
-@pytest.mark.parametrize("op", ["tanh", "sigmoid", "relu", "maximum", "conv2d"])
+@pytest.mark.parametrize("op", ["tanh", "sigmoid", "relu", "maximum", "conv2d", "stack"])
 def test_elementwise_composites_and_convolutions_are_one_node_each_way(op):
     """tanh (41 nodes forward and backward built node by node), sigmoid (21), relu (10),
-    maximum (22) and a convolution record one GRAPH node forward and one per gradient."""
+    maximum (22), a convolution and a join (stack, D110) record one GRAPH node forward and
+    one per gradient (a join's gradients are views of the incoming gradient)."""
     x = Tensor(np.linspace(-2, 2, 2 * 3 * 5 * 5, dtype=np.float32).reshape(2, 3, 5, 5)).requires_grad_()
     w = Tensor(np.ones((4, 3, 3, 3), dtype=np.float32)).requires_grad_()
     zeros = Tensor(np.zeros((5,), dtype=np.float32))
-    y = {"maximum": lambda: x.maximum(zeros), "conv2d": lambda: F.conv2d(x, w, padding=1)}.get(
-        op, lambda: getattr(x, op)())()
+    y = {"maximum": lambda: x.maximum(zeros), "conv2d": lambda: F.conv2d(x, w, padding=1),
+         "stack": lambda: x.stack(x.detach() * 2, dim=1)}.get(op, lambda: getattr(x, op)())()
     assert y.lazydata.base.op is CompositeOps.GRAPH, y.lazydata.base.op
     grads = y.gradient(x, w, gradient=y.ones_like()) if op == "conv2d" else \
         y.gradient(x, gradient=y.ones_like())
+    if op == "stack":  # its gradient is a view of the incoming one: no node at all
+        seed = Tensor(np.ones(y.shape, dtype=np.float32)).realize()
+        (g,) = y.gradient(x, gradient=seed)
+        assert g.lazydata.base is seed.lazydata.base
+        return
     assert all(g.lazydata.base.op is CompositeOps.GRAPH for g in grads)
 
 
@@ -205,6 +211,9 @@ def _grad_case(op: str, rows: int, width: int, rng):
         return [x, y], lambda t, u: t.maximum(u)
     if op == "relu_max":  # the max's backward compares relu's values with their maximum
         return [x], lambda t: t.relu().max(axis=-1)
+    if op in ("cat", "stack"):  # three inputs: the join as one Function (D110)
+        y, z = rng.standard_normal((rows, width)), rng.standard_normal((rows, width))
+        return [x, y, z], lambda t, u, v: getattr(t, op)(u, v, dim=-1)
     if op.startswith("conv2d"):  # (2, 2, rows, width) images, 3 x 3 taps, padding 1
         images, taps = rng.standard_normal((2, 2, rows, width)), rng.standard_normal((3, 2, 3, 3))
         stride = 2 if op.endswith("stride2") else 1
@@ -217,7 +226,7 @@ def _grad_case(op: str, rows: int, width: int, rng):
 GRAD_OPS = ["softmax", "log_softmax", "softmax_columns", "layer_norm", "linear",
             "linear_no_bias", "matmul_transposed", "attention", "cross_entropy_mean",
             "cross_entropy_sum", "cross_entropy_none", "tanh", "sigmoid", "relu", "maximum",
-            "relu_max", "conv2d", "conv2d_stride2"]
+            "relu_max", "conv2d", "conv2d_stride2", "cat", "stack"]
 
 
 def _grad_run(trace: int, fn, arrays_, needs, dtype, order: str, calls: int = 3):
