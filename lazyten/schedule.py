@@ -32,6 +32,10 @@ Fusion rules, applied to the graph of bases reachable from the outputs:
      rules are applied again; the kernel builder and the compiler's passes recurse once
      per level of a kernel's expression: Python's recursion limit is raised to fit
      (`allow_recursion`), and no kernel is deeper than that.
+  7. An elementwise base that two kernels or more would inline, computing `_SHARED_OPS`
+     ops or more per element with what it inlines, is materialised once (and the rules
+     applied again): a recurrence's state (an LSTM's cell) otherwise grows every step's
+     kernel by all the steps before it (D111).
 """
 from __future__ import annotations
 
@@ -60,6 +64,7 @@ _OPS_COUNTED = 16          # inlined ops counted per base (enough to pass the ba
 _ROW_MAX = ROW_MAX          # rule 5: elements in a row of a row kernel (256 KB of float32)
 _DEPTH_MAX = 512           # rule 6: the longest chain of ops one kernel inlines
 _VIEW_LEAVES_MAX = 128     # rule 4: views of a base x the reads each inlines, at most
+_SHARED_OPS = 64           # rule 7: ops per element two kernels would each compute again
 
 
 allow_recursion(_DEPTH_MAX)
@@ -115,8 +120,8 @@ class _Graph:
                 if base in self.realize and isinstance(base.op, _ELEMENTWISE) and \
                         base not in self.fused_reduce and row_target(base.device):
                     self.realize -= _RowGroup(self, base).reduces() - cuts
-            deeper = self._too_deep() - cuts  # (never a cut again: the loop ends)
-            if not deeper:
+            deeper = (self._too_deep() | self._recomputed()) - cuts  # (never a cut again:
+            if not deeper:                                            # the loop ends)
                 break
             cuts |= deeper
 
@@ -161,6 +166,42 @@ class _Graph:
                 cuts.add(base)
                 depth[base] = 0
         return cuts
+
+    def _recomputed(self) -> set[LazyBuffer]:
+        """Rule 7: the elementwise bases two kernels or more would each compute, where one
+        is `_SHARED_OPS` ops or more per element with what it inlines in turn: where a
+        value branches (no one reader of it is in every kernel that computes it), taken
+        sources first, each counted with the ones taken before it materialised. A
+        recurrence (an LSTM's cell state: c_t = sigmoid(f) * c_t-1 + ..., read by h_t's
+        kernel and by c_t+1) otherwise grows every kernel by all the steps before it:
+        the 16th step's kernel computed 80 exps per element (D111)."""
+        owners: dict[LazyBuffer, set[int]] = {}
+        for root in self.realize:
+            if root.realized is not None:
+                continue
+            owners[root] = {id(root)}
+            stack, seen = [s.base for s in root.src], set()
+            while stack:
+                b = stack.pop()
+                if id(b) in seen or b.realized is not None or b in self.realize or \
+                        isinstance(b.op, LoadOps):
+                    continue
+                seen.add(id(b))
+                owners.setdefault(b, set()).add(id(root))
+                stack.extend(s.base for s in b.src)
+        chosen: set[LazyBuffer] = set()
+        for b in self.order:  # sources first
+            mine = owners.get(b)
+            if b in self.realize or mine is None or len(mine) < 2 or \
+                    not isinstance(b.op, _ELEMENTWISE) or is_onehot(b) or \
+                    any(mine <= owners.get(u, set()) for u, _ in self.consumers[b]):
+                continue
+            self.realize |= chosen  # count what it inlines as if those were stored
+            heavy = self._inlined_ops(b, _SHARED_OPS) >= _SHARED_OPS
+            self.realize -= chosen
+            if heavy:
+                chosen.add(b)
+        return chosen
 
     def _chain_top(self, reduce: LazyBuffer) -> LazyBuffer:
         """Rule 3: grow the elementwise descendants of `reduce` that read it (or each
@@ -213,11 +254,11 @@ class _Graph:
         return repeated >= _RECOMPUTE_MIN and \
             (reads >= _EXPAND_MIN * size or repeated >= _REPEAT_OPS * size)
 
-    def _inlined_ops(self, base: LazyBuffer) -> int:
+    def _inlined_ops(self, base: LazyBuffer, most: int = _OPS_COUNTED) -> int:
         """Elementwise ops a kernel reading `base` computes for each element (up to
-        _OPS_COUNTED): base's own and those of the unmaterialised bases it inlines."""
+        `most`): base's own and those of the unmaterialised bases it inlines."""
         count, stack, seen = 0, [base], set()
-        while stack and count < _OPS_COUNTED:
+        while stack and count < most:
             b = stack.pop()
             if id(b) in seen or b.realized is not None or (b in self.realize and b is not base):
                 continue

@@ -23,6 +23,8 @@ round by round. torch runs on 2 threads.
   adaptive average pool, linear; batch 16 and 64;
 - rnn: an Elman RNN written by hand (embedding, 16 steps of tanh(x_t Wx + h Wh), a
   vocabulary head on every step's state), d=128, vocabulary 64; batch 8 and 32;
+- lstm: an LSTM written by hand (embedding, 16 steps of four gates from one Linear of
+  x_t and one of h, chunked; sigmoid and tanh), d=64, vocabulary 64; batch 8 and 32;
 - encoder: nn.TransformerEncoderLayer (d=64, 4 heads, feed-forward 256, batch-first,
   no dropout) over 32 positions, linear; batch 4 and 16.
 """
@@ -111,6 +113,25 @@ def build(nn, F, kind: str):
                     else __import__("torch").stack(outs, dim=1)
                 return self.head(stacked)
         return RNN()
+    if kind == "lstm":
+        class LSTM(nn.Module):
+            def __init__(self, d=64, vocab=64):
+                super().__init__()
+                self.emb, self.wx, self.wh = nn.Embedding(vocab, d), nn.Linear(d, 4 * d), nn.Linear(d, 4 * d)
+                self.head, self.d = nn.Linear(d, vocab), d
+
+            def forward(self, idx):
+                xs, outs = self.emb(idx), []
+                h = c = xs[:, 0] * 0
+                for t in range(idx.shape[1]):
+                    i, f, g, o = (self.wx(xs[:, t]) + self.wh(h)).chunk(4, -1)
+                    c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+                    h = o.sigmoid() * c.tanh()
+                    outs.append(h)
+                stacked = outs[0].stack(*outs[1:], dim=1) if hasattr(outs[0], "stack") \
+                    else __import__("torch").stack(outs, dim=1)
+                return self.head(stacked)
+        return LSTM()
     if kind == "encoder":
         class Encoder(nn.Module):
             def __init__(self):
@@ -133,7 +154,7 @@ def batch(kind: str, size: int, rng) -> tuple[np.ndarray, np.ndarray]:
         return rng.standard_normal((size, 3, 32, 32)).astype(np.float32), rng.integers(0, 10, size)
     if kind == "conv1d":
         return rng.standard_normal((size, 8, 128)).astype(np.float32), rng.integers(0, 10, size)
-    if kind == "rnn":
+    if kind in ("rnn", "lstm"):
         return rng.integers(0, 64, (size, 16)), rng.integers(0, 64, (size, 16))
     if kind == "encoder":
         return rng.standard_normal((size, 32, 64)).astype(np.float32), rng.integers(0, 10, (size, 32))
@@ -188,7 +209,7 @@ def compare(kind: str, size: int, steps: int, use_jit: bool) -> str:
                            for k, v in reference.state_dict().items()})
     rng = np.random.default_rng(0)
     batches = [batch(kind, size, rng) for _ in range(4)]
-    ints = [(x.astype(np.int64) if kind in ("transformer", "rnn") else x, y.astype(np.int64))
+    ints = [(x.astype(np.int64) if kind in ("transformer", "rnn", "lstm") else x, y.astype(np.int64))
             for x, y in batches]
     torch_step = stepper(torch, reference, kind, ints)
     lazy_step = stepper(lazyten, model, kind, ints, use_jit)
@@ -201,7 +222,8 @@ def compare(kind: str, size: int, steps: int, use_jit: bool) -> str:
 
 
 SIZES = {"mlp": (32, 512), "transformer": (4, 16), "cnn": (8, 32), "vgg": (16, 64),
-         "mobile": (16, 64), "conv1d": (16, 64), "rnn": (8, 32), "encoder": (4, 16)}
+         "mobile": (16, 64), "conv1d": (16, 64), "rnn": (8, 32), "lstm": (8, 32),
+         "encoder": (4, 16)}
 
 
 def main(argv=None) -> int:

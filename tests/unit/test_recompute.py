@@ -62,3 +62,34 @@ def test_a_costly_input_of_a_narrow_matmul_is_computed_once(n, materialised):
     ref = np.maximum(a, 0) if not materialised else \
         0.5 * a * (1 + np.vectorize(math.erf)(a / np.sqrt(2)))
     np.testing.assert_allclose(out.numpy(), ref @ b, rtol=1e-4, atol=1e-4)
+
+
+def _exps(kernels: list) -> int:
+    return sum(1 for k in kernels for n in k.ast.walk() if n.op is UnaryOps.EXP)
+
+
+@pytest.mark.parametrize("steps", [4, 12])
+def test_a_recurrent_state_read_by_two_kernels_is_computed_once(steps):
+    """Rule 7 (D111): an LSTM's cell state c_t = sigmoid(f) * c_t-1 + sigmoid(i) * tanh(g)
+    is read by h_t = sigmoid(o) * tanh(c_t) (stored: every step's output) and by c_t+1.
+    Inlined, step t's kernel computed every cell state before it: exps grew with the
+    square of the steps. Stored once each, every step computes its own."""
+    rng = np.random.default_rng(0)
+    gates = [[Tensor(rng.standard_normal((8, 16)).astype(np.float32)) for _ in range(4)]
+             for _ in range(steps)]
+    c, hs = Tensor(np.zeros((8, 16), np.float32)), []
+    ref_c, ref_hs = np.zeros((8, 16)), []
+
+    def sig(v):
+        return 1 / (1 + np.exp(-v))
+    for i, f, g, o in gates:
+        c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+        hs.append(o.sigmoid() * c.tanh())
+        ni, nf, ng, no = (x.numpy().astype(np.float64) for x in (i, f, g, o))
+        ref_c = sig(nf) * ref_c + sig(ni) * np.tanh(ng)
+        ref_hs.append(sig(no) * np.tanh(ref_c))
+    out = hs[0].stack(*hs[1:]) if steps > 1 else hs[0]
+    kernels = _kernels(out)
+    # per step: four sigmoids (an exp each) and two tanh (one each), some computed twice
+    assert _exps(kernels) <= 12 * steps, (_exps(kernels), len(kernels))
+    np.testing.assert_allclose(out.numpy(), np.stack(ref_hs), rtol=1e-5, atol=1e-6)
