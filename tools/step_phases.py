@@ -1,0 +1,70 @@
+"""Where an eager training step's time goes, phase by phase (no torch needed).
+
+    python tools/step_phases.py MODEL BATCH [--steps 50] [--gc-threshold N]
+
+MODEL is one of tools/model_steps.py's models. Each step is zero_grad, the forward (graph
+building), the cross entropy, backward (graph building), the optimiser's step (which
+realizes the loss and every gradient and runs the update) and `loss.item()`; after ten
+warm-up steps the mean of each phase over `--steps` steps is printed in ms.
+`--gc-threshold N` sets CPython's first garbage-collector threshold to N first (the
+default is 700: a step that builds tens of thousands of graph objects pays for
+collections in whichever phase triggers them; docs/benchmarks.md, session 7).
+"""
+from __future__ import annotations
+import argparse
+import gc
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import model_steps  # noqa: E402  (a sibling tool: the models and their batches)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", choices=sorted(model_steps.SIZES))
+    parser.add_argument("batch", type=int)
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--gc-threshold", type=int, default=None)
+    args = parser.parse_args(argv)
+    if args.gc_threshold is not None:
+        gc.set_threshold(args.gc_threshold, *gc.get_threshold()[1:])
+    import lazyten
+    kind, F = args.model, lazyten.nn.functional
+    model = model_steps.build(lazyten.nn, F, kind)
+    rng = np.random.default_rng(0)
+    tokens = kind in ("transformer", "rnn", "lstm")
+    data = [(lazyten.Tensor(x.astype(np.int64) if tokens else x), lazyten.Tensor(y.astype(np.int64)))
+            for x, y in (model_steps.batch(kind, args.batch, rng) for _ in range(4))]
+    opt = lazyten.optim.Adam(list(model.parameters()), lr=1e-3)
+    pos = lazyten.Tensor(np.arange(64))
+    names = ("zero_grad", "forward", "loss", "backward", "opt.step", "item")
+    total = np.zeros(len(names))
+    for step in range(10 + args.steps):
+        x, y = data[step % len(data)]
+        marks = [time.perf_counter()]
+        opt.zero_grad()
+        marks.append(time.perf_counter())
+        out = model(x, pos) if kind == "transformer" else model(x)
+        marks.append(time.perf_counter())
+        loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+        marks.append(time.perf_counter())
+        loss.backward()
+        marks.append(time.perf_counter())
+        opt.step()
+        marks.append(time.perf_counter())
+        loss.item()
+        marks.append(time.perf_counter())
+        if step >= 10:
+            total += np.diff(marks)
+    mean = total / args.steps * 1e3
+    print(f"{kind} b{args.batch}: " + "  ".join(f"{n} {t:.2f}" for n, t in zip(names, mean)) +
+          f"  total {mean.sum():.2f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
