@@ -84,7 +84,7 @@ class Cat(Function):
     traced = True
 
     def forward(self, *xs: LazyBuffer, dim: int, new_axis: bool = False) -> LazyBuffer:
-        self.new_axis, self.ranges, self.shapes = new_axis, [], [x.shape for x in xs]
+        self.ranges, self.shapes = [], [x.shape for x in xs]
         if new_axis:
             xs = tuple(x.reshape(x.shape[:dim] + (1,) + x.shape[dim:]) for x in xs)
         total = sum(x.shape[dim] for x in xs)
