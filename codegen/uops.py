@@ -148,6 +148,9 @@ class UOpGraph:
 
 
 def _hashable(arg: Any) -> Any:
-    if isinstance(arg, float) and arg != arg:
-        return "nan"
-    return (type(arg), arg) if isinstance(arg, (int, float, bool)) else arg
+    """A uop argument as a CSE key: numbers by type and value, floats by their bits, so
+    -0.0 is not 0.0 (they compare equal: a kernel with both constants used one for the
+    other) and every NaN is one key."""
+    if isinstance(arg, float):
+        return "nan" if arg != arg else (float, arg.hex())
+    return (type(arg), arg) if isinstance(arg, (int, bool)) else arg

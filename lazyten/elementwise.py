@@ -154,15 +154,21 @@ class ElementwiseMixin(TensorMixin):
 
     def _float_divmod(self, y):
         """numpy's floor division and remainder of floats (npy_divmod): exact remainders,
-        quotients consistent with them; x // 0 is x / 0 and x % 0 is nan."""
-        fmod = self.detach().apply(F.BinaryNoGrad, y.detach(), op=BinaryOps.MOD)
+        quotients consistent with them; x // 0 is x / 0 and x % 0 is nan. A zero remainder
+        has the divisor's sign and a zero quotient that of x / y, as numpy's and Python's
+        (-0.0 // 1.0 is -0.0, as PyTorch's too; -0.0 % 2.0 is 0.0, where PyTorch's is -0.0)."""
+        x, y = self.detach(), y.detach()
+        fmod = x.apply(F.BinaryNoGrad, y, op=BinaryOps.MOD)
         fix = (fmod != 0) & ((y < 0) != (fmod < 0))
-        mod = fix.where(fmod + y.detach(), fmod)
-        div = (self.detach() - fmod) / y.detach()
+        mod = fix.where(fmod + y, fmod)
+        zero = mod.zeros_like()
+        mod = (mod == 0).where((y < 0).where(-zero, zero), mod)
+        div = (x - fmod) / y
         div = fix.where(div - 1, div)
         floor = div.floor()
         floor = (div - floor > 0.5).where(floor + 1, floor)
-        floordiv = (y == 0).where(self.detach() / y.detach(), floor)
+        floor = (div == 0).where(x / y * 0.0, floor)
+        floordiv = (y == 0).where(x / y, floor)
         return floordiv, mod
 
     def floordiv(self, other, reverse: bool = False):

@@ -1026,6 +1026,24 @@ def test_cat_promotes_dtypes_and_keeps_negative_zero_values():
     assert_tensor(Tensor(a).cat(Tensor(b)), np.concatenate([a, b]).astype(np.float32), exact=True)
 
 
+def test_a_kernel_with_both_signed_zeros_keeps_them_apart():
+    """-0.0 == 0.0 in Python: the uop graph's CSE took one constant for the other, and
+    `where(y < 0, -0.0, 0.0)` (with the comparison's 0.0 first) gave 0.0 everywhere."""
+    y = np.array([1.0, -1.0, -2.0, 0.5], np.float32)
+    assert_tensor((Tensor(y) < 0).where(-0.0, 0.0), np.where(y < 0, -0.0, 0.0).astype(np.float32),
+                  exact=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_floor_division_and_remainder_of_signed_zeros_are_numpys(dtype):
+    """numpy's npy_divmod: a zero quotient takes the sign of x / y (-0.0 // 1.0 is -0.0,
+    as in PyTorch and Python), a zero remainder the divisor's (-0.0 % -2.0 is -0.0)."""
+    x = np.array([-0.0, 0.0, -0.0, 0.0, 3.0, -3.0, 1e-30, -1e-30, 5.0, -0.5, 4.0, -4.0], dtype)
+    y = np.array([1.0, -1.0, -2.0, 2.0, 1.5, 1.5, 1.0, 1.0, np.inf, np.inf, -2.0, 2.0], dtype)
+    assert_tensor(Tensor(x) // Tensor(y), x // y, exact=True)
+    assert_tensor(Tensor(x) % Tensor(y), x % y, exact=True)
+
+
 @pytest.mark.parametrize("which", ["tril", "triu"])
 @given(data=st.data(), shape=shapes(min_dims=2, max_dims=4, max_side=4),
        dtype=st.sampled_from([F32, dtypes.int64, dtypes.bool]))
