@@ -196,10 +196,8 @@ class _Graph:
                     not isinstance(b.op, _ELEMENTWISE) or is_onehot(b) or \
                     any(mine <= owners.get(u, set()) for u, _ in self.consumers[b]):
                 continue
-            self.realize |= chosen  # count what it inlines as if those were stored
-            heavy = self._inlined_ops(b, _SHARED_OPS) >= _SHARED_OPS
-            self.realize -= chosen
-            if heavy:
+            # (what it inlines counted as if those taken before were stored)
+            if self._inlined_ops(b, _SHARED_OPS, chosen) >= _SHARED_OPS:
                 chosen.add(b)
         return chosen
 
@@ -254,13 +252,16 @@ class _Graph:
         return repeated >= _RECOMPUTE_MIN and \
             (reads >= _EXPAND_MIN * size or repeated >= _REPEAT_OPS * size)
 
-    def _inlined_ops(self, base: LazyBuffer, most: int = _OPS_COUNTED) -> int:
+    def _inlined_ops(self, base: LazyBuffer, most: int = _OPS_COUNTED,
+                     stored: set[LazyBuffer] | frozenset = frozenset()) -> int:
         """Elementwise ops a kernel reading `base` computes for each element (up to
-        `most`): base's own and those of the unmaterialised bases it inlines."""
+        `most`): base's own and those of the unmaterialised bases it inlines (`stored`:
+        more bases to count as materialised)."""
         count, stack, seen = 0, [base], set()
         while stack and count < most:
             b = stack.pop()
-            if id(b) in seen or b.realized is not None or (b in self.realize and b is not base):
+            if id(b) in seen or b.realized is not None or \
+                    (b is not base and (b in self.realize or b in stored)):
                 continue
             seen.add(id(b))
             if isinstance(b.op, _ELEMENTWISE):

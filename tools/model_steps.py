@@ -108,17 +108,14 @@ def build(nn, F, kind: str):
                     z = self.wx(xs[:, t])
                     h = (z if h is None else z + self.wh(h)).tanh()
                     outs.append(h)
-                # (lazyten's stack is a Tensor method, as tinygrad's; torch's a function)
-                stacked = outs[0].stack(*outs[1:], dim=1) if hasattr(outs[0], "stack") \
-                    else __import__("torch").stack(outs, dim=1)
-                return self.head(stacked)
+                return self.head(_stacked(outs))
         return RNN()
     if kind == "lstm":
         class LSTM(nn.Module):
             def __init__(self, d=64, vocab=64):
                 super().__init__()
                 self.emb, self.wx, self.wh = nn.Embedding(vocab, d), nn.Linear(d, 4 * d), nn.Linear(d, 4 * d)
-                self.head, self.d = nn.Linear(d, vocab), d
+                self.head = nn.Linear(d, vocab)
 
             def forward(self, idx):
                 xs, outs = self.emb(idx), []
@@ -128,9 +125,7 @@ def build(nn, F, kind: str):
                     c = f.sigmoid() * c + i.sigmoid() * g.tanh()
                     h = o.sigmoid() * c.tanh()
                     outs.append(h)
-                stacked = outs[0].stack(*outs[1:], dim=1) if hasattr(outs[0], "stack") \
-                    else __import__("torch").stack(outs, dim=1)
-                return self.head(stacked)
+                return self.head(_stacked(outs))
         return LSTM()
     if kind == "encoder":
         class Encoder(nn.Module):
@@ -144,6 +139,15 @@ def build(nn, F, kind: str):
         return Encoder()
     raise ValueError(f"unknown model {kind!r}: {', '.join(SIZES)}")
 
+
+
+def _stacked(outs: list):
+    """Each step's state stacked along axis 1 (lazyten's stack is a Tensor method, as
+    tinygrad's; torch's a function)."""
+    if hasattr(outs[0], "stack"):
+        return outs[0].stack(*outs[1:], dim=1)
+    import torch
+    return torch.stack(outs, dim=1)
 
 
 def batch(kind: str, size: int, rng) -> tuple[np.ndarray, np.ndarray]:
