@@ -59,16 +59,25 @@ _ROW_PANEL = 8             # rows of a transposed A's panels
 _DOT_ROWS = 256
 
 
+# the panels made so far in one schedule, by the value they copy and how they read it
+Made = dict[tuple[LazyBuffer, ShapeTracker], LazyBuffer]
+
+
 def pack_schedule(items: list[ScheduleItem]) -> list[ScheduleItem]:
-    """The schedule with pack kernels inserted before the kernels that benefit."""
-    out = []
+    """The schedule with pack kernels inserted before the kernels that benefit. Kernels
+    that pack the same value the same way share one copy (an RNN's weight, read by every
+    time step's matmul, is copied once a step, not once a time step): a LazyBuffer is a
+    value that never changes, and the copy comes before the first kernel that reads it."""
+    out: list[ScheduleItem] = []
+    made: Made = {}
     for item in items:
         width = _pack_width(item)
         while width:  # B's panels, then a transposed A's (a packed leaf is not packed again)
-            item, pack_item = _pack(item, width)
-            if pack_item is None:
+            packed = _pack(item, width, made)
+            if packed is None:
                 break
-            out.append(pack_item)
+            item, copies = packed
+            out.extend(copies)
         out.append(item)
     return out
 
@@ -84,24 +93,26 @@ def _pack_width(item: ScheduleItem) -> int:
     return width
 
 
-def _pack(item: ScheduleItem, width: int) -> tuple[ScheduleItem, ScheduleItem | None]:
-    """(kernel item reading the packed copy, the copy's item), or (item, None)."""
+def _pack(item: ScheduleItem, width: int,
+          made: Made) -> tuple[ScheduleItem, list[ScheduleItem]] | None:
+    """(kernel item reading a packed copy, the copy's item unless `made` has the copy
+    already), or None where no operand is packed."""
     assert item.ast is not None, "_pack_width passes only kernel items"
     ast = _merged_reduce(item.ast)
     reduce = next(n for n in ast.walk() if isinstance(n.op, ReduceOps))
     full = next((n.arg.st.shape for n in reduce.walk() if n.op is BufferOps.LOAD), None)
     if full is None:
-        return item, None
+        return None
     out_view = ast.arg.st.views[-1]
     # the tile's vector lanes run along the axis the output is contiguous in
     lane_axis = next((i for i, (f, o, s) in enumerate(zip(full, out_view.shape,
                                                           out_view.strides))
                       if f == o and s == 1 and f > 1), None)
     if lane_axis is None or len(ast.arg.st.views) != 1:
-        return item, None
+        return None
     out_axes = [i for i, (f, o) in enumerate(zip(full, out_view.shape)) if f == o]
     if sum(full[i] > 1 for i in out_axes) < 2:  # no output axis to re-read an operand along
-        return item, None
+        return None
     uses: dict[int, int] = {}
     for n in ast.walk():
         if n.op is BufferOps.LOAD:
@@ -119,14 +130,15 @@ def _pack(item: ScheduleItem, width: int) -> tuple[ScheduleItem, ScheduleItem | 
                 continue  # rows are packed only where they are contiguous (a transposed A)
             found = _reduce_axis(leaf.arg, axis, out_axes, panel, target)
             if found is not None:
-                return _packed(item, ast, leaf, full, axis, panel, *found)
-    return item, None
+                return _packed(item, ast, leaf, full, axis, panel, *found, made)
+    return None
 
 
 def _packed(item: ScheduleItem, ast: LazyOp, leaf: LazyOp, full: tuple[int, ...], lane_axis: int,
-            width: int, red_axis: int, batch: tuple[int, ...]) -> tuple[ScheduleItem, ScheduleItem]:
+            width: int, red_axis: int, batch: tuple[int, ...],
+            made: Made) -> tuple[ScheduleItem, list[ScheduleItem]]:
     """The kernel item (`ast`, reading `leaf` from panels `width` wide along `lane_axis`),
-    and the item of the copy that makes them."""
+    and the item of the copy that makes them (none if `made` has them)."""
     src = item.inputs[leaf.arg.idx - 1]
     view = leaf.arg.st.views[0]
     lanes, steps = full[lane_axis], full[red_axis]
@@ -140,11 +152,15 @@ def _packed(item: ScheduleItem, ast: LazyOp, leaf: LazyOp, full: tuple[int, ...]
     swap = (*range(nb), nb + 1, nb, nb + 2)  # (steps, panels) <-> (panels, steps)
     read = ShapeTracker((plane,)).pad(((0, 0),) * (nb + 1) + ((0, padded - lanes),)) \
         .reshape((*bshape, steps, padded // width, width)).permute(swap)
-    packed = LazyBuffer(src.device, ShapeTracker.from_shape(read.shape), src.dtype,
-                        LoadOps.CONTIGUOUS, (src,))
-    load = LazyOp(BufferOps.LOAD, (), MemBuffer(1, src.dtype, read))
-    copy = LazyOp(BufferOps.STORE, (load,),
-                  MemBuffer(0, src.dtype, ShapeTracker.from_shape(read.shape)))
+    copies: list[ScheduleItem] = []
+    packed = made.get((src, read))
+    if packed is None:
+        packed = made[(src, read)] = LazyBuffer(src.device, ShapeTracker.from_shape(read.shape),
+                                                src.dtype, LoadOps.CONTIGUOUS, (src,))
+        load = LazyOp(BufferOps.LOAD, (), MemBuffer(1, src.dtype, read))
+        copy = LazyOp(BufferOps.STORE, (load,),
+                      MemBuffer(0, src.dtype, ShapeTracker.from_shape(read.shape)))
+        copies.append(ScheduleItem(copy, packed, [src]))
     # the kernel reads P back in its own index space: (batch..., r, l), in full's order
     st = ShapeTracker.from_shape(read.shape).permute(swap).reshape((*bshape, steps, padded))
     st = st.shrink(tuple((0, s) for s in (*bshape, steps, lanes)))
@@ -158,7 +174,7 @@ def _packed(item: ScheduleItem, ast: LazyOp, leaf: LazyOp, full: tuple[int, ...]
     inputs = list(item.inputs)
     inputs[leaf.arg.idx - 1] = packed
     new_ast = ast.replace(leaf, LazyOp(BufferOps.LOAD, (), new_leaf))
-    return ScheduleItem(new_ast, item.out, inputs), ScheduleItem(copy, packed, [src])
+    return ScheduleItem(new_ast, item.out, inputs), copies
 
 
 def _rereads(buf: MemBuffer, out_axes: list[int]) -> int:

@@ -172,6 +172,32 @@ def test_packed_operand_every_layout(ta, tb):
     np.testing.assert_allclose(got, (a.T if ta else a) @ (b.T if tb else b), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("view", ["same", "offset", "flipped"])
+def test_kernels_that_pack_one_value_alike_share_the_copy(view):
+    """An RNN reads its weight in every time step. Two matmuls of one schedule that pack
+    the same value read the same way (W.T: lanes gathered, rows far apart) get one copy
+    kernel; another view of it (rows 64 on, or flipped) gets its own. The results match
+    numpy on the first run and on the second (from the schedule cache's plan)."""
+    from lazyten.realize import Stats
+    m, k, n = 96, 256, 256
+    big = rnd((n + 64, k))
+    x1, x2 = rnd((k, m), seed=1), rnd((k, m), seed=2)
+    bigt, t1, t2 = Tensor(big).realize(), Tensor(x1).realize(), Tensor(x2).realize()
+    w, w2 = {"same": (big[:n], big[:n]), "offset": (big[:n], big[64:]),
+             "flipped": (big[:n], big[:n][::-1])}[view]
+    for _ in range(2):
+        wt = bigt[:n]
+        w2t = {"same": wt, "offset": bigt[64:], "flipped": wt.flip(0)}[view]
+        out = (t1.T @ wt.T) * (t2.T @ w2t.T)
+        items = create_schedule([out.lazydata])
+        copies = [i for i in items if i.ast is not None and i.out.op.name == "CONTIGUOUS"]
+        assert len(copies) == (1 if view == "same" else 2)
+        before = Stats.kernels
+        got = out.numpy()
+        assert Stats.kernels - before == len(items)
+        np.testing.assert_allclose(got, (x1.T @ w.T) * (x2.T @ w2.T), rtol=1e-4, atol=1e-3)
+
+
 @pytest.mark.parametrize("n,batch", [(200, 0), (64, 0), (200, 3)])
 def test_no_pack_where_it_does_not_apply(n, batch):
     """Widths not divisible by the panel and small operands are read in place."""
