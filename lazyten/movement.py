@@ -81,15 +81,20 @@ class MovementMixin(TensorMixin):
 
     def shrink(self, arg):
         """Keep [start, end) of each axis (None keeps all)."""
-        arg = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
-        if len(arg) != self.ndim:
-            raise ValueError(f"shrink {arg} does not match shape {self.shape}")
-        for (b, e), s in zip(arg, self.shape):
+        # (one loop, no generators: split, chunk and indexing make a shrink per piece)
+        shape = self.lazydata.shape
+        if len(arg) != len(shape):
+            raise ValueError(f"shrink {tuple(arg)} does not match shape {self.shape}")
+        pairs, whole = [], True
+        for a, s in zip(arg, shape):
+            b, e = (0, s) if a is None else a
             if not 0 <= b <= e <= s:
-                raise ValueError(f"shrink {arg} is out of range for shape {self.shape}")
-        if all(a == (0, s) for a, s in zip(arg, self.shape)):
+                raise ValueError(f"shrink {tuple(arg)} is out of range for shape {self.shape}")
+            whole = whole and b == 0 and e == s
+            pairs.append((b, e))
+        if whole:
             return self._same()
-        return self.apply(F.Shrink, arg=arg)
+        return self.apply(F.Shrink, arg=tuple(pairs))
 
     def pad(self, padding, value: float = 0.0, mode: str = "constant"):
         """Pad with `value`: per-axis ((before, after), ...) or PyTorch's flat form
@@ -197,9 +202,8 @@ class MovementMixin(TensorMixin):
             sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
         if sum(sizes) != n:
             raise ShapeError(f"split sizes {sizes} do not sum to dim {dim} of {self.shape}")
-        out, start = [], 0
+        out, start, arg = [], 0, [(0, d) for d in self.shape]
         for s in sizes:
-            arg = [(0, d) for d in self.shape]
             arg[dim] = (start, start + s)
             out.append(self.shrink(arg))
             start += s

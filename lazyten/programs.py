@@ -24,16 +24,21 @@ if TYPE_CHECKING:
     from lazyten.schedule_item import ScheduleItem
 
 
-class Stats:
-    """Counters the tests and DEBUG read: kernels launched and compiled, time spent."""
-    kernels = 0
-    schedules = 0
-    plans = 0  # schedules launched from their template's plan (D78)
-    lowered = 0
-    flops = 0
-    mem = 0
-    seconds = 0.0
-    copies_on_write = 0
+class Counters:
+    """Counters the tests and DEBUG read: kernels launched and compiled, time spent. One
+    instance, `Stats`: every eager op adds to it, and adding to an instance's slot costs a
+    third of setting a class attribute (which invalidates the type's lookup cache)."""
+    __slots__ = ("kernels", "schedules", "plans", "lowered", "flops", "mem", "seconds",
+                 "copies_on_write")
+
+    def __init__(self) -> None:
+        self.kernels = self.schedules = self.lowered = self.flops = self.mem = 0
+        self.plans = 0  # schedules launched from their template's plan (D78)
+        self.copies_on_write = 0
+        self.seconds = 0.0
+
+
+Stats = Counters()
 
 
 # (device, ast, settings) -> (spec, loaded program), the PROGRAM_CACHE most recently used:

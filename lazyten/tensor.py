@@ -257,24 +257,29 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, Indexin
                     out.requires_grad, out._ctx, out._parents = True, found[1], tensors
                     found[1].versions = tuple([t._version for t in tensors])
                 return out
+        # (`_wrap` and the inputs' versions, see autograd.engine.inputs, are spelt out)
+        out = object.__new__(Tensor)
         if not others:
-            tensors = (self,)
             ctx = fn([record and bool(self.requires_grad)])
-            lazy = ctx.forward(self.lazydata, **kwargs)
+            out.lazydata = lazy = ctx.forward(self.lazydata, **kwargs)
+            if ctx.requires_grad and lazy.dtype.is_float:  # as in PyTorch: only floats
+                out.requires_grad, out._ctx, out._parents = True, ctx, (self,)  # have grads
+                ctx.versions = (self._version,)
         elif len(others) == 1:
             other = others[0]
-            tensors = (self, other)
             ctx = fn([record and bool(self.requires_grad),
                       record and bool(other.requires_grad)])
-            lazy = ctx.forward(self.lazydata, other.lazydata, **kwargs)
+            out.lazydata = lazy = ctx.forward(self.lazydata, other.lazydata, **kwargs)
+            if ctx.requires_grad and lazy.dtype.is_float:
+                out.requires_grad, out._ctx, out._parents = True, ctx, (self, other)
+                ctx.versions = (self._version, other._version)
         else:
             tensors = (self,) + others
             ctx = fn([record and bool(t.requires_grad) for t in tensors])
-            lazy = ctx.forward(*[t.lazydata for t in tensors], **kwargs)
-        out = Tensor._wrap(lazy)
-        if ctx.requires_grad and lazy.dtype.is_float:  # as in PyTorch: only floats have grads
-            out.requires_grad, out._ctx, out._parents = True, ctx, tensors
-            ctx.versions = tuple([t._version for t in tensors])  # see autograd.engine.inputs
+            out.lazydata = lazy = ctx.forward(*[t.lazydata for t in tensors], **kwargs)
+            if ctx.requires_grad and lazy.dtype.is_float:
+                out.requires_grad, out._ctx, out._parents = True, ctx, tensors
+                ctx.versions = tuple([t._version for t in tensors])
         return out
 
     @classmethod

@@ -358,7 +358,7 @@ class Pad(Function):
 
 class Shrink(Function):
     def forward(self, x, arg):
-        self.narg = tuple((p[0], s - p[1]) for s, p in zip(x.shape, arg))
+        self.narg = tuple([(p[0], s - p[1]) for s, p in zip(x.shape, arg)])
         return x.shrink(arg)
 
     def backward(self, grad):
