@@ -337,7 +337,10 @@ class Buffer:
         return dest
 
     def __del__(self):
-        buf = getattr(self, "_buf", None)  # (not set if __init__ failed)
+        try:  # (a try costs nothing where nothing is raised: this runs once per eager op)
+            buf = self._buf
+        except AttributeError:  # not set: __init__ failed
+            return
         if buf is not None:
             self._buf = None
             self.runtime.allocator.free(buf, self.nbytes or 1)
