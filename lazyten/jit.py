@@ -61,11 +61,12 @@ import itertools
 import sys
 import threading
 import weakref
-from typing import Any, Callable, cast
+from typing import Any, Callable, Optional, cast
 
 from codegen.helpers import debug_level, getenv
 from codegen.ops import LoadOps
 from codegen.renderer import ProgramSpec
+from codegen.shape.shapetracker import ShapeTracker
 from lazyten.lazy import LazyBuffer, pending_assigns
 from lazyten.programs import log
 from lazyten.realize import (Capture, Launch, Stats, copy_on_write, count_launch, realize,
@@ -159,12 +160,19 @@ class TinyJit:
                     ".reset() to capture again")
 
 
+# a returned tensor as a replay makes it: (its slot among the returned buffers, the
+# buffer's shape, the view of it, or None; for a value with no memory, None and how to
+# make it)
+Returned = tuple[Optional[int], tuple[int, ...], Optional[ShapeTracker],
+                 Optional[Callable[[], LazyBuffer]]]
+
+
 class _Replay:
     """The recorded launches of one call, with the buffers each call replaces: the
     inputs' (slots 0..n-1) and the returned tensors' (slots n..)."""
 
     def __init__(self, launches: list[Launch], inputs: list[Buffer], outputs: list[Buffer],
-                 returned: list[tuple[int | None, LazyBuffer]], template: Any,
+                 returned: list[Returned], template: Any,
                  assigned: list[Tensor]):
         slot: dict[int, int] = {}  # id(buffer) -> its slot
         for i, b in enumerate(inputs + outputs):
@@ -200,10 +208,13 @@ class _Replay:
         else:
             self._run_steps(current, timing)
         tensors = []
-        for output, lb in self.returned:
-            if output is not None:  # else a constant, which nothing can change
-                base = LazyBuffer.from_buffer(current[self.first_output + output], lb.base.shape)
-                lb = base if lb._base is None else base._view(lb.st)
+        for output, shape, st, const in self.returned:
+            if const is not None:  # a constant: made anew
+                lb = const()
+            else:
+                assert output is not None, "a returned value with memory has its slot"
+                lb = LazyBuffer.from_buffer(current[self.first_output + output], shape)
+                lb = lb if st is None else lb._view(st)
             tensors.append(Tensor._wrap(lb))
         return rebuild(self.template, iter(tensors))
 
@@ -316,16 +327,20 @@ def _record(fn: Callable, args: tuple, kwargs: dict, inputs: list[Buffer],
         Capture.uploaded = None
     outputs: list[Buffer] = []
     slots: dict[int, int] = {}  # id(buffer) -> its index in outputs
-    returned_plan: list[tuple[int | None, LazyBuffer]] = []
+    # what each returned tensor is, taken now: the LazyBuffers go back to the caller, and
+    # their graph changes in place later (a window read at another offset becomes a kernel
+    # input, varying.py: the replay rebuilt its returns from such a view and read element 0)
+    returned_plan: list[Returned] = []
     for lb in lazy:
         buffer = lb.base.realized
         if buffer is None:
-            returned_plan.append((None, lb))
+            returned_plan.append((None, lb.shape, None, _constant(lb)))
             continue
         if id(buffer) not in slots:
             slots[id(buffer)] = len(outputs)
             outputs.append(buffer)
-        returned_plan.append((slots[id(buffer)], lb))
+        returned_plan.append((slots[id(buffer)], lb.base.shape,
+                              None if lb._base is None else lb.st, None))
     result = rebuild(result, iter([Tensor._wrap(lb) for lb in lazy]))
     if not replayable:
         return result, None
@@ -335,6 +350,22 @@ def _record(fn: Callable, args: tuple, kwargs: dict, inputs: list[Buffer],
             copy_on_write(old)
     # the rebuilt result is the replay's template: it holds no autograd graph
     return result, _Replay(launches, inputs, outputs, returned_plan, result, assigned)
+
+
+def _constant(lb: LazyBuffer) -> Callable[[], LazyBuffer]:
+    """A returned value with no memory (a constant, or a view of one), made anew for each
+    replay as it was at the capture: the caller's LazyBuffer may become memory later (a
+    constant that varies is lifted into a buffer in place, D104)."""
+    base = lb.base
+    if base.op is not LoadOps.CONST:
+        return lambda: lb
+    device, st, dtype, value = base.device, base.st, base.dtype, base.arg
+    view = None if lb._base is None else lb.st
+
+    def make() -> LazyBuffer:
+        new = LazyBuffer(device, st, dtype, LoadOps.CONST, (), value)
+        return new if view is None else new._view(view)
+    return make
 
 
 def jit(fn: Callable) -> TinyJit:
