@@ -28,6 +28,12 @@ class IndexingMixin(TensorMixin):
         index: it drops its dim first, so index tensors separated only by ints stay in place.
         A boolean mask indexes with its nonzero() indices (which realizes it)."""
         index = index if isinstance(index, tuple) else (index,)
+        for i in index:  # ints and slices alone (`x[:, t]`, a loop's step): no items to
+            if type(i) is not int and type(i) is not slice:  # normalise (bool is no int)
+                break
+        else:
+            if len(index) <= self.lazydata.st.ndim:
+                return self._basic_index([*index, *[slice(None)] * (self.ndim - len(index))])[0]
         if any(_is_mask(i) for i in index):  # boolean masks: their nonzero() indices
             index = self._expand_masks(index)
         items = [self._index_item(i) for i in index]

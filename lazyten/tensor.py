@@ -247,8 +247,10 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, Indexin
         if fn.traced:  # one graph node forward, one per gradient backward (D79, D80)
             tensors = (self,) + others
             needs: list[bool] | None = None
-            if record and (self.requires_grad or any([t.requires_grad for t in others])):
+            if record:
                 needs = [bool(t.requires_grad) for t in tensors]
+                if True not in needs:
+                    needs = None
             found = traced_call(fn, (self.lazydata,) if not others else
                                 tuple([t.lazydata for t in tensors]), kwargs, needs)
             if found is not None:

@@ -105,7 +105,8 @@ class TracedCall(Function):
 
     def __init__(self, sub: Subgraph, needs: list[bool], inputs: tuple[LazyBuffer, ...],
                  forward: LazyBuffer):
-        super().__init__(needs)
+        self.needs_input_grad = needs  # (Function.__init__, spelt out: one per traced op)
+        self.requires_grad = True in needs
         self.sub, self.inputs, self.forward_node = sub, inputs, forward
         self.flags = forward.checks  # (the forward's node gives them up when expanded)
 
@@ -140,9 +141,11 @@ def traced_call(fn: type, inputs: tuple[LazyBuffer, ...], kwargs: dict[str, Any]
     try:
         # (dtypes by name: a DType's hash is a Python call, a str's is cached)
         key: tuple = (fn, tuple(kwargs.items()),
-                      tuple([(x.shape, x.dtype.name, x.device) for x in inputs]))
-        if needs is not None:  # a backward may depend on layout (Matmul's weight gradient)
-            key += (tuple(needs), tuple([x._base is None or x.st.contiguous for x in inputs]))
+                      tuple([(x.shape, x.dtype.name, x.device) for x in inputs])) \
+            if needs is None else \
+            (fn, tuple(kwargs.items()), tuple(needs),  # a backward may depend on layout
+             tuple([(x.shape, x.dtype.name, x.device,  # (Matmul's weight gradient)
+                     x._base is None or x.st.contiguous) for x in inputs]))
         sub = _TRACES[key]
     except KeyError:
         if len(_TRACES) >= getenv("TRACE_CACHE", 4096):
