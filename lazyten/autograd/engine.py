@@ -55,12 +55,13 @@ def propagate(root: Any, gradient: LazyBuffer, free: bool) -> Iterator[tuple[Any
         in_grads = ctx.backward(g)
         if not isinstance(in_grads, tuple):
             in_grads = (in_grads,)
-        for parent, pg in zip(parents, in_grads):
+        for parent, pg in zip(parents, in_grads):  # (runs once per edge of the graph)
             if pg is None or not parent.requires_grad:
                 continue
-            assert pg.shape == parent.shape, f"grad shape {pg.shape} != {parent.shape}"
-            prev = grads.get(id(parent))
-            grads[id(parent)] = pg if prev is None else prev.e(BinaryOps.ADD, pg)
+            assert pg.shape == parent.lazydata.shape, f"grad shape {pg.shape} != {parent.shape}"
+            key = id(parent)
+            prev = grads.get(key)
+            grads[key] = pg if prev is None else prev.e(BinaryOps.ADD, pg)
         if free:
             node._ctx, node._parents = None, ()  # free the graph, as PyTorch does
             node._freed = True
@@ -82,7 +83,9 @@ def toposort(root: Any) -> list[tuple[Any, tuple[Any, ...]]]:
         seen.add(id(node))
         parents = inputs(node)
         stack.append((node, parents))
-        stack.extend([(p, None) for p in parents if p._ctx is not None or p.requires_grad])
+        for p in parents:  # (a loop, not a comprehension: this runs once per node)
+            if p._ctx is not None or p.requires_grad:
+                stack.append((p, None))
     return order
 
 
