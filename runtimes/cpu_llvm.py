@@ -94,6 +94,7 @@ class CPUProgram(Program):
         near = not self.serial and self.work < _TRY_SERIAL * _MIN_WORK_PER_THREAD
         self.choice: ThreadChoice | None = ThreadChoice() if near else None
         self.cold: ThreadChoice | None = ThreadChoice(wake=False) if near else None
+        self.called = -1.0  # when `choose` last ran (perf_counter seconds)
 
     def __call__(self, *bufs, global_size, local_size, wait=False):
         start = time.perf_counter() if wait else 0.0
@@ -153,7 +154,14 @@ class CPUProgram(Program):
         """A call of a kernel near the thread bound: the way its ThreadChoice picks (the
         one for the workers' state: spinning, or asleep so that a split call would wake
         them, D97), timed where the choice asks for a timing."""
-        choice = self.cold if self.workers_asleep(threads - 1) else self.choice
+        # a call that finds the workers asleep less than their spin after this kernel's
+        # previous call is in a loop of it (whose serial calls let them sleep): it goes by
+        # the choice for spinning workers, whose split wakes them once for the calls after
+        # (the cold choice, which pays a wake-up on every split, kept such a loop serial
+        # for up to 1024 calls: 64 x 1000 softmax 28 us a call where split runs 20)
+        now = time.perf_counter()
+        looping, self.called = now - self.called < _threading()[1] * 1e-6, now
+        choice = self.cold if not looping and self.workers_asleep(threads - 1) else self.choice
         assert choice is not None
         split, timed = choice.next_way()
         begin = time.perf_counter() if timed else 0.0

@@ -307,6 +307,39 @@ def test_a_call_that_would_wake_the_workers_has_a_choice_of_its_own():
     assert warm.best == [float("inf"), float("inf")]  # never asked
 
 
+def test_a_loop_of_one_kernel_goes_by_the_choice_for_spinning_workers(monkeypatch):
+    """Serial calls let the workers sleep, so in a loop of one near-bound kernel each call
+    found them asleep and used the cold choice, which pays a wake-up on every split: such
+    a loop stayed serial until the cold choice's next round, up to 1024 calls (64 x 1000
+    softmax after torch's ops: 28 us a call, where split runs 20). A call less than the
+    workers' spin (SPIN_US) after the kernel's previous one uses the warm choice; one
+    further apart the cold one. Results are the same either way."""
+    from types import SimpleNamespace
+    from runtimes import cpu_choice, cpu_llvm
+    spec, program, ptrs, first = _near_bound_program()
+    expected = first.numpy().copy()
+    asked: list[str] = []
+
+    class Spy(cpu_choice.ThreadChoice):
+        __slots__ = ("name",)
+
+        def next_way(self):
+            asked.append(self.name)
+            return super().next_way()
+    program.choice, program.cold = Spy(), Spy(wake=False)
+    program.choice.name, program.cold.name = "warm", "cold"
+    program.called = -1.0
+    program.workers_asleep = lambda helpers: True
+    clock = [1000.0]
+    monkeypatch.setattr(cpu_llvm, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    spin = cpu_llvm._threading()[1] * 1e-6
+    for gap in [0.0, spin / 2, spin / 2, spin * 10, spin / 4]:
+        clock[0] += gap
+        program(*ptrs, global_size=spec.global_size, local_size=spec.local_size)
+        np.testing.assert_array_equal(first.numpy(), expected)
+    assert asked == ["cold", "warm", "warm", "cold", "warm"], asked
+
+
 def test_the_crew_says_whether_a_job_would_wait_for_a_worker():
     """`Crew.asleep`: after a job the worker serves (spins) for SPIN_US, then sleeps; a
     job then would wait for its wake-up. flags[SERVING + i] say which (runtimes/cpu_crew.py).
