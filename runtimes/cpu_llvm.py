@@ -151,14 +151,10 @@ class CPUProgram(Program):
         return functools.partial(self.split, global_size[0])
 
     def choose(self, bufs: tuple, n: int, threads: int) -> None:
-        """A call of a kernel near the thread bound: the way its ThreadChoice picks (the
-        one for the workers' state: spinning, or asleep so that a split call would wake
-        them, D97), timed where the choice asks for a timing."""
-        # a call that finds the workers asleep less than their spin after this kernel's
-        # previous call is in a loop of it (whose serial calls let them sleep): it goes by
-        # the choice for spinning workers, whose split wakes them once for the calls after
-        # (the cold choice, which pays a wake-up on every split, kept such a loop serial
-        # for up to 1024 calls: 64 x 1000 softmax 28 us a call where split runs 20)
+        """A call of a kernel near the thread bound, the way its ThreadChoice picks (the one
+        for the workers' state: spinning, or asleep so that a split would wake them, D97;
+        a call less than their spin after this kernel's last is in a loop of it, whose
+        serial calls let them sleep: the first, D97's addendum), timed where it asks."""
         now = time.perf_counter()
         looping, self.called = now - self.called < _threading()[1] * 1e-6, now
         choice = self.cold if not looping and self.workers_asleep(threads - 1) else self.choice
