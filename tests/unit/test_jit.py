@@ -6,6 +6,8 @@ arguments are inputs, and a changed non-tensor argument raises JitError naming i
 Threads: tests/unit/test_threads.py."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lazyten
 from lazyten import Tensor
@@ -151,6 +153,44 @@ def test_returned_views_at_other_offsets_of_one_buffer_keep_their_offsets():
         y = x[1:] * 2
         for got, want in [(third, y[2:3]), (whole, y), (second, y[None, 1])]:
             np.testing.assert_array_equal(got.numpy(), want, err_msg=f"call {i + 1}")
+
+
+@st.composite
+def _windows(draw):
+    """A 2-d output's shape and 2-4 windows of it, as index tuples: rows, columns, single
+    elements and strided runs, often of one shape at different offsets (what makes a
+    window a kernel input when it is read, D105)."""
+    rows, cols = draw(st.integers(2, 6)), draw(st.integers(3, 9))
+    picks = []
+    for _ in range(draw(st.integers(2, 4))):
+        kind = draw(st.sampled_from(["row", "col", "run", "element", "strided"]))
+        r, c = draw(st.integers(0, rows - 1)), draw(st.integers(0, cols - 2))
+        picks.append({"row": (r,), "col": (slice(None), c), "run": (r, slice(c, c + 2)),
+                      "element": (None, r, c), "strided": (slice(None, None, 2), c)}[kind])
+    return (rows, cols), picks
+
+
+@settings(max_examples=20, deadline=None)
+@given(case=_windows(), realize_inside=st.booleans(), jit=st.booleans())
+def test_returned_windows_of_one_output_hold_their_values_on_every_call(case, realize_inside,
+                                                                       jit):
+    """The generator for D114's siblings: windows of one kernel's output at any offsets,
+    returned together (some realized inside the call), read after each of five calls
+    with new inputs, against numpy; jitted, and eagerly (the schedule cache's plans)."""
+    shape, picks = case
+
+    def f(x):
+        y = x * 2 + 1
+        views = [y[p] for p in picks]
+        if realize_inside:
+            views[0].realize()
+        return (*views, y)
+    jitted = lazyten.jit(f) if jit else f
+    for i, x in enumerate(_inputs(5, shape=shape)):
+        got = jitted(Tensor(x))
+        y = x * 2 + 1
+        for index, value, want in zip(picks + [()], got, [y[p] for p in picks] + [y]):
+            np.testing.assert_array_equal(value.numpy(), want, err_msg=f"call {i + 1}, {index}")
 
 
 def test_returning_an_input_or_a_parameter_gives_a_snapshot():
