@@ -16,6 +16,7 @@ from codegen.dtypes import DType, dtypes
 from codegen.helpers import prod
 from codegen.attention import attention_parts
 from codegen.kernel import REDUCE_VALID, Kernel, Opt, leaves
+from codegen.lane_sums import across_lanes, alone
 from codegen.lanes import along_lanes
 from codegen.ops import (BinaryOps, BufferOps, LazyOp, MemBuffer, Op, ReduceOps,
                          TernaryOps, UnaryOps)
@@ -243,8 +244,8 @@ class Linearizer(WorkItems):
                 self._accumulate(node, combo, op, acc_dtype, loops, acc)
         self._end_loops(loops)
         finals = [self.g.add(UOps.ACC_READ, acc.dtype, (acc,)) for acc in accs]
-        if self.reduce_lanes:
-            finals = [self._across_lanes(op, acc) for acc in finals]
+        if self.reduce_lanes:  # a tile's accumulators together (codegen/lane_sums.py)
+            finals = across_lanes(self, op, finals)
         return {c: self.cast(acc, src_dtype) for c, acc in zip(combos, finals)}
 
     def _end_loops(self, loops: list[UOp]) -> None:
@@ -346,19 +347,8 @@ class Linearizer(WorkItems):
         return self.alu(TernaryOps.WHERE, dtype_of(value), gate, value, identity)
 
     def _across_lanes(self, op: BinaryOps, acc: UOp) -> UOp:
-        """Reduce lanes end in one value: combine the lanes pairwise, as vectors while the
-        count is even (lane k with lane k + half: one vector op per level, where scalar
-        pairs were one op per pair in a chain LLVM may not reorder), then as scalars."""
-        while dtype_of(acc).count % 2 == 0 and dtype_of(acc).count > 2:
-            half = dtype_of(acc).count // 2
-            lo = self.vectorize([self.extract(acc, k) for k in range(half)])
-            hi = self.vectorize([self.extract(acc, k) for k in range(half, 2 * half)])
-            acc = self.alu(op, dtype_of(lo), lo, hi)
-        parts = [self.extract(acc, k) for k in range(dtype_of(acc).count)]
-        while len(parts) > 1:
-            pairs = [self.alu(op, dtype_of(a), a, b) for a, b in zip(parts[::2], parts[1::2])]
-            parts = pairs + parts[len(pairs) * 2:]
-        return parts[0]
+        """One accumulator's lanes in one value (codegen/lane_sums.py)."""
+        return alone(self, op, acc)
 
     def _estimate(self) -> tuple[int, int]:
         """FLOPs (ALU ops times the iterations they run) and bytes of every buffer touched."""
