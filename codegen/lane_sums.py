@@ -62,10 +62,8 @@ def together(g: Emitter, op: BinaryOps, accs: list[UOp]) -> list[UOp]:
         lo, hi = _halves(g, vector, len(owners), w, 0), _halves(g, vector, len(owners), w, w // 2)
         vector = g.alu(op, dtype_of(lo[0]).vec(len(lo)), g.vectorize(lo), g.vectorize(hi))
         w //= 2
-    out: list[UOp | None] = [None] * len(accs)
-    for lane, i in enumerate(owners):
-        out[i] = g.extract(vector, lane)
-    return [x for x in out if x is not None]
+    lane_of = {i: lane for lane, i in enumerate(owners)}
+    return [g.extract(vector, lane_of[i]) for i in range(len(accs))]
 
 
 def _halves(g: Emitter, v: UOp, shares: int, w: int, start: int) -> list[UOp]:

@@ -32,8 +32,9 @@ class IndexingMixin(TensorMixin):
             if type(i) is not int and type(i) is not slice:  # normalise (bool is no int)
                 break
         else:
-            if len(index) <= self.lazydata.st.ndim:
-                return self._basic_index([*index, *[slice(None)] * (self.ndim - len(index))])[0]
+            fill = self.ndim - len(index)
+            if fill >= 0:
+                return self._basic_index([*index, *[slice(None)] * fill])[0]
         if any(_is_mask(i) for i in index):  # boolean masks: their nonzero() indices
             index = self._expand_masks(index)
         items = [self._index_item(i) for i in index]

@@ -61,7 +61,7 @@ import itertools
 import sys
 import threading
 import weakref
-from typing import Any, Callable, Optional, cast
+from typing import Any, Callable, Optional, Union, cast
 
 from codegen.helpers import debug_level, getenv
 from codegen.ops import LoadOps
@@ -161,10 +161,8 @@ class TinyJit:
 
 
 # a returned tensor as a replay makes it: (its slot among the returned buffers, the
-# buffer's shape, the view of it, or None; for a value with no memory, None and how to
-# make it)
-Returned = tuple[Optional[int], tuple[int, ...], Optional[ShapeTracker],
-                 Optional[Callable[[], LazyBuffer]]]
+# buffer's shape, the view of it or None), or for a value with no memory how to make it
+Returned = Union[tuple[int, tuple[int, ...], Optional[ShapeTracker]], Callable[[], LazyBuffer]]
 
 
 class _Replay:
@@ -208,11 +206,11 @@ class _Replay:
         else:
             self._run_steps(current, timing)
         tensors = []
-        for output, shape, st, const in self.returned:
-            if const is not None:  # a constant: made anew
-                lb = const()
+        for entry in self.returned:
+            if callable(entry):  # a constant: made anew
+                lb = entry()
             else:
-                assert output is not None, "a returned value with memory has its slot"
+                output, shape, st = entry
                 lb = LazyBuffer.from_buffer(current[self.first_output + output], shape)
                 lb = lb if st is None else lb._view(st)
             tensors.append(Tensor._wrap(lb))
@@ -334,13 +332,13 @@ def _record(fn: Callable, args: tuple, kwargs: dict, inputs: list[Buffer],
     for lb in lazy:
         buffer = lb.base.realized
         if buffer is None:
-            returned_plan.append((None, lb.shape, None, _constant(lb)))
+            returned_plan.append(_constant(lb))
             continue
         if id(buffer) not in slots:
             slots[id(buffer)] = len(outputs)
             outputs.append(buffer)
         returned_plan.append((slots[id(buffer)], lb.base.shape,
-                              None if lb._base is None else lb.st, None))
+                              None if lb._base is None else lb.st))
     result = rebuild(result, iter([Tensor._wrap(lb) for lb in lazy]))
     if not replayable:
         return result, None

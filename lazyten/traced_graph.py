@@ -140,12 +140,14 @@ def traced_call(fn: type, inputs: tuple[LazyBuffer, ...], kwargs: dict[str, Any]
         return None                                     # POINTWISE_TRACE is)
     try:
         # (dtypes by name: a DType's hash is a Python call, a str's is cached)
-        key: tuple = (fn, tuple(kwargs.items()),
-                      tuple([(x.shape, x.dtype.name, x.device) for x in inputs])) \
-            if needs is None else \
-            (fn, tuple(kwargs.items()), tuple(needs),  # a backward may depend on layout
-             tuple([(x.shape, x.dtype.name, x.device,  # (Matmul's weight gradient)
-                     x._base is None or x.st.contiguous) for x in inputs]))
+        key: tuple
+        if needs is None:
+            key = (fn, tuple(kwargs.items()),
+                   tuple([(x.shape, x.dtype.name, x.device) for x in inputs]))
+        else:  # a backward may depend on layout (Matmul's weight gradient)
+            key = (fn, tuple(kwargs.items()), tuple(needs),
+                   tuple([(x.shape, x.dtype.name, x.device, x._base is None or x.st.contiguous)
+                          for x in inputs]))
         sub = _TRACES[key]
     except KeyError:
         if len(_TRACES) >= getenv("TRACE_CACHE", 4096):

@@ -114,7 +114,7 @@ class CPUProgram(Program):
         if threads <= 1 or self.work < threads * _MIN_WORK_PER_THREAD:
             self.here(bufs, n)
         elif self.choice is not None:
-            self.choose(bufs, n, threads)
+            self.choose(bufs, n, threads, spin_us)
         else:
             self.run_pieces([b[1] for b in bufs], n, min(n, threads * _CHUNKS_PER_THREAD),
                             threads - 1, spin_us)
@@ -150,13 +150,13 @@ class CPUProgram(Program):
             return lambda *bufs, _keep=self: fn(*[b[1] for b in bufs], *bounds)
         return functools.partial(self.split, global_size[0])
 
-    def choose(self, bufs: tuple, n: int, threads: int) -> None:
+    def choose(self, bufs: tuple, n: int, threads: int, spin_us: int) -> None:
         """A call of a kernel near the thread bound, the way its ThreadChoice picks (the one
         for the workers' state: spinning, or asleep so that a split would wake them, D97;
         a call less than their spin after this kernel's last is in a loop of it, whose
         serial calls let them sleep: the first, D97's addendum), timed where it asks."""
         now = time.perf_counter()
-        looping, self.called = now - self.called < _threading()[1] * 1e-6, now
+        looping, self.called = now - self.called < spin_us * 1e-6, now
         choice = self.cold if not looping and self.workers_asleep(threads - 1) else self.choice
         assert choice is not None
         split, timed = choice.next_way()

@@ -293,6 +293,7 @@ def test_a_call_that_would_wake_the_workers_has_a_choice_of_its_own():
         real_here(*args)
     program.run_pieces, program.here = pieces, serial
     program.workers_asleep = lambda helpers: True
+    program.called = -1.0  # (the capture's call just ran it: no loop of it, D97's addendum)
     try:
         warm = program.choice = cpu_choice.ThreadChoice()
         cold = program.cold = cpu_choice.ThreadChoice(wake=False)
