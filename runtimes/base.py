@@ -190,12 +190,17 @@ class Compiler:
         return f"{cls.__module__}:{cls.__qualname__}"
 
     def submit(self, name: str, src: str) -> Future:
-        """compile_cached, on the compile pool's threads if the compiler is `threaded`."""
-        if self.threaded:
-            if self._pool is None:
-                self._pool = CompilePool(self)
-            return self._pool.submit(name, src)
+        """compile_cached, on the compile pool's threads if the compiler is `threaded`
+        (the caches are read here: CompilePool)."""
         done: Future = Future()
+        if self.threaded:
+            binary = self.lookup(src)
+            if binary is None:
+                if self._pool is None:
+                    self._pool = CompilePool(self)
+                return self._pool.submit(name, src)
+            done.set_result(binary)
+            return done
         try:
             done.set_result(self.compile_cached(name, src))
         except Exception as e:
@@ -204,8 +209,8 @@ class Compiler:
 
     def result(self, job: Future) -> bytes:
         """The binary of a job `submit` returned. With a compile pool this thread compiles
-        queued jobs until that one is done (CompilePool.result): call it once every
-        kernel of a batch is submitted."""
+        queued jobs until that one is done, and caches what was compiled
+        (CompilePool.result): call it once every kernel of a batch is submitted."""
         return self._pool.result(job) if self._pool is not None else job.result()
 
     def compile_cached(self, name: str, src: str) -> bytes:

@@ -35,7 +35,7 @@ def test_worker_binaries_match_local_ones():
     pool = CompilePool(compiler, workers=1)
     try:
         jobs = [pool.submit(f"k{i}", kernel(i)) for i in range(12)]
-        binaries = [j.result() for j in jobs]
+        binaries = [pool.result(j) for j in jobs]  # (the waiting thread caches them)
         assert len(pool._procs) == 1, "the second thread should have started its worker"
     finally:
         pool.close()
@@ -80,7 +80,7 @@ def test_a_source_queued_twice_compiles_once():
     pool = CompilePool(compiler, workers=1)
     try:
         jobs = [pool.submit("k", kernel(100)) for _ in range(5)]
-        assert len({j.result() for j in jobs}) == 1
+        assert len({pool.result(j) for j in jobs}) == 1
     finally:
         pool.close()
     assert compiler.compiled == 1
@@ -202,3 +202,99 @@ def test_a_compile_worker_imports_no_numpy():
                          check=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(
                              os.path.abspath(__file__)))))
     assert out.stdout.strip() == "[]", out.stdout
+
+
+class PipeBuild(LLVMBuild):
+    """A worker's compiler that answers whether the next source had already arrived when
+    it finished this one (it waits 30 ms first, a compile's time)."""
+
+    def compile(self, src: str) -> bytes:
+        time.sleep(0.03)
+        stdin = sys.stdin.buffer  # (the next request may be in its buffer already)
+        os.set_blocking(stdin.fileno(), False)
+        try:
+            waiting = bool(stdin.peek(1))
+        except BlockingIOError:
+            waiting = False
+        finally:
+            os.set_blocking(stdin.fileno(), True)
+        return b"queued" if waiting else b"alone"
+
+
+class PipeCompiler(LLVMCompiler):
+    def worker_class(self) -> str:
+        return f"{__name__}:PipeBuild"
+
+
+def test_a_worker_gets_the_next_sources_before_it_replies():
+    """A pool thread keeps IN_FLIGHT sources sent to its worker, so the worker never waits
+    for the thread (which needs the GIL, held by the engine's lowering, to read a reply
+    and send more); one source only until the worker has replied once."""
+    pool = CompilePool(PipeCompiler(), workers=1)
+    try:
+        jobs = [pool.submit(f"p{i}", kernel(3000 + i)) for i in range(8)]
+        binaries = [job.result() for job in jobs]  # (not pool.result: none compiles here)
+    finally:
+        pool.close()
+    assert binaries == [b"alone"] + [b"queued"] * 6 + [b"alone"], binaries
+
+
+class DyingThirdBuild(LLVMBuild):
+    """A worker's compiler that dies at its third compile, with sources still sent to it."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def compile(self, src: str) -> bytes:
+        self.count += 1
+        if self.count == 3:
+            os._exit(3)
+        time.sleep(0.02)
+        return super().compile(src)
+
+
+class DyingThirdCompiler(LLVMCompiler):
+    def worker_class(self) -> str:
+        return f"{__name__}:DyingThirdBuild"
+
+
+def test_the_jobs_a_dead_worker_held_compile_here():
+    compiler = DyingThirdCompiler()
+    pool = CompilePool(compiler, workers=1)
+    try:
+        jobs = [pool.submit(f"d{i}", kernel(4000 + i)) for i in range(8)]
+        binaries = [job.result() for job in jobs]
+    finally:
+        pool.close()
+    assert binaries == [LLVMCompiler().compile(kernel(4000 + i)) for i in range(8)]
+    assert pool.compiled_here >= 6  # the third, the two sent after it, and the rest
+
+
+class StoringCompiler(LLVMCompiler):
+    """Notes the thread of every cache write."""
+
+    def __init__(self):
+        super().__init__()
+        self.stored_on: list[int] = []
+
+    def store(self, name: str, src: str, binary: bytes) -> None:
+        self.stored_on.append(threading.get_ident())
+        super().store(name, src, binary)
+
+
+def test_binaries_are_cached_by_the_thread_that_waits():
+    """A pool thread's file writes would each wait for the GIL while the engine lowers:
+    the thread that calls `result` writes them; the thread that submits reads the caches."""
+    compiler = StoringCompiler()
+    jobs = [compiler.submit(f"s{i}", kernel(5000 + i)) for i in range(6)]
+    try:
+        binaries = [compiler.result(job) for job in jobs]
+    finally:
+        compiler._pool.close()
+    assert compiler.stored_on == [threading.get_ident()] * 6
+    assert binaries == [LLVMCompiler().compile(kernel(5000 + i)) for i in range(6)]
+    again = StoringCompiler()  # a new process's compiler: the disk cache has them
+    found = [again.submit(f"s{i}", kernel(5000 + i)) for i in range(6)]
+    assert all(job.done() for job in found) and again._pool is None
+    assert [job.result() for job in found] == binaries
