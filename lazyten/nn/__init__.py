@@ -5,7 +5,8 @@ methods (nnops.py), so a layer only owns its parameters and PyTorch's default
 initialisation. Parameters are realized buffers from the start, so optimisers can update
 them in place. Layers without parameters (activations, pooling, losses) are in
 nn/stateless.py, nn/activations.py, nn/shape_layers.py and nn/loss_layers.py; more layers
-with parameters in nn/layers.py (Conv1d/3d, PReLU, RMSNorm, InstanceNorm) and
+with parameters in nn/layers.py (Conv1d/3d, PReLU, RMSNorm, InstanceNorm), nn/recurrent.py
+(RNN, LSTM, GRU and their cells) and
 nn/attention_layers.py (MultiheadAttention, TransformerEncoderLayer); containers in
 nn/container.py. Plain objects that hold layers still work: `get_parameters` /
 `get_state_dict` (nn/state.py) find tensors by walking attributes.
@@ -20,11 +21,12 @@ from lazyten.index_check import check_index
 from lazyten.nn.functional import (avg_pool2d, binary_cross_entropy,  # re-exported
                                    binary_cross_entropy_with_logits, cross_entropy,
                                    max_pool2d, mse_loss)
-from lazyten.nn import activations, layers, loss_layers, shape_layers
+from lazyten.nn import activations, layers, loss_layers, recurrent, shape_layers
 from lazyten.nn.activations import *  # noqa: F401,F403
 from lazyten.nn.container import ModuleDict, ModuleList, ParameterList, Sequential
 from lazyten.nn.layers import *  # noqa: F401,F403
 from lazyten.nn.loss_layers import *  # noqa: F401,F403
+from lazyten.nn.recurrent import *  # noqa: F401,F403
 from lazyten.nn.module import Module, Parameter
 from lazyten.nn import utils  # noqa: F401  # nn.utils.clip_grad_norm_, as torch.nn.utils
 from lazyten.nn.params import (conv_padding as _conv_padding, filled as _filled,
@@ -43,7 +45,7 @@ __all__ = ["Linear", "Conv2d", "ConvTranspose2d", "BatchNorm", "BatchNorm1d", "B
 __all__ += ["Module", "Parameter", "Sequential", "ModuleList", "ReLU", "GELU", "Sigmoid",
             "Tanh", "Softmax", "LogSoftmax", "Flatten", "Identity", "MaxPool2d", "AvgPool2d",
             "CrossEntropyLoss", "MSELoss", "ModuleDict", "ParameterList"]
-__all__ += (activations.__all__ + layers.__all__ + loss_layers.__all__
+__all__ += (activations.__all__ + layers.__all__ + loss_layers.__all__ + recurrent.__all__
             + shape_layers.__all__ + ["MultiheadAttention", "TransformerEncoderLayer"])
 
 
