@@ -25,6 +25,8 @@ round by round. torch runs on 2 threads.
   vocabulary head on every step's state), d=128, vocabulary 64; batch 8 and 32;
 - lstm: an LSTM written by hand (embedding, 16 steps of four gates from one Linear of
   x_t and one of h, chunked; sigmoid and tanh), d=64, vocabulary 64; batch 8 and 32;
+- nn_lstm, nn_gru: embedding, nn.LSTM / nn.GRU (d=64, batch-first, 16 steps), a
+  vocabulary head on every step; torch runs its own fused recurrent kernels; batch 8, 32;
 - encoder: nn.TransformerEncoderLayer (d=64, 4 heads, feed-forward 256, batch-first,
   no dropout) over 32 positions, linear; batch 4 and 16.
 """
@@ -127,6 +129,17 @@ def build(nn, F, kind: str):
                     outs.append(h)
                 return self.head(_stacked(outs))
         return LSTM()
+    if kind in ("nn_lstm", "nn_gru"):
+        class Recurrent(nn.Module):
+            def __init__(self, d=64, vocab=64):
+                super().__init__()
+                layer = nn.LSTM if kind == "nn_lstm" else nn.GRU
+                self.emb, self.rnn = nn.Embedding(vocab, d), layer(d, d, batch_first=True)
+                self.head = nn.Linear(d, vocab)
+
+            def forward(self, idx):
+                return self.head(self.rnn(self.emb(idx))[0])
+        return Recurrent()
     if kind == "encoder":
         class Encoder(nn.Module):
             def __init__(self):
@@ -158,7 +171,7 @@ def batch(kind: str, size: int, rng) -> tuple[np.ndarray, np.ndarray]:
         return rng.standard_normal((size, 3, 32, 32)).astype(np.float32), rng.integers(0, 10, size)
     if kind == "conv1d":
         return rng.standard_normal((size, 8, 128)).astype(np.float32), rng.integers(0, 10, size)
-    if kind in ("rnn", "lstm"):
+    if kind in _TOKENS:
         return rng.integers(0, 64, (size, 16)), rng.integers(0, 64, (size, 16))
     if kind == "encoder":
         return rng.standard_normal((size, 32, 64)).astype(np.float32), rng.integers(0, 10, (size, 32))
@@ -213,7 +226,7 @@ def compare(kind: str, size: int, steps: int, use_jit: bool) -> str:
                            for k, v in reference.state_dict().items()})
     rng = np.random.default_rng(0)
     batches = [batch(kind, size, rng) for _ in range(4)]
-    ints = [(x.astype(np.int64) if kind in ("transformer", "rnn", "lstm") else x, y.astype(np.int64))
+    ints = [(x.astype(np.int64) if kind in ("transformer", *_TOKENS) else x, y.astype(np.int64))
             for x, y in batches]
     torch_step = stepper(torch, reference, kind, ints)
     lazy_step = stepper(lazyten, model, kind, ints, use_jit)
@@ -227,7 +240,8 @@ def compare(kind: str, size: int, steps: int, use_jit: bool) -> str:
 
 SIZES = {"mlp": (32, 512), "transformer": (4, 16), "cnn": (8, 32), "vgg": (16, 64),
          "mobile": (16, 64), "conv1d": (16, 64), "rnn": (8, 32), "lstm": (8, 32),
-         "encoder": (4, 16)}
+         "nn_lstm": (8, 32), "nn_gru": (8, 32), "encoder": (4, 16)}
+_TOKENS = ("rnn", "lstm", "nn_lstm", "nn_gru")  # models of token sequences (16 of 64)
 
 
 def main(argv=None) -> int:
