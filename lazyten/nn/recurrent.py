@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from lazyten.autograd.composite import Composite
 from lazyten.nn.module import Module
 from lazyten.tensor import Tensor
 
@@ -25,23 +26,45 @@ def _uniform(shape: tuple[int, ...], bound: float) -> Tensor:
     return Tensor.uniform(*shape, low=-bound, high=bound, requires_grad=True)
 
 
-def _step(mode: str, x: Tensor, h: Tensor, c: Tensor | None, w_hh: Tensor,
-          b_hh: Tensor | None) -> tuple[Tensor, Tensor | None]:
-    """One time step: `x` is this step's input projection (x_t W_ih^T + b_ih, and b_hh too
-    except for GRU, whose new gate scales h's part by the reset gate); (h', c')."""
-    if mode == "GRU":
-        xr, xz, xn = x.chunk(3, -1)
-        hr, hz, hn = h.linear(w_hh, b_hh).chunk(3, -1)
-        r, z = (xr + hr).sigmoid(), (xz + hz).sigmoid()
-        n = (xn + r * hn).tanh()
-        return n + z * (h - n), None  # (1 - z) * n + z * h
+def _lstm_cell(x: Tensor, state: Tensor, w_hh: Tensor) -> Tensor:
+    """One LSTM step on state [h | c] (N, 2H): the next [h' | c']. `x` is this step's input
+    projection, x_t W_ih^T + b_ih + b_hh."""
+    size = w_hh.shape[1]
+    h, c = state.shrink(((0, state.shape[0]), (0, size))), \
+        state.shrink(((0, state.shape[0]), (size, 2 * size)))
+    i, f, g, o = (x + h.linear(w_hh)).chunk(4, -1)
+    c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+    return (o.sigmoid() * c.tanh()).cat(c, dim=-1)
+
+
+def _gru_cell(x: Tensor, h: Tensor, w_hh: Tensor, *b_hh: Tensor) -> Tensor:
+    """One GRU step: `x` is x_t W_ih^T + b_ih; b_hh (if any) stays inside the reset gate."""
+    xr, xz, xn = x.chunk(3, -1)
+    hr, hz, hn = h.linear(w_hh, b_hh[0] if b_hh else None).chunk(3, -1)
+    r, z = (xr + hr).sigmoid(), (xz + hz).sigmoid()
+    n = (xn + r * hn).tanh()
+    return n + z * (h - n)  # (1 - z) * n + z * h
+
+
+def _rnn_cell(x: Tensor, h: Tensor, w_hh: Tensor, relu: bool) -> Tensor:
     pre = x + h.linear(w_hh)
+    return pre.relu() if relu else pre.tanh()
+
+
+def _step(mode: str, x: Tensor, state: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> Tensor:
+    """One time step as one Composite (a traced call: one graph node forward, one per
+    gradient backward); `state` is h, or [h | c] for an LSTM."""
     if mode == "LSTM":
-        assert c is not None, "an LSTM step has a cell state"
-        i, f, g, o = pre.chunk(4, -1)
-        c = f.sigmoid() * c + i.sigmoid() * g.tanh()
-        return o.sigmoid() * c.tanh(), c
-    return (pre.tanh() if mode == "RNN_TANH" else pre.relu()), None
+        return x.apply(Composite, state, w_hh, body=_lstm_cell)
+    if mode == "GRU":
+        return x.apply(Composite, state, w_hh, *([] if b_hh is None else [b_hh]), body=_gru_cell)
+    return x.apply(Composite, state, w_hh, body=_rnn_cell, relu=mode == "RNN_RELU")
+
+
+def _halves(state: Tensor) -> tuple[Tensor, Tensor]:
+    """h and c of an LSTM state [h | c]."""
+    size = state.shape[-1] // 2
+    return state[..., :size], state[..., size:]
 
 
 def _hidden_size(hidden_size: int, input_size: int) -> None:
@@ -167,11 +190,14 @@ class _RNNBase(Module):
         if b_ih is not None and self.mode != "GRU":  # GRU keeps b_hh inside the reset gate
             b_ih, b_hh = b_ih + b_hh, None
         steps = x.linear(w_ih, b_ih).unbind(0)  # every step's projection in one matmul
-        outs: list[Tensor] = [h] * len(steps)
+        state = h if c is None else h.cat(c, dim=-1)
+        outs: list[Tensor] = [state] * len(steps)
         for t in (range(len(steps) - 1, -1, -1) if reverse else range(len(steps))):
-            h, c = _step(self.mode, steps[t], h, c, w_hh, b_hh)
-            outs[t] = h
-        return Tensor.stack(outs, 0), h, c
+            state = outs[t] = _step(self.mode, steps[t], state, w_hh, b_hh)
+        if c is None:
+            return Tensor.stack(outs, 0), state, None
+        h, c = _halves(state)
+        return _halves(Tensor.stack(outs, 0))[0], h, c
 
     def extra_repr(self) -> str:
         text = f"{self.input_size}, {self.hidden_size}"
@@ -250,8 +276,9 @@ class _CellBase(Module):
         b_ih, b_hh = self.bias_ih, self.bias_hh
         if b_ih is not None and self.mode != "GRU":
             b_ih, b_hh = b_ih + b_hh, None
-        h, c = _step(self.mode, x.linear(self.weight_ih, b_ih), states[0],
-                     states[1] if lstm else None, self.weight_hh, b_hh)
+        state = states[0].cat(states[1], dim=-1) if lstm else states[0]
+        h = _step(self.mode, x.linear(self.weight_ih, b_ih), state, self.weight_hh, b_hh)
+        h, c = _halves(h) if lstm else (h, None)
         if not batched:
             h, c = h.squeeze(0), (None if c is None else c.squeeze(0))
         return (h, c) if lstm else h
