@@ -4,12 +4,16 @@ op at the view it is read through (each (base, view) once), every materialised o
 becomes a LOAD of an input buffer, a constant a CONST, and the root a STORE; a reduce
 that rule 3 or 5 fused is one node however the kernel reaches it. An ASSIGN that reads
 its target other than element for element reads a copy of the old value
-(`old_target`, which the scheduler schedules first)."""
+(`old_target`, which the scheduler schedules first). An elementwise base inlined through
+a padded view (a pad, a `cat`) whose ops do not all map 0 to 0 (sigmoid, exp, + 1, ...)
+is gated: where the view is padding the kernel reads 0, not the ops applied to padding's
+zeros (the scheduler's rule 4 leaves such a base inlined unless that repeats work)."""
 from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from codegen.helpers import prod
-from codegen.ops import BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer, ReduceOps
+from codegen.dtypes import dtypes
+from codegen.ops import BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer, ReduceOps, TernaryOps
 from codegen.shape.shapetracker import ShapeTracker
 from lazyten.lazy import LazyBuffer
 from lazyten.traced import CompositeOps, expand as expand_pointwise
@@ -76,6 +80,10 @@ class KernelBuilder:
             node = LazyOp(BufferOps.CONST, (), ConstBuffer(base.arg, base.dtype, composite))
         else:
             node = self.expand_base(base, composite)
+            if any(v.mask is not None for v in composite.views) and \
+                    not isinstance(base.op, (ReduceOps, LoadOps)) and \
+                    not self.graph._zero_preserving(base):
+                node = _gated(node, base, composite)
         self.memo[key] = node
         return node
 
@@ -97,3 +105,10 @@ class KernelBuilder:
         if base.op is CompositeOps.POINTWISE:
             return expand_pointwise(base, srcs, st)
         return LazyOp(base.op, srcs, base.arg)
+
+
+def _gated(node: LazyOp, base: LazyBuffer, st: ShapeTracker) -> LazyOp:
+    """`node` (base's ops read through `st`) where `st` is valid, 0 where it is padding."""
+    valid = LazyOp(BufferOps.CONST, (), ConstBuffer(True, dtypes.bool, st))
+    zero = LazyOp(BufferOps.CONST, (), ConstBuffer(0, base.dtype, st))
+    return LazyOp(TernaryOps.WHERE, (valid, node, zero))

@@ -8,7 +8,9 @@ Fusion rules, applied to the graph of bases reachable from the outputs:
      moves into that consumer's kernel, and so on up a chain of single consumers.
   4. Materialised once: outputs, LoadOps (copy, contiguous, assign), reduces not fused
      by rule 3 (a reduce read by several consumers, or expanded), an elementwise base
-     read through padding when one of its ops does not map 0 to 0 (exp, log, recip...),
+     read through padding when one of its ops does not map 0 to 0 (exp, log, recip...)
+     and the read would repeat much work as an expand's does (else it is inlined, gated
+     to 0 where the view is padding: a `cat` of two computed values is one kernel, D117),
      and an elementwise base read through an expand that would repeat much work: each
      element read `_EXPAND_MIN` times or more (or twice or more, repeating `_REPEAT_OPS`
      ops per element), repeating `_RECOMPUTE_MIN` ops or more in all (the relu mask of an
@@ -35,7 +37,9 @@ Fusion rules, applied to the graph of bases reachable from the outputs:
   7. An elementwise base that two kernels or more would inline, computing `_SHARED_OPS`
      ops or more per element with what it inlines, is materialised once (and the rules
      applied again): a recurrence's state (an LSTM's cell) otherwise grows every step's
-     kernel by all the steps before it (D111).
+     kernel by all the steps before it (D111). A base inlined through padding (rule 4)
+     counts as a kernel of its own here: a `stack` of a recurrence's states inlines each
+     state at its own positions.
 """
 from __future__ import annotations
 
@@ -115,6 +119,8 @@ class _Graph:
         while True:
             self.realize: set[LazyBuffer] = required | cuts
             self.fused_reduce: dict[LazyBuffer, LazyBuffer] = {}  # chain top -> its reduce
+            # inlined through padding, gated (rule 4): each computed at its own positions
+            self.gated: set[LazyBuffer] = set()
             self._decide()
             for base in self.order:
                 if base in self.realize and isinstance(base.op, _ELEMENTWISE) and \
@@ -136,7 +142,10 @@ class _Graph:
             for _, view in self.consumers[base]:
                 if _has_mask(view.st) and base.op not in (LoadOps.CONST,) and \
                         not self._zero_preserving(base):
-                    self.realize.add(base)
+                    if isinstance(base.op, _ELEMENTWISE) and not self._repeats_work(base, view):
+                        self.gated.add(base)  # inlined, 0 where the view pads (kernel_builder.py)
+                    else:
+                        self.realize.add(base)
                 elif isinstance(base.op, _ELEMENTWISE) and self._repeats_work(base, view):
                     self.realize.add(base)
             if isinstance(base.op, _ELEMENTWISE):
@@ -176,10 +185,13 @@ class _Graph:
         kernel and by c_t+1) otherwise grows every kernel by all the steps before it:
         the 16th step's kernel computed 80 exps per element (D111)."""
         owners: dict[LazyBuffer, set[int]] = {}
-        for root in self.realize:
+        # a base inlined through padding counts as a kernel of its own: each one read
+        # through a view of its own is computed at its own positions, so what two of them
+        # inline is computed twice (a `stack` of an LSTM's states inlines every step's h)
+        for root in self.realize | (self.gated - self.realize):
             if root.realized is not None:
                 continue
-            owners[root] = {id(root)}
+            owners.setdefault(root, set()).add(id(root))
             stack, seen = [s.base for s in root.src], set()
             while stack:
                 b = stack.pop()
