@@ -55,7 +55,9 @@ def row_kernel_rows(k: Kernel, target: Target) -> list[Opt]:
     set-up) outweigh the spills (AVX2, 512 rows, each way compiled in one process, best
     of 30 alternating: log_softmax x 17 32.2 -> 27.0 us, x 100 77.6 -> 68.8, x 128 93.5 ->
     89.2; softmax x 64 43.3 -> 39.0; from 300 wide one row was faster: x 300 softmax 144
-    -> 170). Plain sums (layernorm) take `_PLAIN_ROWS` rows (`plain_rows`). Where the
+    -> 170). Where the kernel has work for every thread (`_SPLIT_ELEMENTS`), each thread
+    keeps rows of its own (8 x 50257 takes 4 at once, 2 x 50257 one). Plain sums
+    (layernorm) take `_PLAIN_ROWS` rows (`plain_rows`). Where the
     input and output exceed half the shared cache (`Target.l3_bytes`), the rows come from
     memory and a short row is walked alone, as in `plain_rows` (D85: AVX-512, one thread,
     softmax 8192 x 512 1.54x, 16384 x 256 1.59x, log_softmax 4096 x 1000 1.31x)."""
@@ -66,8 +68,12 @@ def row_kernel_rows(k: Kernel, target: Target) -> list[Opt]:
     if target.l3_bytes and _short_rows_from_memory(k, target.l3_bytes // 4):
         return []  # input and output over half the shared cache: one row at a time (D85)
     fit = (target.vector_registers - _TRANSCENDENTAL_REGISTERS) // 2
-    if fit < 4 and k.full_shape[k.n_global + k.n_reduce - 1] <= _SHORT_ROW * target.lanes:
+    width = k.full_shape[k.n_global + k.n_reduce - 1]
+    if fit < 4 and width <= _SHORT_ROW * target.lanes:
         fit = 4
+    rows = prod(k.full_shape[:k.n_global])
+    if rows * width >= _SPLIT_ELEMENTS:  # work for every thread: each keeps rows of its own
+        fit = min(fit, rows // max(1, target.threads))
     return _rows_at_once(k, target, "a row kernel's exp or log: rows at once", fit)
 
 
@@ -114,6 +120,10 @@ _RESIDENT_L2 = 2
 _LONG_ROW = 8000  # bytes: a row this long streams well four at a time (2000 float32)
 _TRANSCENDENTAL_REGISTERS = 16  # an exp's constants and temporaries, about (llvm_math.py)
 _SHORT_ROW = 16  # vectors: a row kernel's row this short takes rows at once in any registers
+# (row_kernel_rows) a row kernel of exps over this many elements leaves every thread rows
+# of its own: 8 rows of 50257 taken at once were one piece of work, on one thread
+# (log_softmax 8 x 50257 0.77x torch's time on the 2-core machine)
+_SPLIT_ELEMENTS = 1 << 15
 
 
 def _rows_at_once(k: Kernel, target: Target, why: str, fit: int = 8) -> list[Opt]:
