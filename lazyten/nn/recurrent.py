@@ -100,7 +100,7 @@ class _RNNBase(Module):
         self.mode = _mode(self.name, nonlinearity)
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
-        self.bidirectional = bidirectional
+        self.bidirectional, self.proj_size = bidirectional, proj_size
         directions = 2 if bidirectional else 1
         gates, bound = _GATES[self.mode] * hidden_size, 1 / math.sqrt(hidden_size)
         self._flat_weights_names: list[str] = []
@@ -123,7 +123,13 @@ class _RNNBase(Module):
         names = self._flat_weights_names
         return [[getattr(self, n) for n in names[i:i + per]] for i in range(0, len(names), per)]
 
+    def flatten_parameters(self) -> None:
+        """PyTorch's cuDNN weight packing: nothing to do here (kept so code that calls it runs)."""
+
     def forward(self, input: Tensor, hx: Any = None):
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{type(self).__name__} expects a Tensor input, got "
+                            f"{type(input).__name__} (packed sequences are not supported)")
         if input.ndim not in (2, 3):
             raise ValueError(f"{type(self).__name__} expects a 2-d (unbatched) or 3-d input, "
                              f"got shape {input.shape}")
