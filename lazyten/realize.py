@@ -314,9 +314,11 @@ def realize(outs: list[LazyBuffer]) -> None:
         return
     found = lookup(outs)
     template = found[2]
-    if template is None and Capture.items is None and lift_varying(found):
-        found = lookup(outs)  # numbers that change between calls are inputs now (D104, D105)
-        template = found[2]
+    if template is None and Capture.items is None:
+        lifted = lift_varying(found, outs)  # numbers that change between calls become
+        if lifted is not None:              # inputs (D104, D105)
+            found, template = lifted, lifted[2]
+        del lifted  # (its bases too must go before anything runs: below)
     if template is not None and template.plan and Capture.items is None and \
             template.plan.settings == _plan_settings():
         Stats.schedules += 1

@@ -87,10 +87,7 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
     for base in nodes:  # grows while it is walked: each new source goes on the end
         if base.realized is not None:  # its part is fixed once realized: made once
             kept = base.key_part
-            if kept is None:
-                kept = base.key_part = ("buffer", base.shape, base.dtype.name, base.device,
-                                        base.range_len)
-            parts.append(kept)
+            parts.append(kept if kept is not None else buffer_part(base))
             continue
         if base.op in _UNCACHED:
             return None, nodes
@@ -118,6 +115,26 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
         parts.append(part)
     numbers = _FIRST if len(outs) == 1 else tuple([index[o._base or o] for o in outs])
     return (tuple(parts), numbers), nodes
+
+
+def buffer_part(base: LazyBuffer) -> tuple:
+    """A realized base's part of the key (kept on the base: it never changes)."""
+    base.key_part = ("buffer", base.shape, base.dtype.name, base.device, base.range_len)
+    return base.key_part
+
+
+def realized_since(found: Found, positions: list[int]) -> Found:
+    """`found` for the same graph after the bases at `positions`, which have no sources
+    (constants), were realized in place: their parts become buffers' and the rest of the
+    key stands (a base with no sources numbers nothing after it), so the graph is not
+    walked again (lifted constants, lazyten/varying.py)."""
+    key, nodes, _ = found
+    assert key is not None, "a key to patch"
+    parts = list(key[0])
+    for i in positions:
+        parts[i] = buffer_part(nodes[i])
+    patched = (tuple(parts), key[1])
+    return patched, nodes, _SCHEDULES.get(patched)
 
 
 def _number(index: dict[LazyBuffer, int], nodes: list[LazyBuffer], base: LazyBuffer) -> int:

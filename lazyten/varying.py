@@ -37,7 +37,7 @@ from codegen.ops import LoadOps
 from codegen.shape.shapetracker import ShapeTracker
 from codegen.shape.view import View
 from lazyten.lazy import LazyBuffer
-from lazyten.schedule_cache import Found
+from lazyten.schedule_cache import Found, lookup, realized_since
 from runtimes import Buffer, get_runtime
 
 # the key with the values left out -> (the values its first graph had, in `_variables`'
@@ -45,16 +45,17 @@ from runtimes import Buffer, get_runtime
 _SEEN: dict[tuple, tuple[tuple, frozenset]] = {}
 
 
-def lift_varying(found: Found) -> bool:
+def lift_varying(found: Found, outs: list[LazyBuffer]) -> Found | None:
     """Make the constants and windows of this graph (a cache miss: `found` is lookup's
-    answer) that vary between calls realized buffers, in place; True if any was, and the
-    caller looks the graph up again."""
+    answer for `outs`) that vary between calls realized buffers, in place; the graph's
+    lookup then, or None where none was lifted. Where only constants were, their parts of
+    the key are patched rather than the graph walked again."""
     key, nodes, _ = found
     if key is None:
-        return False
+        return None
     structure, values, places = _variables(key, nodes)
     if not values:
-        return False
+        return None
     seen = _SEEN.get(structure)
     if seen is None and getenv("LIFT_CONSTANTS", 0):  # (the tests' switch: every one, at once)
         seen = _SEEN[structure] = ((None,) * len(values), frozenset())
@@ -62,7 +63,7 @@ def lift_varying(found: Found) -> bool:
         if len(_SEEN) >= getenv("SCHEDULE_CACHE", 1024):
             _SEEN.clear()
         _SEEN[structure] = (values, frozenset())
-        return False
+        return None
     first, varying = seen
     grown = varying | {p for p, now, then in zip(places, values, first) if now != then}
     if grown != varying:
@@ -73,11 +74,17 @@ def lift_varying(found: Found) -> bool:
     targets = {}  # each node once (a view two nodes read appears at both places)
     for node, src in grown:
         target = nodes[node] if src < 0 else nodes[node].src[src]
-        targets[id(target)] = (target, src < 0)
-    lifted = False
-    for target, constant in targets.values():
-        lifted = (_lift_constant(target) if constant else _lift_window(target)) or lifted
-    return lifted
+        targets[id(target)] = (target, node if src < 0 else None)
+    constants, windows = [], False
+    for target, position in targets.values():
+        if position is not None:
+            if _lift_constant(target):
+                constants.append(position)
+        elif _lift_window(target):
+            windows = True
+    if windows:  # a view became a buffer of its own: the graph is walked again
+        return lookup(outs)
+    return realized_since(found, constants) if constants else None
 
 
 def _variables(key: tuple, nodes: list[LazyBuffer]) -> tuple[tuple, tuple, list[tuple[int, int]]]:
@@ -114,10 +121,15 @@ def _lift_constant(base: LazyBuffer) -> bool:
     dtype = base.dtype
     if base.op is not LoadOps.CONST or dtype == dtypes.bool or dtype.opmath is not dtype:
         return False  # (a 16-bit float's literal is used in float32, unrounded)
-    try:  # (a float past the dtype's range rounds to an infinity, as its literal does)
-        value = round_float(base.arg, dtype) if dtype.is_float else base.arg
-        data = struct.pack("<" + dtype.fmt, value)
-    except (struct.error, OverflowError):
+    fmt = "<" + dtype.fmt
+    try:  # (packing rounds a float as a cast does; past the dtype's range it overflows,
+        data = struct.pack(fmt, base.arg)  # where the literal rounds to an infinity)
+    except OverflowError:
+        try:
+            data = struct.pack(fmt, round_float(base.arg, dtype))  # (an infinity)
+        except (OverflowError, struct.error):  # (an int past every float)
+            return False
+    except struct.error:
         return False
     memory = Buffer(get_runtime(base.device), 1, dtype)
     memory.copyin(memoryview(data))

@@ -148,7 +148,10 @@ class HostAllocator(Allocator):
         return (block, block.ctypes.data)
 
     def copyin(self, dest, src: memoryview) -> None:
-        dest[0][:src.nbytes] = np.frombuffer(src, dtype=np.uint8)
+        if src.format == "B" and src.ndim == 1:  # bytes to bytes, with no numpy views (a
+            dest[0].data[:src.nbytes] = src      # lifted constant's upload: 0.6 us less)
+        else:
+            dest[0][:src.nbytes] = np.frombuffer(src, dtype=np.uint8)
 
     def copy_within(self, dest, src, offset: int, nbytes: int) -> None:
         """`nbytes` of `src` from byte `offset` into `dest` (a window of a buffer made its

@@ -191,3 +191,45 @@ def test_a_strided_slice_at_a_changing_index_compiles_once(kind):
         np.testing.assert_array_equal((pick[0](t, i) * 3).numpy(),
                                       pick[1](a, i) * np.float32(3))
     assert CacheStats.misses - misses <= 2 and Stats.lowered - lowered <= 2
+
+
+@settings(max_examples=25, deadline=None)
+@given(values=st.lists(st.integers(-40, 40), min_size=3, max_size=3, unique=True),
+       shape=st.sampled_from([(5,), (3, 4), (2, 3, 2)]), seed=st.integers(0, 2**16))
+def test_a_lifted_constant_patches_the_key_as_a_fresh_walk_would_make_it(values, shape, seed):
+    """Where only constants were lifted, their parts of the schedule key are patched
+    instead of the graph walked again (`realized_since`): the key must be the one a fresh
+    walk gives, or a lifted graph would miss its schedule or find another's."""
+    from lazyten.schedule_cache import lookup
+    from lazyten.varying import lift_varying
+    a = rnd(shape, np.float32, seed)
+    t = Tensor(a)
+    lifts = 0
+    for v in [x / 8 for x in values]:
+        # one number changing each call, one fixed; a shared base (t + v read twice)
+        inner = t + v
+        out = (inner * inner - 0.25).lazydata
+        found = lookup([out])
+        lifted = lift_varying(found, [out])
+        if lifted is not None:
+            lifts += 1
+            assert lifted[0] == lookup([out])[0]
+            assert [id(n) for n in lifted[1]] == [id(n) for n in lookup([out])[1]]
+        want = (a + np.float32(v)) * (a + np.float32(v)) - np.float32(0.25)
+        np.testing.assert_allclose(Tensor._wrap(out).numpy(), want, rtol=1e-5, atol=1e-5)
+    assert lifts >= 2  # the second and third calls' numbers (the first's too where an
+    # earlier example left this structure with other values)
+
+
+def test_a_lifted_graph_lets_go_of_its_bases_before_it_runs():
+    """`x.assign(x + v)` with a new v each call: the lookup after the lift must not keep
+    the graph's bases alive while the schedule runs, or x's old value looks read and is
+    copied on every update (copy on write)."""
+    x = Tensor(np.arange(4, dtype=np.float32))
+    for v in (1.0, 2.0):  # the literal, then the lift
+        x.assign(x + v).realize()
+    copies = Stats.copies_on_write
+    for v in (3.0, 4.0, 5.0):
+        x.assign(x + v).realize()
+    assert Stats.copies_on_write == copies, "a copy of an old value nothing reads"
+    np.testing.assert_array_equal(x.numpy(), np.arange(4) + 15)
