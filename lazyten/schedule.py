@@ -188,7 +188,7 @@ class _Graph:
         # a base inlined through padding counts as a kernel of its own: each one read
         # through a view of its own is computed at its own positions, so what two of them
         # inline is computed twice (a `stack` of an LSTM's states inlines every step's h)
-        for root in self.realize | (self.gated - self.realize):
+        for root in self.realize | self.gated:
             if root.realized is not None:
                 continue
             owners.setdefault(root, set()).add(id(root))

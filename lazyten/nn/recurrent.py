@@ -26,12 +26,25 @@ def _uniform(shape: tuple[int, ...], bound: float) -> Tensor:
     return Tensor.uniform(*shape, low=-bound, high=bound, requires_grad=True)
 
 
+def _halves(state: Tensor) -> tuple[Tensor, Tensor]:
+    """h and c of an LSTM state [h | c]."""
+    size = state.shape[-1] // 2
+    return state[..., :size], state[..., size:]
+
+
+def _biases(mode: str, b_ih: Tensor | None, b_hh: Tensor | None
+            ) -> tuple[Tensor | None, Tensor | None]:
+    """The biases a step adds: both in the input projection, but GRU's b_hh, which stays
+    inside the reset gate."""
+    if b_ih is not None and b_hh is not None and mode != "GRU":
+        return b_ih + b_hh, None
+    return b_ih, b_hh
+
+
 def _lstm_cell(x: Tensor, state: Tensor, w_hh: Tensor) -> Tensor:
     """One LSTM step on state [h | c] (N, 2H): the next [h' | c']. `x` is this step's input
     projection, x_t W_ih^T + b_ih + b_hh."""
-    size = w_hh.shape[1]
-    h, c = state.shrink(((0, state.shape[0]), (0, size))), \
-        state.shrink(((0, state.shape[0]), (size, 2 * size)))
+    h, c = _halves(state)
     i, f, g, o = (x + h.linear(w_hh)).chunk(4, -1)
     c = f.sigmoid() * c + i.sigmoid() * g.tanh()
     return (o.sigmoid() * c.tanh()).cat(c, dim=-1)
@@ -59,12 +72,6 @@ def _step(mode: str, x: Tensor, state: Tensor, w_hh: Tensor, b_hh: Tensor | None
     if mode == "GRU":
         return x.apply(Composite, state, w_hh, *([] if b_hh is None else [b_hh]), body=_gru_cell)
     return x.apply(Composite, state, w_hh, body=_rnn_cell, relu=mode == "RNN_RELU")
-
-
-def _halves(state: Tensor) -> tuple[Tensor, Tensor]:
-    """h and c of an LSTM state [h | c]."""
-    size = state.shape[-1] // 2
-    return state[..., :size], state[..., size:]
 
 
 def _hidden_size(hidden_size: int, input_size: int) -> None:
@@ -141,14 +148,14 @@ class _RNNBase(Module):
             raise ValueError(f"{type(self).__name__}: input of shape {input.shape} has "
                              f"{x.shape[2]} features, expected input_size {self.input_size}")
         h0, c0 = self._initial(hx, x, batched)
-        directions = 2 if self.bidirectional else 1
+        directions, weights = 2 if self.bidirectional else 1, self.all_weights
         last_h: list[Tensor] = []
         last_c: list[Tensor] = []
         for layer in range(self.num_layers):
             outs = []
             for direction in range(directions):
                 k = layer * directions + direction
-                seq, h, c = self._layer(x, self.all_weights[k], h0[k],
+                seq, h, c = self._layer(x, weights[k], h0[k],
                                         None if c0 is None else c0[k], reverse=direction == 1)
                 outs.append(seq)
                 last_h.append(h)
@@ -192,9 +199,8 @@ class _RNNBase(Module):
         """One direction of one layer over the sequence x (L, N, width): (outputs (L, N,
         hidden_size), last h, last c)."""
         w_ih, w_hh = weights[0], weights[1]
-        b_ih, b_hh = (weights[2], weights[3]) if self.bias else (None, None)
-        if b_ih is not None and self.mode != "GRU":  # GRU keeps b_hh inside the reset gate
-            b_ih, b_hh = b_ih + b_hh, None
+        b_ih, b_hh = _biases(self.mode, *((weights[2], weights[3]) if self.bias else
+                                          (None, None)))
         steps = x.linear(w_ih, b_ih).unbind(0)  # every step's projection in one matmul
         state = h if c is None else h.cat(c, dim=-1)
         outs: list[Tensor] = [state] * len(steps)
@@ -279,9 +285,7 @@ class _CellBase(Module):
             if len(states) != (2 if lstm else 1) or any(tuple(t.shape) != shape for t in states):
                 raise ValueError(f"{type(self).__name__}: hidden state shapes "
                                  f"{[tuple(t.shape) for t in states]}, expected {shape}")
-        b_ih, b_hh = self.bias_ih, self.bias_hh
-        if b_ih is not None and self.mode != "GRU":
-            b_ih, b_hh = b_ih + b_hh, None
+        b_ih, b_hh = _biases(self.mode, self.bias_ih, self.bias_hh)
         state = states[0].cat(states[1], dim=-1) if lstm else states[0]
         h = _step(self.mode, x.linear(self.weight_ih, b_ih), state, self.weight_hh, b_hh)
         h, c = _halves(h) if lstm else (h, None)
