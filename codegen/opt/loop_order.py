@@ -37,8 +37,14 @@ def order_loops(k: Kernel, target: Target) -> list[Opt]:
     def cost(axis: int) -> int:
         ignored = [key for key in k.loads if k.strides(key, axis) == 0]
         return k.full_shape[axis] * sum(footprint(key) for key in ignored)
-    axes = [a for a in range(k.n_global) if k.full_shape[a] >= _MIN_OUTER]
-    if not axes or k.n_global < 2:
+    if k.n_global < 2:
+        return []
+    # loops with enough iterations to share; where none has, any the threads can share
+    # (a batch of 4 unrolled whole before 7 x 7 pixels and 4 blocks of channels: else
+    # one thread ran it all)
+    axes = [a for a in range(k.n_global) if k.full_shape[a] >= _MIN_OUTER] or \
+        [a for a in range(k.n_global) if k.full_shape[a] >= max(2, target.threads)]
+    if not axes:
         return []
     best = min(axes, key=lambda a: (cost(a), a))
     if best != 0 and cost(best) < cost(0):

@@ -171,6 +171,23 @@ def test_row_fill(size, lanes, fill):
     assert row_fill(size, lanes) == pytest.approx(fill)
 
 
+@settings(max_examples=15, deadline=None)
+@given(n=st.sampled_from([1, 2, 3, 4, 8]), c=st.sampled_from([16, 48, 64, 128, 256]),
+       size=st.integers(2, 9))
+@example(n=4, c=256, size=7)  # every loop under 8 iterations: one thread ran it all
+def test_an_outer_loop_the_threads_can_share_when_any_loop_has_the_iterations(n, c, size):
+    """Where the tile leaves every output loop under 8 iterations (a batch of 4 unrolled
+    whole, 4 blocks of 64 channels, 7 x 7 pixels), a loop with at least two still goes
+    outermost, so two threads share the kernel; the values match numpy."""
+    xn, wn = rnd((n, c, size, size)), rnd((c, c, 3, 3), seed=1)
+    out = Tensor(xn).conv2d(Tensor(wn), padding=1)
+    k = lowered(out)
+    if max(k.full_shape[:k.n_global]) >= 2:
+        assert k.full_shape[0] >= 2, (k.full_shape, k.applied)
+    # (sums of up to 2304 float32 products of about 1: absolute error ~1e-4)
+    np.testing.assert_allclose(out.numpy(), conv_ref(xn, wn), rtol=1e-4, atol=1e-3)
+
+
 def test_the_outer_loop_can_be_split():
     """A batch of 4 unrolled whole leaves the outer loop one iteration: another loop goes
     outermost, so the threads have pieces to share; the values match numpy."""
