@@ -23,7 +23,7 @@ def order_loops(k: Kernel, target: Target) -> list[Opt]:
     `_L2_DISCOUNT` times less than one read again from L3 or memory [D34]. An outer loop
     with fewer iterations than threads (a batch of 4 unrolled whole) gives way to the
     cheapest one that has enough, whatever it re-reads: else the kernel runs on one
-    thread."""
+    thread. Enough is 8 iterations, or where no loop has 8, as many as the threads."""
     if k.reduceop is None or not target.tile:
         return []
     cached, in_l2 = target.cached_bytes // 4, target.l2_bytes // 8  # float32 elements
