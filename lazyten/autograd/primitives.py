@@ -349,20 +349,20 @@ class Expand(Function):
 
 class Pad(Function):
     def forward(self, x, arg):
-        self.narg = tuple((p[0], s + p[0]) for s, p in zip(x.shape, arg))
+        self.shape, self.arg = x.shape, arg  # (the shrink back is worked out only if needed)
         return x.pad(arg)
 
     def backward(self, grad):
-        return grad.shrink(self.narg)
+        return grad.shrink(tuple([(p[0], s + p[0]) for s, p in zip(self.shape, self.arg)]))
 
 
 class Shrink(Function):
     def forward(self, x, arg):
-        self.narg = tuple([(p[0], s - p[1]) for s, p in zip(x.shape, arg)])
+        self.shape, self.arg = x.shape, arg  # (the pad back is worked out only if needed)
         return x.shrink(arg)
 
     def backward(self, grad):
-        return grad.pad(self.narg)
+        return grad.pad(tuple([(p[0], s - p[1]) for s, p in zip(self.shape, self.arg)]))
 
 
 class Flip(Function):
