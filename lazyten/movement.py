@@ -202,6 +202,8 @@ class MovementMixin(TensorMixin):
             sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
         if sum(sizes) != n:
             raise ShapeError(f"split sizes {sizes} do not sum to dim {dim} of {self.shape}")
+        if any(s < 0 for s in sizes):
+            raise ValueError(f"split sizes {sizes} must not be negative (shape {self.shape})")
         if len(sizes) == 1:
             return (self._same(),)
         # each piece is in range by construction: Shrink at once (Tensor.shrink's checks

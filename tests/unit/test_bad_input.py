@@ -102,6 +102,7 @@ def test_bad_expand_pad_shrink_repeat():
 def test_bad_split_chunk_cat_stack():
     raises(ValueError, lambda: t(5, 2).split([2, 2]), "[2, 2]", "(5, 2)")
     raises(ValueError, lambda: t(5, 2).split(0), "0")
+    raises(ValueError, lambda: t(5, 2).split([6, -1]), "[6, -1]", "(5, 2)")
     raises(ValueError, lambda: t(5, 2).chunk(0), "0")
     raises(ValueError, lambda: t(2, 3).cat(t(2, 4)), "(2, 3)", "(2, 4)")
     raises(ValueError, lambda: t(2, 3).cat(t(2, 3, 1), dim=1), "(2, 3)", "(2, 3, 1)")
