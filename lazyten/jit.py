@@ -74,7 +74,7 @@ from lazyten.realize import (Capture, Launch, Stats, copy_on_write, count_launch
 from lazyten.jit_values import (ABSENT, JitError, collect, flatten, rebuild,
                                 same_value, show, tensor_spec)
 from lazyten.tensor import Tensor
-from runtimes import Buffer
+from runtimes import Buffer, Window
 
 
 class TinyJit:
@@ -175,8 +175,10 @@ class _Replay:
         slot: dict[int, int] = {}  # id(buffer) -> its slot
         for i, b in enumerate(inputs + outputs):
             slot.setdefault(id(b), i)
-        self.steps = [(step, [(pos, slot[id(b)]) for pos, b in enumerate(step.buffers)
-                              if id(b) in slot]) for step in launches]
+        # (pos, slot, shift): a window of an input or output (D121) is one again each call
+        self.steps = [(step, [(pos, slot[id(_memory(b))], _shift(b))
+                              for pos, b in enumerate(step.buffers) if id(_memory(b)) in slot])
+                      for step in launches]
         self.outputs = outputs  # the capture's: each call gets new ones like them
         self.graph: Any = None  # the launches as one device graph (CUDA), once built
         self.launchers: list[Any] | None = None  # each kernel step's launcher, once made
@@ -229,8 +231,8 @@ class _Replay:
                 buffers = step.buffers
                 if patches:
                     buffers = list(buffers)
-                    for pos, slot in patches:
-                        buffers[pos] = current[slot]
+                    for pos, slot, shift in patches:
+                        buffers[pos] = Window(current[slot], shift) if shift else current[slot]
                 if timing or launcher is None:
                     replay(step, buffers, timing)
                     continue
@@ -267,12 +269,21 @@ class _Replay:
         for i, (step, patches) in enumerate(self.steps):
             if patches:
                 buffers = list(step.buffers)
-                for pos, slot in patches:
-                    buffers[pos] = current[slot]
+                for pos, slot, shift in patches:
+                    buffers[pos] = Window(current[slot], shift) if shift else current[slot]
                 self.graph.set_args(i, [b.ensure_allocated() for b in buffers])
         self.graph.launch()
         for step, _ in self.steps:
             count_launch(cast(ProgramSpec, step.spec))
+
+
+def _memory(b: Any) -> Any:
+    """The buffer a kernel argument is memory of (a window's buffer, D121)."""
+    return b.base if isinstance(b, Window) else b
+
+
+def _shift(b: Any) -> int:
+    return b.shift if isinstance(b, Window) else 0
 
 
 def _keep_values_read_from(t: Tensor) -> None:

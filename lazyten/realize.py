@@ -21,7 +21,7 @@ from lazyten.schedule import ScheduleItem, copy_ast, create_schedule
 from lazyten.schedule_cache import lookup, save_value
 from lazyten.traced_graph import restore_graphs
 from lazyten.varying import lift_varying
-from runtimes import Buffer, Program
+from runtimes import Buffer, Program, Window
 
 
 class Launch(NamedTuple):
@@ -94,7 +94,9 @@ def _run_kernel(item: ScheduleItem, found: tuple[ProgramSpec, Program] | None,
     if found is None:  # nothing to compute: the output gets its (empty) memory
         out.realized = _keep_old_value(out) if out.op is LoadOps.ASSIGN else _allocate(out)
         return
-    buffers = [b.realized for b in item.inputs]
+    buffers: list[Any] = [b.realized for b in item.inputs]
+    if item.shifts:  # a kernel whose loads were rebased reads windows (D121)
+        buffers = [Window(b, s) if s else b for b, s in zip(buffers, item.shifts)]
     out.realized = _keep_old_value(out) if out.op is LoadOps.ASSIGN else _allocate(out)
     buffers.insert(0, out.realized)
     if Capture.items is None:  # not recording: launch straight away
@@ -255,11 +257,14 @@ class Plan:
             memory = node.realized
             assert memory is not None, "a kernel's output is realized once it has run"
             costs.append((spec.flops, spec.mem_bytes))
+            # (the memory position and byte shift of each input a rebased kernel reads
+            # from a window, D121)
+            shifted = tuple([(k + 1, s) for k, s in enumerate(item.shifts) if s]) or None
             steps.append((program.launcher(spec.global_size, spec.local_size), out,
                           tuple(inputs), memory.runtime, memory.size, memory.dtype,
                           memory.runtime.allocator.alloc, memory.nbytes or 1,
                           node.index_check is not None if out >= 0 else
-                          None if new[5] is None else (*new[5], node.shape)))
+                          None if new[5] is None else (*new[5], node.shape), shifted))
         return Plan(steps, opt_settings(), costs)
 
     def run(self, nodes: list[LazyBuffer]) -> None:
@@ -269,7 +274,8 @@ class Plan:
         fresh: list[Buffer] = []  # the schedule's own buffers, by ~position
         ran = 0
         try:
-            for launch, out, inputs, runtime, size, dtype, alloc, nbytes, after in self.steps:
+            for launch, out, inputs, runtime, size, dtype, alloc, nbytes, after, shifted \
+                    in self.steps:
                 memory = Buffer(runtime, size, dtype)  # (allocated here: ensure_allocated
                 memory._buf = alloc(nbytes)            # inlined, this runs once per kernel)
                 memories = [memory._buf]
@@ -277,6 +283,9 @@ class Plan:
                     buffer = nodes[i].realized if i >= 0 else fresh[~i]
                     memories.append(buffer._buf if buffer._buf is not None
                                     else buffer.ensure_allocated())
+                if shifted is not None:  # windows of its inputs (D121)
+                    for position, shift in shifted:
+                        memories[position] = runtime.allocator.offset(memories[position], shift)
                 launch(*memories)
                 ran += 1
                 if out < 0:

@@ -51,6 +51,7 @@ from lazyten.indirect import indirect_items, is_onehot
 from lazyten.kernel_builder import KernelBuilder
 from lazyten.lazy import LazyBuffer
 from lazyten.pack import pack_schedule
+from lazyten.rebase import rebase_items
 from lazyten.schedule_cache import Found, cached_schedule
 from lazyten.schedule_item import ScheduleItem, copy_ast, row_target
 from lazyten.schedule_order import order_items
@@ -406,7 +407,7 @@ def create_schedule(outs: list[LazyBuffer], found: Found | None = None) -> list[
     A graph with the same structure as one scheduled before (eager code run again)
     reuses that schedule, rebound to this graph's buffers (`found`: the cache's answer,
     if the caller looked already)."""
-    return cached_schedule(outs, _schedule, found)
+    return rebase_items(cached_schedule(outs, _schedule, found))
 
 
 def _schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:

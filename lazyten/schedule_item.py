@@ -13,10 +13,12 @@ from runtimes import get_runtime
 
 @dataclass
 class ScheduleItem:
-    """One step: a kernel `ast` (None for COPY/EMPTY) writing `out` from `inputs`."""
+    """One step: a kernel `ast` (None for COPY/EMPTY) writing `out` from `inputs`; `shifts`:
+    bytes into each input's memory its kernel reads from (lazyten/rebase.py, D121), or ()."""
     ast: LazyOp | None
     out: LazyBuffer
     inputs: list[LazyBuffer] = field(default_factory=list)
+    shifts: tuple[int, ...] = ()
 
 
 @functools.lru_cache(maxsize=1024)

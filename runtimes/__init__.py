@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from runtimes.base import Allocator, Buffer, CompileError, Compiler, Program, Runtime
 
-_FROM_BASE = ("Allocator", "Buffer", "CompileError", "Compiler", "Program", "Runtime")
+_FROM_BASE = ("Allocator", "Buffer", "CompileError", "Compiler", "Program", "Runtime", "Window")
 
 
 def __getattr__(name: str) -> Any:

@@ -153,6 +153,10 @@ class HostAllocator(Allocator):
         else:
             dest[0][:src.nbytes] = np.frombuffer(src, dtype=np.uint8)
 
+    def offset(self, buf, nbytes: int):
+        """The memory `nbytes` into `buf`, as a kernel argument (a window, D121)."""
+        return (buf[0], buf[1] + nbytes)
+
     def copy_within(self, dest, src, offset: int, nbytes: int) -> None:
         """`nbytes` of `src` from byte `offset` into `dest` (a window of a buffer made its
         own: lazyten/varying.py). Runtimes without it leave windows to their kernels."""
@@ -355,3 +359,22 @@ class Buffer:
 
     def __repr__(self) -> str:
         return f"<Buffer {self.device} {self.size} {self.dtype.name}>"
+
+
+class Window:
+    """A buffer's memory from a byte offset on, passed to a kernel whose loads of it were
+    rebased to that offset (lazyten/rebase.py, D121): a kernel argument, never owned (the
+    buffer frees its memory, and lives as long as this)."""
+    __slots__ = ("base", "shift", "runtime", "_buf")
+
+    def __init__(self, base: Buffer, shift: int):
+        self.base, self.shift, self.runtime = base, shift, base.runtime
+        allocator: Any = base.runtime.allocator  # (one with `offset`: lazyten/rebase.py)
+        self._buf = allocator.offset(base.ensure_allocated(), shift)
+
+    @property
+    def device(self) -> str:
+        return self.runtime.name
+
+    def ensure_allocated(self) -> Any:
+        return self._buf

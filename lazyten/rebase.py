@@ -1,0 +1,84 @@
+"""Loads rebased to a window of their buffer: kernels that differ only in where they read
+a buffer are one kernel (D121).
+
+A slice of a buffer is a view with an offset, and the kernel that reads it has the offset
+as a literal: a loop over the time steps of a sequence (`x[:, t]`, an RNN's input
+projection at step t, the gradient of its output at step t) made one kernel per step,
+each lowered and compiled on the first call (139 kernels for an nn.LSTM step of 16 time
+steps, 69 once offsets are left out; the lowering is most of a cold step's 3 s).
+
+Where a runtime can pass a pointer into a buffer (its allocator has `offset`: the CPU
+runtimes), each input's loads are moved back by the largest multiple of 64 bytes that
+their lowest offset holds, and the kernel is given the buffer's memory that far in
+(`runtimes.base.Window`). The loads keep their offsets modulo 64 bytes, so the vector
+alignment every decision sees is the same. An input the kernel reads by value as an
+index (a range of `Tensor.arange`, D69) keeps its offsets. The rewrite is kept per AST,
+so a schedule run again (eager code's next call) finds it there.
+"""
+from __future__ import annotations
+
+from codegen.ops import BufferOps, LazyOp, MemBuffer
+from codegen.shape.shapetracker import ShapeTracker
+from codegen.shape.view import View
+from lazyten.schedule_item import ScheduleItem
+from runtimes import get_runtime
+
+_ALIGN = 64  # bytes: what buffers are aligned to (runtimes/base.py HostAllocator)
+
+
+def rebase_items(items: list[ScheduleItem]) -> list[ScheduleItem]:
+    """The items with their kernels' loads rebased where that moves any (D121)."""
+    out = []
+    for item in items:
+        found = _rebased(item) if item.ast is not None and item.inputs else None
+        out.append(item if found is None else
+                   ScheduleItem(found[0], item.out, item.inputs, found[1]))
+    return out
+
+
+def _rebased(item: ScheduleItem) -> tuple[LazyOp, tuple[int, ...]] | None:
+    """_rebase's answer, kept on the AST (which the schedule and program caches keep, and
+    let go of, with it)."""
+    ast = item.ast
+    assert ast is not None, "only kernels are rebased"
+    key = (item.out.device, tuple([bool(b.range_len) for b in item.inputs]))
+    kept: dict | None = ast.__dict__.get("_rebased")
+    if kept is None:
+        kept = {}
+        object.__setattr__(ast, "_rebased", kept)
+    if key not in kept:
+        kept[key] = _rebase(item)
+    return kept[key]
+
+
+def _rebase(item: ScheduleItem) -> tuple[LazyOp, tuple[int, ...]] | None:
+    """(the AST with each input's loads moved back by its shift, the shifts in bytes), or
+    None where no load moves."""
+    assert item.ast is not None, "only kernels are rebased"
+    if getattr(get_runtime(item.out.device).allocator, "offset", None) is None:
+        return None
+    lowest: dict[int, int] = {}
+    for node in item.ast.walk():
+        if node.op is BufferOps.LOAD and node.arg.idx > 0:
+            offset = node.arg.st.views[0].offset
+            lowest[node.arg.idx] = min(lowest.get(node.arg.idx, offset), offset)
+    steps = []  # elements each input's loads move back
+    for idx, buf in enumerate(item.inputs, start=1):
+        grain = _ALIGN // buf.dtype.itemsize if _ALIGN % buf.dtype.itemsize == 0 else 0
+        low = lowest.get(idx, 0)
+        steps.append(0 if buf.range_len or not grain or low < grain else low // grain * grain)
+    if not any(steps):
+        return None
+    done: dict[int, LazyOp] = {}
+    for node in item.ast.walk():
+        srcs = tuple(done[id(s)] for s in node.src)
+        arg = node.arg
+        if node.op is BufferOps.LOAD and arg.idx > 0 and steps[arg.idx - 1]:
+            first = arg.st.views[0]
+            moved = View.create(first.shape, first.strides, first.offset - steps[arg.idx - 1],
+                                first.mask)
+            arg = MemBuffer(arg.idx, arg.dtype, ShapeTracker((moved,) + arg.st.views[1:]))
+        same = arg is node.arg and all(a is b for a, b in zip(srcs, node.src))
+        done[id(node)] = node if same else LazyOp(node.op, srcs, arg)
+    return done[id(item.ast)], tuple([step * buf.dtype.itemsize
+                                     for step, buf in zip(steps, item.inputs)])
