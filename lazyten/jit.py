@@ -175,7 +175,7 @@ class _Replay:
         slot: dict[int, int] = {}  # id(buffer) -> its slot
         for i, b in enumerate(inputs + outputs):
             slot.setdefault(id(b), i)
-        # (pos, slot, shift): a window of an input or output (D121) is one again each call
+        # (pos, slot, shift): a window of an input or output (D120) is one again each call
         self.steps = [(step, [(pos, slot[id(_memory(b))], _shift(b))
                               for pos, b in enumerate(step.buffers) if id(_memory(b)) in slot])
                       for step in launches]
@@ -278,7 +278,7 @@ class _Replay:
 
 
 def _memory(b: Any) -> Any:
-    """The buffer a kernel argument is memory of (a window's buffer, D121)."""
+    """The buffer a kernel argument is memory of (a window's buffer, D120)."""
     return b.base if isinstance(b, Window) else b
 
 

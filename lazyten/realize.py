@@ -95,7 +95,7 @@ def _run_kernel(item: ScheduleItem, found: tuple[ProgramSpec, Program] | None,
         out.realized = _keep_old_value(out) if out.op is LoadOps.ASSIGN else _allocate(out)
         return
     buffers: list[Any] = [b.realized for b in item.inputs]
-    if item.shifts:  # a kernel whose loads were rebased reads windows (D121)
+    if item.shifts:  # a kernel whose loads were rebased reads windows (D120)
         buffers = [Window(b, s) if s else b for b, s in zip(buffers, item.shifts)]
     out.realized = _keep_old_value(out) if out.op is LoadOps.ASSIGN else _allocate(out)
     buffers.insert(0, out.realized)
@@ -258,7 +258,7 @@ class Plan:
             assert memory is not None, "a kernel's output is realized once it has run"
             costs.append((spec.flops, spec.mem_bytes))
             # (the memory position and byte shift of each input a rebased kernel reads
-            # from a window, D121)
+            # from a window, D120)
             shifted = tuple([(k + 1, s) for k, s in enumerate(item.shifts) if s]) or None
             steps.append((program.launcher(spec.global_size, spec.local_size), out,
                           tuple(inputs), memory.runtime, memory.size, memory.dtype,
@@ -283,7 +283,7 @@ class Plan:
                     buffer = nodes[i].realized if i >= 0 else fresh[~i]
                     memories.append(buffer._buf if buffer._buf is not None
                                     else buffer.ensure_allocated())
-                if shifted is not None:  # windows of its inputs (D121)
+                if shifted is not None:  # windows of its inputs (D120)
                     for position, shift in shifted:
                         memories[position] = runtime.allocator.offset(memories[position], shift)
                 launch(*memories)

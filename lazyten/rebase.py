@@ -1,5 +1,5 @@
 """Loads rebased to a window of their buffer: kernels that differ only in where they read
-a buffer are one kernel (D121).
+a buffer are one kernel (D120).
 
 A slice of a buffer is a view with an offset, and the kernel that reads it has the offset
 as a literal: a loop over the time steps of a sequence (`x[:, t]`, an RNN's input
@@ -27,7 +27,7 @@ _ALIGN = 64  # bytes: what buffers are aligned to (runtimes/base.py HostAllocato
 
 
 def rebase_items(items: list[ScheduleItem]) -> list[ScheduleItem]:
-    """The items with their kernels' loads rebased where that moves any (D121)."""
+    """The items with their kernels' loads rebased where that moves any (D120)."""
     out = []
     for item in items:
         found = _rebased(item) if item.ast is not None and item.inputs else None

@@ -14,7 +14,7 @@ from runtimes import get_runtime
 @dataclass
 class ScheduleItem:
     """One step: a kernel `ast` (None for COPY/EMPTY) writing `out` from `inputs`; `shifts`:
-    bytes into each input's memory its kernel reads from (lazyten/rebase.py, D121), or ()."""
+    bytes into each input's memory its kernel reads from (lazyten/rebase.py, D120), or ()."""
     ast: LazyOp | None
     out: LazyBuffer
     inputs: list[LazyBuffer] = field(default_factory=list)

@@ -154,7 +154,7 @@ class HostAllocator(Allocator):
             dest[0][:src.nbytes] = np.frombuffer(src, dtype=np.uint8)
 
     def offset(self, buf, nbytes: int):
-        """The memory `nbytes` into `buf`, as a kernel argument (a window, D121)."""
+        """The memory `nbytes` into `buf`, as a kernel argument (a window, D120)."""
         return (buf[0], buf[1] + nbytes)
 
     def copy_within(self, dest, src, offset: int, nbytes: int) -> None:
@@ -363,7 +363,7 @@ class Buffer:
 
 class Window:
     """A buffer's memory from a byte offset on, passed to a kernel whose loads of it were
-    rebased to that offset (lazyten/rebase.py, D121): a kernel argument, never owned (the
+    rebased to that offset (lazyten/rebase.py, D120): a kernel argument, never owned (the
     buffer frees its memory, and lives as long as this)."""
     __slots__ = ("base", "shift", "runtime", "_buf")
 

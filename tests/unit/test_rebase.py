@@ -1,4 +1,4 @@
-"""Loads rebased to a window of their buffer (lazyten/rebase.py, D121): kernels that differ
+"""Loads rebased to a window of their buffer (lazyten/rebase.py, D120): kernels that differ
 only in where they read a buffer are one kernel, and every path that launches one (a
 fresh schedule, a cached plan, a JIT replay) passes the window, against numpy."""
 import numpy as np
