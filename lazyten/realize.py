@@ -259,7 +259,8 @@ class Plan:
             costs.append((spec.flops, spec.mem_bytes))
             # (the memory position and byte shift of each input a rebased kernel reads
             # from a window, D120)
-            shifted = tuple([(k + 1, s) for k, s in enumerate(item.shifts) if s]) or None
+            moves = tuple([(k + 1, s) for k, s in enumerate(item.shifts) if s])
+            shifted = (cast(Any, memory.runtime.allocator).offset, moves) if moves else None
             steps.append((program.launcher(spec.global_size, spec.local_size), out,
                           tuple(inputs), memory.runtime, memory.size, memory.dtype,
                           memory.runtime.allocator.alloc, memory.nbytes or 1,
@@ -284,8 +285,9 @@ class Plan:
                     memories.append(buffer._buf if buffer._buf is not None
                                     else buffer.ensure_allocated())
                 if shifted is not None:  # windows of its inputs (D120)
-                    for position, shift in shifted:
-                        memories[position] = runtime.allocator.offset(memories[position], shift)
+                    offset, moves = shifted
+                    for position, shift in moves:
+                        memories[position] = offset(memories[position], shift)
                 launch(*memories)
                 ran += 1
                 if out < 0:

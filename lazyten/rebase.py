@@ -8,23 +8,22 @@ each lowered and compiled on the first call (139 kernels for an nn.LSTM step of 
 steps, 69 once offsets are left out; the lowering is most of a cold step's 3 s).
 
 Where a runtime can pass a pointer into a buffer (its allocator has `offset`: the CPU
-runtimes), each input's loads are moved back by the largest multiple of 64 bytes that
-their lowest offset holds, and the kernel is given the buffer's memory that far in
-(`runtimes.base.Window`). The loads keep their offsets modulo 64 bytes, so the vector
-alignment every decision sees is the same. An input the kernel reads by value as an
-index (a range of `Tensor.arange`, D69) keeps its offsets. The rewrite is kept per AST,
-so a schedule run again (eager code's next call) finds it there.
+runtimes), each input's loads are moved back by the largest multiple of the allocator's
+alignment (`ALIGN`, 64 bytes) that their lowest offset holds, and the kernel is given the
+buffer's memory that far in (`runtimes.base.Window`). The loads keep their offsets modulo
+that alignment, so the vector alignment every decision sees is the same. An input the
+kernel reads by value as an index (a range of `Tensor.arange`, D69) keeps its offsets.
+The rewrite is kept per AST, so a schedule run again (eager code's next call) finds it
+there.
 """
 from __future__ import annotations
+from typing import Any
 
 from codegen.ops import BufferOps, LazyOp, MemBuffer
 from codegen.shape.shapetracker import ShapeTracker
 from codegen.shape.view import View
 from lazyten.schedule_item import ScheduleItem
 from runtimes import get_runtime
-
-_ALIGN = 64  # bytes: what buffers are aligned to (runtimes/base.py HostAllocator)
-
 
 def rebase_items(items: list[ScheduleItem]) -> list[ScheduleItem]:
     """The items with their kernels' loads rebased where that moves any (D120)."""
@@ -55,8 +54,10 @@ def _rebase(item: ScheduleItem) -> tuple[LazyOp, tuple[int, ...]] | None:
     """(the AST with each input's loads moved back by its shift, the shifts in bytes), or
     None where no load moves."""
     assert item.ast is not None, "only kernels are rebased"
-    if getattr(get_runtime(item.out.device).allocator, "offset", None) is None:
+    allocator: Any = get_runtime(item.out.device).allocator  # (HostAllocator's offset, ALIGN)
+    if getattr(allocator, "offset", None) is None:
         return None
+    align = allocator.ALIGN  # (bytes: its blocks' alignment, which a window keeps)
     lowest: dict[int, int] = {}
     for node in item.ast.walk():
         if node.op is BufferOps.LOAD and node.arg.idx > 0:
@@ -64,7 +65,7 @@ def _rebase(item: ScheduleItem) -> tuple[LazyOp, tuple[int, ...]] | None:
             lowest[node.arg.idx] = min(lowest.get(node.arg.idx, offset), offset)
     steps = []  # elements each input's loads move back
     for idx, buf in enumerate(item.inputs, start=1):
-        grain = _ALIGN // buf.dtype.itemsize if _ALIGN % buf.dtype.itemsize == 0 else 0
+        grain = align // buf.dtype.itemsize if align % buf.dtype.itemsize == 0 else 0
         low = lowest.get(idx, 0)
         steps.append(0 if buf.range_len or not grain or low < grain else low // grain * grain)
     if not any(steps):

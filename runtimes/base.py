@@ -142,9 +142,11 @@ class HostAllocator(Allocator):
     """Host memory for the CPU-side runtimes: (numpy bytes, address), 64-byte aligned for
     vector loads (a ctypes array type per size cost 10 us an allocation)."""
 
+    ALIGN = 64  # bytes every block starts on (a window moves by whole ones: lazyten/rebase.py)
+
     def _alloc(self, nbytes: int):
-        raw = np.empty(nbytes + 64, dtype=np.uint8)
-        block = raw[(-raw.ctypes.data) % 64:][:nbytes]
+        raw = np.empty(nbytes + self.ALIGN, dtype=np.uint8)
+        block = raw[(-raw.ctypes.data) % self.ALIGN:][:nbytes]
         return (block, block.ctypes.data)
 
     def copyin(self, dest, src: memoryview) -> None:

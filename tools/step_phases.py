@@ -5,7 +5,8 @@
 MODEL is one of tools/model_steps.py's models. Each step is zero_grad, the forward (graph
 building), the cross entropy, backward (graph building), the optimiser's step (which
 realizes the loss and every gradient and runs the update) and `loss.item()`; after ten
-warm-up steps the mean of each phase over `--steps` steps is printed in ms.
+warm-up steps the mean of each phase over `--steps` steps is printed in ms, and the first
+step's time in s (compiles included: `CACHEDIR=$(mktemp -d)` times it with an empty cache).
 `--gc-threshold N` sets CPython's first garbage-collector threshold to N first (the
 default is 700: a step that builds tens of thousands of graph objects pays for
 collections in whichever phase triggers them; docs/benchmarks.md, session 7).
@@ -58,11 +59,13 @@ def main(argv=None) -> int:
         marks.append(time.perf_counter())
         loss.item()
         marks.append(time.perf_counter())
+        if step == 0:
+            first = marks[-1] - marks[0]
         if step >= 10:
             total += np.diff(marks)
     mean = total / args.steps * 1e3
     print(f"{kind} b{args.batch}: " + "  ".join(f"{n} {t:.2f}" for n, t in zip(names, mean)) +
-          f"  total {mean.sum():.2f} ms")
+          f"  total {mean.sum():.2f} ms; the first step {first:.2f} s")
     return 0
 
 
