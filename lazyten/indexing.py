@@ -28,13 +28,20 @@ class IndexingMixin(TensorMixin):
         index: it drops its dim first, so index tensors separated only by ints stay in place.
         A boolean mask indexes with its nonzero() indices (which realizes it)."""
         index = index if isinstance(index, tuple) else (index,)
-        for i in index:  # ints and slices alone (`x[:, t]`, a loop's step): no items to
-            if type(i) is not int and type(i) is not slice:  # normalise (bool is no int)
+        dots = -1  # where the one Ellipsis is, if any
+        for k, i in enumerate(index):  # ints, slices and one Ellipsis alone (`x[:, t]`, a
+            if type(i) is int or type(i) is slice:  # loop's step; `x[..., :n]`): no items
+                continue                             # to normalise (bool is no int)
+            if i is not Ellipsis or dots >= 0:
                 break
+            dots = k
         else:
-            fill = self.ndim - len(index)
+            fill = self.ndim - len(index) + (dots >= 0)
             if fill >= 0:
-                return self._basic_index([*index, *[slice(None)] * fill])[0]
+                if dots < 0:
+                    return self._basic_index([*index, *[slice(None)] * fill])[0]
+                return self._basic_index([*index[:dots], *[slice(None)] * fill,
+                                          *index[dots + 1:]])[0]
         if any(_is_mask(i) for i in index):  # boolean masks: their nonzero() indices
             index = self._expand_masks(index)
         items = [self._index_item(i) for i in index]
@@ -88,7 +95,13 @@ class IndexingMixin(TensorMixin):
         # the window is in range and the reshape keeps every element, by construction:
         # the primitives at once (Tensor.shrink's and reshape's checks would find nothing)
         x = self
-        if window != [(0, s) for s in full]:
+        cut = window != [(0, s) for s in full]
+        if cut and not steps:  # the window and the reshape in one node (`x[:, t]`)
+            now = tuple([e - b for b, e in window])
+            new = tuple([1 if k is None else now[k] for k in shape])
+            return x.apply(F.Shrink, arg=tuple(window),
+                           shape=None if new == now else new), advanced
+        if cut:
             x = x.apply(F.Shrink, arg=tuple(window))
         for dim, (start, stop, step) in steps:
             x = x._slice_axis(dim, start, stop, step)

@@ -263,7 +263,9 @@ class MovementMixin(TensorMixin):
         if len(devices) > 1:
             raise ValueError(f"tensors on different devices: {' and '.join(sorted(devices))}")
         dtype = functools.reduce(promote, [t.dtype for t in tensors])
-        tensors = [t.cast(dtype) for t in tensors]
+        # (an input of that dtype goes in as it is: Cat makes the new tensor, so no `Same`
+        # node per input, which stack of a recurrence's steps would add to both passes)
+        tensors = [t if t.lazydata.dtype == dtype else t.cast(dtype) for t in tensors]
         if len(tensors) == 1:
             return tensors[0].unsqueeze(dim) if new_axis else tensors[0]._same()
         return tensors[0].apply(Cat, *tensors[1:], dim=dim, new_axis=new_axis)

@@ -357,11 +357,17 @@ class Pad(Function):
 
 
 class Shrink(Function):
-    def forward(self, x, arg):
+    """A window of each axis, then (`shape`) a reshape of it: an int index or a piece of
+    unbind drops its axis in the same node (one Function, where a Shrink and a Reshape
+    would be two, forward and backward)."""
+    def forward(self, x, arg, shape=None):
         self.shape, self.arg = x.shape, arg  # (the pad back is worked out only if needed)
-        return x.shrink(arg)
+        return x.shrink(arg) if shape is None else x.shrink(arg).reshape(shape)
 
     def backward(self, grad):
+        window = tuple([e - b for b, e in self.arg])
+        if grad.shape != window:
+            grad = grad.reshape(window)
         return grad.pad(tuple([(p[0], s - p[1]) for s, p in zip(self.shape, self.arg)]))
 
 

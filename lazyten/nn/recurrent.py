@@ -28,8 +28,8 @@ def _uniform(shape: tuple[int, ...], bound: float) -> Tensor:
 
 def _halves(state: Tensor) -> tuple[Tensor, Tensor]:
     """h and c of an LSTM state [h | c]."""
-    size = state.shape[-1] // 2
-    return state[..., :size], state[..., size:]
+    h, c = state.split(state.shape[-1] // 2, -1)
+    return h, c
 
 
 def _biases(mode: str, b_ih: Tensor | None, b_hh: Tensor | None

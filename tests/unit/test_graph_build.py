@@ -180,6 +180,45 @@ def test_broadcasting_records_no_same_nodes():
     np.testing.assert_array_equal(b.grad.numpy(), np.full((4,), 3, np.float32))
 
 
+@settings(max_examples=25, deadline=None)
+@given(st.data(), st.lists(st.integers(1, 4), min_size=1, max_size=4))
+def test_views_that_drop_an_axis_record_one_node(data, shape):
+    """An int index (`x[:, t]`, `x[..., t]`) and each piece of unbind are one Shrink that
+    drops the axis, not a Shrink and a Reshape (a recurrence makes one a step, forward
+    and backward); values and gradients as numpy's."""
+    arr = np.random.default_rng(len(shape)).standard_normal(shape).astype(np.float32)
+    x = Tensor(arr, requires_grad=True)
+    dim = data.draw(st.integers(0, len(shape) - 1))
+    i = data.draw(st.integers(-shape[dim], shape[dim] - 1))
+    index = (slice(None),) * dim + (i,)
+    dots = (Ellipsis,) + (i,) + (slice(None),) * (len(shape) - 1 - dim)
+    pieces = x.unbind(dim)
+    for view in (x[index], x[dots], pieces[i]):  # (a whole axis of 1: a Reshape alone)
+        assert len(_recorded(view)) == 1
+        np.testing.assert_array_equal(view.numpy(), np.take(arr, i, axis=dim))
+    weights = np.arange(1, shape[dim] + 1, dtype=np.float32)
+    total = sum(p * float(w) for p, w in zip(pieces, weights)) + x[dots] * 10.0
+    total.sum().backward()
+    want = np.ones(shape, np.float32) * weights.reshape([-1 if d == dim else 1
+                                                           for d in range(len(shape))])
+    want = np.moveaxis(want, dim, 0)
+    want[i] += 10.0
+    np.testing.assert_array_equal(x.grad.numpy(), np.moveaxis(want, 0, dim))
+
+
+def test_cat_and_stack_of_one_dtype_record_no_same_nodes():
+    """A join's inputs of its dtype go into Cat as they are (one Cat node, no `Same` per
+    input); the same tensor twice gets both gradients."""
+    a = Tensor(np.ones((2, 3), np.float32), requires_grad=True)
+    b = Tensor(np.ones((2, 3), np.float32), requires_grad=True)
+    assert _recorded(Tensor.stack([a, b, a], 0)) == ["Cat"]
+    assert _recorded(a.cat(b, dim=1)) == ["Cat"]
+    assert sorted(_recorded(a.cat(b.double(), dim=0))) == ["Cast", "Cast", "Cat"]  # (a cast too)
+    (Tensor.cat([a, a, b], 1) * Tensor(np.arange(9, dtype=np.float32))).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), np.tile(np.arange(3) + np.arange(3, 6), (2, 1)))
+    np.testing.assert_array_equal(b.grad.numpy(), np.tile(np.arange(6, 9), (2, 1)))
+
+
 def test_an_expand_that_changes_nothing_is_still_a_new_tensor():
     """As every op: an in-place update of the result never shows through the input."""
     x = Tensor(np.ones((2, 3), np.float32), requires_grad=True)
