@@ -50,6 +50,7 @@ from lazyten.fuse_attention import fuse_attention
 from lazyten.indirect import indirect_items, is_onehot
 from lazyten.kernel_builder import KernelBuilder
 from lazyten.lazy import LazyBuffer
+from lazyten.merge import merge_duplicates, restore
 from lazyten.pack import pack_schedule
 from lazyten.rebase import rebase_items
 from lazyten.schedule_cache import Found, cached_schedule
@@ -412,6 +413,14 @@ def create_schedule(outs: list[LazyBuffer], found: Found | None = None) -> list[
 
 def _schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     expand_graphs(outs)  # traced forwards become the graphs they stand for (D79)
+    merged = merge_duplicates(outs)  # equal bases (a gradient rebuilt twice) read as one
+    try:
+        return _items(outs)
+    finally:  # (while the schedule is made: unrealized bases keep the graph they had)
+        restore(merged)
+
+
+def _items(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     split_reduces(outs)  # a schedule pass: rewrites long reduces before fusion is decided
     graph = _Graph(outs)
     items = []
