@@ -109,6 +109,8 @@ class Emitter:
             return self._leaf(node)
         if isinstance(node.op, ReduceOps):
             return self.reduced[self.combo]
+        if node.op is TernaryOps.WHERE and (side := self._folded(node)) is not None:
+            return side
         srcs = [self.emit(s) for s in node.src]
         if node.op is UnaryOps.CAST and node.arg[1]:  # a bitcast
             lanes = dtype_of(srcs[0]).count
@@ -121,6 +123,14 @@ class Emitter:
         if node.op in (BinaryOps.CMPLT, BinaryOps.CMPNE):
             return self.alu(node.op, dtypes.bool.vec(lanes) if lanes > 1 else dtypes.bool, *srcs)
         return self.alu(node.op, dtype_of(srcs[1] if node.op is TernaryOps.WHERE else srcs[0]), *srcs)
+
+    def _folded(self, node: LazyOp) -> UOp | None:
+        """A where whose condition is a constant (a gate that folds in a segment of its
+        loop, a cat's piece in its place or out of it: codegen/peel.py): the one side,
+        with nothing of the other computed; else None."""
+        cond = self.emit(node.src[0])
+        return self.emit(node.src[1] if cond.arg else node.src[2]) \
+            if cond.op is UOps.CONST else None
 
     def _leaf(self, node: LazyOp) -> UOp:
         """A scalar where the value is the same in every lane, one vector load where memory

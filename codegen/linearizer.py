@@ -21,7 +21,7 @@ from codegen.lanes import along_lanes
 from codegen.ops import (BinaryOps, BufferOps, LazyOp, MemBuffer, Op, ReduceOps,
                          TernaryOps, UnaryOps)
 from codegen.opt import optimize
-from codegen.peel import peel_plan
+from codegen.peel import mask_plan, peel_plan
 from codegen.shape.symbolic import Node, NumNode, Variable
 from codegen.stage import Stager
 from codegen.target import Target
@@ -66,12 +66,15 @@ class Linearizer(WorkItems):
     def linearize(self) -> LinearKernel:
         launch = self._begin(open_loops=False)
         combos, shape = self._combos(), list(self.k.global_shape)
-        peel = None if self.target.gpu else peel_plan(self.k, self.gidx, self.lane, combos)
+        peel = None if self.target.gpu else \
+            peel_plan(self.k, self.gidx, self.lane, combos) or \
+            mask_plan(self.k, self.gidx, self.lane, combos)
         if peel is None:
             self._loops(shape)
             self._body(combos)
             return self._finish(launch)
-        # a loop at a window's border: border and interior loops, each with its own bounds
+        # a loop at a window's border (border and interior loops), or where an elementwise
+        # kernel's gates switch: each segment with its own bounds, so its checks fold
         axis, segments = peel
         self._loops(shape[:axis])
         outer = list(self.global_loops)

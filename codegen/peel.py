@@ -4,6 +4,12 @@ padded conv: input row y + kh - 1 exists only for y >= 1 at kh = 0, y <= H - 2 a
 2). Split that global loop into border and interior loops, each emitted with its own
 index bounds, and the symbolic validity folds to true inside the interior: the reduce's
 loads there are plain vector loads and broadcasts, with no per-step checks (D70).
+
+An elementwise kernel whose reads are gated by their view's padding (a `cat` of computed
+values, each piece inlined and gated to 0 outside its place, D117) computes every piece
+at every position and keeps one. `mask_plan` splits a global loop where those gates
+switch: in each segment every gate folds to true or false, and the emitter computes the
+pieces whose gate holds there and nothing of the others (D122).
 """
 from __future__ import annotations
 
@@ -62,3 +68,78 @@ def _window_free(k: Kernel, gidx: list[Node], lane: Variable | None,
                 if name in names and any(n.startswith("ridx") for n in names):
                     return False
     return True
+
+
+MASK_SEGMENTS = 32  # most segments an elementwise kernel's loop is split into at its gates
+
+
+def mask_plan(k: Kernel, gidx: list[Node], lane: Variable | None,
+              combos: list[tuple[int, ...]]) -> tuple[int, Segments] | None:
+    """(axis, segments) for an elementwise kernel: the outermost global loop along which
+    the validity of its reads (memory and gate constants) switches, split so that every
+    such term is constant in each segment but where a vector straddles a switch (that
+    iteration keeps its gates); None where no loop has a switch, or folding would cover
+    less than half of the loop."""
+    if k.reduceop is not None or k.rows or k.group:
+        return None
+    terms = _read_terms(k, gidx, lane, combos)
+    for axis, var in enumerate(gidx):
+        if not isinstance(var, Variable):  # (a loop of one: a number)
+            continue
+        mine = [t for t in terms if var.expr in {v.expr for v in t.vars()}]
+        if not mine:
+            continue
+        segments = _switches(mine, var, 0, k.global_shape[axis])
+        folded = sum(hi - lo for lo, hi, values in segments if values is not None)
+        if 2 <= len(segments) <= MASK_SEGMENTS and 2 * folded >= k.global_shape[axis]:
+            return axis, [(lo, hi) for lo, hi, _ in segments]
+        return None
+    return None
+
+
+def _read_terms(k: Kernel, gidx: list[Node], lane: Variable | None,
+                combos: list[tuple[int, ...]]) -> list[Node]:
+    """Every term of every read's validity (memory and constants, the first and last
+    copies), once each."""
+    lanes: list[Node] = [lane] if lane is not None else []
+    terms: dict[str, Node] = {}
+    for combo in {combos[0], combos[-1]}:
+        idxs = list(gidx) + [NumNode(c) for c in combo] + lanes
+        for key in k.sts:
+            if key == k.out_key:
+                continue
+            valid = k.sts[key].expr_idxs(idxs)[1]
+            for term in valid.nodes if isinstance(valid, AndNode) else [valid]:
+                if not isinstance(term, NumNode):
+                    terms.setdefault(str(term), term)
+    return list(terms.values())
+
+
+def _switches(terms: list[Node], var: Variable, lo: int, hi: int
+              ) -> list[tuple[int, int, tuple[int, ...] | None]]:
+    """[lo, hi) cut into runs where every term is constant ((start, end, the terms'
+    values)), halving where one is not; a single iteration that does not fold stays a
+    run of its own (values None). Neighbouring runs with the same values are joined."""
+    values = _fold(terms, var, lo, hi)
+    if values is not None or hi - lo == 1:
+        return [(lo, hi, values)]
+    mid = (lo + hi) // 2
+    out: list[tuple[int, int, tuple[int, ...] | None]] = []
+    for run in _switches(terms, var, lo, mid) + _switches(terms, var, mid, hi):
+        if out and out[-1][2] is not None and out[-1][2] == run[2]:
+            out[-1] = (out[-1][0], run[1], run[2])
+        else:
+            out.append(run)
+    return out
+
+
+def _fold(terms: list[Node], var: Variable, lo: int, hi: int) -> tuple[int, ...] | None:
+    """Each term's value with `var` in [lo, hi), or None where one is not constant there."""
+    bounded = Variable(var.expr, lo, hi - 1)
+    out = []
+    for term in terms:
+        folded = term.substitute({var: bounded})
+        if folded.min != folded.max:
+            return None
+        out.append(folded.min)
+    return tuple(out)

@@ -3,7 +3,7 @@ map 0 to 0 (sigmoid, exp, + 1) read through padding (a pad, a cat, a stack) stay
 gated to 0 where the view is padding (lazyten/kernel_builder.py), unless the padded read
 would repeat much work; then it is materialised first, as before."""
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
 from lazyten import Tensor
 from lazyten.schedule import create_schedule
@@ -51,9 +51,13 @@ def test_padded_reads_of_computed_values_match_numpy(shape, ops, data):
     pad), of chains of ops that do and do not map 0 to 0, against numpy."""
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
     a = rng.standard_normal(shape).astype(np.float32)
-    x, want = Tensor(a), a
+    x, want = Tensor(a), a.astype(np.float64)
     for name in ops:
-        x, want = UNARY[name][0](x), UNARY[name][1](want).astype(np.float32)
+        # cos of a large value (exp of exp) turns float32 rounding into any error at all:
+        # the padding is what is tested here (docs/numerics.md states cos's bounds)
+        assume(name != "cos" or np.abs(want).max() <= 16)
+        x, want = UNARY[name][0](x), UNARY[name][1](want)
+    assume(np.abs(want).max() < 80)  # (float32 overflows where float64 does not: exp of 89)
     kind = data.draw(st.sampled_from(["pad", "cat", "stack", "pad_shrink", "pad_pad"]))
     pads = [(data.draw(st.integers(0, 3)), data.draw(st.integers(0, 3))) for _ in shape]
     if kind == "pad":
@@ -72,4 +76,4 @@ def test_padded_reads_of_computed_values_match_numpy(shape, ops, data):
         inner = [(p[1], p[0]) for p in pads]
         out = (x.pad(tuple(pads)) + 1).exp().pad(tuple(inner))
         ref = np.pad(np.exp(np.pad(want, pads) + 1), inner)
-    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-5)

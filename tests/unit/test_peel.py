@@ -9,13 +9,14 @@ the threads split is run piece by piece, pieces that straddle or miss a segment 
 """
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from codegen.kernel import Kernel, Opt, OptOps
 from codegen import linearizer
 from codegen.linearizer import Linearizer
-from codegen.ops import BinaryOps
+from codegen.ops import BinaryOps, UnaryOps
 from codegen.opt import optimize
-from codegen.peel import peel_plan
+from codegen.peel import mask_plan, peel_plan
 from codegen.shape.symbolic import Variable
 from codegen.target import Target, cpu
 from codegen.uops import UOps
@@ -152,3 +153,69 @@ def test_peeled_outer_loop_runs_in_any_pieces():
 def test_bounded_index_is_a_variable_or_one_value():
     """A one-row segment's index is a number: its body is specialised whole."""
     assert not isinstance(Variable("gidx1", 3, 3), Variable)
+
+
+# ---- an elementwise kernel split where its gates switch (D122) ----
+def _exps_per_loop(uops, name: str) -> list[int]:
+    """The exps inside each loop of `name` (a segment's loop and the loops it holds)."""
+    counts, current = [], None
+    for u in uops:
+        if u.op is UOps.LOOP and u.arg == name and current is None:
+            counts.append(0)
+            current = u
+        elif u.op is UOps.END and u.src[0] is current:
+            current = None
+        elif current is not None and u.op is UOps.ALU and u.arg in (UnaryOps.EXP, UnaryOps.EXP2):
+            counts[-1] += 1
+    return counts
+
+
+@pytest.mark.parametrize("bits", [256, 512])
+@pytest.mark.parametrize("rows,width,dim", [(8, 64, 1), (4, 48, 0), (3, 40, 1), (5, 16, 0)])
+def test_a_cat_of_computed_values_computes_each_piece_in_its_place(bits, rows, width, dim):
+    """A cat of three exps, each inlined and gated to 0 outside its place (D117), splits
+    its loop along the joined axis where the gates switch: each segment computes its own
+    piece (one exp a copy), where the kernel as one loop computed all three everywhere.
+    Values against numpy."""
+    rng = np.random.default_rng(rows * width)
+    arrays = [rng.standard_normal((rows, width)).astype(np.float32) for _ in range(3)]
+    out = Tensor.cat(*[Tensor(a).exp() for a in arrays], dim=dim)
+    np.testing.assert_allclose(out.numpy(), np.exp(np.concatenate(arrays, dim)), rtol=1e-6)
+    k = optimize(Kernel(create_schedule([Tensor.cat(*[Tensor(a).exp() for a in arrays],
+                                                    dim=dim).lazydata])[-1].ast), cpu(bits))
+    lin = Linearizer(k, cpu(bits))
+    lin._begin(open_loops=False)
+    plan = mask_plan(k, lin.gidx, lin.lane, lin._combos())
+    assert plan is not None, k.applied
+    axis, segments = plan
+    copies = len(lin._combos())
+    counts = _exps_per_loop(Linearizer(k, cpu(bits)).linearize().uops, f"gidx{axis}")
+    assert len(counts) == len(segments)
+    for (lo, hi), n in zip(segments, counts):  # (a vector on a switch keeps two pieces)
+        assert n <= copies * (1 if hi - lo > 1 else 2), (segments, counts)
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(linearizer, "mask_plan", lambda *args: None)
+    try:
+        assert _exps_per_loop(Linearizer(k, cpu(bits)).linearize().uops,
+                              f"gidx{axis}") == [3 * copies]
+    finally:
+        monkeypatch.undo()
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(1, 37), min_size=2, max_size=5), st.integers(1, 6),
+       st.booleans(), st.booleans())
+def test_cats_and_stacks_of_computed_values_match_numpy(widths, rows, stack, transposed):
+    """Pieces of odd widths (vectors straddle the switches), cats and stacks, pieces read
+    transposed, each through its own op, against numpy."""
+    rng = np.random.default_rng(sum(widths) * rows)
+    ops = [(lambda t: t.exp(), np.exp), (lambda t: t.sigmoid(), lambda a: 1 / (1 + np.exp(-a))),
+           (lambda t: (t * 2).cos(), lambda a: np.cos(a * 2)), (lambda t: -t, np.negative)]
+    shape = (lambda w: (rows, widths[0])) if stack else (lambda w: (rows, w))
+    arrays = [rng.standard_normal(shape(w)).astype(np.float32) for w in widths]
+    tensors = [Tensor(np.ascontiguousarray(a.T)).T if transposed else Tensor(a) for a in arrays]
+    pieces = [ops[i % 4][0](t) for i, t in enumerate(tensors)]
+    want = [ops[i % 4][1](a.astype(np.float64)) for i, a in enumerate(arrays)]
+    out = Tensor.stack(pieces, 1) if stack else Tensor.cat(*pieces, dim=1)
+    ref = np.stack(want, 1) if stack else np.concatenate(want, 1)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-6)
