@@ -17,10 +17,12 @@ and `restore` puts it back (a base the schedule leaves unrealized, such as a pen
 update's source, keeps the graph it was built with, and so the schedule-cache key it
 had: eager code repeated finds its schedule at once).
 
-Left alone: load ops other than constants (a copy, a write in place, an allocation), bases with index checks
-or their flags, values a traced forward keeps (`origin`), and arguments that cannot be
-hashed. Ops are deterministic (random numbers are a function of their inputs), so a
-merged graph computes what the graph as built does.
+Left alone: load ops other than constants (a copy, a write in place, an allocation),
+bases with index checks or their flags, and arguments that cannot be hashed. A traced
+forward's node and the values inside it (D80's `saved` and `origin`) may be merged:
+what is not computed is not saved, and a later backward computes it again, as it does
+any value not saved. Ops are deterministic (random numbers are a function of their
+inputs), so a merged graph computes what the graph as built does.
 """
 from __future__ import annotations
 
@@ -87,8 +89,7 @@ def _read(src: LazyBuffer, rep: dict[int, LazyBuffer]) -> LazyBuffer:
 def _key(base: LazyBuffer, classes: dict[int, int]) -> tuple | None:
     """What `base` computes, its sources named by class; None where it must stay apart."""
     if isinstance(base.op, LoadOps) and base.op is not LoadOps.CONST or base.checks or \
-            base.index_check is not None or \
-            base.origin is not None or base.saved:
+            base.index_check is not None:
         return None
     srcs = []
     for src in base.src:
