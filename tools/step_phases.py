@@ -5,8 +5,8 @@
 MODEL is one of tools/model_steps.py's models. Each step is zero_grad, the forward (graph
 building), the cross entropy, backward (graph building), the optimiser's step (which
 realizes the loss and every gradient and runs the update) and `loss.item()`; after ten
-warm-up steps the mean of each phase over `--steps` steps is printed in ms, and the first
-step's time in s (compiles included: `CACHEDIR=$(mktemp -d)` times it with an empty cache).
+warm-up steps the mean of each phase over `--steps` steps is printed in ms, the kernels
+launched a step, and the first step's time in s (compiles included: `CACHEDIR=$(mktemp -d)` times it with an empty cache).
 `--gc-threshold N` sets CPython's first garbage-collector threshold to N first (the
 default is 700: a step that builds tens of thousands of graph objects pays for
 collections in whichever phase triggers them; docs/benchmarks.md, session 7).
@@ -44,7 +44,10 @@ def main(argv=None) -> int:
     pos = lazyten.Tensor(np.arange(64))
     names = ("zero_grad", "forward", "loss", "backward", "opt.step", "item")
     total = np.zeros(len(names))
+    from lazyten.realize import Stats
     for step in range(10 + args.steps):
+        if step == 10:
+            kernels = Stats.kernels
         x, y = data[step % len(data)]
         marks = [time.perf_counter()]
         opt.zero_grad()
@@ -64,8 +67,10 @@ def main(argv=None) -> int:
         if step >= 10:
             total += np.diff(marks)
     mean = total / args.steps * 1e3
+    per_step = (Stats.kernels - kernels) / args.steps
     print(f"{kind} b{args.batch}: " + "  ".join(f"{n} {t:.2f}" for n, t in zip(names, mean)) +
-          f"  total {mean.sum():.2f} ms; the first step {first:.2f} s")
+          f"  total {mean.sum():.2f} ms; {per_step:.0f} kernels a step; the first step "
+          f"{first:.2f} s")
     return 0
 
 
