@@ -6,7 +6,8 @@ MODEL is one of tools/model_steps.py's models. Each step is zero_grad, the forwa
 building), the cross entropy, backward (graph building), the optimiser's step (which
 realizes the loss and every gradient and runs the update) and `loss.item()`; after ten
 warm-up steps the mean of each phase over `--steps` steps is printed in ms, the kernels
-launched a step, and the first step's time in s (compiles included: `CACHEDIR=$(mktemp -d)` times it with an empty cache).
+launched a step, and the first step's time in s (compiles included: `CACHEDIR=$(mktemp
+-d)` times it with an empty cache).
 `--gc-threshold N` sets CPython's first garbage-collector threshold to N first (the
 default is 700: a step that builds tens of thousands of graph objects pays for
 collections in whichever phase triggers them; docs/benchmarks.md, session 7).
