@@ -219,3 +219,20 @@ def test_cats_and_stacks_of_computed_values_match_numpy(widths, rows, stack, tra
     out = Tensor.stack(pieces, 1) if stack else Tensor.cat(*pieces, dim=1)
     ref = np.stack(want, 1) if stack else np.concatenate(want, 1)
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("n,w,dim", [(256, 256, 0), (97, 300, 0), (33, 1000, 1), (300, 17, 0)])
+def test_joins_big_enough_for_the_threads_match_numpy(n, w, dim):
+    """Joins of 2-4 computed pieces large enough that the threads split the outer loop:
+    each thread's piece is clipped to the segments it meets (straddling two, or inside
+    one), against numpy in float64."""
+    rng = np.random.default_rng(n + w)
+    arrays = [rng.standard_normal((n, w)).astype(np.float32) for _ in range(4)]
+    ts = [Tensor(a) for a in arrays]
+    wide = [a.astype(np.float64) for a in arrays]
+    out = Tensor.stack([ts[0].exp(), ts[1].sigmoid(), (ts[2] * 2).cos(), -ts[3]], dim)
+    ref = np.stack([np.exp(wide[0]), 1 / (1 + np.exp(-wide[1])), np.cos(wide[2] * 2), -wide[3]], dim)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-6, atol=1e-6)
+    out = Tensor.cat(ts[0].exp(), ts[1].sigmoid(), ts[2].tanh(), dim=dim)
+    ref = np.concatenate([np.exp(wide[0]), 1 / (1 + np.exp(-wide[1])), np.tanh(wide[2])], dim)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-6, atol=1e-6)
