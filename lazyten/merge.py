@@ -45,10 +45,11 @@ def merge_duplicates(outs: list[LazyBuffer]) -> Changes:
     members: dict[int, list[LazyBuffer]] = {}
     for base in order:
         key = _key(base, classes)
-        if key is None:
-            cls = classes[id(base)] = -len(classes) - 1  # a class of its own
-        else:
-            cls = classes[id(base)] = keys.setdefault(key, len(keys))
+        try:
+            cls = keys.setdefault(key, len(keys)) if key is not None else -len(classes) - 1
+        except TypeError:  # an argument that cannot be hashed: a class of its own
+            cls = -len(classes) - 1
+        classes[id(base)] = cls
         members.setdefault(cls, []).append(base)
     rep: dict[int, LazyBuffer] = {}  # id(member) -> the base its readers read instead
     for group in members.values():
@@ -79,15 +80,15 @@ def restore(changes: Changes) -> None:
 
 def _read(src: LazyBuffer, rep: dict[int, LazyBuffer]) -> LazyBuffer:
     """`src` (a base or a view of one) over its base's representative."""
-    base = src._base if src._base is not None else src
-    to = rep.get(id(base))
+    to = rep.get(id(src.base))
     if to is None:
         return src
     return to if src._base is None else to._view(src.st)
 
 
 def _key(base: LazyBuffer, classes: dict[int, int]) -> tuple | None:
-    """What `base` computes, its sources named by class; None where it must stay apart."""
+    """What `base` computes, its sources named by class; None where it must stay apart
+    (a key whose argument cannot be hashed stays apart where it is looked up)."""
     if isinstance(base.op, LoadOps) and base.op is not LoadOps.CONST or base.checks or \
             base.index_check is not None:
         return None
@@ -100,13 +101,8 @@ def _key(base: LazyBuffer, classes: dict[int, int]) -> tuple | None:
             return None
         srcs.append((of.realized is not None, cls, None if view is None else src.st))
     arg = base.arg
-    key = (base.op, repr(arg) if type(arg) is float else arg,  # -0.0 is not 0.0
-           base.dtype, base.st, base.device, tuple(srcs))
-    try:
-        hash(key)
-    except TypeError:  # an argument that cannot be hashed: left apart
-        return None
-    return key
+    return (base.op, repr(arg) if type(arg) is float else arg,  # -0.0 is not 0.0
+            base.dtype, base.st, base.device, tuple(srcs))
 
 
 def _sources_first(outs: list[LazyBuffer]) -> list[LazyBuffer]:

@@ -25,6 +25,7 @@ from codegen.shape.view import View
 from lazyten.schedule_item import ScheduleItem
 from runtimes import get_runtime
 
+
 def rebase_items(items: list[ScheduleItem]) -> list[ScheduleItem]:
     """The items with their kernels' loads rebased where that moves any (D120)."""
     out = []
