@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 from lazyten.autograd.composite import Composite
+from lazyten.autograd.recurrence import Recurrence
 from lazyten.nn.module import Module
 from lazyten.tensor import Tensor
 
@@ -62,6 +63,20 @@ def _gru_cell(x: Tensor, h: Tensor, w_hh: Tensor, *b_hh: Tensor) -> Tensor:
 def _rnn_cell(x: Tensor, h: Tensor, w_hh: Tensor, relu: bool) -> Tensor:
     pre = x + h.linear(w_hh)
     return pre.relu() if relu else pre.tanh()
+
+
+def _rnn_tanh_cell(x: Tensor, h: Tensor, w_hh: Tensor) -> Tensor:
+    return _rnn_cell(x, h, w_hh, relu=False)
+
+
+def _rnn_relu_cell(x: Tensor, h: Tensor, w_hh: Tensor) -> Tensor:
+    return _rnn_cell(x, h, w_hh, relu=True)
+
+
+# each mode's step, a function of (x_t, state, W_hh[, b_hh]) (module-level: a Composite's
+# body is traced once per shapes and arguments)
+_CELLS = {"LSTM": _lstm_cell, "GRU": _gru_cell, "RNN_TANH": _rnn_tanh_cell,
+          "RNN_RELU": _rnn_relu_cell}
 
 
 def _step(mode: str, x: Tensor, state: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> Tensor:
@@ -201,15 +216,16 @@ class _RNNBase(Module):
         w_ih, w_hh = weights[0], weights[1]
         b_ih, b_hh = _biases(self.mode, *((weights[2], weights[3]) if self.bias else
                                           (None, None)))
-        steps = x.linear(w_ih, b_ih).unbind(0)  # every step's projection in one matmul
         state = h if c is None else h.cat(c, dim=-1)
-        outs: list[Tensor] = [state] * len(steps)
-        for t in (range(len(steps) - 1, -1, -1) if reverse else range(len(steps))):
-            state = outs[t] = _step(self.mode, steps[t], state, w_hh, b_hh)
+        # every step's projection in one matmul, then the steps as one Recurrence
+        states = x.linear(w_ih, b_ih).apply(
+            Recurrence, state, w_hh, *([] if b_hh is None else [b_hh]), cell=_CELLS[self.mode],
+            hidden=self.hidden_size, additive=self.mode != "GRU", reverse=reverse)
+        last = states[0 if reverse else -1]
         if c is None:
-            return Tensor.stack(outs, 0), state, None
-        h, c = _halves(state)
-        return _halves(Tensor.stack(outs, 0))[0], h, c
+            return states, last, None
+        h, c = _halves(last)
+        return _halves(states)[0], h, c
 
     def extra_repr(self) -> str:
         text = f"{self.input_size}, {self.hidden_size}"

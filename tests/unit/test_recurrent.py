@@ -228,3 +228,72 @@ def test_dropout_between_layers_only_in_training():
     Tensor.manual_seed(2)
     b = model(x)[0].numpy()
     assert not np.array_equal(a, b)  # the dropout mask between the layers differs
+
+
+def _cell_of(mode, model):
+    """The cell module with `model`'s first-layer weights (the same Tensors)."""
+    cls = {"tanh": nn.RNNCell, "relu": nn.RNNCell, "LSTM": nn.LSTMCell, "GRU": nn.GRUCell}[mode]
+    cell = cls(model.input_size, model.hidden_size, **({"nonlinearity": "relu"} if mode == "relu" else {}))
+    for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+        setattr(cell, name, getattr(model, name + "_l0"))
+    return cell
+
+
+@settings(max_examples=20, deadline=None)
+@given(mode=st.sampled_from(sorted(KINDS)), length=st.integers(1, 6), batch=st.integers(1, 5),
+       width=st.integers(1, 4), hidden=st.integers(1, 7), frozen=st.sampled_from(
+           ["", "weight_hh_l0", "weight_ih_l0", "bias_hh_l0"]),
+       x_grad=st.booleans(), h_grad=st.booleans(), seed=st.integers(0, 2 ** 16))
+def test_layer_gradients_are_the_stepped_cells(mode, length, batch, width, hidden, frozen,
+                                               x_grad, h_grad, seed):
+    """The layer's backward through time (lazyten/autograd/recurrence.py: the steps'
+    gradients in one walk, W_hh's as one matmul) gives what autograd through the cell
+    module stepped by hand gives, for every leaf that needs a gradient: odd sizes, some
+    parameters frozen, the input or the first state without a gradient."""
+    rng = np.random.default_rng(seed)
+    model = make(mode, width, hidden)
+    if frozen:
+        getattr(model, frozen).requires_grad = False
+    x = rng.standard_normal((length, batch, width)).astype(np.float32)
+    h0, c0, wo = (rng.standard_normal(s).astype(np.float32)
+                  for s in [(batch, hidden), (batch, hidden), (length, batch, hidden)])
+    lstm = mode == "LSTM"
+    grads = []
+    for stepped in (False, True):
+        xt = Tensor(x, requires_grad=x_grad)
+        ht, ct = Tensor(h0, requires_grad=h_grad), Tensor(c0, requires_grad=h_grad)
+        if stepped:
+            cell, state, outs = _cell_of(mode, model), (ht, ct) if lstm else ht, []
+            for t in range(length):
+                state = cell(xt[t], state)
+                outs.append(state[0] if lstm else state)
+            out, last = Tensor.stack(outs, 0), state
+        else:
+            out, last = model(xt, (ht[None], ct[None]) if lstm else ht[None])
+        loss = (out * Tensor(wo)).sum() + (last[1].sum() if lstm else 0)
+        for p in model.parameters():
+            p.grad = None
+        loss.backward()
+        leaves = [xt, ht, ct] + list(model.parameters())
+        grads.append([None if t.grad is None else t.grad.numpy() for t in leaves])
+    for i, (got, want) in enumerate(zip(*grads)):
+        assert (got is None) == (want is None), i
+        if got is not None:
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=str(i))
+
+
+@pytest.mark.parametrize("mode", ["LSTM", "tanh"])
+def test_the_recurrent_weights_gradient_is_one_matmul(mode):
+    """Where a step adds h W_hh^T to its input projection (RNN, LSTM), W_hh's gradient is
+    one reduce over every step and the batch (sum_t dx_t^T h_(t-1)); autograd through the
+    steps made one per step, each over the batch alone, and a chain of adds."""
+    from lazyten.schedule import create_schedule
+    model = make(mode, 3, 5)
+    x = Tensor(np.random.default_rng(0).standard_normal((6, 2, 3)).astype(np.float32))
+    model(x)[0].square().sum().backward()
+    w = model.weight_hh_l0
+    items = create_schedule([w.grad.lazydata])
+    reduces = [item for item in items if item.ast is not None  # (kept dims: (G, H, 1))
+               and tuple(s for s in item.out.shape if s != 1) == w.shape
+               and any(op.op.name == "SUM" for op in item.ast.walk())]
+    assert len(reduces) == 1
