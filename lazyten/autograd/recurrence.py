@@ -22,6 +22,7 @@ from typing import Any, Callable
 from lazyten.autograd.composite import Composite
 from lazyten.autograd.function import Function
 from lazyten.lazy import LazyBuffer
+from lazyten.switches import no_grad
 
 
 class Recurrence(Function):
@@ -41,21 +42,23 @@ class Recurrence(Function):
         # weight's gradient itself, or where none is needed
         own = [_leaf(w, record and not additive and need)
                for w, need in zip(weights, self.needs_input_grad[2:])]
-        steps = Tensor._wrap(xs).unbind(0)
-        now = Tensor._wrap(state)
+        steps = Tensor._wrap(xs).unbind(0)  # (new Tensors without history)
+        now = _leaf(state, record)
         outs: list[Any] = [None] * len(steps)
         self.calls: list[Any] = [None] * len(steps)  # each step's cell call: its backward
         self.before: list[Any] = [None] * len(steps)  # each step's incoming state
         for t in (range(len(steps) - 1, -1, -1) if reverse else range(len(steps))):
             if record:  # (the cell's call is recorded: its ctx gives the step's gradients)
                 self.before[t] = now
-                out = _leaf(steps[t], True).apply(Composite, _leaf(now, True), *own, body=cell)
+                steps[t].requires_grad = True
+                out = steps[t].apply(Composite, now, *own, body=cell)
                 self.calls[t] = out._ctx
-                now = Tensor._wrap(out.lazydata)
+                now = _leaf(out.lazydata, True)
             else:
                 now = steps[t].apply(Composite, now, *own, body=cell)
             outs[t] = now
-        return Tensor.stack(outs, 0).lazydata
+        with no_grad():  # (the states as this Function's one result: no history)
+            return Tensor.stack(outs, 0).lazydata
 
     def backward(self, grad: LazyBuffer):
         from lazyten.tensor import Tensor
@@ -75,16 +78,16 @@ class Recurrence(Function):
         dx_all = Tensor.stack(dxs, 0)
         if self.additive and need[2]:  # dW_hh = sum_t dx_t^T h_(t-1): one matmul
             rows = len(grads) * grads[0].shape[0]
-            h_all = Tensor.stack([s[:, :self.hidden] for s in self.before], 0)
+            with no_grad():
+                h_all = Tensor.stack(self.before, 0)[..., :self.hidden]
             summed[0] = dx_all.reshape(rows, -1).transpose(0, 1).matmul(h_all.reshape(rows, -1))
         return (dx_all.lazydata if need[0] else None, carry.lazydata if need[1] else None,
                 *[None if g is None else g.lazydata for g in summed])
 
 
-def _leaf(t, grad: bool):
-    """A new Tensor over t's value (a Tensor's or a LazyBuffer) with no history, that
-    needs a gradient if `grad`."""
+def _leaf(value: LazyBuffer, grad: bool):
+    """A new Tensor over `value` with no history, that needs a gradient if `grad`."""
     from lazyten.tensor import Tensor
-    leaf = Tensor._wrap(t if isinstance(t, LazyBuffer) else t.lazydata)
+    leaf = Tensor._wrap(value)
     leaf.requires_grad = grad
     return leaf
