@@ -162,6 +162,9 @@ class _RNNBase(Module):
         if x.shape[2] != self.input_size:
             raise ValueError(f"{type(self).__name__}: input of shape {input.shape} has "
                              f"{x.shape[2]} features, expected input_size {self.input_size}")
+        if x.shape[0] == 0:  # (as PyTorch: a recurrence needs a step)
+            raise ValueError(f"{type(self).__name__}: input of shape {input.shape} has no "
+                             f"time steps (a sequence length of at least 1 is needed)")
         h0, c0 = self._initial(hx, x, batched)
         directions, weights = 2 if self.bidirectional else 1, self.all_weights
         last_h: list[Tensor] = []

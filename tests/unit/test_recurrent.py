@@ -212,6 +212,8 @@ def test_bad_input_names_the_shapes():
         nn.RNN(5, 4, nonlinearity="sigmoid")
     with pytest.raises(ValueError, match=r"\(N, 5\)"):
         nn.LSTMCell(5, 4)(Tensor.zeros(2, 6))
+    with pytest.raises(ValueError, match=r"\(2, 0, 5\) has no time steps"):
+        nn.LSTM(5, 4, batch_first=True)(Tensor.zeros(2, 0, 5))
     with pytest.raises(TypeError, match="packed sequences"):
         nn.LSTM(5, 4)([Tensor.zeros(2, 5)])
 
