@@ -42,7 +42,7 @@ def _one_dtype(dtype, acc_dtype, name: str):
 class ReduceMixin(TensorMixin):
     """Reductions and the functions built on them."""
 
-    def _reduce(self, fn, axis, keepdim: bool):
+    def _reduce(self, fn, axis, keepdim: bool, **kwargs):
         axes = norm_axes(axis, self.ndim)
         if not axes:
             return self._same()
@@ -50,7 +50,7 @@ class ReduceMixin(TensorMixin):
             shape = tuple([1 if i in axes else s for i, s in enumerate(self.shape)])
         else:
             shape = tuple([s for i, s in enumerate(self.shape) if i not in axes])
-        return self.apply(fn, axis=axes, shape=shape)
+        return self.apply(fn, axis=axes, shape=shape, **kwargs)
 
     @keywords(dim="axis")
     def sum(self, axis=None, keepdim: bool = False, dtype=None, acc_dtype=None):
@@ -144,8 +144,9 @@ class ReduceMixin(TensorMixin):
         if x.dtype.opmath != x.dtype:
             return x.float().mean(axis, keepdim).cast(x.dtype)
         count = prod(self.shape[i] for i in norm_axes(axis, self.ndim))
-        total = x.sum(axis, keepdim)
-        return total / count if count else total * float("nan")
+        if not count:
+            return x.sum(axis, keepdim) * float("nan")
+        return x._reduce(F.Mean, axis, keepdim, count=count)  # (sum / count as one node)
 
     @keywords(dim="axis")
     def var(self, axis=None, keepdim: bool = False, correction: int = 1, *, unbiased=None):

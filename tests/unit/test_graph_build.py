@@ -495,3 +495,39 @@ def test_linear_gradients_match_finite_differences():
     check_grad(lambda x, w, b: x.linear(w, b), rng.standard_normal((3, 5)),
                rng.standard_normal((4, 5)), rng.standard_normal(4))
     check_grad(lambda x, w: x.linear(w), rng.standard_normal((2, 2, 5)), rng.standard_normal((3, 5)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data(), st.lists(st.integers(1, 5), min_size=0, max_size=4), st.booleans(),
+       st.sampled_from([np.float32, np.float64, np.int32]))
+def test_mean_builds_the_graph_of_sum_over_count_in_one_node(data, shape, keepdim, dtype):
+    """`mean` is one Mean Function, whose forward graph is that of `sum(axis) / count`
+    (it was a Sum, a constant and a Div: three Functions, two nodes of the backward's
+    walk), over drawn shapes, axes (None, one, several), keepdim and dtypes (ints are made
+    float first); values and gradients against numpy in float64. (A 0-d tensor's mean
+    is the tensor, as before: x / 1.)"""
+    ndim = len(shape)
+    axis = data.draw(st.one_of(st.none(), st.integers(-ndim, ndim - 1),
+                               st.lists(st.integers(0, ndim - 1), min_size=1, max_size=ndim,
+                                        unique=True).map(tuple)) if ndim else st.none())
+    axes = tuple(range(ndim)) if axis is None else \
+        tuple(sorted(a % ndim for a in ((axis,) if isinstance(axis, int) else axis)))
+    count = int(np.prod([shape[i] for i in axes]))
+    rng = np.random.default_rng(len(shape))
+    a = (rng.standard_normal(shape) * 4).astype(dtype)
+    grad_ok = dtype != np.int32
+    x = Tensor(a, requires_grad=grad_ok)
+    got = x.mean(axis, keepdim=keepdim)
+    if ndim:
+        if grad_ok:
+            assert type(got._ctx) is F.Mean and got._parents == (x,)
+        want = (x if grad_ok else x.float()).sum(axis, keepdim=keepdim) / count
+        assert graph_key(got.lazydata) == graph_key(want.lazydata)
+    np.testing.assert_allclose(got.numpy(), a.astype(np.float64).mean(
+        axis=axes, keepdims=keepdim), rtol=1e-5, atol=1e-6)
+    if grad_ok:
+        g = rng.standard_normal(got.shape).astype(dtype)
+        (got * Tensor(g)).sum().backward()
+        kept = g if keepdim else np.expand_dims(g, axes)
+        np.testing.assert_allclose(x.grad.numpy(), np.broadcast_to(kept, shape) / count,
+                                   rtol=1e-6, atol=1e-7)
