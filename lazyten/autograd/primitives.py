@@ -302,20 +302,18 @@ class Sum(Function):
         return grad.reshape(self.kept.shape).expand(self.input_shape)
 
 
-class Mean(Function):
-    """Sum over `axis` (as Sum) divided by `count`, the number of elements summed: one
-    node for the sum and the division by a constant that `sum / count` built (mean runs
-    in losses and normalisations of every eager step). The graph is that of Sum and Div."""
+class Mean(Sum):
+    """Sum over `axis` divided by `count`, the number of elements summed: one node for
+    the Sum and the division by a constant that `sum / count` built (mean runs in losses
+    and normalisations of every eager step); the graph is that of Sum and Div."""
 
     def forward(self, x, axis, shape, count):
-        self.input_shape = x.shape
-        self.kept = x.r(ReduceOps.SUM, axis)
-        total = self.kept.reshape(shape)
+        total = super().forward(x, axis, shape)
         self.count = total.const(count)
         return total.e(BinaryOps.FDIV, self.count)
 
     def backward(self, grad):
-        return grad.e(BinaryOps.FDIV, self.count).reshape(self.kept.shape).expand(self.input_shape)
+        return super().backward(grad.e(BinaryOps.FDIV, self.count))
 
 
 class Max(Function):

@@ -81,12 +81,9 @@ _CELLS = {"LSTM": _lstm_cell, "GRU": _gru_cell, "RNN_TANH": _rnn_tanh_cell,
 
 def _step(mode: str, x: Tensor, state: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> Tensor:
     """One time step as one Composite (a traced call: one graph node forward, one per
-    gradient backward); `state` is h, or [h | c] for an LSTM."""
-    if mode == "LSTM":
-        return x.apply(Composite, state, w_hh, body=_lstm_cell)
-    if mode == "GRU":
-        return x.apply(Composite, state, w_hh, *([] if b_hh is None else [b_hh]), body=_gru_cell)
-    return x.apply(Composite, state, w_hh, body=_rnn_cell, relu=mode == "RNN_RELU")
+    gradient backward); `state` is h, or [h | c] for an LSTM; b_hh is given only where the
+    cell takes it (a GRU's, `_biases`)."""
+    return x.apply(Composite, state, w_hh, *([] if b_hh is None else [b_hh]), body=_CELLS[mode])
 
 
 def _hidden_size(hidden_size: int, input_size: int) -> None:
