@@ -5,33 +5,43 @@ split kernel), one for calls that would have to wake them (D97)."""
 from __future__ import annotations
 import math
 
-_TRIALS = 3  # calls of each way in the first round; the faster is kept
-_RECHECK = (16, 1024)  # then one more of each after 16 calls, 32, ... up to every 1024
+_TRIALS = 3  # timed calls of each way in a round; its median is the way's time that round
+_RECHECK = (16, 1024)  # rounds after 16 calls, 32, ... up to every 1024
 
 
 class ThreadChoice:
-    """Serial or split for one kernel near the thread bound [D58]. A round of calls times
-    both ways: the first round _TRIALS calls of each, alternating; later rounds one of
-    each, after 16 calls, 32, ... up to every 1024. After each round the way with the
-    faster best time is kept: the best time is what the way costs undisturbed, and a
-    choice made while the second core was busy (another process; torch's threads still
-    spinning after its own op, in a side-by-side run) is so corrected at the first round
-    that runs undisturbed, instead of lasting as long as the process. A round begins with
-    an untimed split call: it wakes the workers, so a timed split call measures what a
-    run of split kernels costs, not a wake-up (after a long stretch of serial calls the
-    workers sleep, and a wake-up timed as split's cost kept a kernel serial). With `wake`
-    False (the choice for calls that find the workers asleep, D97) a round has no such
-    call: there a wake-up is what a split call costs."""
-    __slots__ = ("best", "split", "calls", "countdown", "gap", "first")
+    """Serial or split for one kernel near the thread bound [D58]. A round times _TRIALS
+    calls of each way, in rounds after 16 calls, 32, ... up to every 1024; a way's time is
+    the lowest median of its rounds, and the faster way is kept. The median, since a split
+    call's time varies by itself (a worker late to its piece, rows another core wrote
+    last): its best call is not what it costs (a 64 x 1000 layernorm: split at best 10.6
+    us, at its median 15.5, serial 11.9 either way). The lowest over rounds, since a round
+    run while the second core was busy (another process; torch's threads still spinning
+    after its own op, in a side-by-side run) would otherwise decide until the next one.
+    Each way's timed calls follow an untimed call of that way (D124): they measure a run
+    of that way, its rows where that way left them; timed in turn, each serial call first
+    fetched the rows the split call's worker had written (that layernorm's serial calls
+    at 20.9 us, where a run of them takes 11.9). The untimed split call also wakes the
+    workers (after a long stretch of serial calls they sleep, and a wake-up timed as
+    split's cost kept a kernel serial). With `wake` False (the choice for calls that find
+    the workers asleep, D97) a round times the two ways in turn with no untimed calls:
+    there a wake-up is what a split call costs."""
+    __slots__ = ("best", "split", "calls", "countdown", "gap", "wake", "times")
 
     def __init__(self, wake: bool = True) -> None:
-        self.best = [math.inf, math.inf]  # serial, split: the best time of each way
+        self.best = [math.inf, math.inf]  # serial, split: the lowest median of each way
         self.split = False  # the choice: split the outer loop across the threads
-        self.first: list[bool | None] = [None] if wake else []  # a round's first calls
-        # the rest of this round's calls (True: split, False: serial; None: an untimed split)
-        self.calls: list[bool | None] = self.first + [True, False] * _TRIALS
+        self.wake = wake
+        self.times: tuple[list[float], list[float]] = ([], [])  # this round's, by way
+        self.calls = self._round()  # the rest of this round's calls: (split, timed)
         self.countdown = 0  # calls until the next round
         self.gap = _RECHECK[0]
+
+    def _round(self) -> list[tuple[bool, bool]]:
+        if self.wake:
+            return [(True, False)] + [(True, True)] * _TRIALS + \
+                [(False, False)] + [(False, True)] * _TRIALS
+        return [(True, True), (False, True)] * _TRIALS
 
     def next_way(self) -> tuple[bool, bool]:
         """(split, timed) for this call. Threads may call one kernel at once: a round's
@@ -40,16 +50,19 @@ class ThreadChoice:
             self.countdown -= 1
             if self.countdown > 0:
                 return self.split, False
-            self.calls = self.first + [True, False]
+            self.calls = self._round()
         try:
-            way = self.calls.pop(0)
+            return self.calls.pop(0)
         except IndexError:
             return self.split, False
-        return (True, False) if way is None else (way, True)
 
     def record(self, split: bool, seconds: float) -> None:
         """A timed call's time; after a round's last, the choice."""
-        self.best[split] = min(self.best[split], seconds)
+        self.times[split].append(seconds)
         if not self.calls:
+            for way, times in enumerate(self.times):
+                if times:
+                    self.best[way] = min(self.best[way], sorted(times)[len(times) // 2])
+                    times.clear()
             self.split = self.best[1] < self.best[0]
             self.countdown, self.gap = self.gap, min(2 * self.gap, _RECHECK[1])
