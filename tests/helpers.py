@@ -156,6 +156,21 @@ def assert_tensor(t: Tensor, expected, dtype=None, rtol=None, atol=None, exact=F
                                equal_nan=True)
 
 
+def assert_matmul(got, a, b) -> None:
+    """`got` is the float32 product a @ b (batched as numpy's): against float64, within
+    2e-6 of the sum of |a_i b_i| for each element. A float32 sum of k terms is off by
+    about sqrt(k) ulps of its partial sums, so a fixed tolerance fails at some k (the
+    tests that make k twice the L2 cache did, on a 2 MB one); a wrong panel or a term
+    left out is off by whole terms."""
+    a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    expected, bound = a64 @ b64, 2e-6 * (np.abs(a64) @ np.abs(b64))
+    got = np.asarray(got, np.float64)
+    assert got.shape == expected.shape, f"shape {got.shape} != {expected.shape}"
+    err = np.abs(got - expected)
+    worst = np.unravel_index(np.argmax(err - bound), err.shape)
+    assert (err <= bound).all(), f"off by {err[worst]} at {worst}, where the bound is {bound[worst]}"
+
+
 # ---- direct-loop references for convolution and pooling ----
 def _pad_spatial(x: np.ndarray, padding, value=0.0) -> np.ndarray:
     """padding: per spatial dim (before, after) pairs."""

@@ -24,6 +24,7 @@ from codegen.uops import UOps
 from lazyten import Tensor
 from lazyten.schedule import create_schedule
 from runtimes import get_runtime
+from tests.helpers import assert_matmul
 
 SIDES = st.sampled_from([1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 32, 48, 65])
 
@@ -169,7 +170,7 @@ def test_packed_operand_every_layout(ta, tb):
     before = Stats.kernels
     got = out.numpy()
     assert Stats.kernels - before == 2
-    np.testing.assert_allclose(got, (a.T if ta else a) @ (b.T if tb else b), rtol=1e-4, atol=1e-4)
+    assert_matmul(got, a.T if ta else a, b.T if tb else b)
 
 
 @pytest.mark.parametrize("view", ["same", "offset", "flipped"])
@@ -256,8 +257,7 @@ def test_batched_operands_are_packed_per_batch(shape, transposed):
     items = create_schedule([out.lazydata])
     width = get_runtime("CPU").renderer.target.pack
     assert len(items) == 2 and items[0].out.shape == (*batch, cols // width, inner, width)
-    ref = a @ (np.swapaxes(b, -1, -2) if transposed else b)
-    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-4)
+    assert_matmul(out.numpy(), a, np.swapaxes(b, -1, -2) if transposed else b)
 
 
 @pytest.mark.parametrize("batch,m,k,n", [((), 512, 1024, 128), ((16,), 256, 64, 96),
