@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from codegen.kernel import Kernel
+from codegen.kernel import Kernel, OptOps
 from codegen.lanes import row_fill
 from codegen.ops import LoadOps
 from lazyten import Tensor
@@ -51,23 +51,29 @@ def channel_lanes(k: Kernel) -> bool:
 
 
 @settings(max_examples=14, deadline=None)
-@given(width=st.sampled_from([5, 7, 8, 9, 14, 28]), stride=st.sampled_from([1, 2]),
+@given(width=st.sampled_from([5, 7, 8, 9, 12, 13, 14, 28, 32]), stride=st.sampled_from([1, 2]),
        n=st.sampled_from([1, 2]), cin=st.sampled_from([1, 3, 17]),
        cout=st.sampled_from([8, 16, 20, 48]), padding=st.sampled_from([0, 1]),
        dtype=st.sampled_from([np.float32, np.float64]))
 @example(width=7, stride=1, n=1, cin=3, cout=48, padding=1, dtype=np.float32)
 @example(width=28, stride=2, n=2, cin=3, cout=16, padding=1, dtype=np.float32)
 @example(width=28, stride=1, n=2, cin=3, cout=16, padding=1, dtype=np.float32)
+@example(width=32, stride=1, n=1, cin=3, cout=48, padding=1, dtype=np.float32)
+@example(width=13, stride=1, n=1, cin=17, cout=48, padding=0, dtype=np.float64)
 def test_narrow_rows_take_lanes_across_channels(width, stride, n, cin, cout, padding, dtype):
     """Rows that fill no vectors and channels that do: lanes across the channels, and the
-    values match numpy; full rows keep their lanes along the row."""
+    values match numpy; rows of whole vectors keep their lanes along the row. Rows under
+    half a vector (or strided) take them where the channels fill 3/4 of one (D66), rows
+    with any lane idle where whole vectors divide the channels (D125: these weights fit
+    any L2)."""
     xn, wn = rnd((n, cin, 6, width), dtype), rnd((cout, cin, 3, 3), dtype, 1)
     out = Tensor(xn).conv2d(Tensor(wn), padding=padding, stride=stride)
     row = (width + 2 * padding - 3) // stride + 1
-    poor_rows = stride > 1 or row_fill(row, 16) < 0.5
+    fill = row_fill(row, 16) if stride == 1 else 0.0
     if HOST16:
         k = lowered(out)
-        wanted = poor_rows and cout >= 16 and row_fill(cout, 16) >= 0.75
+        wanted = fill < 1.0 and cout % 16 == 0 or \
+            fill < 0.5 and cout >= 16 and row_fill(cout, 16) >= 0.75
         assert channel_lanes(k) == wanted, k.applied
     tol = 1e-4 if dtype == np.float32 else 1e-10
     np.testing.assert_allclose(out.numpy(), conv_ref(xn, wn, padding, stride), rtol=tol,
@@ -102,12 +108,19 @@ def test_grouped_conv_lanes_within_a_group():
 
 
 def test_the_weight_is_copied_only_where_it_pays():
-    """28-wide rows fill vectors, 8-wide ones half of each: no copy of the weight; 7-wide
-    ones with 32 channels do. The weight gradient copies the output gradient from 8 wide
-    down, where its reduce rows fill less than 3/4 of a vector."""
+    """32-wide rows fill vectors: no copy of the weight; 28-, 8- and 7-wide ones with 32
+    channels do (D125), but not where the weight is larger than the L2 (read again from
+    L3 for every image); 7-wide ones still do then (D66). The weight gradient copies
+    the output gradient from 8 wide down, where its reduce rows fill less than 3/4 of a
+    vector."""
     w = Tensor(rnd((32, 16, 3, 3)))
-    for width, forward in ((28, 0), (8, 0), (7, 1)):
+    for width, forward in ((32, 0), (28, 1), (8, 1), (7, 1)):
         assert copies(Tensor(rnd((1, 16, width, width))).conv2d(w, padding=1)) == \
+            (forward if HOST16 else 0), width
+    cin = get_runtime("CPU").renderer.target.l2_bytes // (32 * 9 * 4) + 1  # just past the L2
+    big = Tensor(rnd((32, cin, 3, 3)))
+    for width, forward in ((28, 0), (8, 0), (7, 1)):
+        assert copies(Tensor(rnd((1, cin, width, width))).conv2d(big, padding=1)) == \
             (forward if HOST16 else 0), width
     grads = []
     for width in (28, 8):
@@ -190,10 +203,27 @@ def test_an_outer_loop_the_threads_can_share_when_any_loop_has_the_iterations(n,
 
 def test_the_outer_loop_can_be_split():
     """A batch of 4 unrolled whole leaves the outer loop one iteration: another loop goes
-    outermost, so the threads have pieces to share; the values match numpy."""
-    xn, wn = rnd((4, 96, 14, 14)), rnd((96, 96, 3, 3), seed=1)
+    outermost, so the threads have pieces to share; the values match numpy. (20 channels,
+    no whole vectors: the row of 14 keeps the lanes, D125.)"""
+    xn, wn = rnd((4, 20, 14, 14)), rnd((20, 20, 3, 3), seed=1)
     out = Tensor(xn).conv2d(Tensor(wn), padding=1)
     k = lowered(out)
     assert k.full_shape[0] >= 2, (k.full_shape, k.applied)
     assert any(o.op.name == "OUTER" for o in k.applied), k.applied
+    np.testing.assert_allclose(out.numpy(), conv_ref(xn, wn), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("width,positions", [(7, 7), (8, 8), (12, 12), (13, 13), (14, 14),
+                                             (28, 14), (56, 14), (30, 15)])
+def test_channel_lanes_unroll_a_row_of_positions(width, positions):
+    """With lanes across output channels, the tile's next unroll is the output's row: as
+    many positions as divide it, up to 16, each sharing the weight's vector loads (D125);
+    the values match numpy (odd widths, 16 input channels, batch 2: a kernel large
+    enough for the tile budget to allow 16 positions)."""
+    xn, wn = rnd((2, 16, 8, width)), rnd((32, 16, 3, 3), seed=1)
+    out = Tensor(xn).conv2d(Tensor(wn), padding=1)
+    k = lowered(out)
+    assert channel_lanes(k), k.applied
+    unrolls = [o for o in k.applied if o.op is OptOps.UPCAST]
+    assert unrolls[0].amount == 16 and unrolls[1].amount == positions, k.applied
     np.testing.assert_allclose(out.numpy(), conv_ref(xn, wn), rtol=1e-4, atol=1e-4)
