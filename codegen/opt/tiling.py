@@ -115,10 +115,14 @@ def _row_of_positions(k: Kernel, budget: int, target: Target) -> Opt | None:
     channels innermost) streams from L2, its tile's slice of the reduce being larger
     than L1, so what the tile must maximise is the positions sharing each of its vector
     loads: 14 positions x 1 vector ran 3.2 ms (290 GFLOP/s) where D66's 4 x 4 (fewer
-    loads per update, 4 positions a weight vector) ran 4.5, at 16x128x14 (D125)."""
+    loads per update, 4 positions a weight vector) ran 4.5, at 16x128x14. Where the L1
+    holds the lanes' operand over the reduce (a weight gradient's A^T, 96 long), loads
+    per update still rank the unrolls (7 of 301 columns ran 115 us against 95, at
+    256 x 96 x 301) [D125]."""
     lane_axis = len(k.full_shape) - 1
-    if not k.lanes or k.strides(k.out_key, lane_axis) == 1:
-        return None
+    if not k.lanes or k.strides(k.out_key, lane_axis) == 1 or \
+            k.lanes * prod(k.reduce_shape) * 4 <= target.cached_bytes:
+        return None  # (a vector operand the L1 holds: loads per update rank the unrolls)
     room = min(budget // k.lanes, target.tile // target.lanes, _POSITIONS)
     for axis in range(k.n_global):
         if k.strides(k.out_key, axis) != 1 or _worth_unrolling(k, axis) is None:
@@ -169,11 +173,13 @@ def _pad_row(k: Kernel, budget: int, target: Target, masked: bool) -> Opt | None
         return None
     for axis in range(k.n_global):
         size = k.full_shape[axis]
-        if not _partial_row(k, axis, wide) or _whole_vectors_elsewhere(k, axis, target):
+        if not _partial_row(k, axis, wide):
             continue
         exact, padded = _unroll_amount(size, wide, budget), _round_up(size, wide)
         if padded > ROW_VECTORS * wide:
             return None if masked else _pad_long_row(k, axis, wide)
+        if _whole_vectors_elsewhere(k, axis, target):
+            continue
         if any(k.strides(key, axis) not in (0, 1) for key in k.loads):
             continue
         if padded <= min(ROW_VECTORS * wide, budget) and size * wide > exact * padded:

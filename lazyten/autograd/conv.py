@@ -81,7 +81,7 @@ class Conv(Function):
         xw = grouped_windows(x, kernel, spec)
         out_sp = xw.shape[4:4 + nd]
         if _channel_lanes(x.device, cout // spec.groups, out_sp[-1], spec.stride[-1], HALF,
-                          prod(weight.shape) * weight.dtype.itemsize):
+                          _weight_use(weight, bs, out_sp)):
             weight = _channels_inner(weight)
         w = weight.reshape((1, spec.groups, cout // spec.groups, cin_g) + (1,) * nd + kernel)
         axes = (3,) + tuple(range(4 + nd, 4 + 2 * nd))
@@ -134,24 +134,33 @@ def _conv(x, weight, spec, tensor):
             spec._replace(padding=((0, 0),) * nd)
     xw = _grouped_windows(x, kernel, spec, tensor)
     if _channel_lanes(x.device, cout // spec.groups, xw.shape[3 + nd], spec.stride[-1], HALF,
-                      prod(weight.shape) * weight.dtype.itemsize):
+                      _weight_use(weight, bs, xw.shape[4:4 + nd])):
         weight = _channels_inner(weight)
     w = weight.reshape((1, spec.groups, cout // spec.groups, cin_g) + (1,) * nd + kernel)
     axes = (3,) + tuple(range(4 + nd, 4 + 2 * nd))
     return _sum(_mul(xw, w), axes).reshape((bs, cout) + xw.shape[4:4 + nd])
 
 
+def _weight_use(weight, bs: int, out_sp: tuple) -> tuple[int, int]:
+    """(bytes, multiply-adds) of a conv's weight: its size, and its work."""
+    size = prod(weight.shape)
+    return size * weight.dtype.itemsize, size * bs * prod(out_sp)
+
+
 def _channel_lanes(device: str, cout: int, width: int, stride: int, least: float,
-                   weight_bytes: int = 0) -> bool:
+                   weight: tuple[int, int] = (0, 0)) -> bool:
     """Whether the CPU tile should take its vector lanes across output channels: where the
     output's rows fill less than `least` of a register (or are read at a stride: each
     lane a gathered load) and the channels (per group) fill one [D66]. The forward asks
     for half a register (rows of 8 lanes ran as fast as channel lanes, and cost no
     copy), the weight gradient, whose other choice is lanes along those rows in its
-    reduce, for 3/4 (FULL). A forward (`weight_bytes`: its weight's size) whose rows
-    leave any lane idle (14 of 16, 28 of 32) takes them too where whole vectors divide
-    its channels (the tile would keep a row of 3/4 else) and its weight fits the L2: the
-    tile then unrolls a row of positions per weight vector (tiling.py
+    reduce, for 3/4 (FULL). A forward (`weight`: its weight's bytes and the conv's
+    multiply-adds) whose rows leave any lane idle (14 of 16, 28 of 32) takes them too
+    where whole vectors divide its channels (the tile would keep a row of 3/4 else), two
+    or more of them (a row's tile shares each input vector across 4 channels, which one
+    vector of channels cannot match: 8x16x56 0.47 -> 0.52 ms with it), its weight fits
+    the L2, and the copy's launch is paid back (_PAD_WORK, as D86's: 1x32x13 ran 0.058
+    -> 0.111 ms with it): the tile then unrolls a row of positions per weight vector (tiling.py
     `_row_of_positions`), which streams from the L2 (D125: 16x128x14 4.0 -> 3.1 ms; a
     weight past the L2, 256 x 256 x 3 x 3 on a 2 MB L2, is read from L3 for every
     image: 8x256x13 7.2 -> 8.9 ms)."""
@@ -159,7 +168,8 @@ def _channel_lanes(device: str, cout: int, width: int, stride: int, least: float
     if target.gpu or target.lanes <= 1:
         return False
     rows = row_fill(width, target.lanes) if stride == 1 else 0.0
-    if rows < 1.0 and cout % target.lanes == 0 and 0 < weight_bytes <= target.l2_bytes:
+    if rows < 1.0 and cout % target.lanes == 0 and cout >= 2 * target.lanes and \
+            0 < weight[0] <= target.l2_bytes and weight[1] >= _PAD_WORK:
         return True
     return rows < least and FULL <= row_fill(cout, target.lanes) and cout >= target.lanes
 

@@ -64,15 +64,16 @@ def test_narrow_rows_take_lanes_across_channels(width, stride, n, cin, cout, pad
     """Rows that fill no vectors and channels that do: lanes across the channels, and the
     values match numpy; rows of whole vectors keep their lanes along the row. Rows under
     half a vector (or strided) take them where the channels fill 3/4 of one (D66), rows
-    with any lane idle where whole vectors divide the channels (D125: these weights fit
-    any L2)."""
+    with any lane idle where whole vectors divide the channels and the conv's work pays
+    for the weight's copy (D125: these weights fit any L2)."""
     xn, wn = rnd((n, cin, 6, width), dtype), rnd((cout, cin, 3, 3), dtype, 1)
     out = Tensor(xn).conv2d(Tensor(wn), padding=padding, stride=stride)
     row = (width + 2 * padding - 3) // stride + 1
     fill = row_fill(row, 16) if stride == 1 else 0.0
+    work = n * cout * cin * 9 * row * ((6 + 2 * padding - 3) // stride + 1)
     if HOST16:
         k = lowered(out)
-        wanted = fill < 1.0 and cout % 16 == 0 or \
+        wanted = fill < 1.0 and cout % 16 == 0 and cout >= 32 and work >= 1 << 24 or \
             fill < 0.5 and cout >= 16 and row_fill(cout, 16) >= 0.75
         assert channel_lanes(k) == wanted, k.applied
     tol = 1e-4 if dtype == np.float32 else 1e-10
@@ -109,14 +110,18 @@ def test_grouped_conv_lanes_within_a_group():
 
 def test_the_weight_is_copied_only_where_it_pays():
     """32-wide rows fill vectors: no copy of the weight; 28-, 8- and 7-wide ones with 32
-    channels do (D125), but not where the weight is larger than the L2 (read again from
-    L3 for every image); 7-wide ones still do then (D66). The weight gradient copies
-    the output gradient from 8 wide down, where its reduce rows fill less than 3/4 of a
-    vector."""
+    channels do (D125; 64 images: 2^24 multiply-adds pay for the copy), but not where the
+    weight is larger than the L2 (read again from L3 for every image), the conv is small
+    (one 28 x 28 image) or has one vector of channels; 7-wide ones still do (D66). The
+    weight gradient copies the output gradient from 8 wide down, where its reduce rows
+    fill less than 3/4 of a vector."""
     w = Tensor(rnd((32, 16, 3, 3)))
     for width, forward in ((32, 0), (28, 1), (8, 1), (7, 1)):
-        assert copies(Tensor(rnd((1, 16, width, width))).conv2d(w, padding=1)) == \
+        assert copies(Tensor(rnd((64, 16, width, width))).conv2d(w, padding=1)) == \
             (forward if HOST16 else 0), width
+    assert copies(Tensor(rnd((1, 16, 28, 28))).conv2d(w, padding=1)) == 0
+    w16 = Tensor(rnd((16, 16, 3, 3)))  # one vector of channels: the row's tile shares more
+    assert copies(Tensor(rnd((64, 16, 28, 28))).conv2d(w16, padding=1)) == 0
     cin = get_runtime("CPU").renderer.target.l2_bytes // (32 * 9 * 4) + 1  # just past the L2
     big = Tensor(rnd((32, cin, 3, 3)))
     for width, forward in ((28, 0), (8, 0), (7, 1)):
@@ -218,9 +223,10 @@ def test_the_outer_loop_can_be_split():
 def test_channel_lanes_unroll_a_row_of_positions(width, positions):
     """With lanes across output channels, the tile's next unroll is the output's row: as
     many positions as divide it, up to 16, each sharing the weight's vector loads (D125);
-    the values match numpy (odd widths, 16 input channels, batch 2: a kernel large
-    enough for the tile budget to allow 16 positions)."""
-    xn, wn = rnd((2, 16, 8, width)), rnd((32, 16, 3, 3), seed=1)
+    the values match numpy (odd widths, batch 4; 64 input channels: the weight's slice
+    over the reduce, 64 x 9 x 16 floats, is past the L1, and the conv large enough to pay
+    for the weight's copy and for a tile of 16 positions)."""
+    xn, wn = rnd((4, 64, 16, width)), rnd((64, 64, 3, 3), seed=1)
     out = Tensor(xn).conv2d(Tensor(wn), padding=1)
     k = lowered(out)
     assert channel_lanes(k), k.applied

@@ -144,8 +144,9 @@ def test_integer_division_after_the_reduce_is_not_padded():
 def test_padded_stores_are_masked():
     """A padded row is unrolled whole; the copy whose lanes cross the row's end stores
     through a mask (one gate per lane), the copy inside the row plainly; no load of the
-    input (a window view, whose index wraps past the row's end) is gathered."""
-    x, w = rnd((4, 32, 20, 30)), rnd((32, 32, 3, 3), seed=1)
+    input (a window view, whose index wraps past the row's end) is gathered. (24 output
+    channels, no whole vectors: the row keeps the lanes, D125.)"""
+    x, w = rnd((4, 32, 20, 30)), rnd((24, 32, 3, 3), seed=1)
     k = lowered(Tensor(x).conv2d(Tensor(w), padding=1))
     assert OptOps.PAD_OUT in ops_of(k), k.applied
     uops = Linearizer(k, cpu(512)).linearize().uops
@@ -195,8 +196,9 @@ def test_pad_out_refuses_what_it_cannot_pad():
 def test_conv_tile_shares_input_loads_within_the_registers():
     """The conv tile unrolls output channels (the input's vector loads are shared by
     every channel; the old ranking took more positions first, which share only the
-    weight's broadcast), and its accumulators fit half the vector registers."""
-    x, w = Tensor(rnd((2, 64, 28, 28))), Tensor(rnd((64, 64, 3, 3), seed=1))
+    weight's broadcast), and its accumulators fit half the vector registers. (40 output
+    channels, no whole vectors: the row keeps the lanes, D125.)"""
+    x, w = Tensor(rnd((2, 64, 28, 28))), Tensor(rnd((40, 64, 3, 3), seed=1))
     k = lowered(x.conv2d(w, padding=1))
     ups = [o for o in k.applied if o.op is OptOps.UPCAST]
     assert ups[0].axis == 3 and any(o.axis == 1 for o in ups[1:]), k.applied
