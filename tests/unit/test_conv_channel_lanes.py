@@ -233,3 +233,25 @@ def test_channel_lanes_unroll_a_row_of_positions(width, positions):
     unrolls = [o for o in k.applied if o.op is OptOps.UPCAST]
     assert unrolls[0].amount == 16 and unrolls[1].amount == positions, k.applied
     np.testing.assert_allclose(out.numpy(), conv_ref(xn, wn), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("layout", ["sliced_transposed", "weight_view", "grouped"])
+def test_idle_lane_rows_on_views(layout):
+    """D125's channel lanes (rows of 14, 2^24 multiply-adds and more) on a sliced and
+    transposed input, on a weight that is a slice of a wider parameter, and in groups of
+    32 channels: the values match numpy."""
+    xs, ws = rnd((8, 70, 16, 14)), rnd((80, 64, 3, 3), seed=1)
+    x, xn = Tensor(xs)[:, 3:67, 1:15], xs[:, 3:67, 1:15]
+    w, wn = Tensor(ws)[8:72], ws[8:72]
+    groups = 1
+    if layout == "sliced_transposed":
+        x, xn = x.transpose(2, 3), xn.transpose(0, 1, 3, 2)
+    if layout == "weight_view":
+        w, wn = Tensor(ws.transpose(1, 0, 2, 3).copy()).transpose(0, 1)[8:72], ws[8:72]
+    if layout == "grouped":
+        groups, w, wn = 2, w[:, :32], wn[:, :32]
+    out = x.conv2d(w, padding=1, groups=groups)
+    if HOST16:
+        assert channel_lanes(lowered(out)), lowered(out).applied
+    np.testing.assert_allclose(out.numpy(), conv_ref(xn, wn, groups=groups), rtol=1e-4,
+                               atol=1e-3)
