@@ -125,20 +125,67 @@ class Conv(Function):
 
 # ---- the same ops on LazyBuffers (Conv's forward and backward): each builds what the
 # Tensor op it mirrors builds without autograd, so the graph is the same (D61) ----
-def _conv(x, weight, spec, tensor):
-    """forward_tensors in LazyBuffer ops."""
+def _conv(x, weight, spec, tensor, unfolded: bool = False):
+    """forward_tensors in LazyBuffer ops; `unfolded`: x is a conv's input unfolded along
+    its row's taps (`_row_taps_unfolded`), whose output rows and positions are one row."""
     nd, kernel = len(weight.shape) - 2, weight.shape[2:]
     bs, cout, cin_g = x.shape[0], weight.shape[0], weight.shape[1]
+    if not unfolded and _unfolds_row_taps(x.device, x.shape, weight, spec):
+        return _conv(*_row_taps_unfolded(x, weight, spec, tensor), tensor, unfolded=True)
     if _pads_into_memory(x.device, x.shape, cout, kernel, spec):
         x, spec = _pad(x, [(0, 0), (0, 0)] + list(spec.padding)).contiguous(), \
             spec._replace(padding=((0, 0),) * nd)
     xw = _grouped_windows(x, kernel, spec, tensor)
-    if _channel_lanes(x.device, cout // spec.groups, xw.shape[3 + nd], spec.stride[-1], HALF,
+    row = prod(xw.shape[2 + nd:4 + nd]) if unfolded and nd > 1 else xw.shape[3 + nd]
+    if _channel_lanes(x.device, cout // spec.groups, row, spec.stride[-1], HALF,
                       _weight_use(weight, bs, xw.shape[4:4 + nd])):
         weight = _channels_inner(weight)
     w = weight.reshape((1, spec.groups, cout // spec.groups, cin_g) + (1,) * nd + kernel)
     axes = (3,) + tuple(range(4 + nd, 4 + 2 * nd))
     return _sum(_mul(xw, w), axes).reshape((bs, cout) + xw.shape[4:4 + nd])
+
+
+def _unfolds_row_taps(device: str, shape: tuple, weight, spec) -> bool:
+    """Whether a conv's forward copies its input unfolded along the row's taps and runs as
+    a conv of one tap a row over kw x the channels (`_row_taps_unfolded`): on a CPU,
+    where the output's rows fill half a register or less while its rows and positions
+    together make whole vectors (8 x 8, 4 x 4: ahead of channel lanes too, 8x512x4 6.7
+    -> 1.9 ms, 16x128x8 1.15 -> 0.93), or fill more of them and channel lanes are not
+    taken (rows of 7, 49 positions in 4 vectors, lose to channel lanes: 8x256x7 2.7 ->
+    3.3); with a stride of 1 along the row, 128 output channels a group or more and 2^24
+    multiply-adds (the copy is kw x the input, D86's terms). The unfolded input's rows are
+    the output's, so a window over them walks the output's rows and positions as one
+    axis (`_conv`'s `unfolded`) [D126]."""
+    target = get_runtime(device).renderer.target
+    kernel, nd = weight.shape[2:], len(weight.shape) - 2
+    if target.gpu or target.lanes <= 1 or nd < 2 or kernel[-1] < 2 or spec.stride[-1] != 1:
+        return False
+    out = [(i + b + a - d * (k - 1) - 1) // s + 1 for i, (b, a), k, s, d in
+           zip(shape[2:], spec.padding, kernel, spec.stride, spec.dilation)]
+    cout = weight.shape[0] // spec.groups
+    use = _weight_use(weight, shape[0], tuple(out))
+    plane = row_fill(out[-2] * out[-1], target.lanes)
+    if not (row_fill(out[-1], target.lanes) <= HALF < plane and cout >= _PAD_CHANNELS and
+            use[1] >= _PAD_WORK):
+        return False
+    return plane == 1.0 or \
+        not _channel_lanes(device, cout, out[-1], 1, HALF, use)
+
+
+def _row_taps_unfolded(x, weight, spec, tensor):
+    """(input, weight, spec) of the same conv with the row's kw taps as input channels: the
+    input padded and copied as (batch, channels x kw, *rows, output row), where channel
+    c x kw + j holds the window's tap j (x[..., p + j d] at position p), and the weight
+    (out, in x kw, *kernel[:-1], 1) to match; no padding left, dilation 1 along the row."""
+    nd, kernel = len(weight.shape) - 2, weight.shape[2:]
+    padded = _pad(x, [(0, 0), (0, 0)] + list(spec.padding))
+    taps = tensor._wrap(padded)._pool(kernel[-1:], (1,), spec.dilation[-1:]).lazydata
+    rank = len(taps.shape)  # (batch, channels, *rows, output row, tap)
+    xs = taps.permute((0, 1, rank - 1) + tuple(range(2, rank - 1))).contiguous()
+    xs = xs.reshape((x.shape[0], x.shape[1] * kernel[-1]) + xs.shape[3:])
+    w = weight.permute((0, 1, nd + 1) + tuple(range(2, nd + 1)))
+    w = w.reshape((weight.shape[0], weight.shape[1] * kernel[-1]) + kernel[:-1] + (1,))
+    return xs, w, spec._replace(padding=((0, 0),) * nd, dilation=spec.dilation[:-1] + (1,))
 
 
 def _weight_use(weight, bs: int, out_sp: tuple) -> tuple[int, int]:
