@@ -131,7 +131,8 @@ def _conv(x, weight, spec, tensor, unfolded: bool = False):
     nd, kernel = len(weight.shape) - 2, weight.shape[2:]
     bs, cout, cin_g = x.shape[0], weight.shape[0], weight.shape[1]
     if not unfolded and _unfolds_row_taps(x.device, x.shape, weight, spec):
-        return _conv(*_row_taps_unfolded(x, weight, spec, tensor), tensor, unfolded=True)
+        xs, taps, one_tap = _row_taps_unfolded(x, weight, spec, tensor)
+        return _conv(xs, taps, one_tap, tensor, unfolded=True)
     if _pads_into_memory(x.device, x.shape, cout, kernel, spec):
         x, spec = _pad(x, [(0, 0), (0, 0)] + list(spec.padding)).contiguous(), \
             spec._replace(padding=((0, 0),) * nd)
