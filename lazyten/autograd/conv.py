@@ -73,14 +73,18 @@ class Conv(Function):
     @staticmethod
     def forward_tensors(x, weight, spec):
         """The convolution in Tensor ops (mixed or integer dtypes: no Conv node)."""
-        nd, kernel = weight.ndim - 2, weight.shape[2:]
-        bs, cout, cin_g = x.shape[0], weight.shape[0], weight.shape[1]
+        nd = weight.ndim - 2
+        unfolded = _unfolds_row_taps(x.device, x.shape, weight, spec)
+        if unfolded:  # (as `_conv`: D126)
+            x, weight, spec = _row_taps_unfolded(x, weight, spec, type(x))
+        kernel, bs, cout, cin_g = weight.shape[2:], x.shape[0], weight.shape[0], weight.shape[1]
         if _pads_into_memory(x.device, x.shape, cout, kernel, spec):
             x, spec = x.pad([(0, 0), (0, 0)] + list(spec.padding)).contiguous(), \
                 spec._replace(padding=((0, 0),) * nd)
         xw = grouped_windows(x, kernel, spec)
         out_sp = xw.shape[4:4 + nd]
-        if _channel_lanes(x.device, cout // spec.groups, out_sp[-1], spec.stride[-1], HALF,
+        row = prod(out_sp[-2:]) if unfolded and nd > 1 else out_sp[-1]
+        if _channel_lanes(x.device, cout // spec.groups, row, spec.stride[-1], HALF,
                           _weight_use(weight, bs, out_sp)):
             weight = _channels_inner(weight)
         w = weight.reshape((1, spec.groups, cout // spec.groups, cin_g) + (1,) * nd + kernel)
@@ -180,7 +184,10 @@ def _row_taps_unfolded(x, weight, spec, tensor):
     (out, in x kw, *kernel[:-1], 1) to match; no padding left, dilation 1 along the row."""
     nd, kernel = len(weight.shape) - 2, weight.shape[2:]
     padded = _pad(x, [(0, 0), (0, 0)] + list(spec.padding))
-    taps = tensor._wrap(padded)._pool(kernel[-1:], (1,), spec.dilation[-1:]).lazydata
+    if isinstance(x, tensor):  # (forward_tensors' Tensors, or `_conv`'s LazyBuffers)
+        taps = padded._pool(kernel[-1:], (1,), spec.dilation[-1:])
+    else:
+        taps = tensor._wrap(padded)._pool(kernel[-1:], (1,), spec.dilation[-1:]).lazydata
     rank = len(taps.shape)  # (batch, channels, *rows, output row, tap)
     xs = taps.permute((0, 1, rank - 1) + tuple(range(2, rank - 1))).contiguous()
     xs = xs.reshape((x.shape[0], x.shape[1] * kernel[-1]) + xs.shape[3:])

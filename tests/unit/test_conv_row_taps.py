@@ -110,3 +110,16 @@ def _ref(x, w, stride, dilation, padding, groups):
             out[:, g * og:(g + 1) * og] += np.einsum("nc...,oc->no...",
                                                      patch[:, g * cg:(g + 1) * cg], taps)
     return out
+
+
+def test_integer_conv_is_unfolded_too():
+    """An integer conv (Tensor ops, no Conv node: `forward_tensors`) takes the same rule and
+    builds the same unfolded graph; its values are exact."""
+    cin = past_l2(128)
+    rng = np.random.default_rng(4)
+    xn = rng.integers(-8, 8, (2, cin, 8, 8)).astype(np.int32)
+    wn = rng.integers(-8, 8, (128, cin, 3, 3)).astype(np.int32)
+    out = Tensor(xn).conv2d(Tensor(wn), padding=1)
+    if HOST16:
+        assert create_schedule([out.lazydata])[0].out.shape[:3] == (2, cin, 3)
+    np.testing.assert_array_equal(out.numpy(), _ref(xn, wn, (1, 1), (1, 1), (1, 1), 1))
