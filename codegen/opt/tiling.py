@@ -4,7 +4,8 @@ Which output axes of a reduce to unroll into a tile of accumulators, which axis 
 vector lanes (an output axis, an axis an input is contiguous along, or the reduce); the
 outer loop is codegen/opt/loop_order.py's. Several rows of a reduce at once and lanes
 along the reduce are in codegen/opt/reduce_rows.py; elementwise kernels' lanes in
-codegen/opt/elementwise.py.
+codegen/opt/elementwise.py; what a tile costs (loads per update, registers, the axes
+worth unrolling) in codegen/opt/tile_measures.py.
 Each pass returns `Opt`s (codegen/kernel.py); the widths come from the `Target` (16
 float lanes with AVX-512, 8 with AVX2). docs/decisions.md gives the rules' measurements.
 """
@@ -12,27 +13,18 @@ from __future__ import annotations
 
 from codegen.helpers import prod
 from codegen.kernel import Kernel, Opt, OptOps
-from codegen.lanes import FULL, ROW_VECTORS, row_fill
+from codegen.lanes import ROW_VECTORS
 from codegen.opt.reduce_rows import divides_integers, dot_products, reduce_lane_width
+from codegen.opt.tile_measures import (WHOLE, fits_registers, full_row, gathers, loads_per_update,
+                                       unroll_amount, whole_vectors_elsewhere, worth_unrolling)
 from codegen.target import Target
 
 _SCALAR_TILE = 16            # most scalar accumulators a tile without vector lanes gets
 _WORK_PER_ACC = 4096         # a tile gets at most one accumulator per this many iterations
-_SHORT_REDUCE = 16           # reduces this short may take vector lanes across strided outputs
-_WHOLE = 8                   # an axis this short may be unrolled whole, whatever its size
 _LONG_FILL = 0.875         # share of a long padded row that is real, for wider tiles
 _ROW_TILE = 4               # rows a padded matmul's tile takes (its other axis: vectors)
 _TILE_ROUNDS = 4             # most upcasts in one tile
 _POSITIONS = 16              # most output positions a tile with channel lanes unrolls (D125)
-
-
-def _halvings(start: int) -> list[int]:
-    """start, start / 2, ... down to 2: the widths an axis may be unrolled by."""
-    out = []
-    while start >= 2:
-        out.append(start)
-        start //= 2
-    return out
 
 
 def tile_budget(k: Kernel, target: Target) -> int:
@@ -125,7 +117,7 @@ def _row_of_positions(k: Kernel, budget: int, target: Target) -> Opt | None:
         return None  # (a vector operand the L1 holds: loads per update rank the unrolls)
     room = min(budget // k.lanes, target.tile // target.lanes, _POSITIONS)
     for axis in range(k.n_global):
-        if k.strides(k.out_key, axis) != 1 or _worth_unrolling(k, axis) is None:
+        if k.strides(k.out_key, axis) != 1 or worth_unrolling(k, axis) is None:
             continue
         amount = max((d for d in range(2, room + 1) if k.full_shape[axis] % d == 0), default=0)
         opt = Opt(OptOps.UPCAST, axis, amount, "channel lanes: positions share each vector load")
@@ -150,15 +142,6 @@ def _reduce_takes_lanes(k: Kernel, target: Target) -> bool:
     return not k.lanes and reduce_lane_width(k, target, None if k.upcasts else True)[0] > 0
 
 
-def _lane_loads(k: Kernel, key: int, lanes: int, target: Target) -> int:
-    """Loads of one input across `lanes` lanes: one per lane where it gathers (a known
-    stride over 1: a strided operand), else a vector per register (contiguous, or an
-    index the views hide, as through a padded window, which the linearizer loads as a
-    vector where the live lanes are contiguous)."""
-    stride = k.strides(key, len(k.full_shape) - 1)
-    return lanes if stride is not None and stride > 1 else -(-lanes // target.lanes)
-
-
 def _pad_row(k: Kernel, budget: int, target: Target, masked: bool) -> Opt | None:
     """Pad the output's contiguous axis to whole vectors when that fills the registers
     better than the widest power of two dividing it: a 28-wide conv row becomes two
@@ -175,10 +158,10 @@ def _pad_row(k: Kernel, budget: int, target: Target, masked: bool) -> Opt | None
         size = k.full_shape[axis]
         if not _partial_row(k, axis, wide):
             continue
-        exact, padded = _unroll_amount(size, wide, budget), _round_up(size, wide)
+        exact, padded = unroll_amount(size, wide, budget), _round_up(size, wide)
         if padded > ROW_VECTORS * wide:
             return None if masked else _pad_long_row(k, axis, wide)
-        if _whole_vectors_elsewhere(k, axis, target):
+        if whole_vectors_elsewhere(k, axis, target):
             continue
         if any(k.strides(key, axis) not in (0, 1) for key in k.loads):
             continue
@@ -192,7 +175,7 @@ def _partial_row(k: Kernel, axis: int, wide: int) -> bool:
     """Whether `axis` is the output's row, worth unrolling, and no whole number of vectors."""
     size = k.full_shape[axis]
     return k.strides(k.out_key, axis) == 1 and size > wide and size % wide != 0 and \
-        _worth_unrolling(k, axis) is not None
+        worth_unrolling(k, axis) is not None
 
 
 def _pad_long_row(k: Kernel, axis: int, wide: int) -> Opt | None:
@@ -242,12 +225,12 @@ def _pad_rows(k: Kernel, budget: int, target: Target) -> Opt | None:
         return None
     rows = [axis for axis in range(k.n_global) if k.strides(k.out_key, axis) != 1 and
             any(k.strides(key, axis) == 0 for key in k.loads) and
-            _worth_unrolling(k, axis) is not None]
+            worth_unrolling(k, axis) is not None]
     if any(k.full_shape[axis] % _ROW_TILE == 0 for axis in rows):
         return None
     for axis in rows:
         size = k.full_shape[axis]
-        if size <= _WHOLE or size % 2 == 0:
+        if size <= WHOLE or size % 2 == 0:
             continue
         opt = Opt(OptOps.PAD_OUT, axis, _ROW_TILE, f"{size} rows: pad to a multiple of {_ROW_TILE}")
         return opt if _row_takes_lanes(k, opt, budget, target) else None
@@ -302,12 +285,12 @@ def _best_upcast(k: Kernel, budget: int, split: set[int],
     vectors = _vector_accumulators(k, unrolls, target)
     for axis, opt, trial in unrolls:
         first = not k.upcasts
-        loads = _loads_per_update(trial, target) if vectors else 0.0
-        ahead = min([loads] + [_loads_per_update(then, target)
+        loads = loads_per_update(trial, target) if vectors else 0.0
+        ahead = min([loads] + [loads_per_update(then, target)
                                for _, _, then in _unrolls(trial, budget, target)]) \
             if vectors and len(k.upcasts) == (1 if k.lanes else 0) else loads
-        rank = (-ahead, -loads, first and _full_row(k, axis, target),
-                first and not _gathers(k, axis), opt.amount, axis not in split,
+        rank = (-ahead, -loads, first and full_row(k, axis, target),
+                first and not gathers(k, axis), opt.amount, axis not in split,
                 -(k.strides(k.out_key, axis) or 0))  # (known: `_unrolls` checked it)
         if best is None or rank > best[0]:
             best = (rank, opt, trial)
@@ -332,15 +315,15 @@ def _unrolls(k: Kernel, budget: int, target: Target) -> list[tuple[int, Opt, Ker
     if k.upcasts and not k.lanes:  # (also where a lookahead tries a second unroll)
         budget = min(budget, _laneless_budget(k, target))
     for axis in range(k.n_global):
-        why = _worth_unrolling(k, axis)
+        why = worth_unrolling(k, axis)
         if why is None or k.strides(k.out_key, axis) is None:
             continue
         want = target.lanes if not k.upcasts and _lane_axis(k, axis, target) else 4
         size, room = k.full_shape[axis], budget // prod(k.upcasts)
         # an axis too short to be lanes (3 taps) may still be unrolled whole, as copies
-        amount = _unroll_amount(size, want, room) or (size if size < 4 and size <= room else 0)
+        amount = unroll_amount(size, want, room) or (size if size < 4 and size <= room else 0)
         trial = k.tried(opt := Opt(OptOps.UPCAST, axis, amount, why)) if amount else None
-        if trial is not None and (not k.lanes or _fits_registers(trial, target)):
+        if trial is not None and (not k.lanes or fits_registers(trial, target)):
             found.append((axis, opt, trial))
     return found
 
@@ -350,100 +333,7 @@ def _lane_axis(k: Kernel, axis: int, target: Target) -> bool:
     is contiguous along it (a conv's output channels, where its weight has them innermost),
     and it is not better left to dot products (reduce_rows.py's `dot_products`)."""
     return (k.strides(k.out_key, axis) == 1 or any(k.strides(key, axis) == 1 for key in k.loads)) \
-        and not (_gathers(k, axis) and dot_products(k, target))
-
-
-def _gathers(k: Kernel, axis: int) -> bool:
-    """Whether an input walks this axis at a known stride over 1: as vector lanes, a load
-    per lane."""
-    return any((stride := k.strides(key, axis)) is not None and stride > 1 for key in k.loads)
-
-
-def _full_row(k: Kernel, axis: int, target: Target) -> bool:
-    """Whether the output's own row makes full vectors along this axis: contiguous, no input
-    gathers along it, and 3/4 of the lanes busy. It is then the lane axis; where it is not
-    (a conv's rows of 7 or 8, or of stride 2), the widest unroll is, which may be an axis
-    only an input is contiguous along (a conv's output channels) [D66]. A row with idle
-    lanes (14 of 16) gives way to such an axis that whole vectors divide (D125)."""
-    if k.strides(k.out_key, axis) != 1 or \
-            any(k.strides(key, axis) not in (0, 1) for key in k.loads):
-        return False
-    fill = row_fill(k.full_shape[axis], target.lanes)
-    return fill == 1.0 or fill >= FULL and not _whole_vectors_elsewhere(k, axis, target)
-
-
-def _whole_vectors_elsewhere(k: Kernel, row: int, target: Target) -> bool:
-    """Whether whole vectors fill another output axis, one the output is not contiguous
-    along and an input is (a conv's output channels, in a weight copied with them
-    innermost: D66, D125): its lanes are all busy where the row's are not."""
-    return any(axis != row and k.full_shape[axis] % target.lanes == 0 and
-               k.strides(k.out_key, axis) != 1 and any(k.strides(key, axis) == 1 for key in k.loads)
-               for axis in range(k.n_global))
-
-
-def _registers(k: Kernel, target: Target) -> int:
-    """Registers the tile's accumulators take: a lane axis narrower than a register still
-    takes a whole one, a wider one several."""
-    if not k.lanes:
-        return prod(k.upcasts)
-    return prod(k.upcasts[:-1]) * -(-k.lanes // target.lanes)
-
-
-def _fits_registers(t: Kernel, target: Target) -> bool:
-    """Whether the tile of `t` (an unroll tried) fits the target's accumulator registers."""
-    return _registers(t, target) <= target.tile // target.lanes
-
-
-def _loads_per_update(t: Kernel, target: Target) -> float:
-    """Loads per vector accumulator update in one step of the reduce of `t` (an unroll
-    tried): every input is loaded once per unrolled copy of the axes it depends on (a
-    vector per register of lanes along the vector axis, one broadcast where it does not
-    depend on it, a load per lane where it gathers). A conv's input ignores the output
-    channel, its weight every position: unrolling channels shares the input's vector
-    loads."""
-    first = len(t.full_shape) - len(t.upcasts)
-    lane_axis = len(t.full_shape) - 1 if t.lanes else -1
-    loads = 0
-    for key in t.loads:
-        copies = 1
-        for axis, amount in enumerate(t.upcasts, start=first):
-            if t.strides(key, axis) == 0:
-                continue
-            copies *= _lane_loads(t, key, amount, target) if axis == lane_axis else amount
-        loads += copies
-    return loads / _registers(t, target)
-
-
-def _unroll_amount(size: int, want: int, room: int) -> int:
-    """The widest unroll of an axis of `size` up to `want` that fits in `room`: a power of
-    two that divides the axis, or the whole axis when it is short (0: none)."""
-    fits = [d for d in _halvings(want) if size % d == 0]
-    fits += [size] if want // 2 < size <= max(want, _WHOLE) and size % want else []
-    return max((d for d in fits if d <= room), default=0)
-
-
-def _worth_unrolling(k: Kernel, axis: int) -> str | None:
-    """Why unrolling this global axis pays, or None."""
-    strides = [k.sts[key].real_strides(ignore_valid=True) for key in k.loads]
-    red_axes = range(k.n_global, k.n_global + k.n_reduce)
-    # reuse that matters: an input read at every reduce step that ignores this axis
-    if any(s[axis] == 0 and any(s[r] != 0 for r in red_axes) for s in strides):
-        return "reuse: a walked input ignores this axis"
-    red_contig = any(s[k.n_global + k.n_reduce - 1] == 1 for s in strides)
-    if not red_contig and any(s[axis] == 1 for s in strides):
-        return "vectors: an input is contiguous along it, none along the reduce"
-    if _short_reduce_lanes(k, axis, strides):
-        return "vectors: a short reduce, lanes across the outputs"
-    return None
-
-
-def _short_reduce_lanes(k: Kernel, axis: int, strides: list[tuple[int | None, ...]]) -> bool:
-    """A short reduce (a pool window) is better vectorised across outputs, even when the
-    inputs walk them with a small stride (lanes gather from a short span)."""
-    if prod(k.reduce_shape) > _SHORT_REDUCE or k.strides(k.out_key, axis) != 1:
-        return False
-    steps = [s[axis] for s in strides]
-    return any(steps) and all(st is not None and 0 <= st <= 4 for st in steps)
+        and not (gathers(k, axis) and dot_products(k, target))
 
 
 def _first_lanes(k: Kernel, target: Target) -> Opt | None:
@@ -452,6 +342,6 @@ def _first_lanes(k: Kernel, target: Target) -> Opt | None:
     axis = len(k.full_shape) - 1
     walks = [k.strides(key, axis) for key in k.loads]
     if k.upcasts[0] >= 4 and (k.strides(k.out_key, axis) == 1 or 1 in walks) and \
-            not (_gathers(k, axis) and dot_products(k, target)):
+            not (gathers(k, axis) and dot_products(k, target)):
         return Opt(OptOps.LANES, axis, k.upcasts[0], "memory is contiguous along the unroll")
     return None

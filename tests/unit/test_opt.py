@@ -159,7 +159,7 @@ def test_a_conv_tile_looks_one_unroll_ahead():
     unroll after the lanes now looks one further unroll ahead. 16x32x7: 66 -> 136
     GFLOP/s on AVX2. (At 56, 40 output channels: with whole vectors of them the tile takes
     channel lanes and a row of positions instead, trading loads for weight reuse, D125.)"""
-    from codegen.opt.tiling import _loads_per_update
+    from codegen.opt.tile_measures import loads_per_update as _loads_per_update
     from lazyten.nn import functional as F
     target = get_runtime("CPU").renderer.target  # the one whose lanes the conv was laid out for
     for n, c, cout, size in ((16, 32, 32, 7), (4, 64, 40, 56), (3, 24, 24, 13)):

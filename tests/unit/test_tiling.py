@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from codegen.kernel import Kernel
 from codegen.linearizer import LinearKernel, Linearizer
 from codegen.opt import optimize
-from codegen.opt.tiling import _loads_per_update
+from codegen.opt.tile_measures import loads_per_update as _loads_per_update
 from codegen.target import cpu
 from codegen.ops import ReduceOps
 from codegen.uops import UOps
