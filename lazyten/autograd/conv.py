@@ -165,16 +165,20 @@ def _unfolds_row_taps(device: str, shape: tuple, weight, spec) -> bool:
     kernel, nd = weight.shape[2:], len(weight.shape) - 2
     if target.gpu or target.lanes <= 1 or nd < 2 or kernel[-1] < 2 or spec.stride[-1] != 1:
         return False
-    out = [(i + b + a - d * (k - 1) - 1) // s + 1 for i, (b, a), k, s, d in
-           zip(shape[2:], spec.padding, kernel, spec.stride, spec.dilation)]
+    out = _out_sizes(shape, kernel, spec)
     cout = weight.shape[0] // spec.groups
     use = _weight_use(weight, shape[0], tuple(out))
     plane = row_fill(out[-2] * out[-1], target.lanes)
     if not (row_fill(out[-1], target.lanes) <= HALF < plane and cout >= _PAD_CHANNELS and
             use[1] >= _PAD_WORK):
         return False
-    return plane == 1.0 or \
-        not _channel_lanes(device, cout, out[-1], 1, HALF, use)
+    return plane == 1.0 or not _channel_lanes(device, cout, out[-1], 1, HALF, use)
+
+
+def _out_sizes(shape: tuple, kernel: tuple, spec) -> list[int]:
+    """The output's spatial sizes of a conv of an input of `shape` by `kernel`."""
+    return [(i + b + a - d * (k - 1) - 1) // s + 1 for i, (b, a), k, s, d in
+            zip(shape[2:], spec.padding, kernel, spec.stride, spec.dilation)]
 
 
 def _row_taps_unfolded(x, weight, spec, tensor):
@@ -248,8 +252,7 @@ def pads_into_memory(target: Target, shape: tuple, cout: int, kernel: tuple, spe
         return False
     if target.gpu or target.lanes <= 1 or cout // spec.groups < _PAD_CHANNELS:
         return False
-    out = [(i + b + a - d * (k - 1) - 1) // s + 1 for i, (b, a), k, s, d in
-           zip(shape[2:], spec.padding, kernel, spec.stride, spec.dilation)]
+    out = _out_sizes(shape, kernel, spec)
     work = shape[0] * cout * shape[1] // spec.groups * prod(out) * prod(kernel)
     return target.lanes < 4 * out[-1] <= 2 * target.lanes and work >= _PAD_WORK
 
