@@ -77,18 +77,16 @@ class Conv(Function):
         unfolded = _unfolds_row_taps(x.device, x.shape, weight, spec)
         if unfolded:  # (as `_conv`: D126)
             x, weight, spec = _row_taps_unfolded(x, weight, spec, type(x))
-        kernel, bs, cout, cin_g = weight.shape[2:], x.shape[0], weight.shape[0], weight.shape[1]
+        kernel, bs, cout = weight.shape[2:], x.shape[0], weight.shape[0]
         if _pads_into_memory(x.device, x.shape, cout, kernel, spec):
             x, spec = x.pad([(0, 0), (0, 0)] + list(spec.padding)).contiguous(), \
                 spec._replace(padding=((0, 0),) * nd)
         xw = grouped_windows(x, kernel, spec)
         out_sp = xw.shape[4:4 + nd]
         row = prod(out_sp[-2:]) if unfolded and nd > 1 else out_sp[-1]
-        if _channel_lanes(x.device, cout // spec.groups, row, spec.stride[-1], HALF,
-                          _weight_use(weight, bs, out_sp)):
-            weight = _channels_inner(weight)
-        w = weight.reshape((1, spec.groups, cout // spec.groups, cin_g) + (1,) * nd + kernel)
-        axes = (3,) + tuple(range(4 + nd, 4 + 2 * nd))
+        lanes = _channel_lanes(x.device, cout // spec.groups, row, spec.stride[-1], HALF,
+                               _weight_use(weight, bs, out_sp))
+        xw, w, axes = _weight_in_lanes(xw, weight, spec.groups, lanes)
         return (xw * w).sum(axis=axes).reshape((bs, cout) + out_sp)
 
     def backward(self, grad):
@@ -133,7 +131,7 @@ def _conv(x, weight, spec, tensor, unfolded: bool = False):
     """forward_tensors in LazyBuffer ops; `unfolded`: x is a conv's input unfolded along
     its row's taps (`_row_taps_unfolded`), whose output rows and positions are one row."""
     nd, kernel = len(weight.shape) - 2, weight.shape[2:]
-    bs, cout, cin_g = x.shape[0], weight.shape[0], weight.shape[1]
+    bs, cout = x.shape[0], weight.shape[0]
     if not unfolded and _unfolds_row_taps(x.device, x.shape, weight, spec):
         xs, taps, one_tap = _row_taps_unfolded(x, weight, spec, tensor)
         return _conv(xs, taps, one_tap, tensor, unfolded=True)
@@ -142,12 +140,31 @@ def _conv(x, weight, spec, tensor, unfolded: bool = False):
             spec._replace(padding=((0, 0),) * nd)
     xw = _grouped_windows(x, kernel, spec, tensor)
     row = prod(xw.shape[2 + nd:4 + nd]) if unfolded and nd > 1 else xw.shape[3 + nd]
-    if _channel_lanes(x.device, cout // spec.groups, row, spec.stride[-1], HALF,
-                      _weight_use(weight, bs, xw.shape[4:4 + nd])):
-        weight = _channels_inner(weight)
-    w = weight.reshape((1, spec.groups, cout // spec.groups, cin_g) + (1,) * nd + kernel)
-    axes = (3,) + tuple(range(4 + nd, 4 + 2 * nd))
-    return _sum(_mul(xw, w), axes).reshape((bs, cout) + xw.shape[4:4 + nd])
+    out_sp = xw.shape[4:4 + nd]
+    lanes = _channel_lanes(x.device, cout // spec.groups, row, spec.stride[-1], HALF,
+                           _weight_use(weight, bs, out_sp))
+    xw, w, axes = _weight_in_lanes(xw, weight, spec.groups, lanes)
+    return _sum(_mul(xw, w), axes).reshape((bs, cout) + out_sp)
+
+
+def _weight_in_lanes(xw, weight, groups: int, lanes: bool):
+    """(windows, weight, reduce axes) of a forward conv's product: the weight as (1,
+    groups, out a group, in a group, 1..., *kernel) against windows (batch, groups, 1, in
+    a group, *out, *kernel); with channel `lanes`, the weight copied in blocks of a
+    vector of output channels (or all of a group's where no vector divides them)
+    innermost (`_channels_blocked`), and both seen with an axis of blocks before the
+    lanes' [D127]."""
+    nd, kernel = len(weight.shape) - 2, weight.shape[2:]
+    cout_g, cin_g = weight.shape[0] // groups, weight.shape[1]
+    if not lanes:
+        w = weight.reshape((1, groups, cout_g, cin_g) + (1,) * nd + kernel)
+        return xw, w, (3,) + tuple(range(4 + nd, 4 + 2 * nd))
+    block = get_runtime(weight.device).renderer.target.lanes
+    block = block if cout_g % block == 0 else cout_g
+    w = _channels_blocked(weight, groups, block)
+    w = w.reshape((1, groups, cout_g // block, block, cin_g) + (1,) * nd + kernel)
+    xw = xw.reshape(xw.shape[:2] + (1,) + xw.shape[2:])
+    return xw, w, (4,) + tuple(range(5 + nd, 5 + 2 * nd))
 
 
 def _unfolds_row_taps(device: str, shape: tuple, weight, spec) -> bool:
@@ -201,9 +218,10 @@ def _row_taps_unfolded(x, weight, spec, tensor):
 
 
 def _weight_use(weight, bs: int, out_sp: tuple) -> tuple[int, int]:
-    """(bytes, multiply-adds) of a conv's weight: its size, and its work."""
+    """(bytes, multiply-adds) of a conv's weight: the bytes of one output channel's
+    weights, and the conv's work."""
     size = prod(weight.shape)
-    return size * weight.dtype.itemsize, size * bs * prod(out_sp)
+    return size // weight.shape[0] * weight.dtype.itemsize, size * bs * prod(out_sp)
 
 
 def _channel_lanes(device: str, cout: int, width: int, stride: int, least: float,
@@ -213,22 +231,22 @@ def _channel_lanes(device: str, cout: int, width: int, stride: int, least: float
     lane a gathered load) and the channels (per group) fill one [D66]. The forward asks
     for half a register (rows of 8 lanes ran as fast as channel lanes, and cost no
     copy), the weight gradient, whose other choice is lanes along those rows in its
-    reduce, for 3/4 (FULL). A forward (`weight`: its weight's bytes and the conv's
-    multiply-adds) whose rows leave any lane idle (14 of 16, 28 of 32) takes them too
-    where whole vectors divide its channels (the tile would keep a row of 3/4 else), two
-    or more of them (a row's tile shares each input vector across 4 channels, which one
-    vector of channels cannot match: 8x16x56 0.47 -> 0.52 ms with it), its weight fits
-    the L2, and the copy's launch is paid back (_PAD_WORK, as D86's: 1x32x13 ran 0.058
-    -> 0.111 ms with it): the tile then unrolls a row of positions per weight vector (tiling.py
-    `_row_of_positions`), which streams from the L2 (D125: 16x128x14 4.0 -> 3.1 ms; a
-    weight past the L2, 256 x 256 x 3 x 3 on a 2 MB L2, is read from L3 for every
-    image: 8x256x13 7.2 -> 8.9 ms)."""
+    reduce, for 3/4 (FULL). A forward (`weight`: the bytes of one output channel's
+    weights, and the conv's multiply-adds) whose rows leave any lane idle (14 of 16, 28
+    of 32) takes them too where whole vectors divide its channels (the tile would keep a
+    row of 3/4 else), two or more of them (a row's tile shares each input vector across 4
+    channels, which one vector of channels cannot match: 8x16x56 0.47 -> 0.52 ms with
+    it), a block of a vector of channels fits half the L2, and the copy's launch is paid
+    back (_PAD_WORK, as D86's: 1x32x13 ran 0.058 -> 0.111 ms with it): the tile then
+    unrolls a row of positions per weight vector (tiling.py `_row_of_positions`), which
+    streams the block's weights from the L2 [D125, D127: a block of 1821 input channels,
+    1 MB, read from L3 for each row, 1x1821-32x28 4.4-5.1 -> 5.1-6.1 ms]."""
     target = get_runtime(device).renderer.target
     if target.gpu or target.lanes <= 1:
         return False
     rows = row_fill(width, target.lanes) if stride == 1 else 0.0
     if rows < 1.0 and cout % target.lanes == 0 and cout >= 2 * target.lanes and \
-            0 < weight[0] <= target.l2_bytes and weight[1] >= _PAD_WORK:
+            0 < weight[0] * target.lanes <= target.l2_bytes // 2 and weight[1] >= _PAD_WORK:
         return True
     return rows < least and FULL <= row_fill(cout, target.lanes) and cout >= target.lanes
 
@@ -263,6 +281,18 @@ def pads_into_memory(target: Target, shape: tuple, cout: int, kernel: tuple, spe
 # is not paid back (4x64x8: 9.4M, 0.89x)
 _PAD_CHANNELS = 128
 _PAD_WORK = 1 << 24
+
+
+def _channels_blocked(weight, groups: int, block: int):
+    """A weight (out, in a group, *kernel) copied as (groups, blocks, in a group, *kernel,
+    `block` output channels) and seen as (groups, blocks, block, in a group, *kernel): a
+    tile with lanes across a block of output channels reads its weight in one contiguous
+    stream over the reduce [D127]."""
+    shape = (groups, weight.shape[0] // groups // block, block) + weight.shape[1:]
+    rank = len(shape)
+    order = (0, 1) + tuple(range(3, rank)) + (2,)
+    back = tuple(order.index(i) for i in range(rank))
+    return weight.reshape(shape).permute(order).contiguous().permute(back)
 
 
 def _channels_inner(t, batch: bool = False):

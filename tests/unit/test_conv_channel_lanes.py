@@ -1,8 +1,8 @@
 """Vector lanes across a conv's output channels (D66), against numpy.
 
 Where the output's rows fill no vectors (7 or 8 wide with 16 lanes, or read at a stride of
-2) and the output channels do, the conv copies its weight with the output channels
-innermost and the CPU tile takes its lanes across them: one vector load of the weight per
+2) and the output channels do, the conv copies its weight with blocks of 16 output channels
+innermost (D127) and the CPU tile takes its lanes across them: one vector load of the weight per
 tap, the input broadcast. Each test checks that the rule fired (or did not) and compares
 with numpy at odd widths, batch 1, channel counts that are no multiple of 16, stride 2,
 on sliced, transposed and grouped inputs, forward and gradients.
@@ -123,16 +123,43 @@ def test_the_weight_is_copied_only_where_it_pays():
     w16 = Tensor(rnd((16, 16, 3, 3)))  # one vector of channels: the row's tile shares more
     assert copies(Tensor(rnd((64, 16, 28, 28))).conv2d(w16, padding=1)) == 0
     cin = get_runtime("CPU").renderer.target.l2_bytes // (32 * 9 * 4) + 1  # just past the L2
-    big = Tensor(rnd((32, cin, 3, 3)))
+    big = Tensor(rnd((32, cin, 3, 3)))  # a block of 16 channels: just past half the L2
     for width, forward in ((28, 0), (8, 0), (7, 1)):
         assert copies(Tensor(rnd((1, cin, width, width))).conv2d(big, padding=1)) == \
             (forward if HOST16 else 0), width
+    cin -= 1  # 64 channels: past the L2, but a block of 16 fills half of it (D127)
+    wide = Tensor(rnd((64, cin, 3, 3)))
+    assert copies(Tensor(rnd((1, cin, 28, 28))).conv2d(wide, padding=1)) == (1 if HOST16 else 0)
     grads = []
     for width in (28, 8):
         x, wg = Tensor(rnd((1, 16, width, width))), Tensor(rnd((32, 16, 3, 3)), requires_grad=True)
         (x.conv2d(wg, padding=1) * Tensor(rnd((1, 32, width, width)))).sum().backward()
         grads.append(copies(wg.grad))  # the output gradient's own kernel, and the copy
     assert grads[1] == grads[0] + (1 if HOST16 else 0), grads
+
+
+def _weight_stream(k: Kernel) -> int:
+    """Elements of the weight one tile walks over the reduce (its lanes and reduce loops)."""
+    lane_axis = len(k.full_shape) - 1
+    key = next(key for key in k.loads if k.strides(key, lane_axis) == 1)
+    axes = [k.n_global + i for i in range(k.n_reduce)] + [lane_axis]
+    return 1 + sum((k.full_shape[a] - 1) * abs(k.strides(key, a) or 0) for a in axes)
+
+
+@pytest.mark.parametrize("cout,groups", [(64, 1), (96, 1), (64, 2), (32, 2)])
+def test_weight_blocks_stream_over_the_reduce(cout, groups):
+    """Channel lanes read the weight copied in blocks of a vector of output channels: a
+    tile's weight is one contiguous stream over the reduce (in x kh x kw x 16 elements),
+    not 16 channels of every tap's whole row of channels (D127). Values against numpy."""
+    cin = 8
+    xn, wn = rnd((2, cin * groups, 7, 7)), rnd((cout, cin, 3, 3), seed=1)
+    out = Tensor(xn).conv2d(Tensor(wn), padding=1, groups=groups)
+    if HOST16:
+        k = lowered(out)
+        assert channel_lanes(k), k.applied
+        assert _weight_stream(k) == cin * 9 * 16, k.applied
+    np.testing.assert_allclose(out.numpy(), conv_ref(xn, wn, groups=groups), rtol=1e-4,
+                               atol=1e-4)
 
 
 @pytest.mark.parametrize("shape,stride", [((2, 5, 7, 7), 1), ((1, 3, 8, 8), 1),
