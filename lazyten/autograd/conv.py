@@ -13,9 +13,9 @@ from typing import NamedTuple
 
 from codegen.dtypes import dtypes
 from codegen.helpers import prod
-from codegen.lanes import FULL, HALF, row_fill
+from codegen.lanes import FULL, HALF
 from codegen.ops import BinaryOps, ReduceOps
-from codegen.target import Target
+from lazyten.autograd import conv_rules as rules
 from lazyten.autograd.function import Function
 from lazyten.elementwise import broadcast_shape
 from runtimes import get_runtime
@@ -74,18 +74,18 @@ class Conv(Function):
     def forward_tensors(x, weight, spec):
         """The convolution in Tensor ops (mixed or integer dtypes: no Conv node)."""
         nd = weight.ndim - 2
-        unfolded = _unfolds_row_taps(x.device, x.shape, weight, spec)
+        unfolded = rules.unfolds_row_taps(x.device, x.shape, weight, spec)
         if unfolded:  # (as `_conv`: D126)
             x, weight, spec = _row_taps_unfolded(x, weight, spec, type(x))
         kernel, bs, cout = weight.shape[2:], x.shape[0], weight.shape[0]
-        if _pads_into_memory(x.device, x.shape, cout, kernel, spec):
+        if rules.pads_into_memory_on(x.device, x.shape, cout, kernel, spec):
             x, spec = x.pad([(0, 0), (0, 0)] + list(spec.padding)).contiguous(), \
                 spec._replace(padding=((0, 0),) * nd)
         xw = grouped_windows(x, kernel, spec)
         out_sp = xw.shape[4:4 + nd]
         row = prod(out_sp[-2:]) if unfolded and nd > 1 else out_sp[-1]
-        lanes = _channel_lanes(x.device, cout // spec.groups, row, spec.stride[-1], HALF,
-                               _weight_use(weight, bs, out_sp))
+        lanes = rules.channel_lanes(x.device, cout // spec.groups, row, spec.stride[-1],
+                                    HALF, rules.weight_use(weight, bs, out_sp))
         xw, w, axes = _weight_in_lanes(xw, weight, spec.groups, lanes)
         return (xw * w).sum(axis=axes).reshape((bs, cout) + out_sp)
 
@@ -95,9 +95,7 @@ class Conv(Function):
         # materialise it rather than recompute what produced it (relu, pooling) 25 times
         g = grad.materialize()
         groups, stride, dilation, padding = self.spec
-        nd, kernel = len(w.shape) - 2, w.shape[2:]
-        bs, cout = x.shape[0], w.shape[0]
-        out_sp = g.shape[2:]
+        nd, kernel, out_sp = len(w.shape) - 2, w.shape[2:], g.shape[2:]
         grad_x = grad_w = None
         if self.needs_input_grad[0] and any(st > 1 for st in stride) and \
                 all(d == 1 for d in dilation):
@@ -117,12 +115,30 @@ class Conv(Function):
             grad_x = _conv(gd, _transposed_weight(w, groups), Conv.Spec(
                 groups, (1,) * nd, dilation, ((0, 0),) * nd), tensor)
         if self.needs_input_grad[1]:
-            xw = _grouped_windows(x, kernel, self.spec, tensor)
-            if _channel_lanes(x.device, cout // groups, out_sp[-1], stride[-1], FULL):
-                g = _channels_inner(g, batch=True)
-            gr = g.reshape((bs, groups, cout // groups, 1) + out_sp + (1,) * nd)
-            grad_w = _sum(_mul(xw, gr), (0,) + tuple(range(4, 4 + nd))).reshape(w.shape)
+            grad_w = _weight_grad(x, g, w.shape, self.spec, tensor)
         return grad_x, grad_w
+
+
+def _weight_grad(x, g, w_shape: tuple, spec, tensor):
+    """The weight gradient: windows of x times the output gradient g, summed over the
+    batch and the output positions, in chunks of `batch_chunk` images (conv_rules.py) where
+    that splits the batch (each chunk's sum a slice of one kernel's output, then those added)."""
+    nd, kernel, groups = len(w_shape) - 2, w_shape[2:], spec.groups
+    bs, cout, out_sp = x.shape[0], w_shape[0], g.shape[2:]
+    chunk = rules.batch_chunk(x.device, bs, (x.shape[1] // groups, cout // groups), out_sp,
+                              spec, x.dtype.itemsize, prod(w_shape) * bs * prod(out_sp))
+    if chunk < bs and any(b or a for b, a in spec.padding):
+        x, spec = _pad(x, [(0, 0), (0, 0)] + list(spec.padding)).contiguous(), \
+            spec._replace(padding=((0, 0),) * nd)
+    xw = _grouped_windows(x, kernel, spec, tensor)
+    if rules.channel_lanes(x.device, cout // groups, out_sp[-1], spec.stride[-1], FULL):
+        g = _channels_inner(g, batch=True)
+    gr = g.reshape((bs, groups, cout // groups, 1) + out_sp + (1,) * nd)
+    if chunk == bs:
+        return _sum(_mul(xw, gr), (0,) + tuple(range(4, 4 + nd))).reshape(w_shape)
+    xw, gr = (t.reshape((bs // chunk, chunk) + t.shape[1:]) for t in (xw, gr))
+    parts = _sum(_mul(xw, gr), (1,) + tuple(range(5, 5 + nd)))
+    return _sum(parts, (0,)).reshape(w_shape)
 
 
 # ---- the same ops on LazyBuffers (Conv's forward and backward): each builds what the
@@ -132,17 +148,17 @@ def _conv(x, weight, spec, tensor, unfolded: bool = False):
     its row's taps (`_row_taps_unfolded`), whose output rows and positions are one row."""
     nd, kernel = len(weight.shape) - 2, weight.shape[2:]
     bs, cout = x.shape[0], weight.shape[0]
-    if not unfolded and _unfolds_row_taps(x.device, x.shape, weight, spec):
+    if not unfolded and rules.unfolds_row_taps(x.device, x.shape, weight, spec):
         xs, taps, one_tap = _row_taps_unfolded(x, weight, spec, tensor)
         return _conv(xs, taps, one_tap, tensor, unfolded=True)
-    if _pads_into_memory(x.device, x.shape, cout, kernel, spec):
+    if rules.pads_into_memory_on(x.device, x.shape, cout, kernel, spec):
         x, spec = _pad(x, [(0, 0), (0, 0)] + list(spec.padding)).contiguous(), \
             spec._replace(padding=((0, 0),) * nd)
     xw = _grouped_windows(x, kernel, spec, tensor)
     row = prod(xw.shape[2 + nd:4 + nd]) if unfolded and nd > 1 else xw.shape[3 + nd]
     out_sp = xw.shape[4:4 + nd]
-    lanes = _channel_lanes(x.device, cout // spec.groups, row, spec.stride[-1], HALF,
-                           _weight_use(weight, bs, out_sp))
+    lanes = rules.channel_lanes(x.device, cout // spec.groups, row, spec.stride[-1], HALF,
+                                rules.weight_use(weight, bs, out_sp))
     xw, w, axes = _weight_in_lanes(xw, weight, spec.groups, lanes)
     return _sum(_mul(xw, w), axes).reshape((bs, cout) + out_sp)
 
@@ -167,37 +183,6 @@ def _weight_in_lanes(xw, weight, groups: int, lanes: bool):
     return xw, w, (4,) + tuple(range(5 + nd, 5 + 2 * nd))
 
 
-def _unfolds_row_taps(device: str, shape: tuple, weight, spec) -> bool:
-    """Whether a conv's forward copies its input unfolded along the row's taps and runs as
-    a conv of one tap a row over kw x the channels (`_row_taps_unfolded`): on a CPU,
-    where the output's rows fill half a register or less while its rows and positions
-    together make whole vectors (8 x 8, 4 x 4: ahead of channel lanes too, 8x512x4 6.7
-    -> 1.9 ms, 16x128x8 1.15 -> 0.93), or fill more of them and channel lanes are not
-    taken (rows of 7, 49 positions in 4 vectors, lose to channel lanes: 8x256x7 2.7 ->
-    3.3); with a stride of 1 along the row, 128 output channels a group or more and 2^24
-    multiply-adds (the copy is kw x the input, D86's terms). The unfolded input's rows are
-    the output's, so a window over them walks the output's rows and positions as one
-    axis (`_conv`'s `unfolded`) [D126]."""
-    target = get_runtime(device).renderer.target
-    kernel, nd = weight.shape[2:], len(weight.shape) - 2
-    if target.gpu or target.lanes <= 1 or nd < 2 or kernel[-1] < 2 or spec.stride[-1] != 1:
-        return False
-    out = _out_sizes(shape, kernel, spec)
-    cout = weight.shape[0] // spec.groups
-    use = _weight_use(weight, shape[0], tuple(out))
-    plane = row_fill(out[-2] * out[-1], target.lanes)
-    if not (row_fill(out[-1], target.lanes) <= HALF < plane and cout >= _PAD_CHANNELS and
-            use[1] >= _PAD_WORK):
-        return False
-    return plane == 1.0 or not _channel_lanes(device, cout, out[-1], 1, HALF, use)
-
-
-def _out_sizes(shape: tuple, kernel: tuple, spec) -> list[int]:
-    """The output's spatial sizes of a conv of an input of `shape` by `kernel`."""
-    return [(i + b + a - d * (k - 1) - 1) // s + 1 for i, (b, a), k, s, d in
-            zip(shape[2:], spec.padding, kernel, spec.stride, spec.dilation)]
-
-
 def _row_taps_unfolded(x, weight, spec, tensor):
     """(input, weight, spec) of the same conv with the row's kw taps as input channels: the
     input padded and copied as (batch, channels x kw, *rows, output row), where channel
@@ -215,72 +200,6 @@ def _row_taps_unfolded(x, weight, spec, tensor):
     w = weight.permute((0, 1, nd + 1) + tuple(range(2, nd + 1)))
     w = w.reshape((weight.shape[0], weight.shape[1] * kernel[-1]) + kernel[:-1] + (1,))
     return xs, w, spec._replace(padding=((0, 0),) * nd, dilation=spec.dilation[:-1] + (1,))
-
-
-def _weight_use(weight, bs: int, out_sp: tuple) -> tuple[int, int]:
-    """(bytes, multiply-adds) of a conv's weight: the bytes of one output channel's
-    weights, and the conv's work."""
-    size = prod(weight.shape)
-    return size // weight.shape[0] * weight.dtype.itemsize, size * bs * prod(out_sp)
-
-
-def _channel_lanes(device: str, cout: int, width: int, stride: int, least: float,
-                   weight: tuple[int, int] = (0, 0)) -> bool:
-    """Whether the CPU tile should take its vector lanes across output channels: where the
-    output's rows fill less than `least` of a register (or are read at a stride: each
-    lane a gathered load) and the channels (per group) fill one [D66]. The forward asks
-    for half a register (rows of 8 lanes ran as fast as channel lanes, and cost no
-    copy), the weight gradient, whose other choice is lanes along those rows in its
-    reduce, for 3/4 (FULL). A forward (`weight`: the bytes of one output channel's
-    weights, and the conv's multiply-adds) whose rows leave any lane idle (14 of 16, 28
-    of 32) takes them too where whole vectors divide its channels (the tile would keep a
-    row of 3/4 else), two or more of them (a row's tile shares each input vector across 4
-    channels, which one vector of channels cannot match: 8x16x56 0.47 -> 0.52 ms with
-    it), a block of a vector of channels fits half the L2, and the copy's launch is paid
-    back (_PAD_WORK, as D86's: 1x32x13 ran 0.058 -> 0.111 ms with it): the tile then
-    unrolls a row of positions per weight vector (tiling.py `_row_of_positions`), which
-    streams the block's weights from the L2 [D125, D127: a block of 1821 input channels,
-    1 MB, read from L3 for each row, 1x1821-32x28 4.4-5.1 -> 5.1-6.1 ms]."""
-    target = get_runtime(device).renderer.target
-    if target.gpu or target.lanes <= 1:
-        return False
-    rows = row_fill(width, target.lanes) if stride == 1 else 0.0
-    if rows < 1.0 and cout % target.lanes == 0 and cout >= 2 * target.lanes and \
-            0 < weight[0] * target.lanes <= target.l2_bytes // 2 and weight[1] >= _PAD_WORK:
-        return True
-    return rows < least and FULL <= row_fill(cout, target.lanes) and cout >= target.lanes
-
-
-def _pads_into_memory(device: str, shape: tuple, cout: int, kernel: tuple, spec) -> bool:
-    """pads_into_memory for the device's target."""
-    return pads_into_memory(get_runtime(device).renderer.target, shape, cout, kernel, spec)
-
-
-def pads_into_memory(target: Target, shape: tuple, cout: int, kernel: tuple, spec) -> bool:
-    """Whether a conv's forward reads its input (of `shape`) padded in memory rather than
-    through a padded view. On a CPU whose tile walks output rows of a quarter to half a
-    register (half a vector of lanes along the row, or channel lanes with the input
-    broadcast), the window loads are masked at the borders, and on AVX-512 those masks
-    cost a fifth of the kernel: one copy of the input takes them away. The copy is one
-    pass over the input, paid back where the conv has `_PAD_CHANNELS` output channels or
-    more (multiply-adds per input element and tap) and `_PAD_WORK` multiply-adds in all
-    [D86]."""
-    if not any(b or a for b, a in spec.padding) or \
-            any(b < 0 or a < 0 for b, a in spec.padding):
-        return False
-    if target.gpu or target.lanes <= 1 or cout // spec.groups < _PAD_CHANNELS:
-        return False
-    out = _out_sizes(shape, kernel, spec)
-    work = shape[0] * cout * shape[1] // spec.groups * prod(out) * prod(kernel)
-    return target.lanes < 4 * out[-1] <= 2 * target.lanes and work >= _PAD_WORK
-
-
-# (_pads_into_memory, D86) AVX-512, fwd including the copy, the view's time / the copy's:
-# 64 output channels 1.04-1.05x (8x64x8, 16x64x8), 16-32 0.75-0.82x; 128-512 1.10-1.27x;
-# rows of 4 (a quarter register) 0.95x; under 2^24 multiply-adds the launch of the copy
-# is not paid back (4x64x8: 9.4M, 0.89x)
-_PAD_CHANNELS = 128
-_PAD_WORK = 1 << 24
 
 
 def _channels_blocked(weight, groups: int, block: int):

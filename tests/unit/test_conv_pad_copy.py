@@ -12,11 +12,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-import lazyten.autograd.conv as conv_module
+import lazyten.autograd.conv_rules as conv_rules
 from codegen.ops import BufferOps
 from codegen.target import cpu, gpu
 from lazyten import Tensor
-from lazyten.autograd.conv import Conv, pads_into_memory
+from lazyten.autograd.conv import Conv
+from lazyten.autograd.conv_rules import pads_into_memory
 from lazyten.schedule import create_schedule
 from tests.unit.test_conv_speed_rules import conv_grads, rnd
 
@@ -62,7 +63,7 @@ def test_a_wide_conv_on_narrow_rows_reads_no_mask():
     x, w = Tensor.empty(8, 256, 8, 8), Tensor.empty(256, 256, 3, 3)
     narrow = _masked_input_loads(x.conv2d(w, padding=1))
     wide = _masked_input_loads(Tensor.empty(8, 256, 16, 16).conv2d(w, padding=1))
-    if pads_into_memory(conv_module.get_runtime("CPU").renderer.target, (8, 256, 8, 8), 256,
+    if pads_into_memory(conv_rules.get_runtime("CPU").renderer.target, (8, 256, 8, 8), 256,
                         (3, 3), _spec()):
         assert narrow and not any(narrow), narrow
     assert any(wide), wide
@@ -103,8 +104,8 @@ def test_padded_copy_matches_numpy(monkeypatch, width, height, stride, dilation,
                                    layout, dtype, seed):
     """With the thresholds lowered every padded conv whose rows qualify takes the copy:
     the values, and the gradients of the input, weight and bias, are numpy's."""
-    monkeypatch.setattr(conv_module, "_PAD_CHANNELS", 1)
-    monkeypatch.setattr(conv_module, "_PAD_WORK", 1)
+    monkeypatch.setattr(conv_rules, "PAD_CHANNELS", 1)
+    monkeypatch.setattr(conv_rules, "PAD_WORK", 1)
     rng = np.random.default_rng(seed)
     n, cin, cout = 2, 2 * groups, 3 * groups
     xn = rng.standard_normal((n, cin, height, width)).astype(dtype)
@@ -145,8 +146,8 @@ def test_padded_copy_matches_numpy(monkeypatch, width, height, stride, dilation,
 @pytest.mark.parametrize("padding", [1, 2])
 def test_padded_copy_gradients_match_numpy(monkeypatch, padding):
     """The gradients of a conv that took the copy, against conv_grads (numpy, float64)."""
-    monkeypatch.setattr(conv_module, "_PAD_CHANNELS", 1)
-    monkeypatch.setattr(conv_module, "_PAD_WORK", 1)
+    monkeypatch.setattr(conv_rules, "PAD_CHANNELS", 1)
+    monkeypatch.setattr(conv_rules, "PAD_WORK", 1)
     xn, wn = rnd((2, 3, 6, 8)), rnd((4, 3, 3, 3), seed=1)
     g = rnd((2, 4, 6 + 2 * padding - 2, 8 + 2 * padding - 2), seed=2)
     x, w = Tensor(xn, requires_grad=True), Tensor(wn, requires_grad=True)
@@ -158,8 +159,8 @@ def test_padded_copy_gradients_match_numpy(monkeypatch, padding):
 
 def test_mixed_dtypes_take_the_copy_too(monkeypatch):
     """The Tensor-op path (an input and weight of different dtypes) pads by the same rule."""
-    monkeypatch.setattr(conv_module, "_PAD_CHANNELS", 1)
-    monkeypatch.setattr(conv_module, "_PAD_WORK", 1)
+    monkeypatch.setattr(conv_rules, "PAD_CHANNELS", 1)
+    monkeypatch.setattr(conv_rules, "PAD_WORK", 1)
     xn, wn = rnd((2, 3, 5, 8)), rnd((4, 3, 3, 3), np.float64, 1)
     out = Tensor(xn).conv2d(Tensor(wn), padding=1)
     want = _ref(xn, wn, ((1, 1), (1, 1)), 1, 1, 1)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import lazyten.autograd.conv as conv_module
+import lazyten.autograd.conv_rules as conv_rules
 from lazyten import Tensor
 from lazyten.schedule import create_schedule
 from runtimes import get_runtime
@@ -75,7 +75,7 @@ def test_unfolding_matches_numpy(monkeypatch, nd, kw, dil, pad, groups, stride, 
     """`_row_taps_unfolded`, forced on every conv with a row of taps (the other axes strided
     by `stride`), against numpy: random dimensions (1-3), row kernels of 2, 3 and 5 taps,
     dilations, paddings, groups."""
-    monkeypatch.setattr(conv_module, "_unfolds_row_taps",
+    monkeypatch.setattr(conv_rules, "unfolds_row_taps",
                         lambda device, shape, weight, spec: weight.shape[-1] >= 2 and
                         spec.stride[-1] == 1)
     spatial = (4,) * (nd - 1) + (width,)
