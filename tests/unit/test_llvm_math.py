@@ -77,8 +77,10 @@ def test_on_vector_lanes(fn):
 _ENGINES: list = []  # the compiled code lives as long as its engine: kept for the run
 
 
-def _vector_function(fn: str, lanes: int, scalef: bool):
-    """exp or exp2 of llvm_math on <lanes x float>, compiled alone: f(in, out, vectors)."""
+def _vector_function(fn: str, lanes: int, scalef: bool, flags: bool = False):
+    """exp or exp2 of llvm_math on <lanes x float>, compiled alone: f(in, out, vectors);
+    `flags`: x86 only, the call clears MXCSR's exception flags first and returns them
+    after (run(x) is then (out, flags))."""
     import ctypes
     import llvmlite.binding as llvm
     from codegen.renderer import llvm_math
@@ -86,9 +88,16 @@ def _vector_function(fn: str, lanes: int, scalef: bool):
     from runtimes.cpu_llvm import LLVMCompiler
     name, definitions = getattr(llvm_math, fn)(lanes, scalef)
     t = "float" if lanes == 1 else f"<{lanes} x float>"
-    entry = f"f_{fn}_{lanes}_{int(scalef)}"  # function names are process-wide
+    entry = f"f_{fn}_{lanes}_{int(scalef)}_{int(flags)}"  # function names are process-wide
+    clear = ["  %m = alloca i32", "  call void @llvm.x86.sse.stmxcsr(ptr %m)",
+             "  %old = load i32, ptr %m", f"  %clr = and i32 %old, {~_MXCSR_FLAGS}",
+             "  store i32 %clr, ptr %m", "  call void @llvm.x86.sse.ldmxcsr(ptr %m)"]
+    read = ["  call void @llvm.x86.sse.stmxcsr(ptr %m)", "  %new = load i32, ptr %m",
+            f"  %fl = and i32 %new, {_MXCSR_FLAGS}", "  ret i32 %fl",
+            "declare void @llvm.x86.sse.stmxcsr(ptr)", "declare void @llvm.x86.sse.ldmxcsr(ptr)"]
     src = "\n".join([
-        f"define void @{entry}(ptr %src, ptr %dst, i64 %n) {{", "entry:", "  br label %loop", "loop:",
+        f"define {'i32' if flags else 'void'} @{entry}(ptr %src, ptr %dst, i64 %n) {{", "entry:",
+        *(clear if flags else []), "  br label %loop", "loop:",
         "  %i = phi i64 [0, %entry], [%j, %loop]",
         f"  %off = mul i64 %i, {lanes}",
         "  %p = getelementptr float, ptr %src, i64 %off",
@@ -96,20 +105,48 @@ def _vector_function(fn: str, lanes: int, scalef: bool):
         f"  %x = load {t}, ptr %p, align 4", f"  %y = call {t} {name}({t} %x)",
         f"  store {t} %y, ptr %q, align 4",
         "  %j = add i64 %i, 1", "  %more = icmp slt i64 %j, %n",
-        "  br i1 %more, label %loop, label %exit", "exit:", "  ret void", "}", *definitions])
+        "  br i1 %more, label %loop, label %exit", "exit:",
+        *(read[:4] if flags else ["  ret void"]), "}", *(read[4:] if flags else []), *definitions])
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target_machine())
     engine.add_object_file(llvm.ObjectFileRef.from_data(LLVMCompiler().compile(src)))
     engine.finalize_object()
     _ENGINES.append(engine)
-    call = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(
-        engine.get_function_address(entry))
+    call = ctypes.CFUNCTYPE(ctypes.c_int32 if flags else None, ctypes.c_void_p, ctypes.c_void_p,
+                            ctypes.c_int64)(engine.get_function_address(entry))
 
-    def run(x: np.ndarray) -> np.ndarray:
+    def run(x: np.ndarray):
         x = np.ascontiguousarray(x[: len(x) // lanes * lanes], np.float32)
         out = np.empty_like(x)
-        call(x.ctypes.data, out.ctypes.data, len(x) // lanes)
-        return out
+        raised = call(x.ctypes.data, out.ctypes.data, len(x) // lanes)
+        return (out, raised) if flags else out
     return run
+
+
+_MXCSR_FLAGS = 0x3F   # MXCSR's sticky exception flags (invalid ... precision)
+_UNDERFLOW = 0x10
+
+
+@pytest.mark.parametrize("lanes", [1, 16])
+@pytest.mark.parametrize("scalef", [False, True])
+@pytest.mark.parametrize("fn,zero,subnormal", [("exp", [-np.inf, -1e4, -104.0, -500.0], -100.0),
+                                               ("exp2", [-np.inf, -1e4, -150.0, -155.0], -140.3)])
+def test_a_result_that_rounds_to_zero_takes_no_underflow(fn, zero, subnormal, lanes, scalef):
+    """exp(x <= -104) and exp2(x <= -150) are 0: scaling the polynomial down to it underflows,
+    which x86 handles in a microcode assist (a causal softmax's exp(-inf) ran 7x slower),
+    so those lanes scale 0 instead and MXCSR's underflow flag stays clear [D129]. A
+    subnormal result that rounds still underflows (the flag shows the probe works)."""
+    import platform
+    from codegen.target import host_cpu
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("MXCSR is x86's")
+    if scalef and not host_cpu().scalef:
+        pytest.skip("the host has no AVX-512 vscalefps")
+    run = _vector_function(fn, lanes, scalef, flags=True)
+    out, raised = run(np.array(zero * 4, np.float32))
+    assert (out == 0).all() and not np.signbit(out).any(), out
+    assert not raised & _UNDERFLOW, hex(raised)
+    out, raised = run(np.full(16, subnormal, np.float32))
+    assert raised & _UNDERFLOW and (0 < out).all() and (out < 2.0 ** -126).all(), (hex(raised), out)
 
 
 @pytest.mark.parametrize("lanes", [1, 4, 8, 16])
