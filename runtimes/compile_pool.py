@@ -147,8 +147,10 @@ class CompilePool:
             while taken is not None:
                 if link.send(taken[1]):
                     sent.append(taken)
-                else:  # no worker (it cannot start, or died)
-                    self._compile_here(*taken)
+                else:  # no worker (it cannot start, or died): what a dead one held too
+                    for held in (*sent, taken):
+                        self._compile_here(*held)
+                    sent.clear()
                 taken = self._next() if len(sent) < self._depth() else None
             if not sent:
                 return

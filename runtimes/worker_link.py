@@ -47,7 +47,8 @@ class WorkerLink:
     def reply(self) -> bytes | None:
         """The answer to the oldest source sent and not yet answered (b"K" + binary or
         b"E" + the error); None if the worker died."""
-        assert self.proc is not None, "a reply is read after a send"
+        if self.proc is None:  # it died (a send found it dead)
+            return None
         try:
             reply = receive(self.proc.stdout)
         except (OSError, ValueError):
@@ -73,13 +74,19 @@ class WorkerLink:
         self.started += 1
 
     def _died(self) -> None:
+        if self.proc is not None and self.proc in self.procs:
+            self.procs.remove(self.proc)
+            stop(self.proc)  # (reaped: no zombie)
         self.proc, self.dead = None, True
 
 
 def stop(proc: subprocess.Popen) -> None:
     """Stop a worker (it exits when its stdin closes)."""
     assert proc.stdin is not None and proc.stdout is not None, "workers are started with pipes"
-    proc.stdin.close()
+    try:
+        proc.stdin.close()
+    except OSError:  # a dead worker: what the buffer held cannot be flushed to it
+        pass
     proc.stdout.close()  # a worker still writing a reply gets a broken pipe
     try:
         proc.wait(timeout=5)

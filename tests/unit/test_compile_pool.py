@@ -18,9 +18,11 @@ from codegen.linearizer import linearize
 from lazyten import Tensor
 from lazyten.schedule import create_schedule
 from runtimes import CompileError, get_runtime
+from runtimes import compile_pool
 from runtimes.compile_pool import CompilePool
 from runtimes.cpu_llvm import LLVMCompiler
 from runtimes.llvm_build import LLVMBuild
+from runtimes.worker_link import WorkerLink
 
 
 NONCE = random.getrandbits(40)  # sources no earlier run has left in the disk cache
@@ -269,6 +271,32 @@ def test_the_jobs_a_dead_worker_held_compile_here():
         pool.close()
     assert binaries == [LLVMCompiler().compile(kernel(4000 + i)) for i in range(8)]
     assert pool.compiled_here >= 6  # the third, the two sent after it, and the rest
+
+
+class LateLink(WorkerLink):
+    """A link that sends its fourth source only once the worker has exited: the worker
+    (DyingThirdBuild) dies on the third, so that send finds it dead, with the third still
+    sent and unanswered."""
+
+    def send(self, src: str) -> bool:
+        if self.proc is not None and self.sent == 3:
+            self.proc.wait(timeout=30)
+        return super().send(src)
+
+
+def test_a_send_that_finds_the_worker_dead_compiles_what_it_held(monkeypatch):
+    """The third job, held by a worker found dead by the next send (not by a reply),
+    compiles here too: it was left unfinished, and its waiter hung, once in 150 runs of
+    the test above (the worker had died before the fourth source was sent)."""
+    monkeypatch.setattr(compile_pool, "WorkerLink", LateLink)
+    pool = CompilePool(DyingThirdCompiler(), workers=1)
+    try:
+        jobs = [pool.submit(f"l{i}", kernel(4100 + i)) for i in range(6)]
+        binaries = [job.result(timeout=60) for job in jobs]
+    finally:
+        pool.close()
+    assert binaries == [LLVMCompiler().compile(kernel(4100 + i)) for i in range(6)]
+    assert pool.compiled_here == 4 and not pool._procs  # the dead worker is reaped
 
 
 class StoringCompiler(LLVMCompiler):
