@@ -50,6 +50,7 @@ from runtimes import get_runtime
 _MIN_STRIDE = 256          # elements between consecutive reduce steps
 _MIN_BYTES = 1 << 18       # smaller operands stay in cache anyway (or the L2's size, if larger)
 _MIN_GATHERED = 1 << 14    # smaller operands not contiguous along the lanes are cheap to gather
+_L2_ROWS = 64              # output rows that re-read an operand past half the L2 (D130)
 _ROW_PANEL = 8             # rows of a transposed A's panels
 # an operand the tile can read in place as dot products (codegen/opt/reduce_rows.py's
 # `dot_products`) is packed only when re-read for this many output rows or more: end to
@@ -246,8 +247,13 @@ def _reduce_axis(buf: MemBuffer, lane_axis: int, out_axes: list[int], width: int
     # contiguous lanes read in place from L2 as fast as from panels: packing an operand
     # that fits there only adds its copy (D107: 32 x 256 x 256 50 -> 30 us, 128 x 512 x 512
     # 337 -> 307, a weight gradient 256 x 1024 x 256 710 -> 616); a larger one pays where
-    # its rows are far apart (256 x 2048 x 2048: 10.8 ms packed, 12.9 in place)
-    small = size < _MIN_GATHERED if gathered else size <= max(_MIN_BYTES, target.l2_bytes)
+    # its rows are far apart (256 x 2048 x 2048: 10.8 ms packed, 12.9 in place), and so
+    # does one past half the L2 that 64 output rows or more read again (D130: 128 x 1024 x
+    # 512 780 -> 535 us, a weight gradient 128 x 1024 x 512 895 -> 580)
+    rows = prod(view.shape[i] for i in out_axes if view.strides[i] == 0)
+    small = size < _MIN_GATHERED if gathered else \
+        size <= max(_MIN_BYTES, target.l2_bytes // 2) or \
+        (size <= target.l2_bytes and rows < _L2_ROWS)
     # a row no panel divides is padded with zeros only where it would be gathered:
     # contiguous lanes read in place as well (784 x 256: 0.50 ms in place, 0.52 + 0.03 packed)
     if friendly or lanes < width or (lanes % width and not gathered) or small or \

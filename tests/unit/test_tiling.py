@@ -318,11 +318,16 @@ def test_left_operands_that_read_well_are_not_packed(m, k):
 @pytest.mark.parametrize("rows", [32, 128, 512])
 def test_operands_with_contiguous_lanes_that_fit_the_l2_are_read_in_place(layout, rows):
     """A right operand contiguous along the lanes (x @ W) or a left one contiguous along
-    the rows (a weight gradient's dy^T) that fits the L2 cache is re-read from there as
-    fast as from panels: no copy (D107: 32 x 256 x 256 50 -> 30 us, a weight gradient
-    256 x 1024 x 256 710 -> 616 us). Twice the L2, it gets its panels."""
+    the rows (a weight gradient's dy^T) that fits half the L2 cache is re-read from there
+    as fast as from panels: no copy (D107: 32 x 256 x 256 50 -> 30 us, a weight gradient
+    256 x 1024 x 256 710 -> 616 us). One that fills the L2 gets its panels where 64 output
+    rows or more read it again (D130: 128 x 1024 x 512 830 -> 533 us; 32 rows: in place),
+    and twice the L2, always."""
     l2 = max(get_runtime("CPU").renderer.target.l2_bytes, 1 << 18)
-    for k, packed in ((l2 // (4 * max(256, rows)), False), (beyond_l2(256), True)):
+    half, full = l2 // (8 * max(256, rows)), l2 // (4 * max(256, rows))
+    # filling the L2: B where 128 rows read it (not 32), dy^T (512 rows) where 256 columns do
+    fills = rows == 128 or (rows == 512 and layout == "A^T")
+    for k, packed in ((half, False), (full, fills), (beyond_l2(256), True)):
         a = rnd((k, rows) if layout == "A^T" else (rows, k))
         b = rnd((k, 256), seed=1)
         at, bt = Tensor(a).realize(), Tensor(b).realize()
