@@ -244,19 +244,24 @@ def _reduce_axis(buf: MemBuffer, lane_axis: int, out_axes: list[int], width: int
     panels = lanes * steps * buf.dtype.itemsize
     size = panels * prod(view.shape[b] for b in batch)
     gathered = view.strides[lane_axis] != 1
-    # contiguous lanes read in place from L2 as fast as from panels: packing an operand
-    # that fits there only adds its copy (D107: 32 x 256 x 256 50 -> 30 us, 128 x 512 x 512
-    # 337 -> 307, a weight gradient 256 x 1024 x 256 710 -> 616); a larger one pays where
-    # its rows are far apart (256 x 2048 x 2048: 10.8 ms packed, 12.9 in place), and so
-    # does one past half the L2 that 64 output rows or more read again (D130: 128 x 1024 x
-    # 512 780 -> 535 us, a weight gradient 128 x 1024 x 512 895 -> 580)
-    rows = prod(view.shape[i] for i in out_axes if view.strides[i] == 0)
-    small = size < _MIN_GATHERED if gathered else \
-        size <= max(_MIN_BYTES, target.l2_bytes // 2) or \
-        (size <= target.l2_bytes and rows < _L2_ROWS)
+    small = size < _MIN_GATHERED if gathered else _read_in_place(size, view, out_axes, target)
     # a row no panel divides is padded with zeros only where it would be gathered:
     # contiguous lanes read in place as well (784 x 256: 0.50 ms in place, 0.52 + 0.03 packed)
     if friendly or lanes < width or (lanes % width and not gathered) or small or \
             (batch and panels <= target.cached_bytes and not (gathered and lanes % target.lanes)):
         return None
     return red_axis, batch
+
+
+def _read_in_place(size: int, view: View, out_axes: list[int], target: Target) -> bool:
+    """Whether an operand of `size` bytes with contiguous lanes, seen through `view`, is
+    read in place (`out_axes`: the kernel's output axes; those the view ignores are the
+    output rows that read it again): contiguous lanes read from the L2 as fast as from
+    panels, so packing an operand that fits there only adds its copy (D107: 32 x 256 x
+    256 50 -> 30 us, 128 x 512 x 512 337 -> 307, a weight gradient 256 x 1024 x 256 710 ->
+    616); a larger one pays where its rows are far apart (256 x 2048 x 2048: 10.8 ms
+    packed, 12.9 in place), and so does one past half the L2 that 64 output rows or more
+    read again (D130: 128 x 1024 x 512 830 -> 533 us, a weight gradient 879 -> 588)."""
+    rows = prod(view.shape[i] for i in out_axes if view.strides[i] == 0)
+    return size <= max(_MIN_BYTES, target.l2_bytes // 2) or \
+        (size <= target.l2_bytes and rows < _L2_ROWS)
