@@ -260,9 +260,12 @@ class Adam(Optimizer):
             if self.amsgrad:
                 v = self.v_max[i].assign(self.v_max[i].maximum(v))
                 written.append(v)
-            m_hat = m / self._bias_correction(self.b1, p, corrections)
-            v_hat = v / self._bias_correction(self.b2, p, corrections)
-            written.append(p.assign(weights - lr * m_hat / (v_hat.sqrt() + self.eps)))
+            # PyTorch's form: the scalars fold into one step size and one divisor, so an
+            # element costs a square root and two divisions (three with m / (1 - b1^t))
+            step = lr / self._bias_correction(self.b1, p, corrections)
+            bc2 = self._bias_correction(self.b2, p, corrections)
+            root = bc2.sqrt() if isinstance(bc2, Tensor) else math.sqrt(bc2)
+            written.append(p.assign(weights - step * (m / (v.sqrt() / root + self.eps))))
         return written
 
 
