@@ -119,6 +119,8 @@ class Conv(Function):
         return grad_x, grad_w
 
 
+# ---- the same ops on LazyBuffers (Conv's forward and backward): each builds what the
+# Tensor op it mirrors builds without autograd, so the graph is the same (D61) ----
 def _weight_grad(x, g, w_shape: tuple, spec, tensor):
     """The weight gradient: windows of x times the output gradient g, summed over the
     batch and the output positions, in chunks of `batch_chunk` images (conv_rules.py) where
@@ -141,8 +143,6 @@ def _weight_grad(x, g, w_shape: tuple, spec, tensor):
     return _sum(parts, (0,)).reshape(w_shape)
 
 
-# ---- the same ops on LazyBuffers (Conv's forward and backward): each builds what the
-# Tensor op it mirrors builds without autograd, so the graph is the same (D61) ----
 def _conv(x, weight, spec, tensor, unfolded: bool = False):
     """forward_tensors in LazyBuffer ops; `unfolded`: x is a conv's input unfolded along
     its row's taps (`_row_taps_unfolded`), whose output rows and positions are one row."""
