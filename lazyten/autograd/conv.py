@@ -130,11 +130,10 @@ def _weight_grad(x, g, w_shape: tuple, spec, tensor):
     chunk = rules.batch_chunk(x.device, bs, (x.shape[1] // groups, cout // groups), out_sp,
                               spec, x.dtype.itemsize, prod(w_shape) * bs * prod(out_sp))
     if chunk < bs and any(b or a for b, a in spec.padding):
-        x, spec = _pad(x, [(0, 0), (0, 0)] + list(spec.padding)).contiguous(), \
-            spec._replace(padding=((0, 0),) * nd)
+        x, spec = _padded_in_memory(x, spec)
     xw = _grouped_windows(x, kernel, spec, tensor)
     if rules.channel_lanes(x.device, cout // groups, out_sp[-1], spec.stride[-1], FULL):
-        g = _channels_inner(g, batch=True)
+        g = _channels_inner(g)
     gr = g.reshape((bs, groups, cout // groups, 1) + out_sp + (1,) * nd)
     if chunk == bs:
         return _sum(_mul(xw, gr), (0,) + tuple(range(4, 4 + nd))).reshape(w_shape)
@@ -152,8 +151,7 @@ def _conv(x, weight, spec, tensor, unfolded: bool = False):
         xs, taps, one_tap = _row_taps_unfolded(x, weight, spec, tensor)
         return _conv(xs, taps, one_tap, tensor, unfolded=True)
     if rules.pads_into_memory_on(x.device, x.shape, cout, kernel, spec):
-        x, spec = _pad(x, [(0, 0), (0, 0)] + list(spec.padding)).contiguous(), \
-            spec._replace(padding=((0, 0),) * nd)
+        x, spec = _padded_in_memory(x, spec)
     xw = _grouped_windows(x, kernel, spec, tensor)
     row = prod(xw.shape[2 + nd:4 + nd]) if unfolded and nd > 1 else xw.shape[3 + nd]
     out_sp = xw.shape[4:4 + nd]
@@ -214,16 +212,23 @@ def _channels_blocked(weight, groups: int, block: int):
     return weight.reshape(shape).permute(order).contiguous().permute(back)
 
 
-def _channels_inner(t, batch: bool = False):
-    """t (a Tensor or a LazyBuffer) copied with its channels (axis 0, or 1 after a batch
-    axis) innermost in memory, seen in its own shape: the CPU tile may then take vector
-    lanes across output channels, which fill every lane whatever the image's width [D66].
-    The forward's weight: one vector load of it per tap, the input broadcast; the weight
-    gradient's output gradient: one vector load per position, the input broadcast."""
-    axis = 1 if batch else 0
-    order = tuple(range(axis)) + tuple(range(axis + 1, len(t.shape))) + (axis,)
+def _channels_inner(g):
+    """The weight gradient's output gradient g (batch, channels, *positions) copied with
+    its channels innermost in memory, seen in its own shape: the CPU tile may then take
+    vector lanes across output channels, which fill every lane whatever the image's width,
+    one vector load per position, the input broadcast [D66]. (The forward's weight takes
+    blocks of channels instead: `_channels_blocked`.)"""
+    order = (0,) + tuple(range(2, len(g.shape))) + (1,)
     back = tuple(order.index(i) for i in range(len(order)))
-    return t.permute(order).contiguous().permute(back)
+    return g.permute(order).contiguous().permute(back)
+
+
+def _padded_in_memory(x, spec):
+    """(x padded by spec's padding and copied, spec with no padding left): the windows
+    over it need no masks (D86, D128)."""
+    nd = len(spec.padding)
+    return _pad(x, [(0, 0), (0, 0)] + list(spec.padding)).contiguous(), \
+        spec._replace(padding=((0, 0),) * nd)
 
 
 def _grouped_windows(x, kernel: tuple, spec, tensor):
