@@ -12,6 +12,7 @@
 - views.py: a chain of movement ops as one Function (`Moves` on a `ViewChain`).
 - conv.py: convolution, whose gradients are convolutions.
 - stable.py: values several kernels must read bit for bit alike (`stable_values`, `Stable`).
+- tanh.py: the tanh primitive, its float32 and float64 forms (D131).
 - engine.py: the reverse traversal behind `Tensor.backward` and `Tensor.gradient`.
 
 Tensor methods (the mixins) only apply these, through `Tensor.apply`. This file imports

@@ -12,6 +12,7 @@ from codegen.dtypes import dtypes
 from codegen.ops import BinaryOps, LoadOps, ReduceOps, TernaryOps, UnaryOps
 from lazyten.autograd.function import Function
 from lazyten.autograd.stable import stable_values
+from lazyten.autograd.tanh import Tanh  # noqa: F401  (a unary primitive: F.Tanh)
 from lazyten.lazy import LazyBuffer
 
 
@@ -150,35 +151,6 @@ class Sigmoid(Function):
     def backward(self, grad):
         one_minus = self.ret.const(1).e(BinaryOps.ADD, self.ret.e(UnaryOps.NEG))
         return self.ret.e(BinaryOps.MUL, one_minus).e(BinaryOps.MUL, grad)
-
-
-class Tanh(Function):
-    """tanh|x| = -t / (t + 2) with t = expm1(-2|x|) in [-1, 0], signed like x. Near 0,
-    expm1(y) is Kahan's (u - 1) * y / log(u) with u = e^y: the rounding of u cancels
-    between numerator and denominator, so it keeps its relative precision, where
-    2 * sigmoid(2x) - 1 loses all but a few digits."""
-    traced = True
-
-    def forward(self, x):
-        y = x.e(BinaryOps.MAX, x.e(UnaryOps.NEG)).e(BinaryOps.MUL, x.const(-2))
-        u = y.e(UnaryOps.EXP)
-        log_u = u.e(UnaryOps.LOG2).e(BinaryOps.MUL, u.const(math.log(2)))
-        kahan = u.e(BinaryOps.ADD, u.const(-1)).e(BinaryOps.MUL, y.e(BinaryOps.FDIV, log_u))
-        # u == 1: log u is 0 and expm1(y) = y. Below y = -ln 2, u - 1 does not cancel and
-        # is the better value (log u is the least exact step), and u = 0 needs it
-        t = y.e(BinaryOps.CMPLT, y.const(-math.log(2))).e(
-            TernaryOps.WHERE, u.e(BinaryOps.ADD, u.const(-1)), kahan)
-        t = u.e(BinaryOps.CMPNE, u.const(1)).e(TernaryOps.WHERE, t, y)
-        magnitude = t.e(UnaryOps.NEG).e(BinaryOps.FDIV, t.e(BinaryOps.ADD, t.const(2)))
-        negative = x.e(BinaryOps.CMPLT, x.const(0))
-        signed = negative.e(TernaryOps.WHERE, magnitude.e(UnaryOps.NEG), magnitude)
-        # tanh(+-0) is x itself: the sign test above cannot see -0.0
-        self.ret = x.e(BinaryOps.CMPNE, x.const(0)).e(TernaryOps.WHERE, signed, x)
-        return self.ret
-
-    def backward(self, grad):  # 1 - tanh(x)^2
-        square = self.ret.e(BinaryOps.MUL, self.ret)
-        return self.ret.const(1).e(BinaryOps.ADD, square.e(UnaryOps.NEG)).e(BinaryOps.MUL, grad)
 
 
 # ---- binary (inputs already broadcast to one shape and dtype) ----
