@@ -30,7 +30,7 @@ _TARGET_MACHINE, _PLAIN_MACHINE = target_machine(), target_machine(0)  # the com
 _CPUS = os.cpu_count() or 1
 _CHUNKS_PER_THREAD = 16  # the outer loop is cut into this many pieces per thread
 _MIN_WORK_PER_THREAD = 1 << 16  # below this many loop iterations per thread, stay serial
-_TRY_SERIAL = 64  # below this many times that, time calls both ways (ThreadChoice)
+_TRY_SERIAL = 256  # below this many times that, time calls both ways (ThreadChoice)
 _BOUNDS = ["core_start", "core_end"]  # the parameters of a kernel whose outer loop splits
 
 

@@ -162,6 +162,26 @@ def _near_bound_program():
     return spec, program, [b.ensure_allocated() for b in buffers], first
 
 
+def test_a_kernel_whose_serial_time_a_wake_up_matches_has_a_choice():
+    """A split call that finds the workers asleep pays a wake-up (30-40 us on the 2-core
+    machine), as a training step's few larger kernels do after its long serial stretches:
+    nn_lstm's recurrent weight gradient (4.2M multiply-adds) ran 73 us split where serial
+    took 35. Kernels up to 16M of work (a split saves at most half their 40-160 us) get
+    the timed choice, cold and warm; past that they split."""
+    def program_of(rows):
+        a = Tensor(rnd(rows, 4096)).realize()
+        Capture.items = []
+        try:
+            (a * 1.5 + 1).realize()
+            (_, program, _), = Capture.items
+        finally:
+            Capture.items = None
+        return program
+    chosen = program_of(512)  # 2M elements, two ops each: 64 times the per-thread bound
+    assert chosen.work == 1 << 22 and chosen.choice is not None and chosen.cold is not None
+    assert program_of(4096).choice is None  # 32M: split
+
+
 def test_cpu_kernel_near_the_thread_bound_times_both_ways_then_keeps_one():
     """A kernel with a few times the work one thread wants runs its first calls serial
     and split in turn, timed, then keeps the faster (the hand-off to the worker threads
