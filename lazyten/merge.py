@@ -36,7 +36,7 @@ Changes = list[tuple[LazyBuffer, tuple[LazyBuffer, ...]]]
 def merge_duplicates(outs: list[LazyBuffer]) -> Changes:
     """Rewrite the unrealized graph below `outs` so that equal bases are read as one; the
     bases whose sources changed, with the sources they had."""
-    order = _sources_first(outs)
+    order = sources_first(outs)
     if len(order) < 2:
         return []
     keep = {id(o.base) for o in outs}
@@ -105,7 +105,7 @@ def _key(base: LazyBuffer, classes: dict[int, int]) -> tuple | None:
             base.dtype, base.st, base.device, tuple(srcs))
 
 
-def _sources_first(outs: list[LazyBuffer]) -> list[LazyBuffer]:
+def sources_first(outs: list[LazyBuffer]) -> list[LazyBuffer]:
     """The unrealized bases below `outs`, each after its sources (and index-check flags)."""
     order: list[LazyBuffer] = []
     seen: set[int] = set()

@@ -51,6 +51,7 @@ from lazyten.indirect import indirect_items, is_onehot
 from lazyten.kernel_builder import KernelBuilder
 from lazyten.lazy import LazyBuffer
 from lazyten.merge import merge_duplicates, restore
+from lazyten.merge_sums import merge_sums
 from lazyten.pack import pack_schedule
 from lazyten.rebase import rebase_items
 from lazyten.schedule_cache import Found, cached_schedule
@@ -414,10 +415,11 @@ def create_schedule(outs: list[LazyBuffer], found: Found | None = None) -> list[
 def _schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     expand_graphs(outs)  # traced forwards become the graphs they stand for (D79)
     merged = merge_duplicates(outs)  # equal bases (a gradient rebuilt twice) read as one
+    merged += merge_sums(outs)  # a sum of reduces (a weight's gradients) as one reduce
     try:
         return _items(outs)
     finally:  # (while the schedule is made: unrealized bases keep the graph they had)
-        restore(merged)
+        restore(merged[::-1])
 
 
 def _items(outs: list[LazyBuffer]) -> list[ScheduleItem]:
