@@ -10,18 +10,21 @@ import atexit
 import ctypes
 import functools
 import os
+import platform
 import queue
+import sys
 import threading
 import time
 from typing import Callable
 
-from codegen.renderer.llvm_crew import LEFT
+from codegen.renderer.llvm_crew import FUTEX_WAKE, LEFT
 
 _SPIN_US = 300  # a worker polls this long after its last piece before it sleeps: longer
 # than the Python between two kernels of a schedule (20-60 us), so it rarely sleeps mid-step
 _MAX_WORKERS = 256
 SERVING = _MAX_WORKERS  # flags[SERVING + i]: 1 while worker i serves (the second half)
 _CALIBRATION_POLLS = 20000  # polls timed once to turn SPIN_US into a poll count
+_FUTEX = {"x86_64": 202, "aarch64": 98}  # the futex system call's number, by machine
 
 
 class Crew:
@@ -42,6 +45,8 @@ class Crew:
             if name.startswith("piece_")}
         i64, ptr = ctypes.c_int64, ctypes.c_void_p
         self.serve = ctypes.CFUNCTYPE(None, ptr, ptr, ptr, i64)(functions["crew_serve"])
+        self.work = ctypes.CFUNCTYPE(None, ptr, ptr, ptr, i64)(functions["crew_work"])
+        self.futex = _futex()  # (syscall's address, the futex call's number) or None
         self.post = ctypes.CFUNCTYPE(i64, ptr, i64, i64, ptr, i64, ptr)(functions["crew_post"])
         self.finish = ctypes.CFUNCTYPE(None, ptr, i64)(functions["crew_finish"])
         self.lock = threading.Lock()  # one job at a time: callers on other threads wait
@@ -55,13 +60,21 @@ class Crew:
         atexit.register(self.stop)
 
     def stop(self, timeout: float = 0.2) -> None:
-        """End every worker's spin and wait (at most `timeout` s) until all are asleep, out
-        of native code: at exit, before the engine holding that code can go away."""
+        """End every worker's spin and native sleep and wait (at most `timeout` s) until all
+        are asleep in Python, out of native code: at exit, before the engine holding that
+        code can go away. Jobs after it still run: they wake the workers in Python."""
         self.mailbox[17] = 0
+        self.mailbox[18] = 0  # sleep in Python from now on
         deadline = time.monotonic() + timeout
-        while any(self.flags[i] != 1 for i in range(len(self.wakeups))):
+        while not all(out.is_set() for out in self.outs):
             if time.monotonic() > deadline:
                 return
+            if self.futex is not None:  # (again and again: a worker may have read the
+                # address just before it was cleared, and gone to its futex after a wake)
+                syscall = ctypes.CFUNCTYPE(ctypes.c_long, ctypes.c_long, ctypes.c_void_p,
+                                           ctypes.c_long, ctypes.c_long)(self.futex[0])
+                for i in range(len(self.wakeups)):
+                    syscall(self.futex[1], self.flags_address + 8 * i, FUTEX_WAKE, 1)
             time.sleep(0.0005)
 
     def _restart(self) -> None:
@@ -82,7 +95,10 @@ class Crew:
         self.records: list[ctypes.Array] = []  # every record made: a late reader may read one
         self.record_address = 0  # the last record's
         self.wakeups: list[queue.SimpleQueue] = []
+        self.outs: list[threading.Event] = []  # set while worker i is out of native code
         self.seq = 0
+        if self.futex is not None:
+            self.mailbox[18], self.mailbox[19] = self.futex
         self.native = None if self.runner is None else functools.partial(
             self.runner, self.functions["crew_post"], self.functions["crew_finish"],
             self.address, self.flags_address, self.woken_address)
@@ -136,10 +152,10 @@ class Crew:
 
     def asleep(self, helpers: int) -> bool:
         """Whether a job for `helpers` workers would have to wait for one: asleep, woken
-        but not yet back in native code (a woken worker needs the GIL, which the caller's
-        Python holds for up to the switch interval), or not started. A wake-up costs
-        15-20 us on a 2-core machine (D97). Read without the lock: a worker that falls
-        asleep just after is woken by the job as usual."""
+        but not yet serving (a worker that sleeps in Python needs the GIL first, which
+        the caller's Python holds for up to the switch interval), or not started. A
+        wake-up costs 15-30 us on a 2-core machine (D97, D133). Read without the lock: a
+        worker that falls asleep just after is woken by the job as usual."""
         if len(self.wakeups) < helpers:
             return True
         flags = self.flags
@@ -161,10 +177,12 @@ class Crew:
         wakeup: queue.SimpleQueue = queue.SimpleQueue()
         index = len(self.wakeups)
         self.wakeups.append(wakeup)
+        out = threading.Event()
+        self.outs.append(out)
         spinner = int(index + 2 <= _cores())  # the caller and the spinners have a core each
         flag, serving = (self.flags_address + 8 * i for i in (index, SERVING + index))
-        threading.Thread(target=_work, args=(self, self.address, flag, serving, spinner, wakeup),
-                         daemon=True, name=f"lazyten-cpu-{index}").start()
+        threading.Thread(target=_work, args=(self, self.address, flag, serving, spinner, wakeup,
+                                             out), daemon=True, name=f"lazyten-cpu-{index}").start()
 
 
 def _cores() -> int:
@@ -179,11 +197,28 @@ def _calibration_buffers() -> tuple[ctypes.Array, ctypes.c_int64, ctypes.c_int64
     return (ctypes.c_int64 * 24)(), ctypes.c_int64(), ctypes.c_int64()
 
 
+def _futex() -> tuple[int, int] | None:
+    """(the address of the C library's `syscall`, the futex call's number) where workers
+    can sleep on a futex: Linux on a machine whose number is known; else None."""
+    machine = platform.machine().lower()
+    if not sys.platform.startswith("linux") or machine not in _FUTEX:
+        return None
+    try:
+        function = ctypes.CDLL(None).syscall
+    except (OSError, AttributeError):
+        return None
+    address = ctypes.cast(function, ctypes.c_void_p).value
+    return (address, _FUTEX[machine]) if address else None
+
+
 def _work(crew: Crew, mailbox: int, flag: int, serving: int, spinner: int,
-          wakeup: queue.SimpleQueue) -> None:
-    """A worker: serve jobs (native, without the GIL) until idle, then sleep until woken.
-    A worker beyond the cores (THREADS above the core count) does not spin."""
-    serve: Callable[[int, int, int, int], None] = crew.serve
+          wakeup: queue.SimpleQueue, out: threading.Event) -> None:
+    """A worker: serve jobs (native, without the GIL) until idle, then sleep until woken,
+    in native code (crew_work returns only once the crew stops) or here. A worker beyond
+    the cores (THREADS above the core count) does not spin."""
+    work: Callable[[int, int, int, int], None] = crew.work
     while True:
-        serve(mailbox, flag, serving, spinner)
+        out.clear()
+        work(mailbox, flag, serving, spinner)
+        out.set()
         wakeup.get()

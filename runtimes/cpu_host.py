@@ -70,7 +70,7 @@ class Host:
         machine: it is cached like kernels) lives in this host's current engine."""
         global _CREW
         if _CREW is None:
-            names = ["crew_serve", "crew_post", "crew_finish"] + \
+            names = ["crew_serve", "crew_post", "crew_finish", "crew_work"] + \
                 [f"piece_{n}" for n in range(1, _PIECE_LOOPS + 1)]
             src = support_ir(llvm.get_process_triple(), _PIECE_LOOPS)
             # llvmlite serialises calls into LLVM itself, so this may run beside the compile pool

@@ -3,13 +3,18 @@ time, a kernel's outer loop cut into pieces, posted to a mailbox in memory.
 
 Functions: `piece_N(record, k)` runs piece k of a kernel with N buffers; `crew_take(mb)`
 takes pieces while any are left; `crew_serve(mb, flag, serving, spinner)` is a worker's life
-between two sleeps (take pieces, spin polling the mailbox, then say "asleep" and return
-to sleep in Python until woken); `crew_post(...)` publishes a job and says which workers
-were asleep; `crew_finish(mb, chunks)` is the caller's share and its wait.
+between two sleeps (take pieces, spin polling the mailbox, then say "asleep");
+`crew_work(...)` a worker's whole life where it sleeps in native code (D133: serve, then
+sleep on a futex until woken, and serve again), else it returns after each serve, to
+sleep in Python; `crew_post(...)` publishes a job, wakes the workers asleep in native
+code and says which others were asleep; `crew_finish(mb, chunks)` is the caller's share
+and its wait.
 
 The mailbox (i64 slots, three cache lines): [0] the job word, `(seq << 32) | pieces
 left`; [8] pieces finished; [16] the address of the job record `[piece_N, kernel, n,
-chunks | threads << 32, data0, ...]`; [17] how many polls an idle worker spins before it sleeps. A
+chunks | threads << 32, data0, ...]`; [17] how many polls an idle worker spins before it
+sleeps; [18] the address of the C library's `syscall` where workers sleep on a futex (0:
+they sleep in Python), [19] the futex system call's number. A
 thread reads the record, then takes piece `chunks - left` with a compare-and-swap of the
 whole word. If the swap succeeds, the record it read was this job's: the caller
 rewrites it only after every piece of the job is finished. A thread that read a record
@@ -89,27 +94,60 @@ _TAKE = [
     "  %f = atomicrmw add ptr %finished, i64 1 release", "  br label %look",
     "out:", "  ret void", "}"]
 
+FUTEX_WAIT, FUTEX_WAKE = 128, 129  # FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE (Linux)
+
 _POST = [
     "define i64 @crew_post(ptr %mb, i64 %word, i64 %spins, ptr %flags, i64 %workers, "
     "ptr %woken) {", "entry:", "  %finished = getelementptr i64, ptr %mb, i64 8",
     "  store atomic i64 0, ptr %finished monotonic, align 8",
     "  %spinsp = getelementptr i64, ptr %mb, i64 17",
     "  store atomic i64 %spins, ptr %spinsp monotonic, align 8",
+    "  %sysp = getelementptr i64, ptr %mb, i64 18",
+    "  %sys = load atomic ptr, ptr %sysp monotonic, align 8",
+    "  %native = icmp ne ptr %sys, null",
+    "  %nrp = getelementptr i64, ptr %mb, i64 19", "  %nr = load i64, ptr %nrp, align 8",
     "  store atomic i64 %word, ptr %mb seq_cst, align 8",
     "  %none = icmp sle i64 %workers, 0", "  br i1 %none, label %out, label %loop",
-    "loop:", "  %i = phi i64 [0, %entry], [%i1, %loop]",
-    "  %n = phi i64 [0, %entry], [%n1, %loop]",
+    "loop:", "  %i = phi i64 [0, %entry], [%i1, %count]",
+    "  %n = phi i64 [0, %entry], [%n1, %count]",
     "  %flag = getelementptr i64, ptr %flags, i64 %i",
     "  %old = atomicrmw xchg ptr %flag, i64 0 seq_cst",
-    "  %slot = getelementptr i64, ptr %woken, i64 %i", "  store i64 %old, ptr %slot",
-    "  %n1 = add i64 %n, %old", "  %i1 = add i64 %i, 1",
+    # a worker asleep on its futex is woken here; one asleep in Python is counted, and
+    # the caller wakes it
+    "  %was = icmp ne i64 %old, 0", "  %by_futex = and i1 %was, %native",
+    "  br i1 %by_futex, label %wake, label %count", "wake:",
+    f"  %r = call i64 (i64, ...) %sys(i64 %nr, ptr %flag, i64 {FUTEX_WAKE}, i64 1)",
+    "  br label %count", "count:",
+    "  %asleep = select i1 %native, i64 0, i64 %old",
+    "  %slot = getelementptr i64, ptr %woken, i64 %i", "  store i64 %asleep, ptr %slot",
+    "  %n1 = add i64 %n, %asleep", "  %i1 = add i64 %i, 1",
     "  %more = icmp slt i64 %i1, %workers", "  br i1 %more, label %loop, label %out",
-    "out:", "  %count = phi i64 [0, %entry], [%n1, %loop]", "  ret i64 %count", "}"]
+    "out:", "  %total = phi i64 [0, %entry], [%n1, %count]", "  ret i64 %total", "}"]
+
+# `crew_work(mb, flag, serving, spinner)`: serve; then, where the mailbox names the C
+# library's `syscall` ([18]), sleep on the futex *flag while it says "asleep" (a poster
+# sets it to 0, then wakes the futex; a wake-up that finds it still 1 sleeps again) and
+# serve again; where it names none (never set, or cleared by the crew's exit handler:
+# a worker is woken to see it), return, to sleep in Python (D133)
+_WORK = [
+    "define void @crew_work(ptr %mb, ptr %flag, ptr %serving, i64 %spinner) {", "entry:",
+    "  %sysp = getelementptr i64, ptr %mb, i64 18",
+    "  %nrp = getelementptr i64, ptr %mb, i64 19", "  br label %serve", "serve:",
+    "  call void @crew_serve(ptr %mb, ptr %flag, ptr %serving, i64 %spinner)",
+    "  br label %sleep", "sleep:",
+    "  %sys = load atomic ptr, ptr %sysp seq_cst, align 8",
+    "  %native = icmp ne ptr %sys, null", "  br i1 %native, label %check, label %out",
+    "check:", "  %f = load atomic i64, ptr %flag seq_cst, align 8",
+    "  %asleep = icmp eq i64 %f, 1", "  br i1 %asleep, label %wait, label %serve", "wait:",
+    "  %nr = load i64, ptr %nrp, align 8",
+    f"  %r = call i64 (i64, ...) %sys(i64 %nr, ptr %flag, i64 {FUTEX_WAIT}, i64 1, ptr null)",
+    "  br label %sleep", "out:", "  ret void", "}"]
 
 
 def _serve(hint: str) -> list[str]:
     """`crew_serve(mb, flag, serving, spinner)`: take pieces; when none are left, poll
-    (spinner: 1 or 0) times the posted spin count; then say "asleep" in *flag and return.
+    (spinner: 1 or 0) times the posted spin count; then say "asleep" in *flag and return
+    (to crew_work, or to Python).
     While it runs, *serving is 1: a caller reads it to know whether a job now would find
     the worker ready or have to wait for it to wake (and take the GIL back in Python: a
     worker woken but not yet serving has 0 there too), D97. It writes those two and the
@@ -153,5 +191,5 @@ def _finish(hint: str) -> list[str]:
 def support_ir(triple: str, buffers: int) -> str:
     """The crew's functions and piece_1 .. piece_<buffers>, for the machine `triple`."""
     hint, declaration = _spin_hint(triple)
-    functions = [declaration, *_TAKE, *_serve(hint), *_POST, *_finish(hint)]
+    functions = [declaration, *_TAKE, *_serve(hint), *_POST, *_WORK, *_finish(hint)]
     return "\n".join(functions) + "\n" + "".join(piece_ir(n) for n in range(1, buffers + 1))

@@ -12,6 +12,7 @@ from hypothesis import given, settings, strategies as st
 from codegen.helpers import Context
 from lazyten import Tensor
 from lazyten.realize import Capture
+import runtimes.cpu_crew as cpu_crew
 import runtimes.cpu_host as cpu_host
 
 
@@ -181,22 +182,71 @@ def test_a_split_kernel_returns_after_the_workers_pieces():
         assert (got == expected).all(), f"run {expected - 1}: rows {np.unique(got)}, not {expected}"
 
 
-def test_stop_ends_every_spin_at_once():
-    """At exit the crew ends its workers' spins and waits until they are out of native
-    code (the engine holding that code may be freed after): with a 100 s spin window
-    they are all asleep within a fraction of a second."""
+def private_crew():
+    """A crew of its own (the process's stays as it is), with the job of in_place_add(400)
+    to run on it: `job(spin_us)` runs it on one worker and this thread."""
+    from runtimes.cpu_crew import Crew
     x, program, ptrs, n = in_place_add(400)
+    shared = cpu_host._CREW
+    crew = Crew(shared.functions, shared.keep, shared.runner)
+
+    def job(spin_us: int) -> None:
+        crew.run([program.piece, program.address, n, 64 | 2 << 32, *ptrs], 64, 1, spin_us)
+    return crew, job, x
+
+
+def wait_for(condition, seconds: float = 10.0) -> bool:
+    deadline = time.time() + seconds
+    while not condition() and time.time() < deadline:
+        time.sleep(0.001)
+    return condition()
+
+
+def test_stop_ends_every_spin_at_once():
+    """At exit the crew ends its workers' spins and native sleeps and waits until they are
+    out of native code (the engine holding that code may be freed after): with a 100 s
+    spin window they are all asleep in Python within a fraction of a second, and jobs
+    after it still run (they wake the workers in Python)."""
+    crew, job, x = private_crew()
     with Context(SPIN_US=100_000_000):
-        program.run_pieces(ptrs, n, 64, 1)
-    time.sleep(0.05)  # a worker woken for that job is back in native code by now, polling
-    crew = cpu_host._CREW
-    assert crew.flags[0] == 0, "the worker should be polling"
+        job(100_000_000)
+    assert wait_for(lambda: crew.flags[cpu_crew.SERVING] == 1), "the worker should be polling"
     start = time.monotonic()
     crew.stop(timeout=5)
+    assert all(out.is_set() for out in crew.outs), "a worker still in native code after stop()"
     assert all(crew.flags[i] == 1 for i in range(len(crew.wakeups))), \
-        f"workers still polling after stop(): flags {list(crew.flags[:len(crew.wakeups)])}"
+        f"workers not asleep after stop(): flags {list(crew.flags[:len(crew.wakeups)])}"
     assert time.monotonic() - start < 1
-    program.run_pieces(ptrs, n, 64, 1)  # and the crew still works afterwards
+    for _ in range(3):
+        job(0)
+    np.testing.assert_array_equal(x.numpy(), np.full((400, 64), 5, np.float32))
+
+
+def test_a_worker_asleep_in_native_code_is_woken_by_the_post():
+    """Where the C library's syscall is known (Linux on x86-64 and AArch64), an idle worker
+    sleeps on a futex and the job's post wakes it, in native code: nothing goes through
+    its Python queue (a worker woken there must take the GIL before it can serve, D133).
+    Elsewhere it sleeps in Python, and the post leaves the wake-up to the queue."""
+    import platform
+    import sys
+    crew, job, x = private_crew()
+    native = sys.platform.startswith("linux") and platform.machine().lower() in ("x86_64", "aarch64")
+    assert (crew.futex is not None) == native
+    job(0)
+    assert wait_for(lambda: crew.flags[0] == 1), "an idle worker with no spin did not sleep"
+    assert wait_for(lambda: crew.flags[cpu_crew.SERVING] == 0)
+    put = []
+    queue = crew.wakeups[0]
+
+    class Recording:
+        def put(self, item):
+            put.append(item)
+            queue.put(item)
+    crew.wakeups[0] = Recording()
+    job(200_000)  # posted to the sleeper: it must be woken, and then spin
+    assert wait_for(lambda: crew.flags[cpu_crew.SERVING] == 1), "the worker was not woken"
+    assert bool(put) != native, f"queue wake-ups: {len(put)} (native sleep: {native})"
+    crew.stop()
     np.testing.assert_array_equal(x.numpy(), np.full((400, 64), 3, np.float32))
 
 
