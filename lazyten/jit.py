@@ -75,6 +75,7 @@ from lazyten.jit_values import (ABSENT, JitError, collect, flatten, rebuild,
                                 same_value, show, tensor_spec)
 from lazyten.tensor import Tensor
 from runtimes import Buffer, Window
+from runtimes.cpu_choice import SequenceChoice, sequence_choice
 
 
 class TinyJit:
@@ -182,6 +183,9 @@ class _Replay:
         self.outputs = outputs  # the capture's: each call gets new ones like them
         self.graph: Any = None  # the launches as one device graph (CUDA), once built
         self.launchers: list[Any] | None = None  # each kernel step's launcher, once made
+        # with CPU kernels near the thread bound: split or serial, timed over whole
+        # replays (D134), made with the launchers
+        self.threads: SequenceChoice | None = None
         self.graph_tried = False
         self.first_output = len(inputs)
         self.returned, self.template = returned, template
@@ -225,7 +229,12 @@ class _Replay:
         if self.launchers is None:
             self.launchers = [None if step.spec is None else cast(Any, step.program).launcher(
                 step.spec.global_size, step.spec.local_size) for step, _ in self.steps]
+            self.threads = sequence_choice(step.program for step, _ in self.steps
+                                           if step.spec is not None)
+        way, start = self.threads.begin() if self.threads is not None and not timing \
+            else (True, 0.0)
         kernels = flops = mem = 0
+        finished = False
         try:
             for (step, patches), launcher in zip(self.steps, self.launchers):
                 buffers = step.buffers
@@ -240,10 +249,13 @@ class _Replay:
                            for b in buffers])
                 spec = cast(ProgramSpec, step.spec)
                 kernels, flops, mem = kernels + 1, flops + spec.flops, mem + spec.mem_bytes
+            finished = True
         finally:  # the statistics of the kernels launched here, added once
             Stats.kernels += kernels
             Stats.flops += flops
             Stats.mem += mem
+            if self.threads is not None and not timing:
+                self.threads.end(way, start, finished)
 
     def _graph(self) -> Any:
         """The replay as one device graph, where every step is a kernel launch on one

@@ -22,6 +22,7 @@ from lazyten.schedule_cache import lookup, save_value
 from lazyten.traced_graph import restore_graphs
 from lazyten.varying import lift_varying
 from runtimes import Buffer, Program, Window
+from runtimes.cpu_choice import SequenceChoice, sequence_choice
 
 
 class Launch(NamedTuple):
@@ -235,12 +236,16 @@ class Plan:
     lookups (D78). A schedule with a host step, an ASSIGN
     (copy on write decides on what is alive, which the plan's list of bases is) or an
     empty output keeps the engine's general path. It holds its programs, so they stay
-    loaded while the schedule is cached (SCHEDULE_CACHE bounds both)."""
-    __slots__ = ("steps", "settings", "costs", "flops", "mem")
+    loaded while the schedule is cached (SCHEDULE_CACHE bounds both). `threads`: with
+    CPU kernels near the thread bound, whether they choose their ways or run serial,
+    timed over whole runs (D134)."""
+    __slots__ = ("steps", "settings", "costs", "flops", "mem", "threads")
 
-    def __init__(self, steps: list[tuple], settings: str, costs: list[tuple[int, int]]):
+    def __init__(self, steps: list[tuple], settings: str, costs: list[tuple[int, int]],
+                 threads: SequenceChoice | None = None):
         self.steps, self.settings, self.costs = steps, settings, costs  # costs: (flops, bytes)
         self.flops, self.mem = sum(c[0] for c in costs), sum(c[1] for c in costs)
+        self.threads = threads
 
     @staticmethod
     def of(items: list[tuple], programs: list, schedule: list[ScheduleItem]) -> Plan | bool:
@@ -266,9 +271,23 @@ class Plan:
                           memory.runtime.allocator.alloc, memory.nbytes or 1,
                           node.index_check is not None if out >= 0 else
                           None if new[5] is None else (*new[5], node.shape), shifted))
-        return Plan(steps, opt_settings(), costs)
+        return Plan(steps, opt_settings(), costs, sequence_choice(p for _, p in programs))
 
     def run(self, nodes: list[LazyBuffer]) -> None:
+        """Launch every step on this graph's bases (the way `threads` picks, if any)."""
+        threads = self.threads
+        if threads is None:
+            self.launch(nodes)
+            return
+        way, start = threads.begin()
+        finished = False
+        try:
+            self.launch(nodes)
+            finished = True
+        finally:
+            threads.end(way, start, finished)
+
+    def launch(self, nodes: list[LazyBuffer]) -> None:
         """Launch every step on this graph's bases, as run_schedule would. (It runs once
         per kernel of every eager op, so it is written for speed: one list of memory per
         launch, and the statistics added once, for the steps that ran.)"""

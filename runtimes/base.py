@@ -290,7 +290,10 @@ class Compiler:
 
 
 class Program:
-    """A loaded kernel. Called with device buffers; returns seconds if wait=True."""
+    """A loaded kernel. Called with device buffers; returns seconds if wait=True.
+    `near_bound`: a CPU kernel near the thread bound, which a sequence of launches may
+    run serial (runtimes/cpu_choice.py, D134)."""
+    near_bound = False
 
     def __init__(self, spec: ProgramSpec, binary: bytes):
         self.spec, self.name, self.binary = spec, spec.name, binary

@@ -4,6 +4,8 @@ kernel keeps two: one for calls that find the worker threads awake (spinning aft
 split kernel), one for calls that would have to wake them (D97)."""
 from __future__ import annotations
 import math
+import time
+from typing import Any, Iterable
 
 _TRIALS = 3  # timed calls of each way in a round; its median is the way's time that round
 _RECHECK = (16, 1024)  # rounds after 16 calls, 32, ... up to every 1024
@@ -66,3 +68,52 @@ class ThreadChoice:
                     times.clear()
             self.split = self.best[1] < self.best[0]
             self.countdown, self.gap = self.gap, min(2 * self.gap, _RECHECK[1])
+
+
+class Sequence:
+    """`serial`: whether CPU kernels run serial whatever their thread bounds and choices,
+    set while a sequence of launches that chose so runs (SequenceChoice). One for the
+    process: a sequence run on another thread at the same time runs that way too (the same
+    results; only its speed changes)."""
+    __slots__ = ("serial",)
+
+    def __init__(self) -> None:
+        self.serial = False
+
+
+SEQUENCE = Sequence()
+
+
+class SequenceChoice:
+    """For a sequence of launches run again and again (a plan of the engine, a jit replay)
+    with kernels near the thread bound: whether its kernels split as they do alone (the
+    large ones always, those near the bound as each one's ThreadChoice picks, D58 and D97)
+    or all run serial, by timing whole runs of the sequence each way, in turn, as
+    ThreadChoice's rounds with `wake` False (D134). A kernel's own choice times its calls
+    alone: it misses what a split costs the kernels after it (its output half in the other
+    core's cache), the wake-ups of workers that slept between kernels, and the choosing
+    itself; a whole run pays them all (nn.LSTM's training step at batch 32, 89
+    near-bound kernels of 208: 0.5 ms slower split than on one thread)."""
+    __slots__ = ("choice",)
+
+    def __init__(self) -> None:
+        self.choice = ThreadChoice(wake=False)
+
+    def begin(self) -> tuple[bool, float]:
+        """Before a run: its way set; (the way, the start if the run is timed, else 0.0)."""
+        split, timed = self.choice.next_way()
+        SEQUENCE.serial = not split
+        return split, time.perf_counter() if timed else 0.0
+
+    def end(self, split: bool, start: float, finished: bool) -> None:
+        """After a run (`finished`: whole; a run an error stopped is not timed)."""
+        SEQUENCE.serial = False
+        if start and finished:
+            self.choice.record(split, time.perf_counter() - start)
+
+
+def sequence_choice(programs: Iterable[Any]) -> SequenceChoice | None:
+    """A SequenceChoice for a sequence of these programs if two or more of them are near
+    the thread bound (one alone chooses in the sequence's context already), else None."""
+    return SequenceChoice() if sum(getattr(p, "near_bound", False) for p in programs) >= 2 \
+        else None

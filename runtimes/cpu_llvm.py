@@ -20,7 +20,7 @@ from codegen.helpers import getenv, settings_memo
 from codegen.renderer.llvmir import LLVMRenderer
 from codegen.renderer import ProgramSpec
 from runtimes.base import Compiler, HostAllocator, Program, Runtime
-from runtimes.cpu_choice import ThreadChoice
+from runtimes.cpu_choice import SEQUENCE, ThreadChoice
 from runtimes.cpu_crew import _SPIN_US
 from runtimes.cpu_host import Host
 from runtimes.llvm_build import RECIPE, build, target_machine
@@ -94,6 +94,8 @@ class CPUProgram(Program):
         near = not self.serial and self.work < _TRY_SERIAL * _MIN_WORK_PER_THREAD
         self.choice: ThreadChoice | None = ThreadChoice() if near else None
         self.cold: ThreadChoice | None = ThreadChoice(wake=False) if near else None
+        self.near_bound = near and self.threaded  # (a sequence of such kernels may run
+        # serial, D134)
         self.called = -1.0  # when `choose` last ran (perf_counter seconds)
 
     def __call__(self, *bufs, global_size, local_size, wait=False):
@@ -111,8 +113,8 @@ class CPUProgram(Program):
         them, else here (what a plan's launcher of a kernel big enough to split calls)."""
         threads, spin_us = _threading()
         threads = min(threads, n)
-        if threads <= 1 or self.work < threads * _MIN_WORK_PER_THREAD:
-            self.here(bufs, n)
+        if threads <= 1 or self.work < threads * _MIN_WORK_PER_THREAD or SEQUENCE.serial:
+            self.here(bufs, n)  # (SEQUENCE.serial: a sequence that runs serial, D134)
         elif self.choice is not None:
             self.choose(bufs, n, threads, spin_us)
         else:
