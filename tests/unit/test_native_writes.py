@@ -34,20 +34,38 @@ def _crew() -> Crew:
 
 
 def test_crew_post_writes_its_mailbox_slots_flags_and_woken_only():
+    """Both ways of waking: with mailbox slot 18 empty it counts the sleepers for Python's
+    queues; with the C library's syscall there (D133) it wakes their futexes itself and
+    counts none. It reads slots 18 and 19 and writes neither."""
+    crew = _crew()
+    for futex in (None, crew.futex):
+        block = _block()
+        mailbox, flags, woken = 0, 100, 200  # where each array starts in the block
+        for i, asleep in enumerate((1, 0, 1)):
+            block[flags + i], block[woken + i] = asleep, 0
+        block[mailbox + 18], block[mailbox + 19] = futex if futex is not None else (0, 0)
+        word = 5 << 32  # job 5, no pieces: nobody takes anything
+        before = list(block)
+        count = crew.post(_at(block, mailbox), word, 123, _at(block, flags), 3,
+                          _at(block, woken))
+        by_queue = [1, 0, 1] if futex is None else [0, 0, 0]
+        assert count == sum(by_queue)
+        assert [block[woken + i] for i in range(3)] == by_queue  # who Python must wake
+        assert [block[flags + i] for i in range(3)] == [0, 0, 0]  # (now being woken)
+        assert (block[mailbox], block[mailbox + 8], block[mailbox + 17]) == (word, 0, 123)
+        allowed = {mailbox, mailbox + 8, mailbox + 17} | {flags + i for i in range(3)} | \
+            {woken + i for i in range(3)}
+        assert _changed(block, before, allowed) == []
+
+
+def test_crew_work_without_a_syscall_writes_its_two_flags_only():
+    """crew_work with mailbox slot 18 empty serves once and returns, as crew_serve."""
     crew, block = _crew(), _block()
-    mailbox, flags, woken = 0, 100, 200  # where each array starts in the block
-    for i, asleep in enumerate((1, 0, 1)):
-        block[flags + i], block[woken + i] = asleep, 0
-    word = 5 << 32  # job 5, no pieces: nobody takes anything
+    block[0], block[17], block[18] = 0, 0, 0  # no job, no spin, no native sleep
     before = list(block)
-    count = crew.post(_at(block, mailbox), word, 123, _at(block, flags), 3, _at(block, woken))
-    assert count == 2
-    assert [block[woken + i] for i in range(3)] == [1, 0, 1]  # who was asleep
-    assert [block[flags + i] for i in range(3)] == [0, 0, 0]  # (now being woken)
-    assert (block[mailbox], block[mailbox + 8], block[mailbox + 17]) == (word, 0, 123)
-    allowed = {mailbox, mailbox + 8, mailbox + 17} | {flags + i for i in range(3)} | \
-        {woken + i for i in range(3)}
-    assert _changed(block, before, allowed) == []
+    crew.work(_at(block, 0), _at(block, 300), _at(block, 301), 1)
+    assert (block[300], block[301]) == (1, 0)
+    assert _changed(block, before, {300, 301}) == []
 
 
 def test_crew_finish_of_a_finished_job_writes_nothing():
