@@ -3,28 +3,28 @@ pieces) to a mailbox in memory, takes part in it, and returns once every piece i
 finished. Every thread takes pieces in native code (codegen/renderer/llvm_crew.py: the
 IR, the mailbox's layout and why a late worker never runs a finished job's piece). A
 worker spins for SPIN_US after its last piece, so the next kernel needs no wake-up, then
-sleeps on a queue until a job finds it asleep.
+sleeps until a job finds it asleep: on a futex in native code where runtimes/crew_sleep.py
+finds one (D133: woken in Python, it had to take the GIL from the caller first), else on
+a Python queue.
 """
 from __future__ import annotations
 import atexit
 import ctypes
 import functools
 import os
-import platform
 import queue
-import sys
 import threading
 import time
 from typing import Callable
 
-from codegen.renderer.llvm_crew import FUTEX_WAKE, LEFT
+from codegen.renderer.llvm_crew import LEFT
+from runtimes.crew_sleep import futex, wake, work_loop
 
 _SPIN_US = 300  # a worker polls this long after its last piece before it sleeps: longer
 # than the Python between two kernels of a schedule (20-60 us), so it rarely sleeps mid-step
 _MAX_WORKERS = 256
 SERVING = _MAX_WORKERS  # flags[SERVING + i]: 1 while worker i serves (the second half)
 _CALIBRATION_POLLS = 20000  # polls timed once to turn SPIN_US into a poll count
-_FUTEX = {"x86_64": 202, "aarch64": 98}  # the futex system call's number, by machine
 
 
 class Crew:
@@ -46,7 +46,7 @@ class Crew:
         i64, ptr = ctypes.c_int64, ctypes.c_void_p
         self.serve = ctypes.CFUNCTYPE(None, ptr, ptr, ptr, i64)(functions["crew_serve"])
         self.work = ctypes.CFUNCTYPE(None, ptr, ptr, ptr, i64)(functions["crew_work"])
-        self.futex = _futex()  # (syscall's address, the futex call's number) or None
+        self.futex = futex()  # (syscall's address, the futex call's number) or None
         self.post = ctypes.CFUNCTYPE(i64, ptr, i64, i64, ptr, i64, ptr)(functions["crew_post"])
         self.finish = ctypes.CFUNCTYPE(None, ptr, i64)(functions["crew_finish"])
         self.lock = threading.Lock()  # one job at a time: callers on other threads wait
@@ -71,10 +71,7 @@ class Crew:
                 return
             if self.futex is not None:  # (again and again: a worker may have read the
                 # address just before it was cleared, and gone to its futex after a wake)
-                syscall = ctypes.CFUNCTYPE(ctypes.c_long, ctypes.c_long, ctypes.c_void_p,
-                                           ctypes.c_long, ctypes.c_long)(self.futex[0])
-                for i in range(len(self.wakeups)):
-                    syscall(self.futex[1], self.flags_address + 8 * i, FUTEX_WAKE, 1)
+                wake(self.futex, [self.flags_address + 8 * i for i in range(len(self.wakeups))])
             time.sleep(0.0005)
 
     def _restart(self) -> None:
@@ -181,7 +178,7 @@ class Crew:
         self.outs.append(out)
         spinner = int(index + 2 <= _cores())  # the caller and the spinners have a core each
         flag, serving = (self.flags_address + 8 * i for i in (index, SERVING + index))
-        threading.Thread(target=_work, args=(self, self.address, flag, serving, spinner, wakeup,
+        threading.Thread(target=work_loop, args=(self, self.address, flag, serving, spinner, wakeup,
                                              out), daemon=True, name=f"lazyten-cpu-{index}").start()
 
 
@@ -195,30 +192,3 @@ def _cores() -> int:
 def _calibration_buffers() -> tuple[ctypes.Array, ctypes.c_int64, ctypes.c_int64]:
     """An empty mailbox, and the flag and serving flag of the calibration's spin."""
     return (ctypes.c_int64 * 24)(), ctypes.c_int64(), ctypes.c_int64()
-
-
-def _futex() -> tuple[int, int] | None:
-    """(the address of the C library's `syscall`, the futex call's number) where workers
-    can sleep on a futex: Linux on a machine whose number is known; else None."""
-    machine = platform.machine().lower()
-    if not sys.platform.startswith("linux") or machine not in _FUTEX:
-        return None
-    try:
-        function = ctypes.CDLL(None).syscall
-    except (OSError, AttributeError):
-        return None
-    address = ctypes.cast(function, ctypes.c_void_p).value
-    return (address, _FUTEX[machine]) if address else None
-
-
-def _work(crew: Crew, mailbox: int, flag: int, serving: int, spinner: int,
-          wakeup: queue.SimpleQueue, out: threading.Event) -> None:
-    """A worker: serve jobs (native, without the GIL) until idle, then sleep until woken,
-    in native code (crew_work returns only once the crew stops) or here. A worker beyond
-    the cores (THREADS above the core count) does not spin."""
-    work: Callable[[int, int, int, int], None] = crew.work
-    while True:
-        out.clear()
-        work(mailbox, flag, serving, spinner)
-        out.set()
-        wakeup.get()

@@ -88,14 +88,12 @@ class CPUProgram(Program):
         # too little work for two threads whatever THREADS says: decided once, here
         self.serial = self.work < 2 * _MIN_WORK_PER_THREAD
         # near that bound the hand-off to the workers can cost more than it saves: calls
-        # are timed both ways, and the faster is kept (the results are the same), one
-        # choice for calls that find the workers spinning, one for calls that would wake
-        # them (D97)
+        # are timed both ways, the faster kept (the same results), one choice for calls
+        # that find the workers spinning, one for calls that would wake them (D97)
         near = not self.serial and self.work < _TRY_SERIAL * _MIN_WORK_PER_THREAD
         self.choice: ThreadChoice | None = ThreadChoice() if near else None
         self.cold: ThreadChoice | None = ThreadChoice(wake=False) if near else None
-        self.near_bound = near and self.threaded  # (a sequence of such kernels may run
-        # serial, D134)
+        self.near_bound = near and self.threaded  # (a sequence may run them serial, D134)
         self.called = -1.0  # when `choose` last ran (perf_counter seconds)
 
     def __call__(self, *bufs, global_size, local_size, wait=False):
