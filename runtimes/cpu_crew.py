@@ -178,8 +178,8 @@ class Crew:
         self.outs.append(out)
         spinner = int(index + 2 <= _cores())  # the caller and the spinners have a core each
         flag, serving = (self.flags_address + 8 * i for i in (index, SERVING + index))
-        threading.Thread(target=work_loop, args=(self, self.address, flag, serving, spinner, wakeup,
-                                             out), daemon=True, name=f"lazyten-cpu-{index}").start()
+        threading.Thread(target=work_loop, daemon=True, name=f"lazyten-cpu-{index}",
+                         args=(self, self.address, flag, serving, spinner, wakeup, out)).start()
 
 
 def _cores() -> int:
