@@ -274,23 +274,13 @@ class Plan:
         return Plan(steps, opt_settings(), costs, sequence_choice(p for _, p in programs))
 
     def run(self, nodes: list[LazyBuffer]) -> None:
-        """Launch every step on this graph's bases (the way `threads` picks, if any)."""
+        """Launch every step on this graph's bases, as run_schedule would, the way
+        `threads` picks if there is one. (It runs once per kernel of every eager op, so it
+        is written for speed: one list of memory per launch, and the statistics added
+        once, for the steps that ran.)"""
         threads = self.threads
-        if threads is None:
-            self.launch(nodes)
-            return
-        way, start = threads.begin()
+        way, start = threads.begin() if threads is not None else (True, 0.0)
         finished = False
-        try:
-            self.launch(nodes)
-            finished = True
-        finally:
-            threads.end(way, start, finished)
-
-    def launch(self, nodes: list[LazyBuffer]) -> None:
-        """Launch every step on this graph's bases, as run_schedule would. (It runs once
-        per kernel of every eager op, so it is written for speed: one list of memory per
-        launch, and the statistics added once, for the steps that ran.)"""
         fresh: list[Buffer] = []  # the schedule's own buffers, by ~position
         ran = 0
         try:
@@ -322,7 +312,10 @@ class Plan:
                 node.src, node.arg = (), None  # drop the graph so its buffers can be freed
                 if node.saved:
                     node.saved = None
+            finished = True
         finally:
+            if threads is not None:
+                threads.end(way, start, finished)
             Stats.kernels += ran
             if ran == len(self.steps):
                 Stats.flops += self.flops
