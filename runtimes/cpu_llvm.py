@@ -20,7 +20,7 @@ from codegen.helpers import getenv, settings_memo
 from codegen.renderer.llvmir import LLVMRenderer
 from codegen.renderer import ProgramSpec
 from runtimes.base import Compiler, HostAllocator, Program, Runtime
-from runtimes.cpu_choice import SEQUENCE, ThreadChoice
+from runtimes.cpu_choice import SEQUENCE, ThreadChoice, pieces
 from runtimes.cpu_crew import _SPIN_US
 from runtimes.cpu_host import Host
 from runtimes.llvm_build import RECIPE, build, target_machine
@@ -28,7 +28,6 @@ from runtimes.llvm_build import RECIPE, build, target_machine
 
 _TARGET_MACHINE, _PLAIN_MACHINE = target_machine(), target_machine(0)  # the compiler's
 _CPUS = os.cpu_count() or 1
-_CHUNKS_PER_THREAD = 16  # the outer loop is cut into this many pieces per thread
 _MIN_WORK_PER_THREAD = 1 << 16  # below this many loop iterations per thread, stay serial
 _TRY_SERIAL = 256  # below this many times that, time calls both ways (ThreadChoice)
 _BOUNDS = ["core_start", "core_end"]  # the parameters of a kernel whose outer loop splits
@@ -116,7 +115,7 @@ class CPUProgram(Program):
         elif self.choice is not None:
             self.choose(bufs, n, threads, spin_us)
         else:
-            self.run_pieces([b[1] for b in bufs], n, min(n, threads * _CHUNKS_PER_THREAD),
+            self.run_pieces([b[1] for b in bufs], n, pieces(self.work, n, threads),
                             threads - 1, spin_us)
 
     def here(self, bufs: tuple, n: int) -> None:
@@ -162,7 +161,7 @@ class CPUProgram(Program):
         split, timed = choice.next_way()
         begin = time.perf_counter() if timed else 0.0
         if split:
-            self.run_pieces([b[1] for b in bufs], n, min(n, threads * _CHUNKS_PER_THREAD),
+            self.run_pieces([b[1] for b in bufs], n, pieces(self.work, n, threads),
                             threads - 1)
         else:
             self.here(bufs, n)

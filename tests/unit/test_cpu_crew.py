@@ -12,6 +12,7 @@ from hypothesis import given, settings, strategies as st
 from codegen.helpers import Context
 from lazyten import Tensor
 from lazyten.realize import Capture
+import runtimes.cpu_choice as cpu_choice
 import runtimes.cpu_crew as cpu_crew
 import runtimes.cpu_host as cpu_host
 
@@ -64,6 +65,41 @@ def test_pieces_taken_in_turn_walk_one_share_per_thread(threads, chunks):
 
 jobs = st.lists(st.tuples(st.integers(0, 2), st.integers(1, 70), st.integers(1, 3),
                           st.sampled_from([0, 5, 300])), min_size=1, max_size=40)
+
+
+@settings(deadline=None, max_examples=300)
+@given(work=st.integers(0, 1 << 30), n=st.integers(1, 1 << 20), threads=st.integers(1, 16))
+def test_pieces_scale_with_the_kernels_work(work, n, threads):
+    """A split hands out a multiple of the threads, one piece a thread at least, at most 16
+    a thread and no more than the loop has, and pieces of _WORK_PER_PIECE at least where
+    it gives a thread more than one (each piece handed out costs its claim and call)."""
+    if n < threads:  # (split never asks: it runs on min(THREADS, n) threads)
+        return
+    count = cpu_choice.pieces(work, n, threads)
+    assert count % threads == 0 and threads <= count <= min(n, 16 * threads)
+    assert count == threads or work // count >= cpu_choice._WORK_PER_PIECE
+    if work >= 16 * threads * cpu_choice._WORK_PER_PIECE and n >= 16 * threads:
+        assert count == 16 * threads
+
+
+def test_a_small_split_kernel_hands_out_a_piece_a_thread(monkeypatch):
+    """A kernel just over the thread bound (a 512 x 512 add: 1 MB moved) is cut into as
+    many pieces as its work fills (4 on two threads), where every kernel took 16 a
+    thread (32 hand-outs of ~0.3 us each: a 65536-element update ran 17.8 us split, 10.0
+    in one piece a thread)."""
+    x = Tensor(np.zeros((512, 512), np.float32)).realize()
+    Capture.items = []
+    try:
+        (x + 1).realize()
+        (spec, program, buffers), = Capture.items
+    finally:
+        Capture.items = None
+    taken = []
+    monkeypatch.setattr(program, "run_pieces", lambda ptrs, n, chunks, *rest: taken.append(chunks))
+    program.choice = program.cold = None  # (split, not timed both ways)
+    with Context(THREADS=2):
+        program.split(spec.global_size[0], *[b.ensure_allocated() for b in buffers])
+    assert taken == [program.work // cpu_choice._WORK_PER_PIECE // 2 * 2] == [4]
 
 
 @settings(max_examples=25, deadline=None)
