@@ -47,6 +47,7 @@ from codegen.helpers import allow_recursion, prod
 from codegen.ops import (BinaryOps, LoadOps, ReduceOps, TernaryOps, UnaryOps, ZERO_PRESERVING)
 from codegen.shape.shapetracker import ShapeTracker
 from lazyten.fuse_attention import fuse_attention
+from lazyten.hoist import hoist_broadcasts
 from lazyten.indirect import indirect_items, is_onehot
 from lazyten.kernel_builder import KernelBuilder
 from lazyten.lazy import LazyBuffer
@@ -442,4 +443,6 @@ def _items(outs: list[LazyBuffer]) -> list[ScheduleItem]:
             if old is not None:
                 items.append(ScheduleItem(copy_ast(old.shape, old.dtype), old, [old.src[0]]))
             items.append(ScheduleItem(ast, base, builder.inputs))
-    return pack_schedule(order_items(fuse_attention(indirect_items(items), graph.outs)))
+    # (reduces repeated along broadcast axes are split off before packing: D136)
+    return pack_schedule(hoist_broadcasts(order_items(fuse_attention(indirect_items(items),
+                                                                     graph.outs))))

@@ -1,0 +1,121 @@
+"""A reduce computed once per distinct value: output axes none of its inputs depend on (D136).
+
+A kernel with a reduce whose every leaf (each load and constant) reads the same value at
+every position of an output axis (stride 0 there, and no mask along it) computes the same
+result at each position: the reduce runs again for every one. This is no rare shape:
+`out.sum().backward()` seeds the backward with a constant broadcast to out's shape, and a
+matmul against it (`ones @ v^T`, attention's dP; `ones^T @ x`, a Linear's weight gradient)
+is a reduce whose every output along the constant's rows is the same sum. Attention at
+(4, 12, 197, 64) spent 18 of its 21 ms of `.sum().backward()` there, one
+multiply-add per element of a 197-times repeated reduce, with no tile (its loads read no
+output axis in common).
+
+The rule, a schedule pass after fusion (so that it sees each kernel's whole expression):
+such a kernel, unless its result is an in-place update, is split in two. The first
+computes the expression with those axes at size 1 (each leaf's view shrunk to their
+first position: the same values) into a buffer of its own; the second copies that
+buffer, broadcast along the axes, into the output. Only where the reduce work saved is
+at least `_MIN_SAVED` element steps: below, the second kernel's launch costs more than
+the repeats. Leaves other than plain loads and constants (an indirect load reads at a
+computed offset) keep the kernel as it is.
+"""
+from __future__ import annotations
+
+from codegen.helpers import prod
+from codegen.ops import (BinaryOps, BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer, ReduceOps,
+                         TernaryOps, UnaryOps)
+from codegen.shape.shapetracker import ShapeTracker
+from lazyten.lazy import LazyBuffer
+from lazyten.schedule_item import ScheduleItem
+
+_MIN_SAVED = 1 << 15  # element steps of the reduce the split must save (a launch is ~2 us)
+_PURE = (UnaryOps, BinaryOps, TernaryOps, ReduceOps)
+
+
+def hoist_broadcasts(items: list[ScheduleItem]) -> list[ScheduleItem]:
+    """The schedule with every kernel that repeats its reduce along broadcast output
+    axes split into the reduce over one position of them and a broadcast copy."""
+    out: list[ScheduleItem] = []
+    for item in items:
+        out.extend(_split(item))
+    return out
+
+
+def _split(item: ScheduleItem) -> list[ScheduleItem]:
+    ast = item.ast
+    if ast is None or item.out.op is LoadOps.ASSIGN or ast.op is not BufferOps.STORE:
+        return [item]
+    axes = broadcast_axes(ast)
+    if not axes:
+        return [item]
+    store: MemBuffer = ast.arg
+    shape = store.st.shape
+    small_shape = tuple(1 if a in axes else s for a, s in enumerate(shape))
+    small = LazyBuffer(item.out.device, ShapeTracker.from_shape(small_shape), store.dtype,
+                       LoadOps.CONTIGUOUS, (item.out,))
+    shrink = {a: (0, 1) for a in axes}
+    reduce_ast = _shrunk(ast, shrink, MemBuffer(0, store.dtype, ShapeTracker.from_shape(small_shape)))
+    read = ShapeTracker.from_shape(small_shape).expand(shape)
+    copy = LazyOp(BufferOps.STORE, (LazyOp(BufferOps.LOAD, (), MemBuffer(1, store.dtype, read)),),
+                  store)
+    return [ScheduleItem(reduce_ast, small, list(item.inputs)), ScheduleItem(copy, item.out, [small])]
+
+
+def broadcast_axes(ast: LazyOp) -> tuple[int, ...]:
+    """The output axes (of size > 1) along which no leaf of the kernel `ast` (a STORE with
+    a reduce) reads a different value, where splitting them off saves enough; () if
+    none, or if the kernel has no reduce or a leaf that is not a plain load or constant."""
+    nodes = ast.walk()
+    reduces = [n for n in nodes if isinstance(n.op, ReduceOps)]
+    if not reduces:
+        return ()
+    shape = ast.arg.st.shape
+    candidates = [a for a, s in enumerate(shape) if s > 1]
+    for node in nodes:
+        if node is ast or isinstance(node.op, _PURE):
+            continue
+        if node.op is BufferOps.LOAD and not node.src and isinstance(node.arg, MemBuffer) or \
+                node.op is BufferOps.CONST and isinstance(node.arg, ConstBuffer):
+            candidates = [a for a in candidates if _ignores(node.arg.st, a, shape)]
+            if not candidates:
+                return ()
+            continue
+        return ()  # an indirect load, or an op this rule does not know
+    full = max((n.src[0] for n in reduces), key=_work)
+    repeats = prod(shape[a] for a in candidates)
+    if repeats < 2 or _work(full) * (repeats - 1) // repeats < _MIN_SAVED:
+        return ()
+    return tuple(candidates)
+
+
+def _work(reduce_src: LazyOp) -> int:
+    """The elements a reduce's source walks (the shape of its leaves)."""
+    shapes = [n.arg.st.shape for n in reduce_src.walk() if n.op in (BufferOps.LOAD, BufferOps.CONST)]
+    return max((prod(s) for s in shapes), default=0)
+
+
+def _ignores(st: ShapeTracker, axis: int, shape: tuple[int, ...]) -> bool:
+    """Whether a leaf read through `st` gives the same value at every position of the
+    output axis `axis`: its last view does not move along it and has no mask there (the
+    views under it see one index whatever the position)."""
+    if len(st.shape) != len(shape) or st.shape[axis] != shape[axis]:
+        return False
+    view = st.views[-1]
+    return view.strides[axis] == 0 and (view.mask is None or view.mask[axis] == (0, shape[axis]))
+
+
+def _shrunk(ast: LazyOp, shrink: dict[int, tuple[int, int]], store: MemBuffer) -> LazyOp:
+    """`ast` with each leaf's view shrunk to `shrink`'s ranges on its axes, and `store`
+    as its root's buffer (shared subtrees stay shared)."""
+    done: dict[int, LazyOp] = {}
+    for node in ast.walk():
+        if node.op in (BufferOps.LOAD, BufferOps.CONST) and node is not ast:
+            st = node.arg.st
+            arg = type(node.arg)(node.arg.idx if node.op is BufferOps.LOAD else node.arg.val,
+                                 node.arg.dtype,
+                                 st.shrink(tuple(shrink.get(a, (0, s)) for a, s in enumerate(st.shape))))
+            done[id(node)] = LazyOp(node.op, (), arg)
+        else:
+            srcs = tuple(done[id(s)] for s in node.src)
+            done[id(node)] = LazyOp(node.op, srcs, store if node is ast else node.arg)
+    return done[id(ast)]
