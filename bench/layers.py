@@ -4,7 +4,8 @@ Groups (none is part of a plain run: name them in --only, or pass --all):
   softmax_widths  softmax, log_softmax, layernorm (affine) over the last axis, at widths
                   that are not a multiple of the vector width (1000, 3000, 50257)
   attention       softmax(q @ k^T * scale) @ v over (batch, heads, seq, head_dim); forward,
-                  and forward + backward (gradients of q, k, v)
+                  and forward + backward (gradients of q, k, v; of `(out * grad).sum()`,
+                  and at a ViT shape of `out.sum()`, whose seed is a broadcast constant)
   conv3x3         3x3 conv, padding 1, stride 1, with bias, 16-256 channels, 8-56 pixels;
                   forward, and forward + backward (gradients of input, weight, bias)
   mlp_train       one training step of a 784-256-256-10 MLP with Adam, with and without jit
@@ -22,6 +23,7 @@ from bench.spec import Target, Workload
 
 NORM_SHAPES = [(64, 1000), (4096, 1000), (1024, 3000), (256, 50257)]  # (rows, width)
 ATTN_SHAPES = [(2, 8, 256, 64), (1, 12, 512, 64), (4, 4, 128, 32)]  # (batch, heads, seq, dim)
+SUM_SEEDED_SHAPE = (4, 12, 197, 64)  # a ViT-B/16 layer's attention, seeded by out.sum()
 CONV_SHAPES = [(8, 16, 56), (16, 64, 28), (16, 128, 14), (8, 256, 8)]  # (N, C in = out, H = W)
 MLP_SIZES = (784, 256, 256, 10)
 DISPATCH_N = 16
@@ -65,6 +67,16 @@ def _attention() -> list[Workload]:
             flops=3 * fwd, baselines=("numpy", "torch"),
             targets=_speed(f"attention fwd+bwd {tag} >= 1.0x torch eager", 1.0),
             deadline=(60.0, 35.0), default=False, params={"shape": shape, "backward": True}))
+    # `out.sum().backward()`, the idiom of tests and tutorials: its seed is a constant, so
+    # dP = ones @ v^T and dV = P^T @ ones are reduces repeated along a broadcast (D136)
+    b, h, s, d = SUM_SEEDED_SHAPE
+    tag = "x".join(map(str, SUM_SEEDED_SHAPE))
+    out.append(Workload(
+        f"attn_sumbwd_{tag}", "attention", f"attention {tag} forward + out.sum().backward()",
+        flops=12.0 * b * h * s * s * d, baselines=("numpy", "torch"),
+        targets=_speed(f"attention sum().backward() {tag} >= 1.0x torch eager", 1.0),
+        deadline=(60.0, 35.0), default=False,
+        params={"shape": SUM_SEEDED_SHAPE, "backward": True, "seed": "sum"}))
     return out
 
 
@@ -152,7 +164,10 @@ def inputs(w: Workload, rng: np.random.Generator) -> dict[str, np.ndarray]:
             d["bias"] = 0.1 * normal(w.params["width"])
         return d
     if w.group == "attention":
-        return {k: normal(*w.params["shape"]) for k in ("q", "k", "v", "grad")}
+        d = {k: normal(*w.params["shape"]) for k in ("q", "k", "v", "grad")}
+        if w.params.get("seed") == "sum":  # the gradient out.sum() seeds: ones
+            d["grad"] = np.ones(w.params["shape"], np.float32)
+        return d
     if w.group == "conv3x3":
         n, c, hw = w.params["shape"]
         bound = 1 / math.sqrt(c * 9)

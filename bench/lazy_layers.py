@@ -24,12 +24,14 @@ def attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
     return (q @ k.transpose(-2, -1) * (1 / math.sqrt(q.shape[-1]))).softmax(-1) @ v
 
 
-def _fwd_bwd(fn: Callable[..., Tensor], leaves: list[Tensor], grad: Tensor) -> Callable:
-    """A call: forward, then the gradients of `leaves`, realized together."""
+def _fwd_bwd(fn: Callable[..., Tensor], leaves: list[Tensor], grad: Tensor | None) -> Callable:
+    """A call: forward, then the gradients of `leaves` (of `(out * grad).sum()`, or of
+    `out.sum()` where `grad` is None), realized together."""
     def run():
         for t in leaves:
             t.grad = None
-        (fn(*leaves) * grad).sum().backward()
+        out = fn(*leaves)
+        (out if grad is None else out * grad).sum().backward()
         grads = [t.grad for t in leaves]
         grads[0].realize(*grads[1:])
         return grads
@@ -60,7 +62,7 @@ def _norm(op: str, d: dict[str, np.ndarray]) -> Case:
     return Case(run, lambda out: compare(out.numpy(), reference.norm(op, _f64(d)), 1e-4, 1e-5))
 
 
-def _attention(d: dict[str, np.ndarray], backward: bool) -> Case:
+def _attention(d: dict[str, np.ndarray], backward: bool, summed: bool = False) -> Case:
     ref = _f64(d)
     if not backward:
         q, k, v = (_t(d[n]) for n in "qkv")
@@ -69,7 +71,8 @@ def _attention(d: dict[str, np.ndarray], backward: bool) -> Case:
                     lambda out: compare(out.numpy(), expected, 1e-4, 1e-5))
     leaves = [_t(d[n], requires_grad=True) for n in "qkv"]
     expected = reference.attention_grads(ref["q"], ref["k"], ref["v"], ref["grad"])
-    return Case(_fwd_bwd(attention, leaves, _t(d["grad"])), _check_all(list(expected), 1e-3, 1e-4))
+    seed = None if summed else _t(d["grad"])  # (summed: d["grad"] holds the ones it seeds)
+    return Case(_fwd_bwd(attention, leaves, seed), _check_all(list(expected), 1e-3, 1e-4))
 
 
 def _conv(d: dict[str, np.ndarray], backward: bool) -> Case:
@@ -138,7 +141,7 @@ def case(name: str) -> Case:
     if w.group == "softmax_widths":
         return _norm(w.params["op"], d)
     if w.group == "attention":
-        return _attention(d, w.params["backward"])
+        return _attention(d, w.params["backward"], w.params.get("seed") == "sum")
     if w.group == "conv3x3":
         return _conv(d, w.params["backward"])
     if w.group == "dispatch":
