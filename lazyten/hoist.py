@@ -62,15 +62,17 @@ def _split(item: ScheduleItem) -> list[ScheduleItem]:
 
 
 def broadcast_axes(ast: LazyOp) -> tuple[int, ...]:
-    """The output axes (of size > 1) along which no leaf of the kernel `ast` (a STORE with
-    a reduce) reads a different value, where splitting them off saves enough; () if
+    """The output axes (of size > 1, and reduced by no reduce: a row kernel's STORE has
+    its reduces' input shape) along which no leaf of the kernel `ast` (a STORE with a
+    reduce) reads a different value, where splitting them off saves enough; () if
     none, or if the kernel has no reduce or a leaf that is not a plain load or constant."""
     nodes = ast.walk()
     reduces = [n for n in nodes if isinstance(n.op, ReduceOps)]
     if not reduces:
         return ()
     shape = ast.arg.st.shape
-    candidates = [a for a, s in enumerate(shape) if s > 1]
+    reduced = {a for n in reduces for a in n.arg}  # (a row kernel stores at its reduces'
+    candidates = [a for a, s in enumerate(shape) if s > 1 and a not in reduced]  # shape)
     for node in nodes:
         if node is ast or isinstance(node.op, _PURE):
             continue

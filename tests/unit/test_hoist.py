@@ -137,3 +137,18 @@ def test_a_linear_sum_backward_matches_the_closed_form():
     bumped[i, j] += eps
     fd = ((xs @ bumped.T).sum() - (xs @ ws.T).sum()) / eps
     assert abs(fd - w.grad.numpy()[i, j]) < 1e-4 * max(1.0, abs(fd))
+
+
+def test_a_row_kernel_over_a_broadcast_row_keeps_its_reduce_axis():
+    """softmax and layernorm over rows broadcast along their own width: the row kernel
+    stores at the input's shape, so the width is an output axis of its STORE that every
+    leaf broadcasts, but the reduces run over it: it is not split off (each row's sum is
+    width times its value, not one value), and the results are numpy's."""
+    rng = np.random.default_rng(5)
+    col = rng.standard_normal((400, 1)).astype(np.float32)
+    x = Tensor(col).expand(400, 1000)
+    np.testing.assert_allclose(x.softmax(-1).numpy(), np.full((400, 1000), 1e-3), rtol=1e-5)
+    np.testing.assert_allclose((x * 3).log_softmax(-1).numpy(), np.full((400, 1000), np.log(1e-3)),
+                               rtol=1e-5)
+    centred = x - x.mean(-1, keepdim=True)
+    np.testing.assert_allclose(centred.numpy(), np.zeros((400, 1000)), atol=1e-5)
