@@ -66,28 +66,41 @@ def broadcast_axes(ast: LazyOp) -> tuple[int, ...]:
     its reduces' input shape) along which no leaf of the kernel `ast` (a STORE with a
     reduce) reads a different value, where splitting them off saves enough; () if
     none, or if the kernel has no reduce or a leaf that is not a plain load or constant."""
-    nodes = ast.walk()
-    reduces = [n for n in nodes if isinstance(n.op, ReduceOps)]
+    reduces = [n for n in ast.walk() if isinstance(n.op, ReduceOps)]
     if not reduces:
         return ()
     shape = ast.arg.st.shape
     reduced = {a for n in reduces for a in n.arg}  # (a row kernel stores at its reduces'
     candidates = [a for a, s in enumerate(shape) if s > 1 and a not in reduced]  # shape)
-    for node in nodes:
+    candidates = _ignored_by_every_leaf(ast, candidates)
+    if not candidates:
+        return ()
+    repeats = prod(shape[a] for a in candidates)
+    work = max(_work(n.src[0]) for n in reduces)
+    return tuple(candidates) if work * (repeats - 1) // repeats >= _MIN_SAVED else ()
+
+
+def _ignored_by_every_leaf(ast: LazyOp, candidates: list[int]) -> list[int]:
+    """The `candidates` (output axes of the STORE `ast`) that every leaf ignores; none if
+    a leaf is not a plain load or constant (an indirect load, or an op this rule does
+    not know)."""
+    shape = ast.arg.st.shape
+    for node in ast.walk():
         if node is ast or isinstance(node.op, _PURE):
             continue
-        if node.op is BufferOps.LOAD and not node.src and isinstance(node.arg, MemBuffer) or \
-                node.op is BufferOps.CONST and isinstance(node.arg, ConstBuffer):
-            candidates = [a for a in candidates if _ignores(node.arg.st, a, shape)]
-            if not candidates:
-                return ()
-            continue
-        return ()  # an indirect load, or an op this rule does not know
-    full = max((n.src[0] for n in reduces), key=_work)
-    repeats = prod(shape[a] for a in candidates)
-    if repeats < 2 or _work(full) * (repeats - 1) // repeats < _MIN_SAVED:
-        return ()
-    return tuple(candidates)
+        if not _plain_leaf(node):
+            return []
+        candidates = [a for a in candidates if _ignores(node.arg.st, a, shape)]
+        if not candidates:
+            return []
+    return candidates
+
+
+def _plain_leaf(node: LazyOp) -> bool:
+    """A load at the address its tracker gives (no computed offset), or a constant."""
+    if node.op is BufferOps.LOAD:
+        return not node.src and isinstance(node.arg, MemBuffer)
+    return node.op is BufferOps.CONST and isinstance(node.arg, ConstBuffer)
 
 
 def _work(reduce_src: LazyOp) -> int:
