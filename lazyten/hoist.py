@@ -20,6 +20,7 @@ the repeats. Leaves other than plain loads and constants (an indirect load reads
 computed offset) keep the kernel as it is.
 """
 from __future__ import annotations
+from dataclasses import replace
 
 from codegen.helpers import prod
 from codegen.ops import (BinaryOps, BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer, ReduceOps,
@@ -52,9 +53,8 @@ def _split(item: ScheduleItem) -> list[ScheduleItem]:
     shape = store.st.shape
     small_shape = tuple(1 if a in axes else s for a, s in enumerate(shape))
     small = LazyBuffer(item.out.device, ShapeTracker.from_shape(small_shape), store.dtype,
-                       LoadOps.CONTIGUOUS, (item.out,))
-    shrink = {a: (0, 1) for a in axes}
-    reduce_ast = _shrunk(ast, shrink, MemBuffer(0, store.dtype, ShapeTracker.from_shape(small_shape)))
+                       LoadOps.CONTIGUOUS)
+    reduce_ast = _shrunk(ast, axes, MemBuffer(0, store.dtype, ShapeTracker.from_shape(small_shape)))
     read = ShapeTracker.from_shape(small_shape).expand(shape)
     copy = LazyOp(BufferOps.STORE, (LazyOp(BufferOps.LOAD, (), MemBuffer(1, store.dtype, read)),),
                   store)
@@ -119,18 +119,16 @@ def _ignores(st: ShapeTracker, axis: int, shape: tuple[int, ...]) -> bool:
     return view.strides[axis] == 0 and (view.mask is None or view.mask[axis] == (0, shape[axis]))
 
 
-def _shrunk(ast: LazyOp, shrink: dict[int, tuple[int, int]], store: MemBuffer) -> LazyOp:
-    """`ast` with each leaf's view shrunk to `shrink`'s ranges on its axes, and `store`
-    as its root's buffer (shared subtrees stay shared)."""
+def _shrunk(ast: LazyOp, axes: tuple[int, ...], store: MemBuffer) -> LazyOp:
+    """`ast` with each leaf's view shrunk to the first position of `axes`, and `store` as
+    its root's buffer (shared subtrees stay shared)."""
     done: dict[int, LazyOp] = {}
     for node in ast.walk():
-        if node.op in (BufferOps.LOAD, BufferOps.CONST) and node is not ast:
-            st = node.arg.st
-            arg = type(node.arg)(node.arg.idx if node.op is BufferOps.LOAD else node.arg.val,
-                                 node.arg.dtype,
-                                 st.shrink(tuple(shrink.get(a, (0, s)) for a, s in enumerate(st.shape))))
-            done[id(node)] = LazyOp(node.op, (), arg)
-        else:
-            srcs = tuple(done[id(s)] for s in node.src)
-            done[id(node)] = LazyOp(node.op, srcs, store if node is ast else node.arg)
+        arg = node.arg
+        if node is ast:
+            arg = store
+        elif isinstance(arg, (MemBuffer, ConstBuffer)):
+            arg = replace(arg, st=arg.st.shrink(tuple((0, 1) if a in axes else (0, n)
+                                                      for a, n in enumerate(arg.st.shape))))
+        done[id(node)] = LazyOp(node.op, tuple(done[id(s)] for s in node.src), arg)
     return done[id(ast)]

@@ -58,8 +58,8 @@ def test_a_masked_leaf_along_the_axis_keeps_the_kernel_whole():
 
 
 def test_an_in_place_update_from_a_broadcast_reduce():
-    """t.assign(ones @ v): the assigned kernel keeps its form and t holds numpy's value;
-    a view of t's old value taken before keeps it."""
+    """t.assign(ones @ v): the reduce is split and the assign's own kernel writes t, which
+    holds numpy's value; a view of t's old value taken before keeps it."""
     rng = np.random.default_rng(2)
     v = rng.standard_normal((64, 70)).astype(np.float32)
     t = Tensor(np.zeros((600, 70), np.float32))
