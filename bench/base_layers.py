@@ -87,6 +87,8 @@ def _forward(w) -> tuple[Callable, list[str]]:
         return _attention, ["q", "k", "v"]
     if w.group == "conv3x3":
         return _conv, ["x", "weight", "bias"]
+    if w.group == "activations":
+        return F.gelu, ["x"]
     raise Unavailable(f"no torch form of {w.name}")
 
 

@@ -8,6 +8,8 @@ Groups (none is part of a plain run: name them in --only, or pass --all):
                   and at a ViT shape of `out.sum()`, whose seed is a broadcast constant)
   conv3x3         3x3 conv, padding 1, stride 1, with bias, 16-256 channels, 8-56 pixels;
                   forward, and forward + backward (gradients of input, weight, bias)
+  activations     exact (erf) gelu, forward, and forward + backward (the gradient of
+                  `(out * grad).sum()`), at a BERT MLP's hidden width 3072
   mlp_train       one training step of a 784-256-256-10 MLP with Adam, with and without jit
   dispatch        one small realized op (16 elements), per call
 
@@ -25,6 +27,7 @@ NORM_SHAPES = [(64, 1000), (4096, 1000), (1024, 3000), (256, 50257)]  # (rows, w
 ATTN_SHAPES = [(2, 8, 256, 64), (1, 12, 512, 64), (4, 4, 128, 32)]  # (batch, heads, seq, dim)
 SUM_SEEDED_SHAPE = (4, 12, 197, 64)  # a ViT-B/16 layer's attention, seeded by out.sum()
 CONV_SHAPES = [(8, 16, 56), (16, 64, 28), (16, 128, 14), (8, 256, 8)]  # (N, C in = out, H = W)
+GELU_SHAPES = [(64, 3072), (512, 3072)]  # (rows, width)
 MLP_SIZES = (784, 256, 256, 10)
 DISPATCH_N = 16
 DISPATCH_CALLS = 200  # ops per timed call: one op is a few microseconds
@@ -101,6 +104,22 @@ def _conv() -> list[Workload]:
     return out
 
 
+def _gelu() -> list[Workload]:
+    out = []
+    for rows, width in GELU_SHAPES:
+        tag = f"{rows}x{width}"
+        for backward in (False, True):
+            kind = "fwdbwd" if backward else "fwd"
+            out.append(Workload(
+                f"gelu_{kind}_{tag}", "activations",
+                f"exact gelu of {tag} fp32" + (", forward + gradient" if backward else ""),
+                nbytes=4.0 * rows * width * (4 if backward else 2), baselines=("torch",),
+                targets=_speed(f"gelu {kind} {tag} >= 1.0x torch eager", 1.0),
+                deadline=(40.0, 25.0), default=False,
+                params={"shape": (rows, width), "backward": backward}))
+    return out
+
+
 def _mlp(batch: int, jit: bool) -> Workload:
     ratio = 1.5 if jit else 1.0
     return Workload(
@@ -131,7 +150,7 @@ def _dispatch() -> list[Workload]:
         for kind, what in _DISPATCH.items()]
 
 
-WORKLOADS: list[Workload] = (_norms() + _attention() + _conv()
+WORKLOADS: list[Workload] = (_norms() + _attention() + _conv() + _gelu()
                              + [_mlp(b, j) for b in (64, 256) for j in (False, True)]
                              + _dispatch())
 
@@ -175,6 +194,8 @@ def inputs(w: Workload, rng: np.random.Generator) -> dict[str, np.ndarray]:
                 "weight": rng.uniform(-bound, bound, (c, c, 3, 3)).astype(np.float32),
                 "bias": rng.uniform(-bound, bound, c).astype(np.float32),
                 "grad": normal(n, c, hw, hw)}
+    if w.group == "activations":  # gelu's inputs: N(0, 3^2), reaching its far tail
+        return {"x": 3 * normal(*w.params["shape"]), "grad": normal(*w.params["shape"])}
     if w.group == "dispatch":
         return {"a": normal(DISPATCH_N), "b": normal(DISPATCH_N)}
     raise KeyError(f"no generic inputs for {w.name}")

@@ -90,6 +90,17 @@ def _conv(d: dict[str, np.ndarray], backward: bool) -> Case:
     return Case(_fwd_bwd(conv, leaves, _t(d["grad"])), _check_all(list(expected), 1e-3, 1e-4))
 
 
+def _gelu(d: dict[str, np.ndarray], backward: bool) -> Case:
+    ref = _f64(d)
+    if not backward:
+        x = _t(d["x"])
+        expected = reference.gelu(ref["x"])
+        return Case(lambda: x.gelu().realize(), lambda out: compare(out.numpy(), expected, 1e-5, 1e-6))
+    leaves = [_t(d["x"], requires_grad=True)]
+    grads = [reference.gelu_grad(ref["x"], ref["grad"])]
+    return Case(_fwd_bwd(Tensor.gelu, leaves, _t(d["grad"])), _check_all(grads, 1e-5, 1e-6))
+
+
 def _mlp(batch: int, use_jit: bool) -> Case:
     layers = [(_t(w, requires_grad=True), _t(b, requires_grad=True)) for w, b in mlp_params()]
 
@@ -144,6 +155,8 @@ def case(name: str) -> Case:
         return _attention(d, w.params["backward"], w.params.get("seed") == "sum")
     if w.group == "conv3x3":
         return _conv(d, w.params["backward"])
+    if w.group == "activations":
+        return _gelu(d, w.params["backward"])
     if w.group == "dispatch":
         return _dispatch(w.params["kind"], d, w.calls)
     raise KeyError(f"lazyten has no layer case for {name}")

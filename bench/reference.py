@@ -5,6 +5,7 @@ Each function takes and returns plain arrays in the input's dtype. Gradients are
 `(out * grad).sum()`, the loss both lazyten and torch differentiate.
 """
 from __future__ import annotations
+import math
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -37,6 +38,18 @@ def norm(op: str, d: dict[str, np.ndarray]) -> np.ndarray:
     if op == "layernorm":
         return layernorm(d["x"], d["weight"], d["bias"])
     return {"softmax": softmax, "log_softmax": log_softmax}[op](d["x"])
+
+
+_erfc = np.vectorize(math.erfc, otypes=[float])  # numpy has no erf: the reference only
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    """Exact gelu, x Phi(x) (float64: erfc per element, slow)."""
+    return 0.5 * x * _erfc(-x / math.sqrt(2))
+
+
+def gelu_grad(x: np.ndarray, grad: np.ndarray) -> np.ndarray:
+    return grad * (0.5 * _erfc(-x / math.sqrt(2)) + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi))
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -10,7 +10,7 @@ from bench.spec import Target
 from bench.worker import per_op
 from bench.workloads import BY_NAME, WORKLOADS, inputs, select
 
-LAYER_GROUPS = {"softmax_widths", "attention", "conv3x3", "mlp_train", "dispatch"}
+LAYER_GROUPS = {"softmax_widths", "attention", "conv3x3", "activations", "mlp_train", "dispatch"}
 
 
 def test_names_unique_and_groups_selectable():
@@ -38,6 +38,8 @@ def test_layer_workloads_have_targets_and_float32_inputs():
         assert all(v.dtype == np.float32 for v in d.values()), f"{w.name}: {d.keys()}"
         if w.group == "softmax_widths":
             assert d["x"].shape == (w.params["rows"], w.params["width"])
+        if w.group == "activations":
+            assert d["x"].shape == d["grad"].shape == w.params["shape"], w.name
         if w.group in ("attention", "conv3x3") and w.params["backward"]:
             out = d["q"] if w.group == "attention" else d["x"]
             assert d["grad"].shape == out.shape, f"{w.name}: grad {d['grad'].shape}"

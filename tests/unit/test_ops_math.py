@@ -194,6 +194,46 @@ def test_gelu_default_is_exact_and_tanh_is_the_approximation():
         Tensor(x).gelu(approximate="erf")
 
 
+
+def test_gelu_float32_special_values_as_pytorch():
+    """float32 gelu's one-fit form [D137] at the values its fit does not cover: +-inf as
+    PyTorch (inf; nan, since -inf * Phi(-inf) is -inf * 0), nan, huge magnitudes (x * x
+    overflows: e^(-x^2 / 2) is 0), and -0.0 kept; the slope Phi + x phi likewise."""
+    x = np.float32([np.inf, -np.inf, np.nan, 1e20, -1e20, 3e38, -3e38, 0.0, -0.0])
+    t = Tensor(x, requires_grad=True)
+    y = t.gelu()
+    y.sum().backward()
+    got, slope = y.numpy(), t.grad.numpy()
+    want = np.float32([np.inf, np.nan, np.nan, 1e20, -0.0, 3e38, -0.0, 0.0, -0.0])
+    np.testing.assert_array_equal(got, want)
+    assert list(np.signbit(got[[4, 6, 7, 8]])) == [True, True, False, True]
+    np.testing.assert_array_equal(slope, np.float32([np.nan, np.nan, np.nan, 1, 0, 1, 0, 0.5, 0.5]))
+
+
+def test_gelu_float32_across_the_fit_domain_edge():
+    """The fit covers |x| <= 14.5, where gelu reaches the smallest subnormal; beyond, its
+    extrapolated series is multiplied by e^(-x^2 / 2) = 0. Every float32 value from -20 to
+    -12 within 8 + 2x^2 ulps (subnormal results: within 64 smallest subnormals)."""
+    x = np.linspace(-20, -12, 200_001).astype(np.float32)
+    xd = x.astype(np.float64)
+    want = 0.5 * xd * _erfc(-xd / math.sqrt(2))
+    got = Tensor(x).gelu().numpy().astype(np.float64)
+    normal = np.abs(want) >= np.finfo(np.float32).tiny
+    spacing = np.spacing(np.abs(want[normal]).astype(np.float32)).astype(np.float64)
+    assert (np.abs(got - want)[normal] / spacing <= 8 + 2 * xd[normal] ** 2).all()
+    assert (np.abs(got - want)[~normal] <= 64 * 2.0 ** -149).all()
+    assert (got[xd < -14.5] == 0).all() and np.signbit(got[xd < -14.5]).all()
+
+
+def test_float32_gelu_is_one_branch():
+    """float32 gelu traces to one short program (D137): the erfc form it replaced was 150
+    ops (two branches, each a series), its kernel twice as slow as this."""
+    from lazyten.traced import Pointwise
+    y = Tensor(np.ones(8, np.float32)).gelu().lazydata
+    program = y.base.arg if isinstance(y.base.arg, Pointwise) else None
+    assert program is not None and program.ops <= 45, program
+
+
 # ---- bitwise ops and shifts ----
 def _ints(dtype):
     return st.sampled_from(INTS) if dtype is None else st.just(dtype)

@@ -109,14 +109,15 @@ def _graph_size(lb) -> int:
 
 
 def test_gelu_and_its_gradient_build_a_handful_of_nodes():
-    """The composition built 150 LazyBuffers for gelu's value and as many for its slope."""
+    """The composition built 90 LazyBuffers for gelu's value (150 before D137) and as many
+    for its slope."""
     x = Tensor(np.ones((4, 5), np.float32), requires_grad=True)
     y = x.gelu()
     assert _graph_size(y.lazydata) <= 3
     y.sum().backward()
     assert _graph_size(x.grad.lazydata) <= 12
     with Context(POINTWISE_TRACE=0):
-        assert _graph_size(Tensor(np.ones(3, np.float32)).gelu().lazydata) > 100
+        assert _graph_size(Tensor(np.ones(3, np.float32)).gelu().lazydata) > 60
 
 
 def _centred(x):  # a reduce (at shape () it would be x - x: traced at the input's shape)
