@@ -196,9 +196,16 @@ def _exp_small(d):
 
 
 def erf(x):
-    a = x.abs()
-    tail = 1 - _erfc_tail(a.maximum(0.5))
-    return (a < 0.5).where(_erf_small(x.clip(-0.5, 0.5)), (x < 0).where(-tail, tail))
+    """The Maclaurin series below |x| = 0.5, 1 - erfc(|x|) above. There erf >= 0.52, so
+    erfc needs only absolute precision: float32 takes gelu's one fit with x * x as rounded
+    [D137], float64 erfc's tail."""
+    negative = x < 0
+    a = negative.where(-x, x)
+    if x.dtype == dtypes.float64:
+        tail = 1 - _erfc_tail(a.maximum(0.5))
+    else:
+        tail = 1 - 2 * _half_erfc_f32(a, x * x)
+    return (a < 0.5).where(_erf_small(x.clip(-0.5, 0.5)), negative.where(-tail, tail))
 
 
 def erfc(x):
@@ -209,22 +216,29 @@ def erfc(x):
                                  (x < 0).where(2 - tail, tail))
 
 
-def _normal_cdf_f32(x):
-    """Phi(x) and e^(-x^2 / 2), for float32 gelu [D137]: Phi(-|x|) = erfc(|x| / sqrt 2) / 2
-    = e^(-x^2 / 2) t P(t) / 2 with t = 2 / (2 + |x| / sqrt 2), one fit over every x and no
-    branch, and Phi(|x|) = 1 - Phi(-|x|). e^(-x^2 / 2) takes x * x as rounded, which costs
-    x^2 / 2 * 2^-24 relative where x << 0 (erfc(-x / sqrt 2) paid twice that for rounding
-    x / sqrt 2). erfc's form, with its exact-square split, second branch and 14-term
-    series, made gelu's kernel 95 AVX-512 instructions a vector; this one is 47."""
-    negative = x < 0
-    t = 1 / (1 + negative.where(-x, x) * (SQRT_HALF / 2))
+def _half_erfc_f32(a, square):
+    """erfc(a) / 2 for float32 a >= 0 by one fit and no branch [D137]: e^(-a^2) t P(t) / 2
+    with t = 2 / (2 + a), P over a <= 14.5 / sqrt 2. `square` is a^2 as the caller
+    rounds it (so its relative error is the caller's: see gelu and erf)."""
+    t = 2 / (2 + a)
     u = t * GELU_U_SCALE - GELU_U_SHIFT
     series = HALF_ERFCX_WIDE_POWERS[-1]
     for c in reversed(HALF_ERFCX_WIDE_POWERS[:-1]):
         series = series * u + c
-    bell = (x * x * -0.5).exp()
-    lower = bell * (t * series)  # Phi(-|x|)
-    return negative.where(lower, 1 - lower), bell
+    return (-square).exp() * (t * series)
+
+
+def _normal_cdf_f32(x):
+    """Phi(x) and e^(-x^2 / 2), for float32 gelu [D137]: Phi(-|x|) = erfc(|x| / sqrt 2) / 2,
+    one fit over every x and no branch, and Phi(|x|) = 1 - Phi(-|x|). e^(-x^2 / 2) takes
+    x * x as rounded, which costs x^2 / 2 * 2^-24 relative where x << 0 (erfc(-x / sqrt 2)
+    paid twice that for rounding x / sqrt 2). erfc's form, with its exact-square split,
+    second branch and 14-term series, made gelu's kernel 95 AVX-512 instructions a
+    vector; this one is 47."""
+    negative = x < 0
+    square = x * x * 0.5
+    lower = _half_erfc_f32(negative.where(-x, x) * SQRT_HALF, square)  # Phi(-|x|)
+    return negative.where(lower, 1 - lower), (-square).exp()
 
 
 def gelu(x):
