@@ -204,7 +204,7 @@ def erf(x):
     if x.dtype == dtypes.float64:
         tail = 1 - _erfc_tail(a.maximum(0.5))
     else:
-        tail = 1 - 2 * _half_erfc_f32(a, x * x)
+        tail = 1 - 2 * _half_erfc_f32(a, (-(x * x)).exp())
     return (a < 0.5).where(_erf_small(x.clip(-0.5, 0.5)), negative.where(-tail, tail))
 
 
@@ -216,16 +216,16 @@ def erfc(x):
                                  (x < 0).where(2 - tail, tail))
 
 
-def _half_erfc_f32(a, square):
+def _half_erfc_f32(a, bell):
     """erfc(a) / 2 for float32 a >= 0 by one fit and no branch [D137]: e^(-a^2) t P(t) / 2
-    with t = 2 / (2 + a), P over a <= 14.5 / sqrt 2. `square` is a^2 as the caller
-    rounds it (so its relative error is the caller's: see gelu and erf)."""
+    with t = 2 / (2 + a), P over a <= 14.5 / sqrt 2. `bell` is e^(-a^2) as the caller
+    computes it (so its error is the caller's: see gelu and erf)."""
     t = 2 / (2 + a)
     u = t * GELU_U_SCALE - GELU_U_SHIFT
     series = HALF_ERFCX_WIDE_POWERS[-1]
     for c in reversed(HALF_ERFCX_WIDE_POWERS[:-1]):
         series = series * u + c
-    return (-square).exp() * (t * series)
+    return bell * (t * series)
 
 
 def _normal_cdf_f32(x):
@@ -236,9 +236,9 @@ def _normal_cdf_f32(x):
     second branch and 14-term series, made gelu's kernel 95 AVX-512 instructions a
     vector; this one is 47."""
     negative = x < 0
-    square = x * x * 0.5
-    lower = _half_erfc_f32(negative.where(-x, x) * SQRT_HALF, square)  # Phi(-|x|)
-    return negative.where(lower, 1 - lower), (-square).exp()
+    bell = (x * x * -0.5).exp()
+    lower = _half_erfc_f32(negative.where(-x, x) * SQRT_HALF, bell)  # Phi(-|x|)
+    return negative.where(lower, 1 - lower), bell
 
 
 def gelu(x):
