@@ -52,10 +52,10 @@ def _split(item: ScheduleItem) -> list[ScheduleItem]:
     store: MemBuffer = ast.arg
     shape = store.st.shape
     small_shape = tuple(1 if a in axes else s for a, s in enumerate(shape))
-    small = LazyBuffer(item.out.device, ShapeTracker.from_shape(small_shape), store.dtype,
-                       LoadOps.CONTIGUOUS)
-    reduce_ast = _shrunk(ast, axes, MemBuffer(0, store.dtype, ShapeTracker.from_shape(small_shape)))
-    read = ShapeTracker.from_shape(small_shape).expand(shape)
+    small_st = ShapeTracker.from_shape(small_shape)
+    small = LazyBuffer(item.out.device, small_st, store.dtype, LoadOps.CONTIGUOUS)
+    reduce_ast = _shrunk(ast, axes, MemBuffer(0, store.dtype, small_st))
+    read = small_st.expand(shape)
     copy = LazyOp(BufferOps.STORE, (LazyOp(BufferOps.LOAD, (), MemBuffer(1, store.dtype, read)),),
                   store)
     return [ScheduleItem(reduce_ast, small, list(item.inputs)), ScheduleItem(copy, item.out, [small])]

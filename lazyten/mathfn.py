@@ -63,14 +63,14 @@ def _chebyshev_to_powers(coeffs: list[float]) -> list[float]:
 
 # P(t) in powers of u = 2t / (2/3) - 1, for the 14 terms float32 uses
 ERFCX_POWERS_F32 = _chebyshev_to_powers(ERFCX_CHEB[:14])
-# float32 gelu's one fit (no branch), `tools/fit_erfcx.py --wide`: P with K = 2, t = 2 / (2 + a)
-# for a = |x| / sqrt 2 <= 14.5 / sqrt 2 (beyond, gelu is under the smallest subnormal and P's
-# extrapolation is multiplied by e^(-x^2 / 2) = 0), in u = (t - t_min) 2 / (1 - t_min) - 1:
-# the first 10 terms of the degree-24 interpolant, 4e-8 relative; halved (exact) in
-# powers, as gelu wants Phi = erfc / 2.
-GELU_T_MIN = 2 / (2 + 14.5 * SQRT_HALF)
-GELU_U_SCALE = 2 / (1 - GELU_T_MIN)  # u = t * GELU_U_SCALE - GELU_U_SHIFT: one multiply-add
-GELU_U_SHIFT = 1 + GELU_T_MIN * GELU_U_SCALE
+# float32 gelu's and erf's one fit (no branch), `tools/fit_erfcx.py --wide`: P with K = 2,
+# t = 2 / (2 + a), for a <= 14.5 / sqrt 2 (gelu's a is |x| / sqrt 2: beyond, gelu is under
+# the smallest subnormal, and P's extrapolation is multiplied by e^(-a^2) = 0), in
+# u = (t - t_min) 2 / (1 - t_min) - 1: the first 10 terms of the degree-24 interpolant,
+# 4e-8 relative; halved (exact) in powers, as gelu wants Phi = erfc / 2.
+WIDE_T_MIN = 2 / (2 + 14.5 * SQRT_HALF)
+WIDE_U_SCALE = 2 / (1 - WIDE_T_MIN)  # u = t * WIDE_U_SCALE - WIDE_U_SHIFT: one multiply-add
+WIDE_U_SHIFT = 1 + WIDE_T_MIN * WIDE_U_SCALE
 ERFCX_WIDE_CHEB = [
     0.6198982037599655, 0.3309311805455051, 0.048536610751898634, 0.0013370935313479083,
     -0.0006795687343860123, -3.876121714811028e-05, 1.5289850486586825e-05,
@@ -221,7 +221,7 @@ def _half_erfc_f32(a, bell):
     with t = 2 / (2 + a), P over a <= 14.5 / sqrt 2. `bell` is e^(-a^2) as the caller
     computes it (so its error is the caller's: see gelu and erf)."""
     t = 2 / (2 + a)
-    u = t * GELU_U_SCALE - GELU_U_SHIFT
+    u = t * WIDE_U_SCALE - WIDE_U_SHIFT
     series = HALF_ERFCX_WIDE_POWERS[-1]
     for c in reversed(HALF_ERFCX_WIDE_POWERS[:-1]):
         series = series * u + c

@@ -21,8 +21,8 @@ import mpmath as mp
 mp.mp.dps = 40
 
 
-def fit(k: int, x_min, x_max, degree: int, float32_terms: int) -> tuple[list, object, object]:
-    """(Chebyshev coefficients, t_min, t_max) of P over x_min <= x <= x_max (inf: t_min 0)."""
+def fit(k: int, x_min, x_max, degree: int, float32_terms: int) -> tuple[list, object]:
+    """(Chebyshev coefficients, t_min) of P over x_min <= x <= x_max (inf: t_min 0)."""
     t_max = mp.mpf(k) / (k + x_min)
     t_min = mp.mpf(0) if x_max == mp.inf else mp.mpf(k) / (k + x_max)
 
@@ -42,14 +42,14 @@ def fit(k: int, x_min, x_max, degree: int, float32_terms: int) -> tuple[list, ob
         err = max(abs(mp.fsum(coeffs[i] * mp.chebyt(i, u) for i in range(terms)) / target(u) - 1)
                   for u in mp.linspace(-1, 1, 801))
         print(f"{terms} terms: max relative error {float(err):.2e}")
-    return coeffs, t_min, t_max
+    return coeffs, t_min
 
 
 if __name__ == "__main__":
     if "--wide" in sys.argv[1:]:
-        coeffs, t_min, _ = fit(2, mp.mpf(0), mp.mpf(14.5) / mp.sqrt(2), 24, 10)
+        coeffs, t_min = fit(2, mp.mpf(0), mp.mpf(14.5) / mp.sqrt(2), 24, 10)
         print("t_min", float(t_min))
         print([float(c) for c in coeffs[:10]])
     else:
-        coeffs, _, _ = fit(1, mp.mpf(0.5), mp.inf, 30, 14)
+        coeffs, _ = fit(1, mp.mpf(0.5), mp.inf, 30, 14)
         print([float(c) for c in coeffs])
