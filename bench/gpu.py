@@ -59,6 +59,11 @@ def _torch_layer_norm(x, width: int):
     return torch.nn.functional.layer_norm(x, (width,))
 
 
+def _torch_gelu(x):
+    import torch
+    return torch.nn.functional.gelu(x)
+
+
 def _unary(lazy_fn, torch_fn, shape):
     def make(device):
         x = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
@@ -109,6 +114,8 @@ WORKLOADS = [
                 _unary(lambda x: (x.relu() * 0.5).exp(),
                        lambda x: (x.relu() * 0.5).exp(), (N,)),
                 nbytes=8 * N, goal="bandwidth"),
+    GpuWorkload("gelu", f"exact gelu, {N >> 20}M float32 (erf's one fit, D137)",
+                _unary(lambda x: x.gelu(), _torch_gelu, (N,)), nbytes=8 * N, goal="bandwidth"),
     GpuWorkload("sum_all", f"x.sum(), {N >> 20}M float32",
                 _unary(lambda x: x.sum(), lambda x: x.sum(), (N,)), nbytes=4 * N,
                 goal="bandwidth"),
@@ -239,8 +246,26 @@ def _apply_target(device: str, fields: str) -> dict:
             if getattr(renderer.target, k) != getattr(before, k)}
 
 
+def chosen_workloads(only_arg: str | None) -> tuple[list[GpuWorkload], set[str]]:
+    """The GPU workloads `--only` names (all if none) and the names given; a name that is
+    neither a GPU workload nor `launch` raises ValueError (the CPU suite's groups, such as
+    `activations`, are not GPU workloads: an empty table would hide the mistake)."""
+    only = set((only_arg or "").replace(" ", "").split(",")) - {""}
+    names = [w.name for w in WORKLOADS]
+    unknown = sorted(only - set(names) - {"launch"})
+    if unknown:
+        raise ValueError(f"unknown GPU workload(s) {', '.join(unknown)}; choose from: "
+                         f"{', '.join(names)}, launch")
+    return [w for w in WORKLOADS if not only or w.name in only], only
+
+
 def main(args) -> int:
     device = args.device.upper()
+    try:
+        chosen, only = chosen_workloads(args.only)
+    except ValueError as e:
+        print(f"python -m bench --device {device}: {e}", file=sys.stderr)
+        return 2
     try:
         import torch
         if not torch.cuda.is_available():
@@ -251,8 +276,6 @@ def main(args) -> int:
         return 2
     os.environ["DEVICE"] = device  # lazyten's default device for this run (a bench process)
     changes = _apply_target(device, args.target or "")
-    only = set((args.only or "").replace(" ", "").split(",")) - {""}
-    chosen = [w for w in WORKLOADS if not only or w.name in only]
     rounds = 5 if args.quick else 15
     copy = copy_bandwidth()
     print(f"device {device} ({torch.cuda.get_device_name()}), torch {torch.__version__}; "

@@ -166,3 +166,12 @@ def test_gpu_bench_target_fields_replace_the_devices(monkeypatch):
         {"item_tile": 16, "elementwise_items": 0}
     assert (renderer.target.item_tile, renderer.target.elementwise_items) == (16, 0)
     assert [w.name for w in gpu.WORKLOADS][:2] == ["add", "relu_chain"]
+
+
+def test_gpu_only_names_gpu_workloads():
+    from bench.gpu import WORKLOADS as GPU, chosen_workloads
+    assert [w.name for w in chosen_workloads(None)[0]] == [w.name for w in GPU]
+    assert [w.name for w in chosen_workloads("add, sum_rows")[0]] == ["add", "sum_rows"]
+    assert chosen_workloads("launch")[0] == []
+    with pytest.raises(ValueError, match="unknown GPU workload.*activations"):
+        chosen_workloads("add,activations")
