@@ -21,6 +21,9 @@ from codegen.target import Target
 
 _SCALAR_TILE = 16            # most scalar accumulators a tile without vector lanes gets
 _WORK_PER_ACC = 4096         # a tile gets at most one accumulator per this many iterations
+# vector accumulators any tile may have: an FMA's latency (4 cycles) times the FMAs a cycle
+# (2) on AVX-512 and AVX2 cores, so independent chains keep both units busy (D138)
+_LATENCY_VECTORS = 8
 _LONG_FILL = 0.875         # share of a long padded row that is real, for wider tiles
 _ROW_TILE = 4               # rows a padded matmul's tile takes (its other axis: vectors)
 _TILE_ROUNDS = 4             # most upcasts in one tile
@@ -29,8 +32,11 @@ _POSITIONS = 16              # most output positions a tile with channel lanes u
 
 def tile_budget(k: Kernel, target: Target) -> int:
     """Most accumulators for this kernel: the target's limit, less for small kernels,
-    where a big tile buys little run time and costs lowering and compile time."""
-    return min(target.tile, max(_SCALAR_TILE, prod(k.full_shape) // _WORK_PER_ACC))
+    where a big tile buys little run time and costs lowering and compile time, but never
+    fewer than `_LATENCY_VECTORS` vectors: each accumulator is a chain of adds as long as
+    the reduce, and fewer chains leave the FMA units waiting on them (D138)."""
+    floor = max(_SCALAR_TILE, _LATENCY_VECTORS * target.lanes)
+    return min(target.tile, max(floor, prod(k.full_shape) // _WORK_PER_ACC))
 
 
 def tile(k: Kernel, target: Target) -> list[Opt]:

@@ -115,10 +115,11 @@ def test_rows_pad_to_the_tile(m):
     np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.parametrize("m,k", [(9, 40), (66, 200), (10, 256)])
+@pytest.mark.parametrize("m,k", [(66, 200), (10, 256), (6, 40)])
 def test_rows_that_need_no_padding_keep_their_size(m, k):
-    """A kernel too small for a tile of 4 rows of vectors (9 x 40 x 320) pads no rows, nor
-    an even number of rows (2 at a time: as few loads per update, no wasted rows)."""
+    """An even number of rows pads none (2 at a time: as few loads per update, no wasted
+    rows). (9 x 40 x 320, once too small for a tile of 4 rows of vectors, pads to 12 rows
+    since small kernels keep 8 vector accumulators: D138.)"""
     a, b = rnd((m, k)), rnd((k, 320), seed=1)
     out = Tensor(a) @ Tensor(b)
     assert (0, 4) not in pads(lowered(out)), lowered(out).applied

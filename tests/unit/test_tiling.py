@@ -61,6 +61,22 @@ def linearized(t: Tensor, tile: int = 256) -> Lowered:
     return Lowered(k, Linearizer(k, target).linearize())
 
 
+@pytest.mark.parametrize("m,k,n", [(8, 64, 256), (8, 32, 128), (1, 784, 128), (9, 40, 320),
+                                   (16, 100, 304), (4, 256, 256)])
+def test_a_small_matmul_keeps_enough_chains_to_hide_the_fma_latency(m, k, n):
+    """A small kernel's tile is not cut below 8 vector accumulators (D138): each is a
+    chain of FMAs as long as the reduce, and 2 of them (the old budget for 8 x 64 x 256:
+    one accumulator per 4096 iterations) left the FMA units idle 3 cycles in 4. The
+    values are numpy's."""
+    a, b = rnd((m, k)), rnd((k, n), seed=1)
+    out = Tensor(a) @ Tensor(b)
+    lin = linearized(out)
+    accs = [u for u in lin.kernel.uops if u.op is UOps.DEFINE_ACC]
+    vectors = sum(-(-u.dtype.count // 16) for u in accs)
+    assert vectors >= min(8, m * (n // 16)), (vectors, lin.k.applied)
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
 def scalar_input_loads(lin: Lowered) -> list:
     """Loads of one element from an input buffer: what a lane-by-lane gather emits, and
     what a load of the span the lanes touch (one vector load, then a shuffle) avoids."""
@@ -78,9 +94,10 @@ def test_matmul_tiles_into_vector_accumulators():
     # without tiling: one scalar accumulator
     plain = linearized(a @ b, tile=0)
     assert [u.dtype for u in plain.kernel.uops if u.op is UOps.DEFINE_ACC] == [dtypes.float32]
-    # a small kernel gets a small tile: it buys little run time and costs compile time
+    # a small kernel gets a smaller tile (it buys little run time and costs compile
+    # time), but 8 vectors: enough chains to hide the FMA latency (D138)
     small = linearized(Tensor(rnd((16, 16))) @ Tensor(rnd((16, 64), seed=1)))
-    assert sum(u.dtype.count for u in small.kernel.uops if u.op is UOps.DEFINE_ACC) <= 16
+    assert sum(u.dtype.count for u in small.kernel.uops if u.op is UOps.DEFINE_ACC) == 128
 
 
 @settings(max_examples=40, deadline=None)
