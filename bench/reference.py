@@ -40,7 +40,7 @@ def norm(op: str, d: dict[str, np.ndarray]) -> np.ndarray:
     return {"softmax": softmax, "log_softmax": log_softmax}[op](d["x"])
 
 
-_erfc = np.vectorize(math.erfc, otypes=[float])  # numpy has no erf: the reference only
+_erfc = np.vectorize(math.erfc, otypes=[float])  # (numpy has no erfc: one call an element)
 
 
 def gelu(x: np.ndarray) -> np.ndarray:
