@@ -11,25 +11,19 @@ finds its core taken and the calling thread runs every piece of the kernel itsel
 its serial speed. Timed in blocks (many calls of one side, then of the other, as
 bench/ and tools/model_steps.py do) each side has both cores. For each case this prints
 the best mean of `--rounds` blocks of `--calls` calls per side, then the medians of
-`--calls` interleaved pairs, and lazyten's serial time (THREADS=1 is read when its
-runtime starts, so the serial time is the same kernel run through the plan's program on
-this thread alone: `CPUProgram.here`).
+`--calls` interleaved pairs, and lazyten's serial time (its kernels on the calling
+thread alone, as a sequence that runs serial makes them: `SEQUENCE.serial`, D134).
 """
 from __future__ import annotations
 import argparse
+import os
+import sys
 import time
 
 import numpy as np
 
-
-def _best_mean(fn, calls: int, rounds: int) -> float:
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best * 1e6
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from eager_overhead import per_call  # noqa: E402  (a sibling tool: best mean per call, us)
 
 
 def _interleaved(lazy, torch_fn, calls: int) -> tuple[float, float]:
@@ -64,7 +58,7 @@ def main(argv=None) -> int:
         for _ in range(20):
             lazy(), torch_fn()
         np.testing.assert_allclose(lazy().numpy(), torch_fn().numpy(), rtol=1e-4, atol=1e-4)
-        block = (_best_mean(lazy, args.calls, args.rounds), _best_mean(torch_fn, args.calls, args.rounds))
+        block = (per_call(lazy, args.calls, args.rounds), per_call(torch_fn, args.calls, args.rounds))
         mixed = _interleaved(lazy, torch_fn, args.calls)
         print(f"{name:24s} blocks: lazyten {block[0]:7.1f} us  torch {block[1]:7.1f} us  "
               f"interleaved: lazyten {mixed[0]:7.1f} us  torch {mixed[1]:7.1f} us  "
@@ -79,7 +73,7 @@ def _serial(lazy, calls: int, rounds: int) -> float:
     was = SEQUENCE.serial
     SEQUENCE.serial = True
     try:
-        return _best_mean(lazy, calls, rounds)
+        return per_call(lazy, calls, rounds)
     finally:
         SEQUENCE.serial = was
 
