@@ -88,7 +88,7 @@ def _forward(w) -> tuple[Callable, list[str]]:
     if w.group == "conv3x3":
         return _conv, ["x", "weight", "bias"]
     if w.group == "activations":
-        return F.gelu, ["x"]
+        return (torch.sin if w.params.get("fn") == "sin" else F.gelu), ["x"]
     raise Unavailable(f"no torch form of {w.name}")
 
 

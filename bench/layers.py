@@ -8,7 +8,7 @@ Groups (none is part of a plain run: name them in --only, or pass --all):
                   and at a ViT shape of `out.sum()`, whose seed is a broadcast constant)
   conv3x3         3x3 conv, padding 1, stride 1, with bias, 16-256 channels, 8-56 pixels;
                   forward, and forward + backward (gradients of input, weight, bias)
-  activations     exact (erf) gelu, forward, and forward + backward (the gradient of
+  activations     sin, forward; exact (erf) gelu, forward, and forward + backward (the gradient of
                   `(out * grad).sum()`), at a BERT MLP's hidden width 3072
   mlp_train       one training step of a 784-256-256-10 MLP with Adam, with and without jit
   dispatch        one small realized op (16 elements), per call
@@ -117,6 +117,10 @@ def _gelu() -> list[Workload]:
                 targets=_speed(f"gelu {kind} {tag} >= 1.0x torch eager", 1.0),
                 deadline=(40.0, 25.0), default=False,
                 params={"shape": (rows, width), "backward": backward}))
+        out.append(Workload(  # no target: sin is not one of issue 15's classes (D139)
+            f"sin_fwd_{tag}", "activations", f"sin of {tag} fp32",
+            nbytes=8.0 * rows * width, baselines=("torch",), deadline=(40.0, 25.0),
+            default=False, params={"shape": (rows, width), "backward": False, "fn": "sin"}))
     return out
 
 

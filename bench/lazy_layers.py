@@ -156,6 +156,10 @@ def case(name: str) -> Case:
     if w.group == "conv3x3":
         return _conv(d, w.params["backward"])
     if w.group == "activations":
+        if w.params.get("fn") == "sin":
+            expected = np.sin(_f64(d)["x"])
+            x = _t(d["x"])
+            return Case(lambda: x.sin().realize(), lambda out: compare(out.numpy(), expected, 1e-6, 1e-6))
         return _gelu(d, w.params["backward"])
     if w.group == "dispatch":
         return _dispatch(w.params["kind"], d, w.calls)

@@ -5,6 +5,7 @@ it). Reduces are tiled in codegen/opt/tiling.py.
 from __future__ import annotations
 
 from codegen.kernel import Kernel, Opt, OptOps
+from codegen.ops import UnaryOps
 from codegen.target import Target
 
 
@@ -13,19 +14,36 @@ def gather_lanes(k: Kernel, target: Target) -> list[Opt]:
     not affine along the innermost axis (an upsampled gradient reads x // 2) or a
     contiguous load is masked along it (a padded copy): the vectoriser gives up there,
     so that axis becomes explicit vector lanes. Such a load reads the span its lanes
-    touch once and shuffles, or is one masked vector load (codegen/linearizer.py)."""
+    touch once and shuffles, or is one masked vector load (codegen/linearizer.py). So
+    does a kernel with sin or cos (`_BRANCHING`), its row padded to whole vectors where
+    it has none (the last one's store masked)."""
     if k.reduceop is not None or not target.tile or not k.full_shape:
         return []
     axis = len(k.full_shape) - 1
-    if k.strides(k.out_key, axis) != 1 or not any(_needs_lanes(k, key, axis) for key in k.mem):
+    if k.strides(k.out_key, axis) != 1:
         return []
+    pad: list[Opt] = []
     size, wide = k.full_shape[axis], target.lanes
+    if any(_needs_lanes(k, key, axis) for key in k.mem):
+        why = "a load LLVM's vectoriser gives up on"
+    elif any(n.op in _BRANCHING for n in k.ast.walk()):
+        why = "sin / cos branch to libm for large inputs: LLVM's vectoriser gives up"
+        if wide and size > wide and size % (wide // 2):  # an odd row: the last vector masked
+            pad = [Opt(OptOps.PAD_OUT, axis, wide, f"{size} is no multiple of {wide}")]
+            size += -size % wide
+    else:
+        return []
     lanes = next((d for d in (wide, wide // 2) if d and size % d == 0),
                  size if wide // 2 < size <= wide else 0)
-    upcast = Opt(OptOps.UPCAST, axis, lanes, "a load LLVM's vectoriser gives up on")
-    if not lanes or not k.can_apply(upcast):
-        return []
-    return [upcast, Opt(OptOps.LANES, axis + 1, lanes, "explicit lanes for that load")]
+    opts = [*pad, Opt(OptOps.UPCAST, axis, lanes, why),
+            Opt(OptOps.LANES, axis + 1, lanes, "explicit lanes for that load")]
+    return opts if lanes and k.tried(*opts) is not None else []
+
+
+# ops whose float32 code (codegen/renderer/llvm_math.py) holds a branch, around the rare
+# lanes that need libm: the loop vectoriser does not vectorise a loop with a call under a
+# branch, so their kernels take explicit lanes, whose code branches once a vector [D139]
+_BRANCHING = {UnaryOps.SIN, UnaryOps.COS}
 
 
 def _needs_lanes(k: Kernel, key: int, axis: int) -> bool:

@@ -34,10 +34,12 @@ _BINARY: dict[Op, tuple[str, str, str, str]] = {
 }
 _FAST_MATH = {BinaryOps.ADD, BinaryOps.MUL}  # float instructions that carry `flags`
 
-# float32 functions written in IR (vectorisable); other dtypes call the LLVM intrinsics.
+# float32 functions written in IR (vectorisable); other dtypes call the LLVM intrinsics
+# (sin and cos on float32 too, for their lanes past llvm_math.REDUCE_LIMIT).
 # They take the lane count and whether the target has AVX-512's vscalefps.
 _IR_MATH: dict[Op, Callable[[int, bool], tuple[str, list[str]]]] = {
-    UnaryOps.EXP2: llvm_math.exp2, UnaryOps.EXP: llvm_math.exp, UnaryOps.LOG2: llvm_math.log2}
+    UnaryOps.EXP2: llvm_math.exp2, UnaryOps.EXP: llvm_math.exp, UnaryOps.LOG2: llvm_math.log2,
+    UnaryOps.SIN: llvm_math.sin, UnaryOps.COS: llvm_math.cos}
 _INTRINSICS: dict[Op, str] = {
     UnaryOps.SQRT: "sqrt", UnaryOps.EXP2: "exp2", UnaryOps.EXP: "exp", UnaryOps.LOG2: "log2",
     UnaryOps.SIN: "sin", UnaryOps.COS: "cos"}

@@ -1,4 +1,4 @@
-"""exp2, exp and log2 for float32 written in LLVM IR, so loops over them vectorise.
+"""exp2, exp, log2, sin and cos for float32 written in LLVM IR, so loops over them vectorise.
 
 `llvm.exp2.f32` and friends become calls into libm, one element at a time; these
 inline functions use only arithmetic, compares and bit casts, which LLVM turns into SIMD
@@ -29,8 +29,20 @@ log2(x): x = m * 2^e with m in [sqrt(1/2), sqrt(2)], log2(m) = 2/ln2 * atanh(t) 
 t = (m-1)/(m+1), summed to t^9 (|t| < 0.172), the leading term t * 2/ln2 fused into the
 final multiply-add so it never rounds alone: within 2.5 float32 ulps. Subnormal inputs
 are scaled by 2^23 first. log2(0) = -inf, log2(inf) = inf, negative or NaN gives NaN.
+
+sin(x) and cos(x) (D139): in float64, the float32 x widened exactly. q = round(x * 2/pi),
+r = x - q * pi/2 with pi/2 in two float64 parts (PIO2_HI + PIO2_LO, 1.5e-33 short of
+pi/2): x - q * PIO2_HI is exact (one fused multiply-add whose result is smaller than x),
+so r carries one rounding and an error of q * 1.5e-33, nothing next to the float32 ulp of
+any r a float32 x below REDUCE_LIMIT leaves. sin r and cos r on |r| <= pi/4 come from
+their Taylor series to r^9 and r^10 (truncation under 3e-9 relative), the quadrant
+(q mod 4, from the rounding's bits as in exp) picks one and its sign, and the result is
+rounded to float32 once: within about half an ulp. Lanes past REDUCE_LIMIT (inf and NaN
+included) take libm's sinf / cosf instead, in a branch the common case skips; 0 keeps its
+sign (sin(-0.0) is -0.0).
 """
 from __future__ import annotations
+import math
 import struct
 from typing import Callable
 
@@ -43,6 +55,11 @@ LN2_HI, LN2_LO = 0.693359375, -2.12194440e-4  # LN2_HI + LN2_LO = ln 2 to 3e-12
 MAGIC = 12582912.0  # 1.5 * 2^23: adding it rounds a float below 2^22 to an integer
 _MAGIC_BITS = 0x4B400000  # its bits: those of MAGIC + n are these + n
 _LN2 = 0.6931471805599453
+PIO2_HI, PIO2_LO = 1.5707963267948966, 6.123233995736766e-17  # pi/2 to 1.5e-33
+REDUCE_LIMIT = 2.0 ** 24  # |x| past this (a float32 there is an integer) goes to libm
+MAGIC64 = 6755399441055744.0  # 1.5 * 2^52: adding it rounds a float64 below 2^51
+SIN_TAYLOR = [(-1.0) ** (k + 1) / math.factorial(2 * k + 3) for k in range(4)]  # r^3 ... r^9
+COS_TAYLOR = [(-1.0) ** k / math.factorial(2 * k) for k in range(6)]      # 1 ... r^10
 Literal = Callable[[float], str]  # a float32 constant -> its IR literal, splat over the lanes
 
 
@@ -239,3 +256,84 @@ def log2(lanes: int, scalef: bool = False) -> tuple[str, list[str]]:
             f"  ret {t} %y3"]
     head = f"define internal {t} {name}({t} %x) alwaysinline {{"
     return name, ["\n".join([head] + body + ["}"]), f"declare {t} @llvm.fma.{sfx}({t}, {t}, {t})"]
+
+
+def _doubles(lanes: int) -> Literal:
+    """float64 constants, splat across vector lanes."""
+    def literal(value: float) -> str:
+        lit = "0x%016X" % struct.unpack("<Q", struct.pack("<d", value))[0]
+        return lit if lanes == 1 else f"splat (double {lit})"
+    return literal
+
+
+def _longs(lanes: int) -> Callable[[int], str]:
+    return lambda value: str(value) if lanes == 1 else f"splat (i64 {value})"
+
+
+def sin(lanes: int, scalef: bool = False) -> tuple[str, list[str]]:
+    """(function name, [definition, declarations]) of sin on float32 x lanes (`scalef`
+    is not used)."""
+    return _sin_cos(lanes, cosine=False)
+
+
+def cos(lanes: int, scalef: bool = False) -> tuple[str, list[str]]:
+    """(function name, [definition, declarations]) of cos on float32 x lanes."""
+    return _sin_cos(lanes, cosine=True)
+
+
+def _sin_cos(lanes: int, cosine: bool) -> tuple[str, list[str]]:
+    t, _, b, sfx = _types(lanes)
+    v = "" if lanes == 1 else f"v{lanes}"
+    d, i = ("double", "i64") if lanes == 1 else (f"<{lanes} x double>", f"<{lanes} x i64>")
+    fn = "cos" if cosine else "sin"
+    name, f = f"@lazyten_{fn}_{sfx}", _floats(lanes)
+    g, n = _doubles(lanes), _longs(lanes)
+    fma = f"@llvm.fma.{v}f64"
+    body = [f"  %ax = call {t} @llvm.fabs.{sfx}({t} %x)",
+            f"  %big = fcmp ugt {t} %ax, {f(REDUCE_LIMIT)}",  # (NaN too)
+            # (big lanes compute garbage here, not poison: no fptosi; libm replaces them)
+            f"  %xd = fpext {t} %x to {d}",
+            f"  %tm = fmul {d} %xd, {g(2 / math.pi)}",
+            f"  %t = fadd {d} %tm, {g(MAGIC64)}",
+            f"  %q = fsub {d} %t, {g(MAGIC64)}",
+            f"  %r1 = call {d} {fma}({d} %q, {d} {g(-PIO2_HI)}, {d} %xd)",
+            f"  %r = call {d} {fma}({d} %q, {d} {g(-PIO2_LO)}, {d} %r1)",
+            f"  %z = fmul {d} %r, %r",
+            *_horner("s", SIN_TAYLOR, "%z", d, g),
+            f"  %r3 = fmul {d} %r, %z",
+            f"  %sr = call {d} {fma}({d} %r3, {d} %s0, {d} %r)",
+            *_horner("c", COS_TAYLOR, "%z", d, g),
+            # the quadrant q mod 4 from the low bits of t = MAGIC64 + q (cos: q + 1):
+            # bit 0 picks cos r for sin r, bit 1 negates
+            f"  %tb = bitcast {d} %t to {i}",
+            f"  %qb = add {i} %tb, {n(1 if cosine else 0)}",
+            f"  %odd = and {i} %qb, {n(1)}",
+            f"  %swap = icmp ne {i} %odd, {n(0)}",
+            f"  %pick = select {b} %swap, {d} %c0, {d} %sr",
+            f"  %half = and {i} %qb, {n(2)}",
+            f"  %sign = shl {i} %half, {n(62)}",
+            f"  %pb = bitcast {d} %pick to {i}",
+            f"  %yb = xor {i} %pb, %sign",
+            f"  %yd = bitcast {i} %yb to {d}",
+            f"  %{'fast' if cosine else 'y0'} = fptrunc {d} %yd to {t}"]
+    if not cosine:  # sin(+-0) = +-0 (the series' r + r^3 P gives +0 for -0)
+        body += [f"  %zero = fcmp oeq {t} %x, {f(0.0)}",
+                 f"  %fast = select {b} %zero, {t} %x, {t} %y0"]
+    any_big = "%big" if lanes == 1 else "%anybig"
+    if lanes > 1:
+        body.append(f"  %anybig = call i1 @llvm.vector.reduce.or.{v}i1({b} %big)")
+    body += [f"  br i1 {any_big}, label %libm, label %done",
+             "libm:",
+             f"  %lib = call {t} @llvm.{fn}.{sfx}({t} %x)",
+             f"  %mix = select {b} %big, {t} %lib, {t} %fast",
+             "  br label %done",
+             "done:",
+             f"  %y = phi {t} [%fast, %entry], [%mix, %libm]",
+             f"  ret {t} %y"]
+    head = f"define internal {t} {name}({t} %x) alwaysinline {{\nentry:"
+    declarations = [f"declare {t} @llvm.fabs.{sfx}({t})",
+                    f"declare {d} {fma}({d}, {d}, {d})",
+                    f"declare {t} @llvm.{fn}.{sfx}({t})"]
+    if lanes > 1:
+        declarations.append(f"declare i1 @llvm.vector.reduce.or.{v}i1({b})")
+    return name, ["\n".join([head] + body + ["}"]), *declarations]

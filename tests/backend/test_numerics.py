@@ -119,14 +119,35 @@ def _domain(name: str, ft) -> np.ndarray:
                                 small, -small]),
         "log": np.concatenate([positive, rng.uniform(0.5, 2, n)]),
         "log2": np.concatenate([positive, rng.uniform(0.5, 2, n)]),
-        "sin": np.concatenate([rng.uniform(-1e4, 1e4, n), rng.uniform(-7, 7, n), small, -small]),
-        "cos": np.concatenate([rng.uniform(-1e4, 1e4, n), rng.uniform(-7, 7, n), small, -small]),
+        "sin": np.concatenate([rng.uniform(-1e4, 1e4, n), rng.uniform(-7, 7, n), small, -small,
+                               _far(ft, rng), _near_quadrants(ft, rng)]),
+        "cos": np.concatenate([rng.uniform(-1e4, 1e4, n), rng.uniform(-7, 7, n), small, -small,
+                               _far(ft, rng), _near_quadrants(ft, rng)]),
         "sqrt": positive,
         "tanh": np.concatenate([rng.uniform(-20, 20, n), small, -small]),
         "sigmoid": np.concatenate([rng.uniform(bottom, -bottom, n), small, -small]),
     }[name]
     special = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0]
     return np.concatenate([x, special]).astype(ft)
+
+
+def _far(ft, rng, n: int = 20_000) -> np.ndarray:
+    """Arguments of sin and cos up to the dtype's largest, either side of 2^24 (where
+    float32 CPU code hands lanes to libm, D139) included: reduced by pi/2 at any size."""
+    top = np.log(float(np.finfo(ft).max))
+    edge = np.float32(2.0 ** 24)
+    around = np.nextafter(np.full(50, edge), np.float32(0)), np.full(1, edge), \
+        np.nextafter(np.full(50, edge), np.float32(np.inf))
+    x = np.concatenate([np.exp(rng.uniform(np.log(1e4), top, n)), *around])
+    return x * rng.choice([-1.0, 1.0], len(x))
+
+
+def _near_quadrants(ft, rng, n: int = 20_000) -> np.ndarray:
+    """The floats nearest to multiples of pi/2 (where x - q * pi/2 cancels most) and
+    their neighbours, for q up to about 2^25."""
+    q = rng.integers(1, 2 ** 25, n).astype(np.float64)
+    x = (q * (np.pi / 2)).astype(ft)
+    return np.concatenate([x, np.nextafter(x, ft(0)), np.nextafter(x, ft(np.inf))])
 
 
 FUNCTIONS = {  # name -> reference on a wider float

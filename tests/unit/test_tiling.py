@@ -635,6 +635,38 @@ def test_upsampled_reads_take_vector_lanes(h, w, factor):
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-6, atol=1e-6)
 
 
+@settings(max_examples=25, deadline=None)
+@given(shape=st.sampled_from([(7,), (24,), (3, 40), (1000,), (1001,), (5, 16, 33), (64, 48)]),
+       fn=st.sampled_from(["sin", "cos"]), view=st.sampled_from(["plain", "T", "broadcast"]),
+       dtype=st.sampled_from([np.float32, np.float16, np.float64]))
+@example(shape=(1000,), fn="sin", view="plain", dtype=np.float32)
+def test_sin_and_cos_kernels_take_vector_lanes(shape, fn, view, dtype):
+    """float32 sin and cos branch to libm for lanes past 2^24 (D139): LLVM's loop
+    vectoriser gives up on a loop with that branch, so their elementwise kernels take
+    explicit lanes (a row that is no whole number of vectors is padded to one, its last
+    vector masked), and branch once a vector. Fused with other ops, through transposed
+    and broadcast views, odd sizes, float16 (computed in float32) and float64 (libm),
+    against numpy."""
+    x = rnd(shape, dtype) * 30
+    y = rnd(shape[-1:], dtype, seed=1)
+    if view == "T" and len(shape) > 1:
+        x = np.ascontiguousarray(np.swapaxes(x, 0, -1))
+        t = Tensor(x).transpose(0, -1)
+        x = np.swapaxes(x, 0, -1)
+    else:
+        t = Tensor(x)
+    if view == "broadcast":
+        out, ref = getattr(t[..., :1].expand(*shape), fn)() * Tensor(y) + 1, \
+            getattr(np, fn)(np.broadcast_to(x[..., :1], shape).astype(np.float64)) * y + 1
+    else:
+        out, ref = getattr(t, fn)() * Tensor(y) + 1, getattr(np, fn)(x.astype(np.float64)) * y + 1
+    row = out.shape[-1]  # (y's broadcast keeps the last axis apart from the others)
+    if dtype == np.float32 and view == "plain" and (row % 8 == 0 or row > 8):
+        assert linearized(out).k.lanes in (8, 16, row)
+    tol = 2e-3 if dtype == np.float16 else 1e-6
+    np.testing.assert_allclose(out.numpy().astype(np.float64), ref, rtol=tol, atol=tol)
+
+
 @settings(max_examples=30, deadline=None)
 @given(h=st.sampled_from([1, 3, 8]), w=st.sampled_from([4, 5, 8, 12]),
        left=st.integers(0, 5), right=st.integers(0, 5), top=st.integers(0, 2),
