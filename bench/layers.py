@@ -117,9 +117,10 @@ def _gelu() -> list[Workload]:
                 targets=_speed(f"gelu {kind} {tag} >= 1.0x torch eager", 1.0),
                 deadline=(40.0, 25.0), default=False,
                 params={"shape": (rows, width), "backward": backward}))
-        out.append(Workload(  # no target: sin is not one of issue 15's classes (D139)
+        out.append(Workload(  # (D139)
             f"sin_fwd_{tag}", "activations", f"sin of {tag} fp32",
-            nbytes=8.0 * rows * width, baselines=("torch",), deadline=(40.0, 25.0),
+            nbytes=8.0 * rows * width, baselines=("torch",),
+            targets=_speed(f"sin fwd {tag} >= 1.0x torch eager", 1.0), deadline=(40.0, 25.0),
             default=False, params={"shape": (rows, width), "backward": False, "fn": "sin"}))
     return out
 

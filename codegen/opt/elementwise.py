@@ -22,22 +22,35 @@ def gather_lanes(k: Kernel, target: Target) -> list[Opt]:
     axis = len(k.full_shape) - 1
     if k.strides(k.out_key, axis) != 1:
         return []
-    pad: list[Opt] = []
     size, wide = k.full_shape[axis], target.lanes
-    if any(_needs_lanes(k, key, axis) for key in k.mem):
-        why = "a load LLVM's vectoriser gives up on"
-    elif any(n.op in _BRANCHING for n in k.ast.walk()):
-        why = "sin / cos branch to libm for large inputs: LLVM's vectoriser gives up"
-        if wide and size > wide and size % (wide // 2):  # an odd row: the last vector masked
-            pad = [Opt(OptOps.PAD_OUT, axis, wide, f"{size} is no multiple of {wide}")]
-            size += -size % wide
-    else:
+    why = _why_lanes(k, axis)
+    if why is None:
         return []
+    pad = _pad_odd_row(axis, size, wide) if why == _BRANCH else []
+    size += -size % wide if pad else 0
     lanes = next((d for d in (wide, wide // 2) if d and size % d == 0),
                  size if wide // 2 < size <= wide else 0)
     opts = [*pad, Opt(OptOps.UPCAST, axis, lanes, why),
             Opt(OptOps.LANES, axis + 1, lanes, "explicit lanes for that load")]
     return opts if lanes and k.tried(*opts) is not None else []
+
+
+_BRANCH = "sin / cos branch to libm for large inputs: LLVM's vectoriser gives up"
+
+
+def _why_lanes(k: Kernel, axis: int) -> str | None:
+    """Why the kernel needs explicit lanes along `axis`, if it does."""
+    if any(_needs_lanes(k, key, axis) for key in k.mem):
+        return "a load LLVM's vectoriser gives up on"
+    return _BRANCH if any(n.op in _BRANCHING for n in k.ast.walk()) else None
+
+
+def _pad_odd_row(axis: int, size: int, wide: int) -> list[Opt]:
+    """A row longer than a vector that half vectors do not divide is padded to whole
+    vectors, the last one's store masked."""
+    if not wide or size <= wide or size % (wide // 2) == 0:
+        return []
+    return [Opt(OptOps.PAD_OUT, axis, wide, f"{size} is no multiple of {wide}")]
 
 
 # ops whose float32 code (codegen/renderer/llvm_math.py) holds a branch, around the rare
