@@ -84,11 +84,12 @@ def loads_per_update(t: Kernel, target: Target) -> float:
         loads += copies
     return loads / _registers(t, target)
 
-def unroll_amount(size: int, want: int, room: int) -> int:
+def unroll_amount(size: int, want: int, room: int, whole: int = WHOLE) -> int:
     """The widest unroll of an axis of `size` up to `want` that fits in `room`: a power of
-    two that divides the axis, or the whole axis when it is short (0: none)."""
+    two that divides the axis, or the whole axis when it is short (up to `whole`; 0:
+    none)."""
     fits = [d for d in _halvings(want) if size % d == 0]
-    fits += [size] if want // 2 < size <= max(want, WHOLE) and size % want else []
+    fits += [size] if want // 2 < size <= max(want, whole) and size % want else []
     return max((d for d in fits if d <= room), default=0)
 
 def worth_unrolling(k: Kernel, axis: int) -> str | None:

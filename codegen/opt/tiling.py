@@ -327,11 +327,29 @@ def _unrolls(k: Kernel, budget: int, target: Target) -> list[tuple[int, Opt, Ker
         want = target.lanes if not k.upcasts and _lane_axis(k, axis, target) else 4
         size, room = k.full_shape[axis], budget // prod(k.upcasts)
         # an axis too short to be lanes (3 taps) may still be unrolled whole, as copies
-        amount = unroll_amount(size, want, room) or (size if size < 4 and size <= room else 0)
+        amount = unroll_amount(size, want, room, _whole_limit(k, axis, want, target)) or \
+            (size if size < 4 and size <= room else 0)
         trial = k.tried(opt := Opt(OptOps.UPCAST, axis, amount, why)) if amount else None
         if trial is not None and (not k.lanes or fits_registers(trial, target)):
             found.append((axis, opt, trial))
     return found
+
+
+def _whole_limit(k: Kernel, axis: int, want: int, target: Target) -> int:
+    """How long an axis may be to be unrolled whole. The output row's vectors (the axis
+    whose copies are whole vectors of the lanes) only up to `want` where the input they
+    load is past the L1 and another axis an input ignores can take 8 rows instead: each
+    copy is a vector load of B at every step, and 5-7 of them (a 100-wide matmul's 7
+    vectors, as a 2 x 7 tile) stream B from the L2, where 16 rows x 1 vector read it
+    from the L1 (D140)."""
+    if not (k.lanes and k.strides(k.out_key, axis) == k.lanes):
+        return WHOLE
+    big = any(k.strides(key, axis) != 0 and 4 * prod(
+        s for s, st in zip(k.full_shape, k.sts[key].real_strides(ignore_valid=True)) if st != 0)
+        > target.cached_bytes for key in k.loads)
+    rows = any(a != axis and k.full_shape[a] % (2 * _ROW_TILE) == 0 and
+               any(k.strides(key, a) == 0 for key in k.loads) for a in range(k.n_global))
+    return want if big and rows else WHOLE
 
 
 def _lane_axis(k: Kernel, axis: int, target: Target) -> bool:

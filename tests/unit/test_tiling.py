@@ -14,7 +14,7 @@ from codegen.dtypes import dtypes
 from codegen.helpers import prod
 from dataclasses import dataclass, replace
 
-from codegen.kernel import Kernel
+from codegen.kernel import Kernel, OptOps
 from codegen.linearizer import LinearKernel, Linearizer
 from codegen.opt import optimize
 from codegen.opt.tile_measures import loads_per_update as _loads_per_update
@@ -59,6 +59,27 @@ def linearized(t: Tensor, tile: int = 256) -> Lowered:
     target = replace(cpu(512), tile=tile)
     k = optimize(Kernel(item.ast), target)
     return Lowered(k, Linearizer(k, target).linearize())
+
+
+@settings(max_examples=12, deadline=None)
+@given(m=st.sampled_from([64, 96, 256, 300]), k=st.sampled_from([100, 300, 784]),
+       n=st.sampled_from([80, 100, 112]), kind=st.sampled_from(["nn", "nt"]))
+@example(m=256, k=300, n=100, kind="nn")
+def test_a_matmul_5_to_7_vectors_wide_takes_rows_not_vectors(m, k, n, kind):
+    """A matmul whose row is 5-7 vectors (80-112 columns: a 100-wide layer, padded to 112)
+    over a B past the L1 unrolls 8-16 rows x 1 vector, not 2 rows x the whole row: those
+    vector loads of B at every step streamed it from the L2 (2 x 7: 218 us a call on one
+    thread at 256 x 100 over 300, 16 x 1: 121; D140). Rows that 8 does not divide keep the
+    wide tile (300 rows: 4 x 1 would leave the FMAs waiting). Against numpy: padded
+    columns, a transposed B (Linear's x @ W.T)."""
+    a, b = rnd((m, k)), rnd((k, n) if kind == "nn" else (n, k), seed=1)
+    out = Tensor(a) @ (Tensor(b) if kind == "nn" else Tensor(b).T)
+    bn = b if kind == "nn" else b.T
+    lin = linearized(out)
+    wide = [o for o in lin.k.applied if o.op is OptOps.UPCAST and o.axis == 1 and 4 < o.amount < 16]
+    if m % 8 == 0 and 4 * k * n > cpu(512).cached_bytes:
+        assert not wide, lin.k.applied
+    assert_matmul(out.numpy(), a, bn)
 
 
 @pytest.mark.parametrize("m,k,n", [(8, 64, 256), (8, 32, 128), (1, 784, 128), (9, 40, 320),
