@@ -3,8 +3,8 @@ threads split). docs/decisions.md D34 gives the measurements.
 """
 from __future__ import annotations
 
-from codegen.helpers import prod
 from codegen.kernel import Kernel, Opt, OptOps
+from codegen.opt.tile_measures import elements_read
 from codegen.target import Target
 
 _L2_DISCOUNT = 8  # an input re-read from L2 against one from L3: 4x the L2 re-reads ran
@@ -29,8 +29,7 @@ def order_loops(k: Kernel, target: Target) -> list[Opt]:
     cached, in_l2 = target.cached_bytes // 4, target.l2_bytes // 8  # float32 elements
 
     def footprint(key: int) -> int:
-        strides = k.sts[key].real_strides(ignore_valid=True)
-        elements = prod(s for s, st in zip(k.full_shape, strides) if st != 0)
+        elements = elements_read(k, key)
         return 0 if elements <= cached else \
             elements // _L2_DISCOUNT if elements <= in_l2 else elements
 

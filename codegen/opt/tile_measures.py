@@ -13,6 +13,13 @@ _SHORT_REDUCE = 16           # reduces this short may take vector lanes across s
 WHOLE = 8                    # an axis this short may be unrolled whole, whatever its size
 
 
+def elements_read(k: Kernel, key: int) -> int:
+    """Elements of input `key` the whole kernel reads: its extent along every axis it
+    walks (an input ignoring an axis reads the same elements again there)."""
+    strides = k.sts[key].real_strides(ignore_valid=True)
+    return prod(s for s, st in zip(k.full_shape, strides) if st != 0)
+
+
 def _halvings(start: int) -> list[int]:
     """start, start / 2, ... down to 2: the widths an axis may be unrolled by."""
     out = []

@@ -15,8 +15,9 @@ from codegen.helpers import prod
 from codegen.kernel import Kernel, Opt, OptOps
 from codegen.lanes import ROW_VECTORS
 from codegen.opt.reduce_rows import divides_integers, dot_products, reduce_lane_width
-from codegen.opt.tile_measures import (WHOLE, fits_registers, full_row, gathers, loads_per_update,
-                                       unroll_amount, whole_vectors_elsewhere, worth_unrolling)
+from codegen.opt.tile_measures import (WHOLE, elements_read, fits_registers, full_row, gathers,
+                                       loads_per_update, unroll_amount, whole_vectors_elsewhere,
+                                       worth_unrolling)
 from codegen.target import Target
 
 _SCALAR_TILE = 16            # most scalar accumulators a tile without vector lanes gets
@@ -344,9 +345,8 @@ def _whole_limit(k: Kernel, axis: int, want: int, target: Target) -> int:
     from the L1 (D140)."""
     if not (k.lanes and k.strides(k.out_key, axis) == k.lanes):
         return WHOLE
-    big = any(k.strides(key, axis) != 0 and 4 * prod(
-        s for s, st in zip(k.full_shape, k.sts[key].real_strides(ignore_valid=True)) if st != 0)
-        > target.cached_bytes for key in k.loads)
+    big = any(k.strides(key, axis) != 0 and 4 * elements_read(k, key) > target.cached_bytes
+              for key in k.loads)
     rows = any(a != axis and k.full_shape[a] % (2 * _ROW_TILE) == 0 and
                any(k.strides(key, a) == 0 for key in k.loads) for a in range(k.n_global))
     return want if big and rows else WHOLE

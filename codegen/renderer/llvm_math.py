@@ -63,10 +63,14 @@ COS_TAYLOR = [(-1.0) ** k / math.factorial(2 * k) for k in range(6)]      # 1 ..
 Literal = Callable[[float], str]  # a float32 constant -> its IR literal, splat over the lanes
 
 
+def _hex(value: float) -> str:
+    """LLVM's spelling of a float constant: the hex of its float64 bits."""
+    return "0x%016X" % struct.unpack("<Q", struct.pack("<d", value))[0]
+
+
 def _f(value: float, lanes: int) -> str:
     """A float32 constant (hex of its double widening), splat across vector lanes."""
-    value = struct.unpack("<f", struct.pack("<f", value))[0]
-    lit = "0x%016X" % struct.unpack("<Q", struct.pack("<d", value))[0]
+    lit = _hex(struct.unpack("<f", struct.pack("<f", value))[0])
     return lit if lanes == 1 else f"splat (float {lit})"
 
 
@@ -260,10 +264,7 @@ def log2(lanes: int, scalef: bool = False) -> tuple[str, list[str]]:
 
 def _doubles(lanes: int) -> Literal:
     """float64 constants, splat across vector lanes."""
-    def literal(value: float) -> str:
-        lit = "0x%016X" % struct.unpack("<Q", struct.pack("<d", value))[0]
-        return lit if lanes == 1 else f"splat (double {lit})"
-    return literal
+    return lambda value: _hex(value) if lanes == 1 else f"splat (double {_hex(value)})"
 
 
 def _longs(lanes: int) -> Callable[[int], str]:

@@ -1,0 +1,87 @@
+"""Time one matmul kernel under the optimiser's decisions and under other ones, on one thread.
+
+    PYTHONPATH=. python tools/tile_ab.py nn 256x300x100 \
+        "PAD_OUT:1:16,UPCAST:1:16,LANES:3:16,UPCAST:1:7,UPCAST:0:2"
+
+KIND is nn (a @ b), tn (a.T @ b, a weight gradient) or nt (a @ b.T, Linear's forward);
+MxKxN the product's sizes. Each further argument is an opt list, OP:AXIS:AMOUNT joined by
+commas, applied to the matmul's last kernel (after any packing kernel) in place of what
+codegen/opt chose. Every variant is compiled, checked against numpy, and called on the
+same buffers through its program's `here` (one thread, no hand-off): 5 rounds of 20 calls
+after 3 warm-up calls, the variants in turn; the best round's mean per call is printed.
+Used for D140's figures.
+"""
+from __future__ import annotations
+import sys
+import time
+
+import numpy as np
+
+from codegen.kernel import Kernel, Opt, OptOps
+from codegen.linearizer import Linearizer
+from codegen.opt import optimize
+from lazyten import Tensor
+from lazyten.realize import run_schedule
+from lazyten.schedule import create_schedule
+from runtimes import get_runtime
+
+
+def operands(kind: str, m: int, k: int, n: int) -> tuple[Tensor, np.ndarray]:
+    """The lazy product and its float32 value from numpy."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((k, m) if kind == "tn" else (m, k), dtype=np.float32)
+    b = rng.standard_normal((n, k) if kind == "nt" else (k, n), dtype=np.float32)
+    ta, tb = Tensor(a).realize(), Tensor(b).realize()
+    if kind == "tn":
+        return ta.T @ tb, a.T @ b
+    if kind == "nt":
+        return ta @ tb.T, a @ b.T
+    return ta @ tb, a @ b
+
+
+def parse(text: str) -> list[Opt]:
+    return [Opt(OptOps[op], int(axis), int(amount))
+            for op, axis, amount in (part.split(":") for part in text.split(","))]
+
+
+def main() -> None:
+    kind, sizes, variants = sys.argv[1], sys.argv[2], sys.argv[3:]
+    m, k, n = (int(v) for v in sizes.split("x"))
+    out, want = operands(kind, m, k, n)
+    schedule = create_schedule([out.lazydata])
+    item, sources = schedule[-1], list(schedule[-1].inputs)  # (running drops them)
+    run_schedule(schedule)  # the earlier kernels' outputs (a packed operand) are its inputs
+    runtime = get_runtime("CPU")
+    target = runtime.renderer.target
+    chosen = optimize(Kernel(item.ast), target).applied
+    print("chosen:", ",".join(f"{o.op.name}:{o.axis}:{o.amount}" for o in chosen))
+    inputs = [buf.realized._buf for buf in sources]
+    result = np.zeros(want.size, np.float32)
+    bufs = ((result, result.ctypes.data), *inputs)
+    programs = []
+    for name, opts in [("chosen", list(chosen))] + [(v, parse(v)) for v in variants]:
+        kernel = Kernel(item.ast)
+        for opt in opts:
+            kernel.apply(opt)
+        spec = runtime.renderer.program(Linearizer(kernel, target).linearize())
+        program = runtime.program(spec, runtime.compiler.compile(spec.src))
+        result[:] = 0
+        program.here(bufs, spec.global_size[0])
+        np.testing.assert_allclose(result.reshape(want.shape), want, rtol=1e-3, atol=1e-2)
+        programs.append((name, program, spec.global_size[0]))
+    rounds: dict[str, list[float]] = {name: [] for name, _, _ in programs}
+    for _ in range(5):
+        for name, program, size in programs:
+            for _ in range(3):
+                program.here(bufs, size)
+            start = time.perf_counter()
+            for _ in range(20):
+                program.here(bufs, size)
+            rounds[name].append((time.perf_counter() - start) / 20 * 1e6)
+    for name, times in rounds.items():
+        best = min(times)
+        print(f"{name:60s} {best:8.1f} us  {2 * m * n * k / best / 1e3:6.0f} GFLOP/s")
+
+
+if __name__ == "__main__":
+    main()
