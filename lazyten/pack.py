@@ -219,12 +219,13 @@ def _reduce_axis(buf: MemBuffer, lane_axis: int, out_axes: list[int], width: int
                  target: Target) -> tuple[int, tuple[int, ...]] | None:
     """(the reduce axis, the batch axes) of a load worth packing, else None: it moves
     along `lane_axis`, one reduce axis, and output axes the panels are copied for (a
-    batched matmul's batch: one set of panels per batch). A batch's operand that fits in
-    `target.cached_bytes` (the L1 cache) is re-read from there: packing it costs more
-    than it saves (4x4x128x32 attention's k^T, 16 KB a head: 0.24 ms read in place, 0.30
-    packed), unless its lanes would be gathered and no vector divides them (attention's
-    k^T at 100 keys: the tile reads whole vectors in place only as blocks of a vector's
-    width, so 100 took 4 lanes, 0.12 ms, where its panels padded to 112 took 0.06, D103)."""
+    batched matmul's batch: one set of panels per batch). A batch's operand with
+    contiguous lanes that fits in `target.cached_bytes` (the L1 cache) is re-read from
+    there: packing it costs more than it saves. One whose lanes would be gathered
+    (attention's k^T, its lanes the rows of k) is packed however small a batch's share:
+    in place, each step of the reduce builds its vector a lane at a time (16 loads and
+    inserts for 16 FMAs on AVX-512), and at 100 keys the tile took 4 lanes at a time
+    (D103); 4x4x128x32's q @ k^T on one thread: 204 us in place, 7 + 107 packed (D141)."""
     if len(buf.st.views) != 1 or buf.st.views[0].mask is not None:
         return None
     view = buf.st.views[0]
@@ -248,7 +249,7 @@ def _reduce_axis(buf: MemBuffer, lane_axis: int, out_axes: list[int], width: int
     # a row no panel divides is padded with zeros only where it would be gathered:
     # contiguous lanes read in place as well (784 x 256: 0.50 ms in place, 0.52 + 0.03 packed)
     if friendly or lanes < width or (lanes % width and not gathered) or small or \
-            (batch and panels <= target.cached_bytes and not (gathered and lanes % target.lanes)):
+            (batch and panels <= target.cached_bytes and not gathered):
         return None
     return red_axis, batch
 
