@@ -249,12 +249,14 @@ def test_no_pack_where_it_does_not_apply(n, batch):
 
 
 @pytest.mark.parametrize("batch,rows,keys,inner", [((4, 4), 128, 128, 32), ((3,), 40, 96, 16),
-                                                    ((2, 3), 33, 64, 48)])
+                                                    ((2, 3), 33, 64, 48), ((64,), 64, 32, 256)])
 def test_batched_operands_with_contiguous_lanes_that_fit_in_l1_are_read_in_place(
         batch, rows, keys, inner):
     """A batch's operand under the L1 size whose lanes are contiguous (attention's v in
     P @ v, 128 x 32 a head: 16 KB) is re-read from the cache: no copy kernel, however
-    many batches there are."""
+    many batches there are. The last case is the one only the L1 rule keeps in place
+    (32 KB a batch, 2 MB in all, rows 1 KB apart: packed without it); the others are
+    also short-strided enough to read well."""
     p, v = rnd((*batch, rows, keys)), rnd((*batch, keys, inner), seed=1)
     assert keys * inner * 4 <= get_runtime("CPU").renderer.target.cached_bytes
     out = Tensor(p).realize() @ Tensor(v).realize()
