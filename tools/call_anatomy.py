@@ -23,6 +23,7 @@ to the other core, and the Python runs after the kernels have evicted its own st
 about twice its hot-loop cost (docs/benchmarks.md, session 26).
 """
 from __future__ import annotations
+import os
 import statistics
 import sys
 import time
@@ -30,15 +31,13 @@ from typing import Any, Callable
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from eager_overhead import per_call  # noqa: E402  (a sibling tool: best of rounds, per call)
 
-def best_per_call(fn: Callable[[], Any], calls: int, rounds: int = 7) -> float:
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best * 1e6
+
+def best_per_call(fn: Callable[[], Any], calls: int) -> float:
+    """Microseconds a call, the best of 7 rounds of `calls`."""
+    return per_call(fn, calls, rounds=7)
 
 
 def with_steps(plan: Any, wrap: Callable[[int, Callable[..., Any]], Callable[..., Any]],
@@ -50,6 +49,17 @@ def with_steps(plan: Any, wrap: Callable[[int, Callable[..., Any]], Callable[...
         run()
     finally:
         plan.steps = steps
+
+
+def timed(record: Callable[[int, float], None]) -> Callable[..., Callable[..., Any]]:
+    """A `with_steps` wrapper that times each launch and gives record(position, seconds)."""
+    def wrap(i: int, launch: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*memory: Any) -> None:
+            start = time.perf_counter()
+            launch(*memory)
+            record(i, time.perf_counter() - start)
+        return run
+    return wrap
 
 
 def calls(call: Callable[[], Any], n: int) -> None:
@@ -102,16 +112,9 @@ def main() -> None:
     print(f"kernels alone          {sum(us for _, us in alone):9.1f}")
 
     inside: dict[int, list[float]] = {i: [] for i in range(len(plan.steps))}
-
-    def timed(i: int, launch: Callable[..., Any]) -> Callable[..., Any]:
-        def run(*memory: Any) -> None:
-            start = time.perf_counter()
-            launch(*memory)
-            inside[i].append(time.perf_counter() - start)
-        return run
     for _ in range(50):  # (after the kernels alone: the calls settle again first)
         call()
-    with_steps(plan, timed, lambda: calls(call, 300))
+    with_steps(plan, timed(lambda i, dt: inside[i].append(dt)), lambda: calls(call, 300))
     for i, ts in inside.items():
         print(f"kernel {i} inside calls {statistics.median(ts) * 1e6:9.1f} median, "
               f"{statistics.fmean(ts) * 1e6:.1f} mean")
@@ -123,6 +126,7 @@ def main() -> None:
     print(f"building alone         {best_per_call(build, 200):9.1f}  (in a hot loop)")
 
     phases = dict.fromkeys(("build", "realize", "run", "launches", "drop"), 0.0)
+    launches: list[float] = []
     run_plan = engine.Plan.run
 
     def run_timed(self: Any, graph: list) -> None:
@@ -131,13 +135,6 @@ def main() -> None:
             run_plan(self, graph)
         finally:
             phases["run"] += time.perf_counter() - start
-
-    def launch_timed(i: int, launch: Callable[..., Any]) -> Callable[..., Any]:
-        def run(*memory: Any) -> None:
-            start = time.perf_counter()
-            launch(*memory)
-            phases["launches"] += time.perf_counter() - start
-        return run
 
     def phased() -> None:
         for _ in range(300):
@@ -153,9 +150,10 @@ def main() -> None:
             phases["drop"] += t3 - t2
     engine.Plan.run = run_timed  # type: ignore[method-assign,assignment]
     try:
-        with_steps(plan, launch_timed, phased)
+        with_steps(plan, timed(lambda i, dt: launches.append(dt)), phased)
     finally:
         engine.Plan.run = run_plan  # type: ignore[method-assign]
+    phases["launches"] = sum(launches)
     print("in calls (means):      " + ", ".join(f"{k} {v / 300 * 1e6:.1f}" for k, v in phases.items()))
 
 
