@@ -10,9 +10,11 @@ Each pass returns `Opt`s (codegen/kernel.py); the widths come from the `Target` 
 float lanes with AVX-512, 8 with AVX2). docs/decisions.md gives the rules' measurements.
 """
 from __future__ import annotations
+from typing import Callable
 
 from codegen.helpers import prod
-from codegen.kernel import Kernel, Opt, OptOps
+from codegen.kernel import Kernel, Opt, OptOps, leaves
+from codegen.ops import BufferOps
 from codegen.lanes import ROW_VECTORS
 from codegen.opt.reduce_rows import divides_integers, dot_products, reduce_lane_width
 from codegen.opt.tile_measures import (WHOLE, elements_read, fits_registers, full_row, gathers,
@@ -29,6 +31,7 @@ _LONG_FILL = 0.875         # share of a long padded row that is real, for wider 
 _ROW_TILE = 4               # rows a padded matmul's tile takes (its other axis: vectors)
 _TILE_ROUNDS = 4             # most upcasts in one tile
 _POSITIONS = 16              # most output positions a tile with channel lanes unrolls (D125)
+_WIDE_VECTORS, _WIDE_ROWS = 3, 8  # a long row's tile over a B streamed from the L2 (D142)
 
 
 def tile_budget(k: Kernel, target: Target) -> int:
@@ -58,6 +61,74 @@ def tile(k: Kernel, target: Target) -> list[Opt]:
         # the row was padded for vector lanes no unroll gave it (a 3x3 pool's row of 12 on
         # AVX2): the padding would be computed and stored as outputs, so tile it unpadded
         t, opts = _tile(k, target, pad_row=False)
+    if _row_is_lanes(t):
+        wide = _three_vector_tile(k, target)
+        if wide is not None:
+            return wide
+    return opts
+
+
+def _three_vector_tile(k: Kernel, target: Target) -> list[Opt] | None:
+    """A long output row that no tile of 4 vectors divides (300, 500, 784, 1000 columns),
+    over a B read in place that streams from the L2 (past the L1, within half the L2),
+    gets 8 rows x 3 vectors, the row padded to a multiple of 3 vectors: 24 accumulators,
+    11 loads for 24 updates and 3 lines of B a step. The budget's 16 give 16 rows x 1
+    vector (17 loads for 16: the load ports bind) or, padded to 4 vectors, 4 rows x 4 (4
+    lines of B a step for 16 updates, and B streamed again for every 4 rows: the L2
+    binds). Where 32 vector registers hold it (AVX-512) and every input is 4 bytes wide
+    (a float64 vector takes two), the row is lanes anyway, 7/8 of the padded row is real,
+    and the rows axis (B ignores it) has a multiple of 8 [D142]."""
+    row = _long_streamed_row(k, target) if _room_for_three_vectors(k, target) else None
+    if row is None:
+        return None
+    streamed = [key for key in k.loads if k.strides(key, row) == 1]
+    across = next((a for a in range(k.n_global) if a != row and k.full_shape[a] % _WIDE_ROWS == 0
+                   and all(k.strides(key, a) == 0 for key in streamed) and
+                   worth_unrolling(k, a) is not None), None)
+    return None if across is None else _in_turn(k, [
+        lambda t: Opt(OptOps.PAD_OUT, row, _WIDE_VECTORS * target.lanes,
+                      f"{k.full_shape[row]} columns: pad to tiles of {_WIDE_VECTORS} vectors"),
+        lambda t: Opt(OptOps.UPCAST, row, target.lanes, "the row's vectors"),
+        lambda t: Opt(OptOps.LANES, len(t.full_shape) - 1, target.lanes,
+                      "memory is contiguous along the row"),
+        lambda t: Opt(OptOps.UPCAST, row, _WIDE_VECTORS, f"{_WIDE_VECTORS} vectors of the row"),
+        lambda t: Opt(OptOps.UPCAST, across, _WIDE_ROWS,
+                      f"{_WIDE_ROWS} rows: each load of B feeds {_WIDE_ROWS} accumulators")])
+
+
+def _room_for_three_vectors(k: Kernel, target: Target) -> bool:
+    """32 vector registers, 4-byte inputs, no masked input, no integer division (D142)."""
+    return target.vector_registers >= 32 and not _masked(k) and not divides_integers(k) and \
+        all(n.arg.dtype.itemsize == 4 for n in leaves(k.ast) if n.op is BufferOps.LOAD)
+
+
+def _long_streamed_row(k: Kernel, target: Target) -> int | None:
+    """The output's row (D142), if it is past 4 vectors, no multiple of 4 vectors, 7/8
+    real once padded to 3, every input a vector load or a broadcast along it, and the
+    inputs walking it past the L1 and within half the L2."""
+    row = next((a for a in range(k.n_global) if k.strides(k.out_key, a) == 1), None)
+    if row is None:
+        return None
+    size, four = k.full_shape[row], ROW_VECTORS * target.lanes
+    if size <= four or size % four == 0 or \
+            size < _LONG_FILL * _round_up(size, _WIDE_VECTORS * target.lanes) or \
+            any(k.strides(key, row) not in (0, 1) for key in k.loads):
+        return None
+    streamed = [4 * elements_read(k, key) for key in k.loads if k.strides(key, row) == 1]
+    fits = all(target.cached_bytes < nbytes <= target.l2_bytes // 2 for nbytes in streamed)
+    return row if streamed and fits else None
+
+
+def _in_turn(k: Kernel, steps: list[Callable[[Kernel], Opt]]) -> list[Opt] | None:
+    """The decisions each step makes from the kernel as the steps before left it, or None
+    where one does not apply."""
+    t, opts = k.copy(), []
+    for step in steps:
+        opt = step(t)
+        if not t.can_apply(opt):
+            return None
+        t.apply(opt)
+        opts.append(opt)
     return opts
 
 

@@ -95,8 +95,9 @@ def test_whole_vectors_of_a_transposed_input_take_the_lanes(n):
 @pytest.mark.parametrize("n,amount", [(200, 32), (100, 16), (1000, 64), (3077, 64)])
 def test_long_row_tile_width_keeps_seven_eighths_busy(n, amount):
     """The padded row takes the widest tile (4, 2, 1 vectors) that leaves 7/8 of it real:
-    200 -> 224 (2 vectors; 256 would be 78%), 100 -> 112 (1), 1000 -> 1024 (4)."""
-    a, b = rnd((16, 24)), rnd((24, n), seed=1)
+    200 -> 224 (2 vectors; 256 would be 78%), 100 -> 112 (1), 1000 -> 1024 (4). (12 rows:
+    no 8 of them for the three-vector tile of D142.)"""
+    a, b = rnd((12, 24)), rnd((24, n), seed=1)
     out = Tensor(a) @ Tensor(b)
     assert (1, amount) in pads(lowered(out)), lowered(out).applied
     np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-4)
@@ -274,3 +275,38 @@ def test_rows_are_not_padded_where_another_axis_takes_the_tile(n, c, h, padded):
     k = lowered(out)
     assert bool(pads(k)) == padded, k.applied
     np.testing.assert_allclose(out.numpy(), conv_ref(x, w, padding=0), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("m,k,n,layout", [(16, 24, 1000, "nn"), (64, 96, 300, "nn"),
+                                          (24, 40, 500, "nn"), (64, 32, 784, "tn"),
+                                          (40, 16, 999, "tn")])
+def test_a_long_row_over_a_streamed_b_takes_8_rows_of_3_vectors(m, k, n, layout):
+    """A row no tile of 4 vectors divides (300, 500, 784, 999, 1000 columns) over a B read
+    in place, past the L1 and within half the L2 (`cpu(512)`: 32 KB and 128 KB), takes 8
+    rows x 3 vectors, padded to a multiple of 48 (D142): 24 accumulators, where the budget
+    gave 16 rows x 1 vector or 4 x 4 padded to 64."""
+    a, b, at, bt = operands(m, k, n, layout)
+    out = at @ bt
+    kernel = lowered(out)
+    assert pads(kernel) == [(1, 48)] and kernel.lanes == 16 and \
+        sorted(kernel.upcasts) == [3, 8, 16], kernel.applied
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("m,k,n,layout,dtype,bits", [
+    (16, 4, 1000, "nn", np.float32, 512),     # B within the L1 (16 KB)
+    (16, 64, 1000, "nn", np.float32, 512),    # B past half the L2 (256 KB)
+    (16, 24, 100, "nn", np.float32, 512),     # 100 of 144 columns real: under 7/8
+    (12, 24, 1000, "nn", np.float32, 512),    # 12 rows: no 8 of them
+    (16, 24, 1024, "nn", np.float32, 512),    # 4 vectors divide the row
+    (16, 24, 1000, "nn", np.float64, 512),    # 8-byte elements: two registers a vector
+    (16, 24, 1000, "nn", np.float32, 256),    # 16 vector registers (AVX2)
+])
+def test_the_three_vector_tile_stays_within_its_measures(m, k, n, layout, dtype, bits):
+    """Outside what D142 measured the tile is the budget's, no 48-column padding."""
+    a, b, at, bt = operands(m, k, n, layout, dtype)
+    out = at @ bt
+    kernel = lowered(out, vector_bits=bits)
+    assert all(amount % 48 for _, amount in pads(kernel)) and \
+        sorted(kernel.upcasts) != [3, 8, 16], kernel.applied
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-4)
