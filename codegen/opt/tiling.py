@@ -77,15 +77,21 @@ def _three_vector_tile(k: Kernel, target: Target) -> list[Opt] | None:
     lines of B a step for 16 updates, and B streamed again for every 4 rows: the L2
     binds). Where 32 vector registers hold it (AVX-512) and every input is 4 bytes wide
     (a float64 vector takes two), the row is lanes anyway, 7/8 of the padded row is real,
-    and the rows axis (B ignores it) has a multiple of 8 [D142]."""
+    and 7/8 of the rows axis (B ignores it) padded to a multiple of 8 (300 -> 304) [D142]."""
     row = _long_streamed_row(k, target) if _room_for_three_vectors(k, target) else None
     if row is None:
         return None
     streamed = [key for key in k.loads if k.strides(key, row) == 1]
-    across = next((a for a in range(k.n_global) if a != row and k.full_shape[a] % _WIDE_ROWS == 0
+    across = next((a for a in range(k.n_global) if a != row and
+                   k.full_shape[a] >= _LONG_FILL * _round_up(k.full_shape[a], _WIDE_ROWS)
                    and all(k.strides(key, a) == 0 for key in streamed) and
                    worth_unrolling(k, a) is not None), None)
-    return None if across is None else _in_turn(k, [
+    if across is None:
+        return None
+    rows = k.full_shape[across]
+    pad_rows = [] if rows % _WIDE_ROWS == 0 else [lambda t: Opt(
+        OptOps.PAD_OUT, across, _WIDE_ROWS, f"{rows} rows: pad to {_round_up(rows, _WIDE_ROWS)}")]
+    return _in_turn(k, pad_rows + [
         lambda t: Opt(OptOps.PAD_OUT, row, _WIDE_VECTORS * target.lanes,
                       f"{k.full_shape[row]} columns: pad to tiles of {_WIDE_VECTORS} vectors"),
         lambda t: Opt(OptOps.UPCAST, row, target.lanes, "the row's vectors"),

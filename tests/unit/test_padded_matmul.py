@@ -73,8 +73,9 @@ def test_odd_matmuls_match_numpy(m, k, n, layout, dtype):
 def test_long_rows_pad_to_whole_tiles(layout):
     """300 columns: padded to 320 (five tiles of 4 vectors, 300/320 busy) and walked in a
     loop, not unrolled whole; the tile is 4 rows x 4 vectors as at 320 (65 rows: 68). (A
-    transposed B is packed only for 256 rows or more: fewer read it as dot products.)"""
-    a, b, at, bt = operands(65 if layout != "nt" else 260, 96, 300, layout)
+    transposed B is packed only for 256 rows or more: fewer read it as dot products. B,
+    150 KB, is past half of `cpu(512)`'s L2, where D142's 8 x 3 tile does not go.)"""
+    a, b, at, bt = operands(65 if layout != "nt" else 260, 128, 300, layout)
     out = at @ bt
     k = lowered(out)
     assert (1, 64) in pads(k) and k.lanes == 16 and k.upcasts == [4, 4, 16], k.applied
@@ -229,9 +230,10 @@ def test_avx2_pads_to_its_vectors():
 
 def test_padded_row_stores_are_masked():
     """The stores of rows that may lie in the padding are masked (a fourth, gate source),
-    and the padded rows' loads are not value-selected."""
+    and the padded rows' loads are not value-selected. (B, 150 KB, is past half of the
+    L2: D142's 8 x 3 tile does not take it.)"""
     target = replace(cpu(512), tile=256)
-    out = Tensor(rnd((257, 40))) @ Tensor(rnd((40, 300), seed=1))
+    out = Tensor(rnd((257, 128))) @ Tensor(rnd((128, 300), seed=1))
     k = optimize(Kernel(create_schedule([out.lazydata])[-1].ast), target)
     uops = Linearizer(k, target).linearize().uops
     stores = [u for u in uops if u.op is UOps.STORE]
@@ -279,17 +281,19 @@ def test_rows_are_not_padded_where_another_axis_takes_the_tile(n, c, h, padded):
 
 @pytest.mark.parametrize("m,k,n,layout", [(16, 24, 1000, "nn"), (64, 96, 300, "nn"),
                                           (24, 40, 500, "nn"), (64, 32, 784, "tn"),
-                                          (40, 16, 999, "tn")])
+                                          (40, 16, 999, "tn"), (300, 40, 300, "tn"),
+                                          (100, 24, 784, "nn"), (57, 30, 500, "nn")])
 def test_a_long_row_over_a_streamed_b_takes_8_rows_of_3_vectors(m, k, n, layout):
     """A row no tile of 4 vectors divides (300, 500, 784, 999, 1000 columns) over a B read
     in place, past the L1 and within half the L2 (`cpu(512)`: 32 KB and 128 KB), takes 8
-    rows x 3 vectors, padded to a multiple of 48 (D142): 24 accumulators, where the budget
-    gave 16 rows x 1 vector or 4 x 4 padded to 64."""
+    rows x 3 vectors, padded to a multiple of 48, and rows that are no multiple of 8
+    padded to one (300 -> 304, 100 -> 104, 57 -> 64) (D142): 24 accumulators, where the
+    budget gave 16 rows x 1 vector or 4 x 4 padded to 64."""
     a, b, at, bt = operands(m, k, n, layout)
     out = at @ bt
     kernel = lowered(out)
-    assert pads(kernel) == [(1, 48)] and kernel.lanes == 16 and \
-        sorted(kernel.upcasts) == [3, 8, 16], kernel.applied
+    assert pads(kernel) == ([] if m % 8 == 0 else [(0, 8)]) + [(1, 48)] and \
+        kernel.lanes == 16 and sorted(kernel.upcasts) == [3, 8, 16], kernel.applied
     np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4, atol=1e-4)
 
 
@@ -297,7 +301,7 @@ def test_a_long_row_over_a_streamed_b_takes_8_rows_of_3_vectors(m, k, n, layout)
     (16, 4, 1000, "nn", np.float32, 512),     # B within the L1 (16 KB)
     (16, 64, 1000, "nn", np.float32, 512),    # B past half the L2 (256 KB)
     (16, 24, 100, "nn", np.float32, 512),     # 100 of 144 columns real: under 7/8
-    (12, 24, 1000, "nn", np.float32, 512),    # 12 rows: no 8 of them
+    (12, 24, 1000, "nn", np.float32, 512),    # 12 rows: 16 once padded, 75% real
     (16, 24, 1024, "nn", np.float32, 512),    # 4 vectors divide the row
     (16, 24, 1000, "nn", np.float64, 512),    # 8-byte elements: two registers a vector
     (16, 24, 1000, "nn", np.float32, 256),    # 16 vector registers (AVX2)
