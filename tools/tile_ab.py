@@ -7,12 +7,16 @@ KIND is nn (a @ b), tn (a.T @ b, a weight gradient) or nt (a @ b.T, Linear's for
 MxKxN the product's sizes. Each further argument is an opt list, OP:AXIS:AMOUNT joined by
 commas, applied to the matmul's last kernel (after any packing kernel) in place of what
 codegen/opt chose. Every variant is compiled, checked against numpy, and called on the
-same buffers through its program's `here` (one thread, no hand-off): 5 rounds of 20 calls
-after 3 warm-up calls, the variants in turn; the best round's mean per call is printed.
+same buffers through its program's `here` (one thread, no hand-off): after 3 warm-up
+calls, ROUNDS (default 100) rounds of one call of each variant in turn; printed: the best
+and median call, and the median over rounds of chosen's time / the variant's (above 1:
+the variant is faster). Calls taken in turn make the ratio hold on a machine whose speed
+drifts by tens of percent within seconds (session 28's VM), where best-of-rounds did not.
 Used for D140's figures.
 """
 from __future__ import annotations
 import sys
+import os
 import time
 
 import numpy as np
@@ -37,6 +41,9 @@ def operands(kind: str, m: int, k: int, n: int) -> tuple[Tensor, np.ndarray]:
     if kind == "nt":
         return ta @ tb.T, a @ b.T
     return ta @ tb, a @ b
+
+
+ROUNDS = int(os.environ.get("ROUNDS", 100))  # calls of each variant, in turn
 
 
 def parse(text: str) -> list[Opt]:
@@ -69,19 +76,21 @@ def main() -> None:
         program.here(bufs, spec.global_size[0])
         np.testing.assert_allclose(result.reshape(want.shape), want, rtol=1e-3, atol=1e-2)
         programs.append((name, program, spec.global_size[0]))
-    rounds: dict[str, list[float]] = {name: [] for name, _, _ in programs}
-    for _ in range(5):
-        for name, program, size in programs:
-            for _ in range(3):
-                program.here(bufs, size)
-            start = time.perf_counter()
-            for _ in range(20):
-                program.here(bufs, size)
-            rounds[name].append((time.perf_counter() - start) / 20 * 1e6)
-    for name, times in rounds.items():
-        best = min(times)
-        print(f"{name:60s} {best:8.1f} us  {2 * m * n * k / best / 1e3:6.0f} GFLOP/s")
-
+    calls: dict[str, list[float]] = {name: [] for name, _, _ in programs}
+    for name, program, size in programs:  # warm-up
+        for _ in range(3):
+            program.here(bufs, size)
+    for _ in range(ROUNDS):  # one call of each in turn: a machine whose speed drifts by
+        for name, program, size in programs:  # tens of percent within a second (a VM)
+            start = time.perf_counter()  # slows the calls of one round alike
+            program.here(bufs, size)
+            calls[name].append((time.perf_counter() - start) * 1e6)
+    base = calls["chosen"]
+    for name, times in calls.items():
+        best, median = min(times), float(np.median(times))
+        ratio = float(np.median([c / t for c, t in zip(base, times)]))
+        print(f"{name:60s} {best:8.1f} us best {median:8.1f} median "
+              f"{2 * m * n * k / median / 1e3:6.0f} GFLOP/s  {ratio:5.2f}x chosen (median of pairs)")
 
 if __name__ == "__main__":
     main()
