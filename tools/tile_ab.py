@@ -12,6 +12,8 @@ calls, ROUNDS (default 100) rounds of one call of each variant in turn; printed:
 and median call, and the median over rounds of chosen's time / the variant's (above 1:
 the variant is faster). Calls taken in turn make the ratio hold on a machine whose speed
 drifts by tens of percent within seconds (session 28's VM), where best-of-rounds did not.
+TORCH=1 (in an environment with torch) adds PyTorch's product of the same operands on one
+thread to the rounds.
 Used for D140's figures.
 """
 from __future__ import annotations
@@ -31,7 +33,8 @@ from runtimes import get_runtime
 
 
 def operands(kind: str, m: int, k: int, n: int) -> tuple[Tensor, np.ndarray]:
-    """The lazy product and its float32 value from numpy."""
+    """The lazy product and its float32 value from numpy (the same seed: `torch_call`'s
+    operands are the same numbers)."""
     rng = np.random.default_rng(0)
     a = rng.standard_normal((k, m) if kind == "tn" else (m, k), dtype=np.float32)
     b = rng.standard_normal((n, k) if kind == "nt" else (k, n), dtype=np.float32)
@@ -44,6 +47,21 @@ def operands(kind: str, m: int, k: int, n: int) -> tuple[Tensor, np.ndarray]:
 
 
 ROUNDS = int(os.environ.get("ROUNDS", 100))  # calls of each variant, in turn
+
+
+def torch_call(kind: str, m: int, k: int, n: int):
+    """PyTorch's product of the same operands on one thread (TORCH=1), as a call that
+    takes the variants' arguments, or None without torch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    a = torch.from_numpy(rng.standard_normal((k, m) if kind == "tn" else (m, k), dtype=np.float32))
+    b = torch.from_numpy(rng.standard_normal((n, k) if kind == "nt" else (k, n), dtype=np.float32))
+    product = {"tn": lambda: a.T @ b, "nt": lambda: a @ b.T}.get(kind, lambda: a @ b)
+    return lambda *_: product()
 
 
 def parse(text: str) -> list[Opt]:
@@ -75,15 +93,21 @@ def main() -> None:
         result[:] = 0
         program.here(bufs, spec.global_size[0])
         np.testing.assert_allclose(result.reshape(want.shape), want, rtol=1e-3, atol=1e-2)
-        programs.append((name, program, spec.global_size[0]))
+        programs.append((name, program.here, spec.global_size[0]))
+    if os.environ.get("TORCH"):
+        call = torch_call(kind, m, k, n)
+        if call is None:
+            print("TORCH=1: no torch to import")
+        else:
+            programs.append(("torch (one thread)", call, 0))
     calls: dict[str, list[float]] = {name: [] for name, _, _ in programs}
-    for name, program, size in programs:  # warm-up
+    for _, run, size in programs:  # warm-up
         for _ in range(3):
-            program.here(bufs, size)
+            run(bufs, size)
     for _ in range(ROUNDS):  # one call of each in turn: a machine whose speed drifts by
-        for name, program, size in programs:  # tens of percent within a second (a VM)
+        for name, run, size in programs:  # tens of percent within a second (a VM)
             start = time.perf_counter()  # slows the calls of one round alike
-            program.here(bufs, size)
+            run(bufs, size)
             calls[name].append((time.perf_counter() - start) * 1e6)
     base = calls["chosen"]
     for name, times in calls.items():
