@@ -123,13 +123,10 @@ def _panel_tile(k: Kernel, target: Target) -> list[Opt] | None:
     no slack: one thread on Zen 3, 384 x 256 x 512 1.4x faster, 768 rows 1.1-1.2x. Rows
     padded to a multiple of 3 measured from 1.2x faster to 1.14x slower (1024 x 128 x
     256), so they keep the budget's tile [D143]."""
-    row = next((a for a in range(k.n_global) if k.strides(k.out_key, a) == 1), None)
-    if row is None or target.vector_registers >= 32 or target.lanes != 8 or \
-            k.full_shape[row] % (ROW_VECTORS * target.lanes) or not _plain_words(k):
+    row = _panel_row(k, target)
+    if row is None:
         return None
     streamed = [key for key in k.loads if k.strides(key, row) != 0]
-    if not streamed or any(4 * elements_read(k, key) <= target.cached_bytes for key in streamed):
-        return None
     across = next((a for a in range(k.n_global) if a != row and
                    k.full_shape[a] % _PANEL_ROWS == 0 and
                    all(k.strides(key, a) == 0 for key in streamed) and
@@ -149,7 +146,20 @@ def _panel_tile(k: Kernel, target: Target) -> list[Opt] | None:
     return opts if opts is not None and _reads_whole_panels(k, opts, streamed, target) else None
 
 
-def _reads_whole_panels(k: Kernel, opts: list[Opt], streamed: list, target: Target) -> bool:
+def _panel_row(k: Kernel, target: Target) -> int | None:
+    """The output's row (D143), if the target has 16 registers of 8 lanes, the row is a
+    multiple of 4 vectors, the inputs are plain words and those walking it are past the
+    L1."""
+    row = next((a for a in range(k.n_global) if k.strides(k.out_key, a) == 1), None)
+    if row is None or target.vector_registers >= 32 or target.lanes != 8 or \
+            k.full_shape[row] % (ROW_VECTORS * target.lanes) or not _plain_words(k):
+        return None
+    streamed = [key for key in k.loads if k.strides(key, row) != 0]
+    past_l1 = all(4 * elements_read(k, key) > target.cached_bytes for key in streamed)
+    return row if streamed and past_l1 else None
+
+
+def _reads_whole_panels(k: Kernel, opts: list[Opt], streamed: list[int], target: Target) -> bool:
     """Whether, with `opts` applied, each streamed input reads the tile's 4 vectors as one
     contiguous run: its lanes at stride 1, its vectors at stride `lanes`, its rows at 0 (a
     panel of B, or B in place; not a gather). The tile's three upcasts are the last axes."""
