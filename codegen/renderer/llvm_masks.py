@@ -7,7 +7,12 @@ assertion or reads masked-off lanes where it can prove a register's lanes all of
 one-register masked load whose mask it can prove all off (lanes 4-7 of a padded row's
 `<8 x double>` on AVX2) becomes a plain load of all lanes. So a wide load is written one
 register at a time, and a register whose lanes are all off by the uops' own constants is
-not loaded at all: its lanes are zero.
+not loaded at all: its lanes are zero. A third: a register of a wide vector whose
+lanes are partly known off (lanes 4-7 of a padded row of 21 doubles on AVX2, mask
+<x, 0, 0, 0>), loaded as one `<4 x double>` masked load, came out of O3 (after GVN merged
+equal masks) with lane 4 never loaded: float64 3x3 convs at widths 13, 21 and 29 had
+garbage in their last column (session 28; O0-O2 and 512-bit vectors were right). So such
+a register is loaded lane by lane, each lane a `<1 x T>` masked load.
 """
 from __future__ import annotations
 from typing import Callable
@@ -31,6 +36,11 @@ def masked_load(emit: Emit, used: set[str], ptr: str, gate: UOp, mask: str, stor
     val = "zeroinitializer"
     for start in range(0, stored.count, per):
         first = min(start, stored.count - per)  # a last register overlaps the one before
+        if any(lane is False for lane in known[first:first + per]):  # (see the docstring)
+            for lane in range(max(start, first), first + per):
+                if known[lane] is not False:
+                    val = _one_lane(emit, used, ptr, mask, stored, lane, val)
+            continue
         piece = _piece(emit, used, ptr, mask, stored, first, per, known)
         val = _placed(emit, val, piece, stored, per, first, start)
     return val
@@ -84,6 +94,23 @@ def _piece(emit: Emit, used: set[str], ptr: str, mask: str, stored: DType, first
     used.add(f"declare {ty} {fn}(ptr, i32 immarg, {mty}, {ty})")
     return emit(f"call {ty} {fn}(ptr {ptr}, i32 {stored.itemsize}, {mty} {mask}, "
                 f"{ty} zeroinitializer)")
+
+
+def _one_lane(emit: Emit, used: set[str], ptr: str, mask: str, stored: DType, lane: int,
+              vec: str) -> str:
+    """`vec` (a `stored` vector) with lane `lane` loaded under that lane of `mask`: a
+    one-lane masked load, `<1 x T>`."""
+    ty, one = mem_type(stored), f"<1 x {mem_type(stored.scalar)}>"
+    bools = ltype(dtypes.bool.vec(stored.count))
+    bit = emit(f"shufflevector {bools} {mask}, {bools} poison, <1 x i32> <i32 {lane}>")
+    at = emit(f"getelementptr {mem_type(stored.scalar)}, ptr {ptr}, i64 {lane}")
+    fn = f"@llvm.masked.load.v1{suffix(stored.scalar)}.p0"
+    used.add(f"declare {one} {fn}(ptr, i32 immarg, <1 x i1>, {one})")
+    got = emit(f"call {one} {fn}(ptr {at}, i32 {stored.itemsize}, <1 x i1> {bit}, {one} zeroinitializer)")
+    widen = ", ".join("i32 0" if i == 0 else "i32 poison" for i in range(stored.count))
+    wide = emit(f"shufflevector {one} {got}, {one} poison, <{stored.count} x i32> <{widen}>")
+    blend = ", ".join(f"i32 {stored.count}" if i == lane else f"i32 {i}" for i in range(stored.count))
+    return emit(f"shufflevector {ty} {vec}, {ty} {wide}, <{stored.count} x i32> <{blend}>")
 
 
 def _placed(emit: Emit, vec: str, piece: str, stored: DType, lanes: int, first: int,
