@@ -115,11 +115,15 @@ def _bool_lanes(values: list) -> UOp:
         unknown if v is None else UOp(UOps.CONST, dtypes.bool, (), v) for v in values))
 
 
-@pytest.mark.parametrize("lanes, loads", [
-    ([True] * 4 + [False] * 4, 1),              # the second register all off: not loaded
-    ([False] * 4 + [None] * 2 + [False] * 2, 1),  # the first all off (the circular pad)
-    ([None] * 8, 2), ([False] * 8, 0), ([None, False, False, False] * 2, 2)])
-def test_registers_known_off_are_not_loaded(lanes, loads):
+@pytest.mark.parametrize("lanes, wide, single", [
+    ([True] * 4 + [False] * 4, 1, 0),              # the second register all off: not loaded
+    ([False] * 4 + [None] * 2 + [False] * 2, 0, 2),  # the first all off (the circular pad);
+    ([None] * 8, 2, 0), ([False] * 8, 0, 0),       # the second partly: its 2 lanes alone
+    ([None, False, False, False] * 2, 0, 2)])
+def test_registers_known_off_are_not_loaded(lanes, wide, single):
+    """A register all off is not loaded; one partly known off is loaded lane by lane (LLVM
+    22 at O3 dropped a lane of such a `<4 x double>` load: D71's addendum); the rest as
+    one register each."""
     lines: list[str] = []
 
     def emit(rhs: str) -> str:
@@ -129,5 +133,7 @@ def test_registers_known_off_are_not_loaded(lanes, loads):
                BinaryOps.AND)
     masked_load(emit, set(), "%p", gate, "%mask", dtypes.float64.vec(8), 256)
     calls = [line for line in lines if "@llvm.masked.load" in line]
-    assert len(calls) == loads, f"{lanes}: expected {loads} register loads, got {calls}"
-    assert all("<4 x double>" in call for call in calls), f"a load wider than a register: {calls}"
+    registers = [call for call in calls if "<4 x double>" in call]
+    lanes_alone = [call for call in calls if "<1 x double>" in call]
+    assert (len(registers), len(lanes_alone)) == (wide, single) and \
+        len(calls) == wide + single, f"{lanes}: {calls}"
