@@ -32,18 +32,23 @@ from lazyten.schedule import create_schedule
 from runtimes import get_runtime
 
 
-def operands(kind: str, m: int, k: int, n: int) -> tuple[Tensor, np.ndarray]:
-    """The lazy product and its float32 value from numpy (the same seed: `torch_call`'s
-    operands are the same numbers)."""
+def arrays(kind: str, m: int, k: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The operands as stored (a transposed for tn, b for nt), float32, seed 0."""
     rng = np.random.default_rng(0)
     a = rng.standard_normal((k, m) if kind == "tn" else (m, k), dtype=np.float32)
     b = rng.standard_normal((n, k) if kind == "nt" else (k, n), dtype=np.float32)
-    ta, tb = Tensor(a).realize(), Tensor(b).realize()
-    if kind == "tn":
-        return ta.T @ tb, a.T @ b
-    if kind == "nt":
-        return ta @ tb.T, a @ b.T
-    return ta @ tb, a @ b
+    return a, b
+
+
+def product(kind: str, a, b):
+    """The `kind` product of stored operands (numpy, lazyten or torch)."""
+    return a.T @ b if kind == "tn" else a @ b.T if kind == "nt" else a @ b
+
+
+def operands(kind: str, m: int, k: int, n: int) -> tuple[Tensor, np.ndarray]:
+    """The lazy product and its float32 value from numpy."""
+    a, b = arrays(kind, m, k, n)
+    return product(kind, Tensor(a).realize(), Tensor(b).realize()), product(kind, a, b)
 
 
 ROUNDS = int(os.environ.get("ROUNDS", 100))  # calls of each variant, in turn
@@ -57,11 +62,8 @@ def torch_call(kind: str, m: int, k: int, n: int):
     except ImportError:
         return None
     torch.set_num_threads(1)
-    rng = np.random.default_rng(0)
-    a = torch.from_numpy(rng.standard_normal((k, m) if kind == "tn" else (m, k), dtype=np.float32))
-    b = torch.from_numpy(rng.standard_normal((n, k) if kind == "nt" else (k, n), dtype=np.float32))
-    product = {"tn": lambda: a.T @ b, "nt": lambda: a @ b.T}.get(kind, lambda: a @ b)
-    return lambda *_: product()
+    a, b = (torch.from_numpy(x) for x in arrays(kind, m, k, n))
+    return lambda *_: product(kind, a, b)
 
 
 def parse(text: str) -> list[Opt]:

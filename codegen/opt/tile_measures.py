@@ -10,6 +10,7 @@ from codegen.lanes import FULL, row_fill
 from codegen.target import Target
 
 _SHORT_REDUCE = 16           # reduces this short may take vector lanes across strided outputs
+LONG_FILL = 0.875  # share of a long padded row that is real, for wider tiles
 WHOLE = 8                    # an axis this short may be unrolled whole, whatever its size
 
 
@@ -120,3 +121,12 @@ def _short_reduce_lanes(k: Kernel, axis: int, strides: list[tuple[int | None, ..
         return False
     steps = [s[axis] for s in strides]
     return any(steps) and all(st is not None and 0 <= st <= 4 for st in steps)
+
+
+def masked_inputs(k: Kernel) -> bool:
+    """Whether an input under the reduce is read through a mask (a padded conv window)."""
+    return any(view.mask is not None for key in k.loads for view in k.sts[key].views)
+
+
+def round_up(size: int, amount: int) -> int:
+    return size + -size % amount

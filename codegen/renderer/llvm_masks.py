@@ -38,8 +38,8 @@ def masked_load(emit: Emit, used: set[str], ptr: str, gate: UOp, mask: str, stor
         first = min(start, stored.count - per)  # a last register overlaps the one before
         if any(lane is False for lane in known[first:first + per]):  # (see the docstring)
             for lane in range(max(start, first), first + per):
-                if known[lane] is not False:
-                    val = _one_lane(emit, used, ptr, mask, stored, lane, val)
+                piece = _piece(emit, used, ptr, mask, stored, lane, 1, known)
+                val = _placed(emit, val, piece, stored, 1, lane, lane)
             continue
         piece = _piece(emit, used, ptr, mask, stored, first, per, known)
         val = _placed(emit, val, piece, stored, per, first, start)
@@ -81,8 +81,7 @@ def _piece(emit: Emit, used: set[str], ptr: str, mask: str, stored: DType, first
            lanes: int, known: list[bool | None]) -> str:
     """Lanes [first, first + lanes) of the vector at `ptr` under those lanes of `mask`:
     zeros where every one of them is known off, else one llvm.masked.load."""
-    piece = stored.scalar.vec(lanes)
-    ty, mty = mem_type(piece), ltype(dtypes.bool.vec(lanes))
+    ty, mty = _vector(mem_type(stored.scalar), lanes), _vector("i1", lanes)
     if all(lane is False for lane in known[first:first + lanes]):
         return "zeroinitializer"
     if lanes < stored.count:
@@ -90,37 +89,26 @@ def _piece(emit: Emit, used: set[str], ptr: str, mask: str, stored: DType, first
         picks = ", ".join(f"i32 {first + i}" for i in range(lanes))
         mask = emit(f"shufflevector {whole} {mask}, {whole} poison, <{lanes} x i32> <{picks}>")
         ptr = emit(f"getelementptr {mem_type(stored.scalar)}, ptr {ptr}, i64 {first}")
-    fn = f"@llvm.masked.load.{suffix(piece)}.p0"
+    fn = f"@llvm.masked.load.v{lanes}{suffix(stored.scalar)}.p0"
     used.add(f"declare {ty} {fn}(ptr, i32 immarg, {mty}, {ty})")
     return emit(f"call {ty} {fn}(ptr {ptr}, i32 {stored.itemsize}, {mty} {mask}, "
                 f"{ty} zeroinitializer)")
-
-
-def _one_lane(emit: Emit, used: set[str], ptr: str, mask: str, stored: DType, lane: int,
-              vec: str) -> str:
-    """`vec` (a `stored` vector) with lane `lane` loaded under that lane of `mask`: a
-    one-lane masked load, `<1 x T>`."""
-    ty, one = mem_type(stored), f"<1 x {mem_type(stored.scalar)}>"
-    bools = ltype(dtypes.bool.vec(stored.count))
-    bit = emit(f"shufflevector {bools} {mask}, {bools} poison, <1 x i32> <i32 {lane}>")
-    at = emit(f"getelementptr {mem_type(stored.scalar)}, ptr {ptr}, i64 {lane}")
-    fn = f"@llvm.masked.load.v1{suffix(stored.scalar)}.p0"
-    used.add(f"declare {one} {fn}(ptr, i32 immarg, <1 x i1>, {one})")
-    got = emit(f"call {one} {fn}(ptr {at}, i32 {stored.itemsize}, <1 x i1> {bit}, {one} zeroinitializer)")
-    widen = ", ".join("i32 0" if i == 0 else "i32 poison" for i in range(stored.count))
-    wide = emit(f"shufflevector {one} {got}, {one} poison, <{stored.count} x i32> <{widen}>")
-    blend = ", ".join(f"i32 {stored.count}" if i == lane else f"i32 {i}" for i in range(stored.count))
-    return emit(f"shufflevector {ty} {vec}, {ty} {wide}, <{stored.count} x i32> <{blend}>")
 
 
 def _placed(emit: Emit, vec: str, piece: str, stored: DType, lanes: int, first: int,
             start: int) -> str:
     """`vec` (a `stored` vector) with its lanes from `start` to `first + lanes` taken from
     `piece`, which holds lanes [first, first + lanes)."""
-    ty, short = mem_type(stored), mem_type(stored.scalar.vec(lanes))
+    ty, short = mem_type(stored), _vector(mem_type(stored.scalar), lanes)
     widen = ", ".join(f"i32 {i}" if i < lanes else "i32 poison" for i in range(stored.count))
     wide = emit(f"shufflevector {short} {piece}, {short} poison, <{stored.count} x i32> "
                 f"<{widen}>")
     blend = ", ".join(f"i32 {stored.count + i - first}" if start <= i < first + lanes
                       else f"i32 {i}" for i in range(stored.count))
     return emit(f"shufflevector {ty} {vec}, {ty} {wide}, <{stored.count} x i32> <{blend}>")
+
+
+def _vector(element: str, lanes: int) -> str:
+    """An LLVM vector type, `<1 x T>` too (a one-lane masked load's: the intrinsic takes
+    vectors)."""
+    return f"<{lanes} x {element}>"
