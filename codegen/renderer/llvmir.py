@@ -13,7 +13,7 @@ from __future__ import annotations
 from codegen.dtypes import DType, dtypes
 from codegen.linearizer import LinearKernel
 from codegen.target import Target, host_cpu
-from codegen.ops import EXACT_OPS, TernaryOps
+from codegen.ops import EXACT_OPS, TernaryOps, UnaryOps
 from codegen.renderer import ProgramSpec, Renderer, named_after_body
 from codegen.renderer.llvm_alu import alu
 from codegen.renderer.llvm_masks import masked_load
@@ -23,6 +23,10 @@ from codegen.renderer.llvm_types import LLVM_TYPES, like, llvm_const, ltype, mem
 from codegen.uops import UOp, UOps, dtype_of
 
 _UNROLL_MAX = 4  # longest loop LLVM may unroll (a 2 x 2 pool window); see _loop_metadata
+# LLVM's loop vectorizer interleaves a long innermost loop of a scalar kernel with a long
+# chain (a series: exp, log, sin) this many vectors at a time: see _loop_metadata [D144]
+_INTERLEAVE, _INTERLEAVE_MIN = 4, 1 << 14
+_SERIES = {UnaryOps.EXP, UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN, UnaryOps.COS}
 # ops whose result needs no rounding: it is one of the operands or its negation
 _ATTRIBUTES = 'attributes #0 = {{ nounwind "no-trapping-math"="true" "prefer-vector-width"="{}" }}'
 
@@ -41,6 +45,11 @@ class _LLVMKernel:
         self.phis: dict[UOp, tuple[int, str]] = {}  # loop -> (body line of its phi, its label)
         self.counter = 0               # numbers the names, so each is unique
         self.no_unroll: list[str] = []  # loop metadata: one distinct id per loop
+        self.open: list[UOp] = []       # the loops being written, innermost last
+        self.outer: set[UOp] = set()    # loops with a loop inside them
+        # whether LLVM's loop vectorizer interleaves a long innermost loop (D144)
+        self.interleave = any(u.op is UOps.ALU and u.arg in _SERIES for u in kernel.uops) and \
+            not any(u.dtype is not None and u.dtype.count > 1 for u in kernel.uops)
         # the values stored into an accumulator by a reduce that may be reassociated
         self.accumulations = {id(u.src[1]) for u in kernel.uops
                               if u.op is UOps.ACC_UPDATE and u.arg}
@@ -108,6 +117,8 @@ class LLVMRenderer(Renderer):
             enter = k.emit(f"icmp slt {ty} {k.names[start]}, {k.names[end]}")
             k.body += [f"  br i1 {enter}, label %{label}, label %{label}_exit", f"{label}:"]
         k.names[u] = k.fresh("i")
+        k.outer.update(k.open[-1:])
+        k.open.append(u)
         k.phis[u] = (len(k.body), label)
         k.body.append(f"  {k.names[u]} = phi {LLVM_TYPES[dtype_of(u)]} "
                       f"[{k.names[u.src[0]]}, %{k.block}]")
@@ -123,6 +134,7 @@ class LLVMRenderer(Renderer):
         k.body += [f"  br i1 {cond}, label %{label}, label %{label}_exit"
                    f"{self._loop_metadata(k, loop)}", f"{label}_exit:"]
         k.block = f"{label}_exit"
+        k.open.remove(loop)
 
     def _render_if(self, k: _LLVMKernel, u: UOp) -> None:
         label = k.names[u] = k.fresh("if")[1:]
@@ -139,13 +151,23 @@ class LLVMRenderer(Renderer):
     def _loop_metadata(k: _LLVMKernel, loop: UOp) -> str:
         """LLVM may fully unroll short constant loops (pool windows, conv taps); unrolling
         longer ones buys little over our tiles and costs compile time, so they get
-        `llvm.loop.unroll.disable`."""
+        `llvm.loop.unroll.disable`. In a kernel without vectors of its own (LLVM's loop
+        vectorizer makes them: runtimes/llvm_build.py) that evaluates a series (an exp, a
+        log, a sine: a chain of multiply-adds), an innermost loop of at least
+        _INTERLEAVE_MIN steps (where the bound is known at run time only: the kernel's
+        outer size) also gets `llvm.loop.interleave.count`:
+        LLVM's own count for a loop of more than a few instructions is 1, so a chain such
+        as gelu's (an exp, a division and a Horner series, 40 steps deep) ran one vector
+        at a time, its latency exposed [D144]."""
         start, end = loop.src
-        if start.op is UOps.CONST and end.op is UOps.CONST and \
-                end.arg - start.arg <= _UNROLL_MAX:
+        known = start.op is UOps.CONST and end.op is UOps.CONST
+        if known and end.arg - start.arg <= _UNROLL_MAX:
             return ""
         n = len(k.no_unroll) + 1
-        k.no_unroll.append(f"!{n} = distinct !{{!{n}, !0}}")
+        steps = end.arg - start.arg if known else k.kernel.global_size[0]
+        interleave = k.interleave and loop not in k.outer and steps >= _INTERLEAVE_MIN
+        more = f', !{{!"llvm.loop.interleave.count", i32 {_INTERLEAVE}}}' if interleave else ""
+        k.no_unroll.append(f"!{n} = distinct !{{!{n}, !0{more}}}")
         return f", !llvm.loop !{n}"
 
     def _render_define_acc(self, k: _LLVMKernel, u: UOp) -> None:
