@@ -23,9 +23,9 @@ from codegen.renderer.llvm_types import LLVM_TYPES, like, llvm_const, ltype, mem
 from codegen.uops import UOp, UOps, dtype_of
 
 _UNROLL_MAX = 4  # longest loop LLVM may unroll (a 2 x 2 pool window); see _loop_metadata
-# LLVM's loop vectorizer interleaves a long innermost loop of a scalar kernel with a long
-# chain (a series: exp, log, sin) this many vectors at a time: see _loop_metadata [D144]
-_INTERLEAVE, _INTERLEAVE_MIN = 4, 1 << 14
+# LLVM's loop vectorizer interleaves a long innermost loop of a large scalar kernel with a
+# long chain (a series: exp, log, sin) this many vectors at a time: see _loop_metadata [D144]
+_INTERLEAVE, _INTERLEAVE_STEPS, _INTERLEAVE_WORK = 4, 256, 1 << 14
 _SERIES = {UnaryOps.EXP, UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN, UnaryOps.COS}
 # ops whose result needs no rounding: it is one of the operands or its negation
 _ATTRIBUTES = 'attributes #0 = {{ nounwind "no-trapping-math"="true" "prefer-vector-width"="{}" }}'
@@ -154,8 +154,9 @@ class LLVMRenderer(Renderer):
         `llvm.loop.unroll.disable`. In a kernel without vectors of its own (LLVM's loop
         vectorizer makes them: runtimes/llvm_build.py) that evaluates a series (an exp, a
         log, a sine: a chain of multiply-adds), an innermost loop of at least
-        _INTERLEAVE_MIN steps (where the bound is known at run time only: the kernel's
-        outer size) also gets `llvm.loop.interleave.count`:
+        _INTERLEAVE_STEPS steps (where the bound is known at run time only: the kernel's
+        outer size) in a kernel of at least _INTERLEAVE_WORK (its outer size times the
+        loop's) also gets `llvm.loop.interleave.count`:
         LLVM's own count for a loop of more than a few instructions is 1, so a chain such
         as gelu's (an exp, a division and a Horner series, 40 steps deep) ran one vector
         at a time, its latency exposed [D144]."""
@@ -164,8 +165,10 @@ class LLVMRenderer(Renderer):
         if known and end.arg - start.arg <= _UNROLL_MAX:
             return ""
         n = len(k.no_unroll) + 1
-        steps = end.arg - start.arg if known else k.kernel.global_size[0]
-        interleave = k.interleave and loop not in k.outer and steps >= _INTERLEAVE_MIN
+        outer = k.kernel.global_size[0]
+        steps = end.arg - start.arg if known else outer
+        interleave = k.interleave and loop not in k.outer and steps >= _INTERLEAVE_STEPS and \
+            (steps * outer if known else steps) >= _INTERLEAVE_WORK
         more = f', !{{!"llvm.loop.interleave.count", i32 {_INTERLEAVE}}}' if interleave else ""
         k.no_unroll.append(f"!{n} = distinct !{{!{n}, !0{more}}}")
         return f", !llvm.loop !{n}"

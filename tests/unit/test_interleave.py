@@ -31,20 +31,33 @@ def _x(shape, seed=0) -> Tensor:
 
 SERIES = {"exp": lambda x: x.exp(), "gelu": lambda x: x.gelu(), "sigmoid": lambda x: x.sigmoid(),
           "log": lambda x: x.abs().log(), "silu": F.silu}
+# more series ops, checked for values only (some are lanes kernels of their own: sin, cos)
+MORE = {"tanh": (lambda x: x.tanh(), np.tanh), "erf": (lambda x: x.erf(), np.vectorize(math.erf)),
+        "exp2": (lambda x: x.exp2(), np.exp2), "log2": (lambda x: x.abs().log2(), lambda v: np.log2(abs(v))),
+        "softplus": (F.softplus, lambda v: np.logaddexp(0, v)), "cos": (lambda x: x.cos(), np.cos),
+        "sin": (lambda x: x.sin(), np.sin)}
 
 
 @pytest.mark.parametrize("name", sorted(SERIES))
-def test_a_long_scalar_loop_with_a_series_is_interleaved(name):
-    src = source(SERIES[name](_x(_BIG)))
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_a_long_scalar_loop_with_a_series_is_interleaved(name, broadcast):
+    """One flat loop, or (a row added to every row) a loop over the rows and, inside it,
+    one of 3072 steps."""
+    x = _x(_BIG) + _x(_BIG[1:], seed=1) if broadcast else _x(_BIG)
+    src = source(SERIES[name](x))
     assert _MARK in src, src[:600]
     # and the mark changes what LLVM builds (it is read, not ignored)
     plain = src.replace(f', !{{!"{_MARK}", i32 4}}', "")
     assert plain != src and build(plain, target_machine()) != build(src, target_machine())
 
 
-@pytest.mark.parametrize("case", ["short", "no series", "reduce"])
+@pytest.mark.parametrize("case", ["short", "short rows", "short loops", "no series", "reduce"])
 def test_other_kernels_keep_llvms_count(case):
     out = {"short": lambda: _x((8, 100)).gelu(),          # 800 steps: under the bound
+           # 4 rows of 3072 steps: a long loop, but 12288 steps in all
+           "short rows": lambda: (_x((4, 3072)) + _x((3072,), seed=1)).gelu(),
+           # rows of 99 steps, 17000 in all
+           "short loops": lambda: (_x((172, 99)) + _x((99,), seed=1)).gelu(),
            "no series": lambda: _x(_BIG) * 3 + 1,         # a multiply-add: memory bound
            "reduce": lambda: _x(_BIG).exp().sum(-1)}[case]()
     src = source(out)
@@ -69,3 +82,21 @@ def test_interleaved_kernels_match_numpy_at_every_remainder(n, op, strided):
 
 
 _erf = np.vectorize(math.erf, otypes=[float])
+
+
+@settings(max_examples=10, deadline=None)
+@given(rows=st.integers(40, 80), cols=st.integers(290, 520), op=st.sampled_from(sorted(MORE)),
+       layout=st.sampled_from(["plain", "transposed", "broadcast"]))
+def test_more_series_ops_match_numpy_on_long_loops(rows, cols, op, layout):
+    """Kernels on both sides of the bound (11600 to 41600 steps; a broadcast's rows of
+    290-520) on contiguous, transposed and broadcast inputs."""
+    rng = np.random.default_rng(rows * cols)
+    a = rng.normal(0, 2, (rows, cols)).astype(np.float32)
+    x = Tensor(a)
+    if layout == "transposed":
+        x, a = Tensor(np.ascontiguousarray(a.T)).T, a
+    if layout == "broadcast":  # a row added to every row, inside the kernel
+        b = rng.normal(0, 1, (cols,)).astype(np.float32)
+        x, a = x + Tensor(b), a + b
+    fn, ref = MORE[op]
+    np.testing.assert_allclose(fn(x).numpy(), ref(a.astype(np.float64)), rtol=1e-5, atol=2e-6)
