@@ -14,7 +14,7 @@ from codegen.linearizer import linearize
 from lazyten import Tensor
 from lazyten.schedule import create_schedule
 from runtimes import get_runtime
-from runtimes.llvm_build import build, target_machine
+from runtimes.llvm_build import build, llvm_vectorizes, target_machine
 
 _MARK = "llvm.loop.interleave.count"
 _BIG = (64, 3072)  # 196608 elements: one flat loop of that many steps
@@ -46,6 +46,7 @@ def test_a_long_scalar_loop_with_a_series_is_interleaved(name, broadcast):
     x = _x(_BIG) + _x(_BIG[1:], seed=1) if broadcast else _x(_BIG)
     src = source(SERIES[name](x))
     assert _MARK in src, src[:600]
+    assert llvm_vectorizes(src)  # the build runs LLVM's loop vectorizer on it: the mark's reader
     # and the mark changes what LLVM builds (it is read, not ignored)
     plain = src.replace(f', !{{!"{_MARK}", i32 4}}', "")
     assert plain != src and build(plain, target_machine()) != build(src, target_machine())
