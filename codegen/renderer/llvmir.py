@@ -156,10 +156,9 @@ class LLVMRenderer(Renderer):
         log, a sine: a chain of multiply-adds), an innermost loop of at least
         _INTERLEAVE_STEPS steps (where the bound is known at run time only: the kernel's
         outer size) in a kernel of at least _INTERLEAVE_WORK (its outer size times the
-        loop's) also gets `llvm.loop.interleave.count`:
-        LLVM's own count for a loop of more than a few instructions is 1, so a chain such
-        as gelu's (an exp, a division and a Horner series, 40 steps deep) ran one vector
-        at a time, its latency exposed [D144]."""
+        loop's) also gets `llvm.loop.interleave.count`: LLVM's own count for a loop of more
+        than a few instructions is 1, so a chain such as gelu's (an exp, a division and a
+        Horner series, 40 steps deep) ran one vector at a time, its latency exposed [D144]."""
         start, end = loop.src
         known = start.op is UOps.CONST and end.op is UOps.CONST
         if known and end.arg - start.arg <= _UNROLL_MAX:
