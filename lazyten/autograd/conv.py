@@ -337,7 +337,7 @@ def _phase_input_grad(g, w, x_shape: tuple, spec, tensor):
         total = part if total is None else total.e(BinaryOps.ADD, part)
     if total is None:  # no tap reaches any input position: the gradient is zero
         return type(g).const_like(0.0, tuple(x_shape), g.dtype, g.device)
-    return _out_of_blocks(total.contiguous(), stride, list(sp))
+    return _out_of_blocks(total.materialize(), stride, list(sp))
 
 
 def _transposed_weight(w, groups: int):
