@@ -73,6 +73,9 @@ _ROW_MAX = ROW_MAX          # rule 5: elements in a row of a row kernel (256 KB 
 _DEPTH_MAX = 512           # rule 6: the longest chain of ops one kernel inlines
 _VIEW_LEAVES_MAX = 128     # rule 4: views of a base x the reads each inlines, at most
 _SHARED_OPS = 64           # rule 7: ops per element two kernels would each compute again
+_JOIN_PIECES = 8           # rule 4: pieces of a split join (codegen/peel.py's runs: 2-32)
+_JOINS = (BinaryOps.ADD, TernaryOps.WHERE)  # rule 4: what a cat is made of
+_JOIN_WIDTH = 16           # ...each at least this wide along the innermost axis
 
 
 allow_recursion(_DEPTH_MAX)
@@ -143,10 +146,11 @@ class _Graph:
                 self.realize.add(base)
             if base.op is LoadOps.COPY and base.src[0].base.realized is None:
                 self.realize.add(base.src[0].base)
-            for _, view in self.consumers[base]:
+            for user, view in self.consumers[base]:
                 if _has_mask(view.st) and base.op not in (LoadOps.CONST,) and \
                         not self._zero_preserving(base):
-                    if isinstance(base.op, _ELEMENTWISE) and not self._repeats_work(base, view):
+                    if isinstance(base.op, _ELEMENTWISE) and \
+                            not self._repeats_work(base, view, self._split_join(user)):
                         self.gated.add(base)  # inlined, 0 where the view pads (kernel_builder.py)
                     else:
                         self.realize.add(base)
@@ -191,11 +195,14 @@ class _Graph:
         owners: dict[LazyBuffer, set[int]] = {}
         # a base inlined through padding counts as a kernel of its own: each one read
         # through a view of its own is computed at its own positions, so what two of them
-        # inline is computed twice (a `stack` of an LSTM's states inlines every step's h)
+        # inline is computed twice (a `stack` of an LSTM's states inlines every step's h).
+        # Its owners are the kernels that inline it, and what it inlines is its own: a
+        # cat's piece read by one join is computed once, however many ops it has (D145)
         for root in self.realize | self.gated:
             if root.realized is not None:
                 continue
-            owners.setdefault(root, set()).add(id(root))
+            if root in self.realize or root not in self.gated:
+                owners.setdefault(root, set()).add(id(root))
             stack, seen = [s.base for s in root.src], set()
             while stack:
                 b = stack.pop()
@@ -203,6 +210,9 @@ class _Graph:
                         isinstance(b.op, LoadOps):
                     continue
                 seen.add(id(b))
+                if b in self.gated:  # (computed here at its positions: a root of its own)
+                    owners.setdefault(b, set()).add(id(root))
+                    continue
                 owners.setdefault(b, set()).add(id(root))
                 stack.extend(s.base for s in b.src)
         chosen: set[LazyBuffer] = set()
@@ -259,14 +269,59 @@ class _Graph:
                 stack.extend(s.base for s in b.src)
         return False
 
-    def _repeats_work(self, base: LazyBuffer, view: LazyBuffer) -> bool:
-        """Would inlining `base` where `view` reads it repeat much work (rule 4)?"""
+    def _repeats_work(self, base: LazyBuffer, view: LazyBuffer, split: bool = False) -> bool:
+        """Would inlining `base` where `view` reads it repeat much work (rule 4)? `split`:
+        the reader is a join whose kernel computes each piece only where its view is not
+        padding (`_split_join`), so a padded view reads what its outer mask lets through."""
         size, reads = prod(base.shape), prod(view.shape)
+        if split and view.st.views[-1].mask is not None:
+            reads = prod(hi - lo for lo, hi in view.st.views[-1].mask)
         if reads < 2 * size or is_onehot(base):  # a one-hot: a pick once inlined (D69)
             return False
         repeated = (reads - size) * self._inlined_ops(base)
         return repeated >= _RECOMPUTE_MIN and \
             (reads >= _EXPAND_MIN * size or repeated >= _REPEAT_OPS * size)
+
+    def _split_join(self, user: LazyBuffer) -> bool:
+        """Is `user` a join of padded pieces (a `cat`: ADDs or WHEREs of views with masks) that is
+        materialised as an elementwise kernel of its own, because an output or a reader
+        that would repeat its work reads it, with at most `_JOIN_PIECES` pieces? Such a
+        kernel's loop is split where the pieces' gates switch (codegen/peel.py
+        `mask_plan`, D122): each piece is computed at its own positions only, so a piece
+        read through padding there repeats no work, however many ops it has (an LSTM
+        step's four gate gradients: stored one by one and copied again, D145)."""
+        if user.op not in _JOINS:
+            return False
+        while len(self.consumers[user]) == 1:  # (a cat of n pieces: a chain of n - 1 joins)
+            top, view = self.consumers[user][0]
+            if top.op not in _JOINS or _has_mask(view.st):
+                break
+            user = top
+        if not 2 <= self._pieces(user) <= _JOIN_PIECES:
+            return False
+        return user in self.outs or any(
+            not _has_mask(v.st) and self._repeats_work(user, v) for _, v in self.consumers[user])
+
+    def _pieces(self, join: LazyBuffer) -> int:
+        """The padded views a chain of joins (ADD, or WHERE on a padded True: Tensor.cat)
+        puts together, a constant's aside;
+        more than _JOIN_PIECES where a piece is narrower than _JOIN_WIDTH along the
+        innermost axis (a `stack(..., -1)`): a vector there straddles pieces, and the
+        split leaves it computing every one (D122)."""
+        count, stack = 0, [join]
+        while stack and count <= _JOIN_PIECES:
+            b = stack.pop()
+            for s in b.src:
+                if _has_mask(s.st) and s.base.op is not LoadOps.CONST:
+                    view = s.st.views[-1]
+                    inner = max((i for i, n in enumerate(view.shape) if n > 1), default=0)
+                    lo, hi = view.mask[inner] if view.mask is not None else (0, 0)
+                    narrow = hi - lo < min(_JOIN_WIDTH, view.shape[inner])
+                    count += _JOIN_PIECES + 1 if narrow else 1
+                elif not _has_mask(s.st) and s.base.op in _JOINS and \
+                        s.base.realized is None and s.base not in self.realize:
+                    stack.append(s.base)
+        return count
 
     def _inlined_ops(self, base: LazyBuffer, most: int = _OPS_COUNTED,
                      stored: set[LazyBuffer] | frozenset = frozenset()) -> int:
