@@ -10,7 +10,9 @@ Fusion rules, applied to the graph of bases reachable from the outputs:
      by rule 3 (a reduce read by several consumers, or expanded), an elementwise base
      read through padding when one of its ops does not map 0 to 0 (exp, log, recip...)
      and the read would repeat much work as an expand's does (else it is inlined, gated
-     to 0 where the view is padding: a `cat` of two computed values is one kernel, D117),
+     to 0 where the view is padding: a `cat` of two computed values is one kernel, D117;
+     a stored cat of at most `_JOIN_PIECES` pieces computes each in its place, so there
+     the read counts only the positions the mask lets through, D145),
      and an elementwise base read through an expand that would repeat much work: each
      element read `_EXPAND_MIN` times or more (or twice or more, repeating `_REPEAT_OPS`
      ops per element), repeating `_RECOMPUTE_MIN` ops or more in all (the relu mask of an
@@ -39,7 +41,7 @@ Fusion rules, applied to the graph of bases reachable from the outputs:
      applied again): a recurrence's state (an LSTM's cell) otherwise grows every step's
      kernel by all the steps before it (D111). A base inlined through padding (rule 4)
      counts as a kernel of its own here: a `stack` of a recurrence's states inlines each
-     state at its own positions.
+     state at its own positions (owned by the kernels that inline it, D145).
 """
 from __future__ import annotations
 
