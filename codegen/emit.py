@@ -109,8 +109,8 @@ class Emitter:
             return self._leaf(node)
         if isinstance(node.op, ReduceOps):
             return self.reduced[self.combo]
-        if node.op is TernaryOps.WHERE and (side := self._folded(node)) is not None:
-            return side
+        if node.op is TernaryOps.WHERE:
+            return self._where(node)
         srcs = [self.emit(s) for s in node.src]
         if node.op is UnaryOps.CAST and node.arg[1]:  # a bitcast
             lanes = dtype_of(srcs[0]).count
@@ -122,7 +122,35 @@ class Emitter:
         srcs = [self.widen(s, lanes) for s in srcs]
         if node.op in (BinaryOps.CMPLT, BinaryOps.CMPNE):
             return self.alu(node.op, dtypes.bool.vec(lanes) if lanes > 1 else dtypes.bool, *srcs)
-        return self.alu(node.op, dtype_of(srcs[1] if node.op is TernaryOps.WHERE else srcs[0]), *srcs)
+        return self.alu(node.op, dtype_of(srcs[0]), *srcs)
+
+    def _where(self, node: LazyOp) -> UOp:
+        side = self._folded(node)
+        if side is not None:
+            return side
+        srcs = [self.emit(s) for s in node.src]
+        lanes = max(dtype_of(s).count for s in srcs)
+        srcs = [self.widen(s, lanes) for s in srcs]
+        if srcs[0].op is UOps.VECTORIZE and any(c.op is UOps.CONST for c in srcs[0].src):
+            return self._lane_where(srcs)
+        return self.alu(TernaryOps.WHERE, dtype_of(srcs[1]), *srcs)
+
+    def _lane_where(self, srcs: list[UOp]) -> UOp:
+        """A vector where whose condition is known in some lanes (a gate through padding
+        at a row's edge), lane by lane: a known lane takes its side, the others a scalar
+        select. As one vector select, LLVM 22's x86 backend took the lanes a padded
+        division computes as 0 / 0 to be 0 and turned the select into an AND with the
+        first lane's condition broadcast: an avg_pool2d gradient was NaN where no
+        window reached (the dead lanes are 0 in every operand, D71)."""
+        cond, yes, no = srcs
+        out = []
+        for k, c in enumerate(cond.src):
+            if c.op is UOps.CONST:
+                out.append(self.extract(yes if c.arg else no, k))
+            else:
+                out.append(self.alu(TernaryOps.WHERE, dtype_of(yes).scalar, c,
+                                    self.extract(yes, k), self.extract(no, k)))
+        return self.vectorize(out)
 
     def _folded(self, node: LazyOp) -> UOp | None:
         """A where whose condition is a constant (a gate that folds in a segment of its
