@@ -34,6 +34,11 @@ class LazyBuffer:
     # GRAPH node, trace node id), so that a cached schedule saves it again
     saved: dict[int, LazyBuffer] | None = None
     origin: tuple[int, int] | None = None
+    # how many recorded autograd Functions keep this value for a backward not built yet
+    # (autograd/function.py `hold`, D146): a kernel that computes it on the way to
+    # something else stores it, so a backward built after the forward was realized
+    # (`loss.item()` first) reads it instead of computing it again
+    held = 0
     # a realized base's part of the schedule cache's key (schedule_cache.py), made once:
     # its shape, dtype, device and range_len never change
     key_part: tuple | None = None

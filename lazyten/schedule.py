@@ -248,7 +248,8 @@ class _Graph:
                     return reduce
                 group.add(user)
                 stack.append(user)
-        exits = [n for n in group if n in self.realize or
+        # (a value a Function keeps for its backward is read later, from memory: D146)
+        exits = [n for n in group if n in self.realize or n.held or
                  any(u not in group for u, _ in self.consumers[n]) or not self.consumers[n]]
         if len(exits) != 1 or exits[0] is reduce:
             return reduce

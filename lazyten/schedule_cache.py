@@ -103,6 +103,8 @@ def _signature(outs: list[LazyBuffer]) -> tuple[tuple | None, list[LazyBuffer]]:
         arg = base.arg
         part: tuple = (base.op, repr(arg) if type(arg) is float else arg,  # -0.0 is not 0.0
                        base.shape, base.dtype.name, base.device, tuple(srcs))
+        if base.held:  # (kept for a backward not built yet: a chain stops there, D146)
+            part += (True,)
         if base.checks:
             part += (tuple([_number(index, nodes, flag) for flag in base.checks]),)
         if base.saved:  # a traced forward's values a later expansion reads (D80): only

@@ -16,7 +16,7 @@ from lazyten.lazy import LazyBuffer
 from lazyten.attention import AttentionMixin
 from lazyten.autograd import primitives as F
 from lazyten.autograd.engine import describe, propagate, seed
-from lazyten.autograd.function import Function
+from lazyten.autograd.function import Function, hold
 from lazyten.compat import CompatMixin
 from lazyten.creation import (CreationMixin, _scalar_dtype, bf16_bits, bf16_values, copy_in,
                               default_device, storage_numpy_dtype, to_numpy_dtype)
@@ -267,6 +267,7 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, Indexin
             if ctx.requires_grad and lazy.dtype.is_float:  # as in PyTorch: only floats
                 out.requires_grad, out._ctx, out._parents = True, ctx, (self,)  # have grads
                 ctx.versions = (self._version,)
+                hold(ctx)
         elif len(others) == 1:
             other = others[0]
             ctx = fn([record and bool(self.requires_grad),
@@ -275,6 +276,7 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, Indexin
             if ctx.requires_grad and lazy.dtype.is_float:
                 out.requires_grad, out._ctx, out._parents = True, ctx, (self, other)
                 ctx.versions = (self._version, other._version)
+                hold(ctx)
         else:
             tensors = (self,) + others
             ctx = fn([record and bool(t.requires_grad) for t in tensors])
@@ -282,6 +284,7 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, Indexin
             if ctx.requires_grad and lazy.dtype.is_float:
                 out.requires_grad, out._ctx, out._parents = True, ctx, tensors
                 ctx.versions = tuple([t._version for t in tensors])
+                hold(ctx)
         return out
 
     @classmethod

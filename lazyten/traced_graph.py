@@ -38,7 +38,7 @@ from typing import Any
 from codegen.helpers import getenv
 from codegen.ops import LoadOps
 from codegen.shape.shapetracker import ShapeTracker
-from lazyten.autograd.function import Function
+from lazyten.autograd.function import Function, hold
 from lazyten.lazy import LazyBuffer, rewrite_bases
 from lazyten.traced import RECORDING, CompositeOps
 
@@ -83,7 +83,7 @@ class Subgraph:
     call's GRAPH nodes take as sources after the inputs. `reads_forward`: whether the gradients' graphs
     read a node the forward computed."""
     __slots__ = ("fn", "forward", "gradients", "flags", "consts", "nodes", "reads_forward",
-                 "flips")
+                 "flips", "_held")
 
     def __init__(self, fn: type, roots: list[LazyBuffer | None], walked: Walk,
                  reads_forward: bool, flips: tuple[bool, ...]):
@@ -93,9 +93,27 @@ class Subgraph:
         self.gradients = [None if r is None else Output(self, "gradient", r) for r in roots[1:]]
         self.flags = [Output(self, "flag", flag) for flag in walked.flags]
         self.consts = tuple(walked.consts)
+        self._held: tuple[int, ...] | None = None
 
     def __repr__(self) -> str:
         return f"<Subgraph {self.fn.__name__}: {self.nodes} nodes>"
+
+    def held(self) -> tuple[int, ...]:
+        """The positions of the inputs the gradients' graphs read (what a Function's
+        backward keeps: D146), found once."""
+        if self._held is None:
+            found, seen = set(), set()
+            stack = [g.root.base for g in self.gradients if g is not None]
+            while stack:
+                node = stack.pop()
+                if id(node) in seen:
+                    continue
+                seen.add(id(node))
+                if node.op is CompositeOps.INPUT:
+                    found.add(node.arg)
+                stack.extend(s.base for s in node.src)
+            self._held = tuple(sorted(found))
+        return self._held
 
 
 class TracedCall(Function):
@@ -113,6 +131,10 @@ class TracedCall(Function):
     @property
     def function(self) -> type:
         return self.sub.fn
+
+    def held_values(self) -> list[LazyBuffer]:
+        """The inputs the gradients' graphs read (autograd/function.py `hold`)."""
+        return [self.inputs[i].base for i in self.sub.held() if i < len(self.inputs)]
 
     def backward(self, grad: LazyBuffer):
         sub, forward = self.sub, self.forward_node
@@ -160,7 +182,11 @@ def traced_call(fn: type, inputs: tuple[LazyBuffer, ...], kwargs: dict[str, Any]
     srcs = inputs + sub.consts
     checks = tuple([flag.make(srcs) for flag in sub.flags]) if sub.flags else ()
     lazy = sub.forward.make(srcs, checks)
-    return lazy, (None if needs is None else TracedCall(sub, needs, inputs, lazy.base))
+    if needs is None:
+        return lazy, None
+    call = TracedCall(sub, needs, inputs, lazy.base)
+    hold(call)
+    return lazy, call
 
 
 def _trace(fn: type, inputs: tuple[LazyBuffer, ...], kwargs: dict[str, Any],

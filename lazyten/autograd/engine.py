@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from codegen.ops import BinaryOps
+from lazyten.autograd.function import release
 from lazyten.lazy import LazyBuffer
 
 
@@ -53,6 +54,7 @@ def propagate(root: Any, gradient: LazyBuffer, free: bool) -> Iterator[tuple[Any
         if ctx is None:
             continue
         in_grads = ctx.backward(g)
+        release(ctx)  # (its graph now reads what it keeps: D146)
         if not isinstance(in_grads, tuple):
             in_grads = (in_grads,)
         for parent, pg in zip(parents, in_grads):  # (runs once per edge of the graph)

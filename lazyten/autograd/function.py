@@ -33,3 +33,36 @@ class Function:
 
     def backward(self, grad: LazyBuffer):
         raise NotImplementedError
+
+
+
+def _kept(ctx: Function) -> list[LazyBuffer]:
+    """The bases of the values `ctx` keeps for its backward: its LazyBuffer attributes,
+    and those in a tuple or list (a traced call's: the inputs its gradients read)."""
+    own = getattr(type(ctx), "held_values", None)
+    if own is not None:
+        return own(ctx)
+    out = []
+    for value in ctx.__dict__.values():
+        if type(value) is LazyBuffer:
+            out.append(value._base or value)
+        elif type(value) in (tuple, list):
+            out.extend([item._base or item for item in value if type(item) is LazyBuffer])
+    return out
+
+
+def hold(ctx: Function) -> None:
+    """Count the values a recorded Function keeps until its backward is built: a kernel
+    that computes one on the way to something else stores it (lazyten/schedule.py, rule
+    3), so a backward built after the forward was realized (`loss.item()` before
+    `loss.backward()`) reads it, where it computed it again (a Linear's matmul under a
+    gelu: D146). `release` takes the count back once the backward is built: its graph
+    then reads what it needs, and the scheduler decides as before."""
+    for base in _kept(ctx):
+        base.held += 1
+
+
+def release(ctx: Function) -> None:
+    for base in _kept(ctx):
+        if base.held:
+            base.held -= 1

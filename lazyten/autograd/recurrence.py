@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from lazyten.autograd.composite import Composite
-from lazyten.autograd.function import Function
+from lazyten.autograd.function import Function, release
 from lazyten.lazy import LazyBuffer
 from lazyten.switches import no_grad
 
@@ -69,6 +69,7 @@ class Recurrence(Function):
         for t in (range(len(grads)) if self.reverse else range(len(grads) - 1, -1, -1)):
             total = grads[t] if carry is None else grads[t] + carry
             dx, dstate, *dweights = self.calls[t].backward(total.lazydata)
+            release(self.calls[t])  # (its graph reads what it kept: D146)
             dxs[t], carry = Tensor._wrap(dx), Tensor._wrap(dstate)
             for i, g in enumerate(dweights):
                 if g is not None:
