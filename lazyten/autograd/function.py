@@ -8,6 +8,7 @@ needs none). Gradients are lazy, so they fuse with the rest of a training step.
 engine.py runs the backwards.
 """
 from __future__ import annotations
+from typing import Any
 
 from lazyten.lazy import LazyBuffer
 
@@ -18,6 +19,8 @@ class Function:
     # the forward is fixed by the inputs' shapes, dtypes and device and the keyword
     # arguments: without a gradient it runs as one traced graph node (traced_graph.py)
     traced = False
+    # what a subclass keeps for its backward where its attributes do not say (`hold`)
+    held_values: Any = None  # (a method: `self -> list[LazyBuffer]`)
 
     def __init__(self, needs_input_grad: list[bool]):
         self.needs_input_grad = needs_input_grad
@@ -39,15 +42,18 @@ class Function:
 def _kept(ctx: Function) -> list[LazyBuffer]:
     """The bases of the values `ctx` keeps for its backward: its LazyBuffer attributes,
     and those in a tuple or list (a traced call's: the inputs its gradients read)."""
-    own = getattr(type(ctx), "held_values", None)
+    own = type(ctx).held_values
     if own is not None:
         return own(ctx)
-    out = []
+    out = []  # (this runs once per recorded op: no comprehension, no failed lookups)
     for value in ctx.__dict__.values():
-        if type(value) is LazyBuffer:
+        kind = type(value)
+        if kind is LazyBuffer:
             out.append(value._base or value)
-        elif type(value) in (tuple, list):
-            out.extend([item._base or item for item in value if type(item) is LazyBuffer])
+        elif (kind is tuple or kind is list) and value and type(value[0]) is not bool:
+            for item in value:
+                if type(item) is LazyBuffer:
+                    out.append(item._base or item)
     return out
 
 
