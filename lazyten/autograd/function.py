@@ -38,7 +38,6 @@ class Function:
         raise NotImplementedError
 
 
-
 def _kept(ctx: Function) -> list[LazyBuffer]:
     """The bases of the values `ctx` keeps for its backward: its LazyBuffer attributes,
     and those in a tuple or list (a traced call's: the inputs its gradients read)."""
