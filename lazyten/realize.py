@@ -19,7 +19,7 @@ from lazyten.lazy import LazyBuffer
 from lazyten.programs import Stats, get_program, log, schedule_programs
 from lazyten.schedule import ScheduleItem, copy_ast, create_schedule
 from lazyten.schedule_cache import lookup, save_value
-from lazyten.traced_graph import restore_graphs
+from lazyten.graph_expand import restore_graphs
 from lazyten.varying import lift_varying
 from runtimes import Buffer, Program, Window
 from runtimes.cpu_choice import SequenceChoice, sequence_choice

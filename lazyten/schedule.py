@@ -29,7 +29,7 @@ Fusion rules, applied to the graph of bases reachable from the outputs:
      reduce's input shape, reading it one value per row (a reduce over the trailing axes
      expanded back: softmax's max and sum, layernorm's mean and variance), moves into
      that kernel, which then computes it per row before storing the row. Rows up to
-     `_ROW_MAX` elements (they stay in the cache).
+     `ROW_MAX` elements (they stay in the cache): lazyten/schedule_rows.py.
   6. A kernel inlines chains of at most `_DEPTH_MAX` ops. Where rules 1-5 would make a
      deeper kernel (a loop that adds to a tensor thousands of times, or calls backward()
      again and again, without realizing), the base at that depth is materialised and the
@@ -46,9 +46,10 @@ Fusion rules, applied to the graph of bases reachable from the outputs:
 from __future__ import annotations
 
 from codegen.helpers import allow_recursion, prod
-from codegen.ops import (BinaryOps, LoadOps, ReduceOps, TernaryOps, UnaryOps, ZERO_PRESERVING)
+from codegen.ops import (BinaryOps, LoadOps, ReduceOps, TernaryOps, ZERO_PRESERVING)
 from codegen.shape.shapetracker import ShapeTracker
 from lazyten.fuse_attention import fuse_attention
+from lazyten.graph_expand import expand_graphs
 from lazyten.hoist import hoist_broadcasts
 from lazyten.indirect import indirect_items, is_onehot
 from lazyten.kernel_builder import KernelBuilder
@@ -60,18 +61,16 @@ from lazyten.rebase import rebase_items
 from lazyten.schedule_cache import Found, cached_schedule
 from lazyten.schedule_item import ScheduleItem, copy_ast, row_target
 from lazyten.schedule_order import order_items
-from lazyten.split import ROW_MAX, split_reduces
+from lazyten.schedule_rows import ELEMENTWISE, RowGroup
+from lazyten.split import split_reduces
 from lazyten.traced import CompositeOps
-from lazyten.traced_graph import expand_graphs
 
 __all__ = ["ScheduleItem", "copy_ast", "create_schedule"]
 
-_ELEMENTWISE = (UnaryOps, BinaryOps, TernaryOps, CompositeOps)  # a traced composite is one
 _EXPAND_MIN = 8            # reads per element that make an expanded elementwise base...
 _RECOMPUTE_MIN = 1 << 16   # ...worth materialising, when this many ops would be repeated;
 _REPEAT_OPS = 24           # fewer reads do, when each element repeats this many ops
 _OPS_COUNTED = 16          # inlined ops counted per base (enough to pass the bar)
-_ROW_MAX = ROW_MAX          # rule 5: elements in a row of a row kernel (256 KB of float32)
 _DEPTH_MAX = 512           # rule 6: the longest chain of ops one kernel inlines
 _VIEW_LEAVES_MAX = 128     # rule 4: views of a base x the reads each inlines, at most
 _SHARED_OPS = 64           # rule 7: ops per element two kernels would each compute again
@@ -132,9 +131,9 @@ class _Graph:
             self.gated: set[LazyBuffer] = set()
             self._decide()
             for base in self.order:
-                if base in self.realize and isinstance(base.op, _ELEMENTWISE) and \
+                if base in self.realize and isinstance(base.op, ELEMENTWISE) and \
                         base not in self.fused_reduce and row_target(base.device):
-                    self.realize -= _RowGroup(self, base).reduces() - cuts
+                    self.realize -= RowGroup(self, base).reduces() - cuts
             deeper = (self._too_deep() | self._recomputed()) - cuts  # (never a cut again:
             if not deeper:                                            # the loop ends)
                 break
@@ -151,14 +150,14 @@ class _Graph:
             for user, view in self.consumers[base]:
                 if _has_mask(view.st) and base.op not in (LoadOps.CONST,) and \
                         not self._zero_preserving(base):
-                    if isinstance(base.op, _ELEMENTWISE) and \
+                    if isinstance(base.op, ELEMENTWISE) and \
                             not self._repeats_work(base, view, self._split_join(user)):
                         self.gated.add(base)  # inlined, 0 where the view pads (kernel_builder.py)
                     else:
                         self.realize.add(base)
-                elif isinstance(base.op, _ELEMENTWISE) and self._repeats_work(base, view):
+                elif isinstance(base.op, ELEMENTWISE) and self._repeats_work(base, view):
                     self.realize.add(base)
-            if isinstance(base.op, _ELEMENTWISE):
+            if isinstance(base.op, ELEMENTWISE):
                 reads[base] = self._reads(base, reads)
                 views = len({view.st for _, view in self.consumers[base]})
                 if views > 1 and views * len(reads[base]) >= _VIEW_LEAVES_MAX:
@@ -221,7 +220,7 @@ class _Graph:
         for b in self.order:  # sources first
             mine = owners.get(b)
             if b in self.realize or mine is None or len(mine) < 2 or \
-                    not isinstance(b.op, _ELEMENTWISE) or is_onehot(b) or \
+                    not isinstance(b.op, ELEMENTWISE) or is_onehot(b) or \
                     any(mine <= owners.get(u, set()) for u, _ in self.consumers[b]):
                 continue
             # (what it inlines counted as if those taken before were stored)
@@ -338,7 +337,7 @@ class _Graph:
                     (b is not base and (b in self.realize or b in stored)):
                 continue
             seen.add(id(b))
-            if isinstance(b.op, _ELEMENTWISE):
+            if isinstance(b.op, ELEMENTWISE):
                 count += b.arg.ops if b.op is CompositeOps.POINTWISE else 1
                 stack.extend(s.base for s in b.src)
         return count
@@ -376,90 +375,6 @@ class _Graph:
             if b.op not in ZERO_PRESERVING:
                 return False
             stack.extend(s.base for s in b.src)
-        return True
-
-
-class _RowGroup:
-    """Rule 5: the materialised reduces that the kernel of `out` (elementwise, of shape S)
-    can compute itself, one value per row. The walk follows the kernel builder: every
-    base `out`'s kernel inlines, at the view it is read through. A candidate is a reduce
-    (or a rule-3 chain top) over the trailing axes of S, whose input has shape S, read
-    as its one value per row (the expand of its kept shape onto S); the walk continues
-    into it, so a reduce read by another (softmax's max, by the sum) joins too. The
-    group is refused if a candidate is also read another way; a candidate that another
-    kernel reads (directly or through ops that kernel inlines) stays materialised and
-    is read from memory, and the rest join (layernorm's backward: the row's mean and
-    rstd, which its weight gradient reads too, come from memory; its two sums join)."""
-
-    def __init__(self, graph: _Graph, out: LazyBuffer):
-        self.graph, self.out, self.shape = graph, out, out.shape
-        self.axes: tuple[int, ...] | None = None
-        self.group: set[LazyBuffer] = set()
-        self.bad = False  # a candidate also read another way (a flipped row value)
-
-    def reduces(self) -> set[LazyBuffer]:
-        stack, seen = [(self.out, ShapeTracker.from_shape(self.shape))], set()
-        while stack:
-            base, st = stack.pop()
-            if (id(base), st) in seen:
-                continue
-            seen.add((id(base), st))
-            if isinstance(base.op, ReduceOps):  # its input is read at the kernel's shape
-                st = ShapeTracker.from_shape(base.src[0].shape)
-            for src in base.src:
-                self._visit(src.base, st if src._base is None else src.st + st, stack)
-        if self.bad:
-            return set()
-        # a candidate another kernel reads stays materialised and is read from memory here;
-        # what only it read is then read by its kernel too, so prune until nothing changes
-        while True:
-            kept = {b for b in self.group if self._only_here(b)}
-            if kept == self.group:
-                return kept
-            self.group = kept
-
-    def _visit(self, base: LazyBuffer, st: ShapeTracker, stack: list) -> None:
-        graph = self.graph
-        if base.realized is not None or base.op is LoadOps.CONST:
-            return
-        if base in graph.realize and not self._candidate(base, st):
-            return  # read from memory
-        if base not in graph.realize and not isinstance(base.op, (*_ELEMENTWISE, ReduceOps)):
-            return
-        stack.append((base, st))
-
-    def _candidate(self, base: LazyBuffer, st: ShapeTracker) -> bool:
-        reduce = base if isinstance(base.op, ReduceOps) else self.graph.fused_reduce.get(base)
-        if reduce is None or base in self.graph.outs or base.checks or \
-                reduce.src[0].shape != self.shape:
-            return False
-        axes, n = reduce.arg, len(self.shape)
-        kept = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
-        if axes != tuple(range(n - len(axes), n)) or self.axes not in (None, axes) or \
-                prod(self.shape) // prod(kept) > _ROW_MAX or prod(base.shape) != prod(kept):
-            return False
-        view = st.simplify()
-        if len(view.views) != 1 or view.views[0] != ShapeTracker.from_shape(kept).expand(
-                self.shape).views[0]:
-            self.bad = True  # read one value per row here, and otherwise elsewhere
-            return False
-        self.axes = axes
-        self.group.add(base)
-        return True
-
-    def _only_here(self, base: LazyBuffer) -> bool:
-        """Does every read of `base` end in this kernel (`out`, or another candidate)?
-        Elementwise ops that read it are inlined wherever they are read, so follow them."""
-        graph, stack, seen = self.graph, [base], set()
-        while stack:
-            node = stack.pop()
-            for user, _ in graph.consumers[node]:
-                if user is self.out or user in self.group or id(user) in seen:
-                    continue
-                if user in graph.realize:
-                    return False
-                seen.add(id(user))
-                stack.append(user)
         return True
 
 

@@ -16,7 +16,7 @@ records a `TracedCall` for autograd, whose backward makes one GRAPH node per gra
 forward's values). The schedule cache keys on those nodes, so a graph seen before finds
 its schedule (and plan) without the Function's nodes ever being built.
 
-Only a schedule made afresh needs them: the scheduler's first pass (`expand_graphs`)
+Only a schedule made afresh needs them: the scheduler's first pass (`expand_graphs`,
 rebuilds each GRAPH node's subgraph over its real sources (a placeholder's view becomes
 the same view of the input, composed with the input's own) and the node itself becomes
 the subgraph's result (takes its op, sources and argument), so every rule after it sees
@@ -32,14 +32,14 @@ memory order, or its forward returns an input, a constant or a view of either; a
 empty shapes.
 """
 from __future__ import annotations
-import threading
 from typing import Any
 
 from codegen.helpers import getenv
 from codegen.ops import LoadOps
 from codegen.shape.shapetracker import ShapeTracker
 from lazyten.autograd.function import Function, hold
-from lazyten.lazy import LazyBuffer, rewrite_bases
+from lazyten.graph_expand import entries, rebuild, swap
+from lazyten.lazy import LazyBuffer
 from lazyten.traced import RECORDING, CompositeOps
 
 _MIN_NODES = 4  # a smaller graph costs less to build than to look up and expand
@@ -65,7 +65,7 @@ class Output:
         """This result over real sources: a GRAPH node (or a view of one) carrying the
         call's index-check flags."""
         if self.base is None:
-            return _rebuild(self.root, _entries(self.sub, srcs), {}, {})
+            return rebuild(self.root, entries(self.sub, srcs), {}, {})
         node = LazyBuffer(srcs[0].device, self.base.st, self.base.dtype, CompositeOps.GRAPH,
                           srcs, self)
         if checks:
@@ -197,9 +197,9 @@ def _trace(fn: type, inputs: tuple[LazyBuffer, ...], kwargs: dict[str, Any],
     # memory order gets a placeholder out of order too, its last two axes swapped
     flips = tuple([needs is not None and len(x.shape) >= 2 and not (x._base is None or x.st.contiguous)
                    for x in inputs])
-    holders = [_placeholder(_swap(x.shape) if flip else x.shape, x.dtype, x.device, i)
+    holders = [_placeholder(swap(x.shape) if flip else x.shape, x.dtype, x.device, i)
                for i, (x, flip) in enumerate(zip(inputs, flips))]
-    holders = [_swap(h) if flip else h for h, flip in zip(holders, flips)]
+    holders = [swap(h) if flip else h for h, flip in zip(holders, flips)]
     recording = RECORDING.set(True)
     try:
         ctx = fn(needs or [False] * len(inputs))
@@ -221,23 +221,6 @@ def _trace(fn: type, inputs: tuple[LazyBuffer, ...], kwargs: dict[str, Any],
     if walked.nodes < _MIN_NODES:
         return None
     return Subgraph(fn, roots, walked, reads_forward, flips)
-
-
-def _swap(x: Any) -> Any:
-    """A shape, or a LazyBuffer, with its last two axes swapped."""
-    if isinstance(x, tuple):
-        return x[:-2] + (x[-1], x[-2])
-    n = len(x.shape)
-    return x.permute(tuple(range(n - 2)) + (n - 1, n - 2))
-
-
-def _entries(sub: Subgraph, srcs: tuple[LazyBuffer, ...]) -> tuple[LazyBuffer, ...]:
-    """What the trace's placeholders stand for: the sources, an input out of memory order
-    with its last two axes swapped (its placeholder's base is so)."""
-    if not sub.flips:
-        return srcs
-    return tuple([_swap(s) if i < len(sub.flips) and sub.flips[i] else s
-                  for i, s in enumerate(srcs)])
 
 
 def _placeholder(shape: tuple[int, ...], dtype, device: str, position: int) -> LazyBuffer:
@@ -302,165 +285,3 @@ def _reaches(roots: list[LazyBuffer | None], targets: set[int]) -> bool:
             seen.add(id(node))
             stack.extend((node._base,) if node._base is not None else node.src)
     return False
-
-
-class _PassState(threading.local):
-    """Per thread (threads may realize at once): `done`, a pass's forwards already rebuilt
-    (id of the forward's GRAPH node -> its rebuilt nodes by trace node id) and gradients'
-    (Subgraph and source ids -> rebuilt nodes); `expanded`, the GRAPH nodes expanded since
-    the last restore_graphs (node, its sources, arg, checks)."""
-
-    def __init__(self) -> None:
-        self.done: dict[Any, dict[int, LazyBuffer]] = {}
-        self.expanded: list[tuple[LazyBuffer, tuple, Any, tuple]] = []
-
-
-_PASS = _PassState()
-
-
-def expand_graphs(outs: list[LazyBuffer]) -> None:
-    """The scheduler's first pass: every unrealized GRAPH node reachable from `outs`
-    becomes the graph its Function builds over its sources."""
-    try:
-        rewrite_bases(outs, _become)
-    finally:
-        _PASS.done.clear()
-
-
-def _become(node: LazyBuffer) -> LazyBuffer:
-    """A GRAPH node made the result of its traced graph rebuilt over its sources (it
-    takes the result's op, sources, argument and index checks: the call's flags move to
-    the rebuilt bases the trace had them on); any other node as it is."""
-    if node.op is not CompositeOps.GRAPH:
-        return node
-    out: Output = node.arg
-    base = out.base
-    assert base is not None, "GRAPH nodes stand for computed bases"
-    srcs = _entries(out.sub, node.src)
-    if out.kind == "forward":
-        done = _forward_done(node)
-        result = LazyBuffer(base.device, base.st, base.dtype, base.op,
-                            tuple([done[id(s)] for s in base.src]), base.arg)
-        if base.checks:
-            result.checks = _flags_of(base, _call_flags(node))
-    elif out.kind == "gradient":  # the forward's rebuilt nodes where this pass has them
-        key = (out.sub, *[id(s) for s in node.src])
-        done = _PASS.done.get(key)  # type: ignore[assignment]
-        if done is None:
-            done = _PASS.done[key] = _forward_nodes(out.sub, node.src)
-        result = _rebuild(base, srcs, done, _call_flags(node))
-        if result.realized is not None or result.op is CompositeOps.GRAPH:
-            # the gradient is a value the forward had (made before this pass): a copy
-            result = LazyBuffer.loadop(LoadOps.CONTIGUOUS, node.shape, node.dtype,
-                                       node.device, src=(result,))
-    else:
-        result = _rebuild(base, srcs, {}, {})
-    _PASS.expanded.append((node, node.src, node.arg, node.checks))
-    node.op, node.src, node.arg, node.checks = result.op, result.src, result.arg, result.checks
-    return node
-
-
-def graph_of(node: LazyBuffer) -> LazyBuffer:
-    """The base a GRAPH node stands for, rebuilt over its sources apart from any pass (the
-    node stays as it is): for analyses that read ops before scheduling (stable.py)."""
-    out: Output = node.arg
-    base = out.base
-    assert base is not None, "GRAPH nodes stand for computed bases"
-    sub, srcs = out.sub, _entries(out.sub, node.src)
-    done = {id(sub.forward.base): srcs[-1]} if out.kind == "gradient" and sub.reads_forward else {}
-    return _rebuild(base, srcs, done, _call_flags(node))
-
-
-def restore_graphs() -> None:
-    """After a schedule ran: each GRAPH node it expanded but did not realize is a GRAPH
-    node again (its forward's values the schedule computed stay `saved`). A later
-    realize of it then keys on the node as it would after a cached schedule, which
-    expands nothing: one key either way, so eager code repeated settles at once."""
-    expanded = _PASS.expanded
-    while expanded:
-        node, src, arg, checks = expanded.pop()
-        if node.realized is None:
-            node.op, node.src, node.arg, node.checks = CompositeOps.GRAPH, src, arg, checks
-
-
-def _call_flags(node: LazyBuffer) -> dict[int, LazyBuffer]:
-    """A traced call's flags (`node.checks`), by the trace's flag each stands for."""
-    return {id(f.root): real for f, real in zip(node.arg.sub.flags, node.checks)}
-
-
-def _flags_of(traced: LazyBuffer, flags: dict[int, LazyBuffer]) -> tuple[LazyBuffer, ...]:
-    return tuple([flags[id(f)] for f in traced.checks])
-
-
-def _forward_done(node: LazyBuffer) -> dict[int, LazyBuffer]:
-    """The rebuilt nodes under an unexpanded forward's result, by trace node id, made once
-    a pass: its result maps to `node` itself, so that a gradient reading it reads the
-    node (which then joins the graph and is expanded), while one reading only the
-    forward's intermediate values leaves the node as it is (a later realize of it keys
-    on the same GRAPH node as it would have without this one)."""
-    done = _PASS.done.get(id(node))
-    if done is None:
-        out: Output = node.arg
-        base = out.base
-        assert base is not None, "GRAPH nodes stand for computed bases"
-        done = _PASS.done[id(node)] = {id(base): node}
-        # values an earlier schedule computed: read, not computed again (the schedule
-        # cache's key names them)
-        node.saved = {t: v for t, v in node.saved.items() if v.realized is not None} \
-            if node.saved else {}
-        done.update(node.saved)
-        srcs, flags = _entries(out.sub, node.src), _call_flags(node)
-        for src in base.src:
-            _rebuild(src, srcs, done, flags, (id(node), node.saved))
-    return done
-
-
-def _forward_nodes(sub: Subgraph, srcs: tuple[LazyBuffer, ...]) -> dict[int, LazyBuffer]:
-    """The rebuilt nodes a gradient starts from: the forward's, where it reads any (its
-    node is the last of `srcs`)."""
-    if not sub.reads_forward:
-        return {}
-    forward = srcs[-1]
-    if forward.realized is None and forward.op is CompositeOps.GRAPH:
-        return dict(_forward_done(forward))
-    found = _PASS.done.get(id(forward))  # (expanded in this pass, or before it)
-    return dict(found) if found is not None else {id(sub.forward.base): forward}
-
-
-def _rebuild(root: LazyBuffer, inputs: tuple[LazyBuffer, ...], done: dict[int, LazyBuffer],
-             flags: dict[int, LazyBuffer], owner: tuple[int, dict] | None = None) -> LazyBuffer:
-    """A copy of the graph under `root` with each placeholder replaced by its input;
-    `done` (extended here) maps trace nodes to nodes already rebuilt; a base that had
-    index checks in the trace gets the call's flags that stand for them (`flags`).
-    `owner`: (id of the forward's GRAPH node, its `saved`) for a forward's graph, whose
-    new bases it keeps and marks as its values (`origin`)."""
-    stack: list[tuple[LazyBuffer, bool]] = [(root, False)]
-    while stack:
-        node, ready = stack.pop()
-        if id(node) in done:
-            continue
-        base = node._base
-        parts = (base,) if base is not None else node.src
-        if not ready and parts and (base is not None or node.realized is None):
-            stack.append((node, True))
-            stack.extend((p, False) for p in parts if id(p) not in done)
-            continue
-        if base is not None:  # a view of a placeholder or of a node of the graph
-            if base.op is CompositeOps.INPUT:
-                real = inputs[base.arg]
-                done[id(node)] = real._view(real.st + node.st)
-            else:
-                done[id(node)] = done[id(base)]._view(node.st)
-        elif node.op is CompositeOps.INPUT:
-            done[id(node)] = inputs[node.arg]
-        elif node.realized is not None:  # a range: the same buffer
-            done[id(node)] = node
-        else:
-            new = done[id(node)] = LazyBuffer(node.device, node.st, node.dtype, node.op,
-                                              tuple([done[id(s)] for s in node.src]), node.arg)
-            if node.checks:
-                new.checks = _flags_of(node, flags)
-            if owner is not None:
-                new.origin = (owner[0], id(node))
-                owner[1][id(node)] = new
-    return done[id(root)]

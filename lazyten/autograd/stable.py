@@ -12,7 +12,7 @@ from codegen.ops import BinaryOps, LoadOps, ReduceOps, TernaryOps, UnaryOps
 from lazyten.autograd.function import Function
 from lazyten.lazy import LazyBuffer
 from lazyten.traced import CompositeOps
-from lazyten.traced_graph import graph_of
+from lazyten.graph_expand import graph_of
 
 
 # Float ops whose result is the same bit for bit in whichever kernel computes it: exact

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lazyten.traced_graph import expand_graphs
+from lazyten.graph_expand import expand_graphs
 from lazyten import Tensor, dtypes, nnops
 from lazyten.autograd import conv, primitives as F, views
 from lazyten.autograd.conv import Conv

@@ -185,15 +185,15 @@ def test_a_row_value_another_kernel_reads_stays_a_buffer_and_the_rest_join():
 
 
 def test_rows_longer_than_the_limit_are_not_fused():
-    from lazyten import schedule, schedule_cache
+    from lazyten import schedule_cache, schedule_rows
     a = np.random.default_rng(2).standard_normal((2, 300)).astype(np.float32)
-    old = schedule._ROW_MAX
+    old = schedule_rows.ROW_MAX
     try:  # the schedule cache would hand back a schedule made under the usual limit
-        schedule._ROW_MAX = 256
+        schedule_rows.ROW_MAX = 256
         schedule_cache._SCHEDULES.clear()
         asts = _kernels(Tensor(a).softmax(-1))
     finally:
-        schedule._ROW_MAX = old
+        schedule_rows.ROW_MAX = old
         schedule_cache._SCHEDULES.clear()
     assert len(asts) > 1 and not any(is_row_kernel(ast) for ast in asts)
 

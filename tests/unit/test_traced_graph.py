@@ -24,7 +24,8 @@ from lazyten import Tensor
 from lazyten.nn import functional as F
 from lazyten.schedule_cache import CacheStats
 from lazyten.traced import CompositeOps
-from lazyten.traced_graph import _TRACES, expand_graphs, restore_graphs
+from lazyten.graph_expand import expand_graphs, restore_graphs
+from lazyten.traced_graph import _TRACES
 from tests.helpers import LAYOUTS, NP, arrays, make_layout
 
 OPS = ["softmax", "log_softmax", "layer_norm", "layer_norm_affine", "layer_norm_2d", "linear",
