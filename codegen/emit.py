@@ -130,19 +130,17 @@ class Emitter:
             return side
         srcs = [self.emit(s) for s in node.src]
         lanes = max(dtype_of(s).count for s in srcs)
-        srcs = [self.widen(s, lanes) for s in srcs]
-        if srcs[0].op is UOps.VECTORIZE and any(c.op is UOps.CONST for c in srcs[0].src):
-            return self._lane_where(srcs)
-        return self.alu(TernaryOps.WHERE, dtype_of(srcs[1]), *srcs)
+        return self.select(*[self.widen(s, lanes) for s in srcs])
 
-    def _lane_where(self, srcs: list[UOp]) -> UOp:
-        """A vector where whose condition is known in some lanes (a gate through padding
-        at a row's edge), lane by lane: a known lane takes its side, the others a scalar
-        select. As one vector select, LLVM 22's x86 backend took the lanes a padded
-        division computes as 0 / 0 to be 0 and turned the select into an AND with the
-        first lane's condition broadcast: an avg_pool2d gradient was NaN where no
-        window reached (the dead lanes are 0 in every operand, D71)."""
-        cond, yes, no = srcs
+    def select(self, cond: UOp, yes: UOp, no: UOp) -> UOp:
+        """where(cond, yes, no); a vector whose condition is known in some lanes (a gate
+        through padding at a row's edge) lane by lane: a known lane takes its side, the
+        others a scalar select. As one vector select, LLVM 22's x86 backend took the lanes
+        a padded division computes as 0 / 0 to be 0 and turned the select into an AND
+        with the first lane's condition broadcast: an avg_pool2d gradient was NaN where
+        no window reached (the dead lanes are 0 in every operand, D71)."""
+        if cond.op is not UOps.VECTORIZE or not any(c.op is UOps.CONST for c in cond.src):
+            return self.alu(TernaryOps.WHERE, dtype_of(yes), cond, yes, no)
         out = []
         for k, c in enumerate(cond.src):
             if c.op is UOps.CONST:

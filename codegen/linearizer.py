@@ -347,9 +347,7 @@ class Linearizer(WorkItems):
         if valid.max == 0:
             return identity
         gate = self.widen(self._gate(valid), lanes)
-        if gate.op is UOps.VECTORIZE and any(c.op is UOps.CONST for c in gate.src):
-            return self._lane_where([gate, value, identity])  # (an LLVM 22 miscompile)
-        return self.alu(TernaryOps.WHERE, dtype_of(value), gate, value, identity)
+        return self.select(gate, value, identity)  # (known lanes: an LLVM 22 miscompile)
 
     def _across_lanes(self, op: BinaryOps, acc: UOp) -> UOp:
         """One accumulator's lanes in one value (codegen/lane_sums.py)."""

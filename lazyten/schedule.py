@@ -129,6 +129,7 @@ class _Graph:
             self.fused_reduce: dict[LazyBuffer, LazyBuffer] = {}  # chain top -> its reduce
             # inlined through padding, gated (rule 4): each computed at its own positions
             self.gated: set[LazyBuffer] = set()
+            self._joins: dict[LazyBuffer, bool] = {}  # rule 4: `_split_join`'s answers
             self._decide()
             for base in self.order:
                 if base in self.realize and isinstance(base.op, ELEMENTWISE) and \
@@ -299,17 +300,18 @@ class _Graph:
             if top.op not in _JOINS or _has_mask(view.st):
                 break
             user = top
-        if not 2 <= self._pieces(user) <= _JOIN_PIECES:
-            return False
-        return user in self.outs or any(
-            not _has_mask(v.st) and self._repeats_work(user, v) for _, v in self.consumers[user])
+        found = self._joins.get(user)
+        if found is None:  # (once a pass per join: each of its pieces asks)
+            found = self._joins[user] = 2 <= self._pieces(user) <= _JOIN_PIECES and (
+                user in self.outs or any(not _has_mask(v.st) and self._repeats_work(user, v)
+                                         for _, v in self.consumers[user]))
+        return found
 
     def _pieces(self, join: LazyBuffer) -> int:
         """The padded views a chain of joins (ADD, or WHERE on a padded True: Tensor.cat)
-        puts together, a constant's aside;
-        more than _JOIN_PIECES where a piece is narrower than _JOIN_WIDTH along the
-        innermost axis (a `stack(..., -1)`): a vector there straddles pieces, and the
-        split leaves it computing every one (D122)."""
+        puts together, a constant's aside; more than _JOIN_PIECES where a piece is
+        narrower than _JOIN_WIDTH along the innermost axis (a `stack(..., -1)`): a vector
+        there straddles pieces, and the split leaves it computing every one (D122)."""
         count, stack = 0, [join]
         while stack and count <= _JOIN_PIECES:
             b = stack.pop()
