@@ -21,7 +21,7 @@ from codegen.lanes import along_lanes
 from codegen.ops import (BinaryOps, BufferOps, LazyOp, MemBuffer, Op, ReduceOps,
                          TernaryOps, UnaryOps)
 from codegen.opt import optimize
-from codegen.peel import mask_plan, peel_plan
+from codegen.peel import mask_plan, pad_plan, peel_plan
 from codegen.shape.symbolic import Node, NumNode, Variable
 from codegen.stage import Stager
 from codegen.target import Target
@@ -68,6 +68,7 @@ class Linearizer(WorkItems):
         combos, shape = self._combos(), list(self.k.global_shape)
         peel = None if self.target.gpu else \
             peel_plan(self.k, self.gidx, self.lane, combos) or \
+            pad_plan(self.k, self.gidx, self.lane, combos) or \
             mask_plan(self.k, self.gidx, self.lane, combos)
         if peel is None:
             self._loops(shape)

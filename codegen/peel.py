@@ -82,7 +82,34 @@ def mask_plan(k: Kernel, gidx: list[Node], lane: Variable | None,
     less than half of the loop."""
     if k.reduceop is not None or k.rows or k.group:
         return None
-    terms = _read_terms(k, gidx, lane, combos)
+    return _split_at_switches(k, gidx, _read_terms(k, gidx, lane, combos))
+
+
+def pad_plan(k: Kernel, gidx: list[Node], lane: Variable | None,
+             combos: list[tuple[int, ...]]) -> tuple[int, Segments] | None:
+    """(axis, segments) for a reduce kernel whose output axis was padded (OptOps.PAD_OUT: a
+    matmul's 300 columns walked in tiles of 16, the last tile part padding): its loads
+    under the reduce check that global index at every reduce step, and its stores are
+    masked. Split that loop where those checks switch: the whole tiles run with plain
+    loads and stores, the partial tile keeps its masks, and a tile wholly in the padding
+    stores nothing (its loop is dead code). Only the checks that no reduce index enters
+    count (a window's are peel_plan's), and those that mask vector lanes first (a
+    matmul's padded columns of B: a masked vector load at every step, where its padded
+    rows of A, clamped, mask only the stores)."""
+    if k.reduceop is None or k.rows or k.group or max(k.padded_axis, k.padded_rows) < 0:
+        return None
+    ridx: list[Node] = [Variable(f"ridx{j}", 0, s - 1) for j, s in enumerate(k.reduce_shape)]
+
+    def terms(vectors: bool) -> list[Node]:
+        return [t for t in _read_terms(k, gidx, lane, combos, ridx, vectors)
+                if not any(v.expr.startswith("ridx") for v in t.vars())]
+    return _split_at_switches(k, gidx, terms(True)) or _split_at_switches(k, gidx, terms(False))
+
+
+def _split_at_switches(k: Kernel, gidx: list[Node], terms: list[Node]
+                       ) -> tuple[int, Segments] | None:
+    """The outermost global loop that `terms` depend on, cut where they switch; None
+    where that takes more than MASK_SEGMENTS pieces or folds less than half the loop."""
     for axis, var in enumerate(gidx):
         if not isinstance(var, Variable):  # (a loop of one: a number)
             continue
@@ -98,17 +125,20 @@ def mask_plan(k: Kernel, gidx: list[Node], lane: Variable | None,
 
 
 def _read_terms(k: Kernel, gidx: list[Node], lane: Variable | None,
-                combos: list[tuple[int, ...]]) -> list[Node]:
+                combos: list[tuple[int, ...]], ridx: list[Node] | None = None,
+                vectors: bool = False) -> list[Node]:
     """Every term of every read's validity (memory and constants, the first and last
-    copies), once each."""
+    copies), once each; with `vectors`, only those of reads along the lanes."""
     lanes: list[Node] = [lane] if lane is not None else []
     terms: dict[str, Node] = {}
     for combo in {combos[0], combos[-1]}:
-        idxs = list(gidx) + [NumNode(c) for c in combo] + lanes
+        idxs = list(gidx) + list(ridx or []) + [NumNode(c) for c in combo] + lanes
         for key in k.sts:
             if key == k.out_key:
                 continue
-            valid = k.sts[key].expr_idxs(idxs)[1]
+            idx, valid = k.sts[key].expr_idxs(idxs)
+            if vectors and (lane is None or lane not in idx.vars()):
+                continue
             for term in valid.nodes if isinstance(valid, AndNode) else [valid]:
                 if not isinstance(term, NumNode):
                     terms.setdefault(str(term), term)
