@@ -114,15 +114,21 @@ def batch_chunk(device: str, bs: int, channels: tuple[int, int], out_sp: tuple, 
     positions for each of its taps; past the L1 they come from the L2 every time
     (8x256x14: 115 GFLOP/s). Where pieces of whole images keep those 8 rows within the
     L1 (`Target.cached_bytes`), the batch is summed in the largest such pieces and the
-    pieces added (8x256x14 12.9 -> 9.7 ms) [D128]: for rows that take no channel lanes,
-    stride and dilation 1, 16 channels or more in and out (`channels`: a group's) and
-    2^24 multiply-adds (the pieces' sum is one more kernel); else the whole batch."""
+    pieces added (8x256x14 12.9 -> 9.7 ms) [D128]: for 16 channels or more in and out
+    (`channels`: a group's), 2^24 multiply-adds (the pieces' sum is one more kernel) and
+    dilation 1, at stride 1 for rows that take no channel lanes (a tile with channel lanes
+    ran 174 GFLOP/s already there). A strided conv's tile, whatever its lanes, streams the
+    output gradient of all the batch for each input channel and tap, and gets the pieces
+    too (32x32-64x32 stride 2: 13.7 -> 5.5 ms, D148); else the whole batch."""
     target = get_runtime(device).renderer.target
+    strided = any(s != 1 for s in spec.stride)
     if target.gpu or target.lanes <= 1 or min(channels) < CHUNK_CHANNELS or \
-            work < PAD_WORK or any(s != 1 for s in spec.stride + spec.dilation) or \
-            channel_lanes(device, channels[1], out_sp[-1], 1, FULL):
+            work < PAD_WORK or any(d != 1 for d in spec.dilation) or \
+            (not strided and channel_lanes(device, channels[1], out_sp[-1], 1, FULL)):
         return bs
     image = 8 * prod(out_sp) * itemsize
+    if bs * image <= target.cached_bytes:  # the whole batch fits: pieces gain nothing
+        return bs  # (4x256-512x8 stride 2 ran 7.1 -> 7.8 ms in pieces of 2)
     fits = [b for b in range(1, bs) if bs % b == 0 and b * image <= target.cached_bytes]
     return max(fits, default=bs)
 

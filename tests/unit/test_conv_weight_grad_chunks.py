@@ -5,6 +5,7 @@ The weight gradient's CPU tile streams 8 rows (4 output x 4 input channels) of a
 batch's positions for each tap; where pieces of whole images keep them within the L1,
 one kernel sums each piece into its own slice of a (pieces, out, in, *kernel) output and
 a second adds the slices. The rule is checked where it fires and where it does not; the
+rule fires for strided convs too (D148) and not where the whole batch fits the L1; the
 pieces themselves, forced on random convs (strides, dilations, asymmetric padding,
 groups, float64, a transposed input), are compared with numpy's weight gradient.
 """
@@ -70,8 +71,27 @@ def test_the_batch_is_summed_in_pieces_that_fit_the_l1():
                                rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("shape,cout,stride", [((16, 32, 32, 32), 64, 2), ((8, 64, 28, 28), 128, 2)])
+def test_a_strided_conv_sums_its_batch_in_pieces(shape, cout, stride):
+    """A stride-2 conv's tile (channel lanes: 16 output channels x 3 taps) streams the
+    output gradient of the whole batch for each input channel and tap row: it takes the
+    pieces too (D148), 8 rows of an image's positions a piece's unit as at stride 1."""
+    xn, wn = rnd(shape), rnd((cout, shape[1], 3, 3), seed=1)
+    out_hw = shape[2] // stride
+    gn = rnd((shape[0], cout, out_hw, out_hw), seed=2)
+    w = weight_grad(xn, wn, gn, padding=1, stride=stride)
+    image = 8 * out_hw * out_hw * 4
+    chunk = max((b for b in range(1, shape[0]) if shape[0] % b == 0 and
+                 b * image <= TARGET.cached_bytes), default=shape[0])
+    if TARGET.lanes > 1:
+        assert pieces(w) == shape[0] // chunk > 1
+    np.testing.assert_allclose(w.grad.numpy(), weight_grad_ref(
+        xn, gn, (3, 3), (stride, stride), (1, 1), ((1, 1), (1, 1)), 1), rtol=1e-4, atol=1e-3)
+
+
 @pytest.mark.parametrize("shape,cout,conv", [
-    ((8, 64, 14, 14), 64, {"padding": 1, "stride": 2}),   # strided: the rule is for stride 1
+    ((8, 64, 14, 14), 64, {"padding": 1, "stride": 2}),   # 8 images of 7 x 7 fit the L1
+    ((8, 128, 8, 8), 128, {"padding": 1}),                # 8 images of 8 x 8 fit the L1
     ((8, 64, 7, 7), 64, {"padding": 1}),                  # rows of 7 take channel lanes
     ((2, 16, 60, 60), 16, {"padding": 1}),                # one image's rows are past the L1
     ((8, 8, 14, 14), 8, {"padding": 1}),                  # 8 channels: no 4 x 4 tile
