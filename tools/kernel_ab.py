@@ -7,12 +7,15 @@ For each case (softmax, log_softmax or layernorm over the last axis of a rows x 
 float32 input, layernorm with weight and bias; or a matmul M x K x N: nn is a @ b, tn
 a.T @ b, nt a @ b.T) each tree's last kernel is rendered in a child process (DEBUG=4,
 DISABLE_CACHE=1, PYTHONPATH=the tree), then both are compiled with this tree's
-LLVMCompiler and called through ctypes on the same numpy arrays, on one thread, in turn:
-7 rounds of up to 300 calls each, the best call of each. Kernel time only: no Python, no
-thread hand-off. Norm cases whose last kernel is not a row kernel (a split reduce) are
-skipped. A matmul's last kernel may read a packed operand (a packing kernel before it):
-each input buffer is then filled with the same random floats, and the outputs compared
-only where both trees read the operands as given. Used for D60's figures.
+LLVMCompiler and called through ctypes on the same numpy arrays, on one thread, in turn,
+one call of each per round (50 to 2000 rounds by size): printed are each tree's best
+call and the median over rounds of base / this tree (above 1: this tree is faster; calls
+in turn make the ratio hold on a machine whose speed drifts). Kernel time only: no
+Python, no thread hand-off. Norm cases whose last kernel is not a row kernel (a split
+reduce) are skipped. A matmul's last kernel may read a packed operand (a packing kernel
+ran before it): every input buffer holds the same random floats, big enough for either
+layout, and the line says so (outputs differ where the two trees' layouts do). Used for D60's
+and D147's figures.
 """
 from __future__ import annotations
 import ctypes
@@ -47,8 +50,9 @@ out.realize()
 """
 
 
-def kernel_ir(tree: str, op: str, sizes: list[int]) -> tuple[str, int]:
-    """(LLVM IR of the last kernel `tree` makes for the case, its global size)."""
+def kernel_ir(tree: str, op: str, sizes: list[int]) -> tuple[str, int, int]:
+    """(LLVM IR of the last kernel `tree` makes for the case, its global size, the number
+    of kernels the case ran)."""
     env = dict(os.environ, PYTHONPATH=tree, DEBUG="4", DISABLE_CACHE="1")
     # cwd too: `python -c` puts the working directory first on sys.path
     run = subprocess.run([sys.executable, "-c", _CHILD, op, *map(str, sizes)], env=env,
@@ -57,7 +61,7 @@ def kernel_ir(tree: str, op: str, sizes: list[int]) -> tuple[str, int]:
     source = text.rsplit("--- source of", 1)[1].split("\n", 1)[1]
     source = re.split(r"\n(?:---|\*\*\*)", source, maxsplit=1)[0]
     sizes = re.findall(r"global (\d+)[x\s]", text)
-    return source, int(sizes[-1])
+    return source, int(sizes[-1]), len(sizes)
 
 
 def _load(engine, src: str, tag: str):
@@ -82,9 +86,10 @@ def compare(base: str, case: str, engine) -> str:
     else:
         x = rng.standard_normal(sizes).astype(np.float32)
         inputs = [x, *rng.standard_normal((2, sizes[1])).astype(np.float32)]
-    calls, times, outs, sources = [], [], [], []
+    calls, times, outs, packed = [], [], [], False
     for i, tree in enumerate((base, os.getcwd())):
-        src, size = kernel_ir(tree, op, sizes)
+        src, size, kernels = kernel_ir(tree, op, sizes)
+        packed |= kernels > 1
         if op not in ("nn", "tn", "nt") and not re.search(r"define void @R_", src):
             return f"{case:24s} not a row kernel: skipped"
         fn, buffers = _load(engine, src, f"ab{i}_{op}_{'_'.join(map(str, sizes))}")
@@ -93,7 +98,6 @@ def compare(base: str, case: str, engine) -> str:
         calls.append((fn, args, size))
         times.append(float("inf"))
         outs.append(out)
-        sources.append(src)
     ratios = []
     for _ in range(max(50, min(2000, int(3e7 / x.size)))):
         took = []
@@ -104,7 +108,7 @@ def compare(base: str, case: str, engine) -> str:
             times[i] = min(times[i], took[-1])
         ratios.append(took[0] / took[1])
     diff = float(np.nanmax(np.abs(outs[0] - outs[1])))
-    same = "" if "pack" not in "".join(sources) else " (a packed operand)"
+    same = " (a packed operand)" if packed else ""
     return (f"{case:24s} base {times[0] * 1e6:9.1f} us  this tree {times[1] * 1e6:9.1f} us  "
             f"median ratio {float(np.median(ratios)):5.2f}x  (outputs differ by {diff:.1e}{same})")
 
