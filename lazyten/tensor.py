@@ -30,6 +30,7 @@ from lazyten.mixin import MixinType
 from lazyten.movement import MovementMixin
 from lazyten.losses import LossMixin
 from lazyten.nnops import NNMixin
+from lazyten.numeric import NumericMixin
 from lazyten.padding import PaddingMixin
 from lazyten.pointwise import PointwiseMixin
 from lazyten.pooling import PoolingMixin
@@ -54,7 +55,7 @@ class _TensorType(MixinType):
 class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, IndexingMixin, ReduceMixin,
              NNMixin, PoolingMixin, SortingMixin, RearrangeMixin, EinsumMixin, PaddingMixin,
              LossMixin, StatsMixin, ResizeMixin, AttentionMixin, InPlaceMixin, InteropMixin,
-             CompatMixin, PointwiseMixin, ScatterMixin, metaclass=_TensorType):
+             CompatMixin, PointwiseMixin, ScatterMixin, NumericMixin, metaclass=_TensorType):
     """A lazily evaluated n-dimensional array with autograd."""
     # what a new tensor holds until set (`_wrap` sets only lazydata: every op's result
     # goes through it)
