@@ -147,7 +147,7 @@ class NumericMixin(TensorMixin):
         exponents = cls.linspace(start, end, steps, dtype=dtypes.float64).numpy()
         dtype = dtype if dtype is not None else dtypes.default_float
         values = np.power(np.float64(base), exponents)
-        return cls(values, device=device, requires_grad=requires_grad).cast(dtype)
+        return cls(values, device=device, dtype=dtype, requires_grad=requires_grad)
 
     @classmethod
     def tril_indices(cls, row: int, col: int, offset: int = 0, dtype=None, device=None):

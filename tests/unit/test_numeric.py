@@ -182,6 +182,8 @@ def test_logspace_against_numpy(start, end, steps, base):
                   rtol=1e-12, atol=0)
     assert_tensor(Tensor.logspace(start, end, steps, base=base), expected.astype(np.float32),
                   rtol=1e-6, atol=0)
+    made = Tensor.logspace(start, end, steps, base=base, requires_grad=True)
+    assert made.is_leaf and made.requires_grad  # as torch.logspace's
 
 
 @fast(15)
