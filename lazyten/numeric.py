@@ -98,8 +98,7 @@ class NumericMixin(TensorMixin):
                 raise ValueError("searchsorted: side='left' and right=True disagree")
             right = side == "right"
         tensor_type = type(self)
-        scalar = not isinstance(values, tensor_type)
-        v = tensor_type(values, device=self.device) if scalar else values
+        v = values if isinstance(values, tensor_type) else tensor_type(values, device=self.device)
         if self.ndim == 0:
             raise ShapeError("searchsorted: the sorted sequence must have at least one "
                              "dimension, got a 0-d tensor")
@@ -107,12 +106,10 @@ class NumericMixin(TensorMixin):
             raise ShapeError(f"searchsorted: a sorted sequence of shape {self.shape} needs "
                              f"values of shape {self.shape[:-1]} + (K,), got {v.shape}")
         dtype = promote(self.dtype, v.dtype)
-        rows, v = self.cast(dtype), v.cast(dtype)
-        if self.ndim == 1:  # every value against the one row
-            below = rows <= v.unsqueeze(-1) if right else rows < v.unsqueeze(-1)
-        else:  # (..., K, 1) against (..., 1, M)
-            row = rows.unsqueeze(-2)
-            below = row <= v.unsqueeze(-1) if right else row < v.unsqueeze(-1)
+        # every value (..., K, 1) against its row: the one row (M,), or rows (..., 1, M)
+        rows, point = self.cast(dtype), v.cast(dtype).unsqueeze(-1)
+        row = rows if self.ndim == 1 else rows.unsqueeze(-2)
+        below = row <= point if right else row < point
         return below.sum(-1).cast(dtypes.int32 if out_int32 else dtypes.int64)
 
     def bucketize(self, boundaries, *, right: bool = False, out_int32: bool = False):
