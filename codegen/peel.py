@@ -82,7 +82,7 @@ def mask_plan(k: Kernel, gidx: list[Node], lane: Variable | None,
     less than half of the loop."""
     if k.reduceop is not None or k.rows or k.group:
         return None
-    return _split_at_switches(k, gidx, _read_terms(k, gidx, lane, combos))
+    return _split_at_switches(k, gidx, read_terms(k, gidx, lane, combos))
 
 
 def pad_plan(k: Kernel, gidx: list[Node], lane: Variable | None,
@@ -101,7 +101,7 @@ def pad_plan(k: Kernel, gidx: list[Node], lane: Variable | None,
     ridx: list[Node] = [Variable(f"ridx{j}", 0, s - 1) for j, s in enumerate(k.reduce_shape)]
 
     def terms(vectors: bool) -> list[Node]:
-        return [t for t in _read_terms(k, gidx, lane, combos, ridx, vectors)
+        return [t for t in read_terms(k, gidx, lane, combos, ridx, vectors)
                 if not any(v.expr.startswith("ridx") for v in t.vars())]
     return _split_at_switches(k, gidx, terms(True)) or _split_at_switches(k, gidx, terms(False))
 
@@ -116,7 +116,7 @@ def _split_at_switches(k: Kernel, gidx: list[Node], terms: list[Node]
         mine = [t for t in terms if var.expr in {v.expr for v in t.vars()}]
         if not mine:
             continue
-        segments = _switches(mine, var, 0, k.global_shape[axis])
+        segments = switches(mine, var, 0, k.global_shape[axis])
         folded = sum(hi - lo for lo, hi, values in segments if values is not None)
         if 2 <= len(segments) <= MASK_SEGMENTS and 2 * folded >= k.global_shape[axis]:
             return axis, [(lo, hi) for lo, hi, _ in segments]
@@ -124,7 +124,7 @@ def _split_at_switches(k: Kernel, gidx: list[Node], terms: list[Node]
     return None
 
 
-def _read_terms(k: Kernel, gidx: list[Node], lane: Variable | None,
+def read_terms(k: Kernel, gidx: list[Node], lane: Variable | None,
                 combos: list[tuple[int, ...]], ridx: list[Node] | None = None,
                 vectors: bool = False) -> list[Node]:
     """Every term of every read's validity (memory and constants, the first and last
@@ -145,7 +145,7 @@ def _read_terms(k: Kernel, gidx: list[Node], lane: Variable | None,
     return list(terms.values())
 
 
-def _switches(terms: list[Node], var: Variable, lo: int, hi: int
+def switches(terms: list[Node], var: Variable, lo: int, hi: int
               ) -> list[tuple[int, int, tuple[int, ...] | None]]:
     """[lo, hi) cut into runs where every term is constant ((start, end, the terms'
     values)), halving where one is not; a single iteration that does not fold stays a
@@ -155,7 +155,7 @@ def _switches(terms: list[Node], var: Variable, lo: int, hi: int
         return [(lo, hi, values)]
     mid = (lo + hi) // 2
     out: list[tuple[int, int, tuple[int, ...] | None]] = []
-    for run in _switches(terms, var, lo, mid) + _switches(terms, var, mid, hi):
+    for run in switches(terms, var, lo, mid) + switches(terms, var, mid, hi):
         if out and out[-1][2] is not None and out[-1][2] == run[2]:
             out[-1] = (out[-1][0], run[1], run[2])
         else:

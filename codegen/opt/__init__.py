@@ -13,6 +13,7 @@ The passes, in order:
   reduce_lanes  vector lanes across the reduce (padded to whole vectors where the width is
                 odd), for a tile without output lanes (CPU)
   order_loops   the outer loop re-reads the fewest bytes (CPU)
+  interleave_pieces  a join's pieces side by side in one iteration, sharing their work (CPU)
   gather_lanes  explicit lanes for elementwise kernels LLVM cannot vectorise (CPU)
   transpose_lanes  a block of a transposed input read as vectors and transposed in
                 registers (CPU)
@@ -32,11 +33,13 @@ from codegen.opt.gpu import gpu_layout, item_tile
 from codegen.opt.simplify import simplify
 from codegen.opt.reduce_rows import reduce_lanes, row_kernel_rows, stream_rows
 from codegen.opt.loop_order import order_loops
+from codegen.opt.pieces import interleave_pieces
 from codegen.opt.tiling import tile
 from codegen.target import Target
 
 Pass = Callable[[Kernel, Target], list[Opt]]
-PASSES: list[Pass] = [simplify, tile, stream_rows, reduce_lanes, order_loops, gather_lanes,
+PASSES: list[Pass] = [simplify, tile, stream_rows, reduce_lanes, order_loops,
+                      interleave_pieces, gather_lanes,
                       transpose_lanes, item_tile, gpu_layout]
 # a row kernel (codegen/rows.py): its reduce and store loops share the lanes across the row
 ROW_PASSES: list[Pass] = [simplify, row_kernel_rows, reduce_lanes, gpu_layout]

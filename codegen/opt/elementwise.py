@@ -17,7 +17,7 @@ def gather_lanes(k: Kernel, target: Target) -> list[Opt]:
     touch once and shuffles, or is one masked vector load (codegen/linearizer.py). So
     does a kernel with sin or cos (`_BRANCHING`), its row padded to whole vectors where
     it has none (the last one's store masked)."""
-    if k.reduceop is not None or not target.tile or not k.full_shape:
+    if k.reduceop is not None or not target.tile or not k.full_shape or k.upcasts:
         return []
     axis = len(k.full_shape) - 1
     if k.strides(k.out_key, axis) != 1:
