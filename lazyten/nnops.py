@@ -10,7 +10,7 @@ import math
 
 from codegen.dtypes import dtypes, promote
 from codegen.helpers import make_pair
-from lazyten.autograd.conv import Conv, dilate, transposed_weight
+from lazyten.autograd.conv import Conv, ConvTranspose, dilate, transposed_weight
 from lazyten.autograd.matmul import Linear, Matmul
 from lazyten.autograd.norm import BatchNorm, LayerNorm
 from lazyten.autograd.views import Moves
@@ -170,6 +170,16 @@ class NNMixin(TensorMixin):
             raise ValueError(f"conv_transpose of input {self.shape} with weight {weight.shape}, "
                              f"stride {stride}, padding {pads} and dilation {dilation} "
                              f"has output size {tuple(out)}: padding is too large")
+        cout = weight.shape[1] * groups
+        if bias is not None and bias.shape != (cout,):
+            raise ShapeError(f"conv_transpose bias shape {bias.shape} != ({cout},)")
+        if any(s > 1 for s in stride) and all(d == 1 for d in dilation) and \
+                self.dtype.is_float and weight.dtype == self.dtype:
+            # the input gradient of the conv it transposes, phase by phase (D150)
+            spec = Conv.Spec(groups, stride, dilation, tuple(pads))
+            out_t = self.apply(ConvTranspose, weight, spec=spec, tensor=type(self),
+                               shape=(self.shape[0], cout, *out))
+            return out_t if bias is None else out_t + bias.reshape((1, cout) + (1,) * nd)
         full = [(d * (k - 1) - pb, d * (k - 1) - pa + op)
                 for k, d, (pb, pa), op in zip(kernel, dilation, pads, output_padding)]
         return dilate(self, stride).conv2d(transposed_weight(weight, groups), bias,

@@ -28,7 +28,14 @@ round by round. torch runs on 2 threads.
 - nn_lstm, nn_gru: embedding, nn.LSTM / nn.GRU (d=64, batch-first, 16 steps), a
   vocabulary head on every step; torch runs its own fused recurrent kernels; batch 8, 32;
 - encoder: nn.TransformerEncoderLayer (d=64, 4 heads, feed-forward 256, batch-first,
-  no dropout) over 32 positions, linear; batch 4 and 16.
+  no dropout) over 32 positions, linear; batch 4 and 16;
+- unet: a 3x3 conv with BatchNorm2d and relu, 2x2 max pooling, a 3x3 conv, nearest 2x
+  upsampling, the skip concatenated along the channels, a 1x1 conv to a class per pixel;
+  32x32x3 inputs, batch 4 and 16;
+- deconv: two stride-2 3x3 convs, two stride-2 2x2 ConvTranspose2d back to 32x32, a class
+  per pixel; batch 8 and 32;
+- mlp_ln: 100-256-256-7 with LayerNorm after each hidden linear, silu and gelu; batch 64
+  and 256.
 """
 from __future__ import annotations
 import argparse
@@ -150,8 +157,53 @@ def build(nn, F, kind: str):
             def forward(self, x):
                 return self.head(self.layer(x))
         return Encoder()
+    if kind == "unet":
+        class UNet(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.down = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU())
+                self.mid = nn.Sequential(nn.Conv2d(16, 32, 3, padding=1), nn.ReLU())
+                self.up = nn.Upsample(scale_factor=2)
+                self.out = nn.Conv2d(48, 10, 1)
+
+            def forward(self, x):
+                skip = self.down(x)
+                deep = self.up(self.mid(F.max_pool2d(skip, 2)))
+                return self.out(_cat([skip, deep], 1)).permute(0, 2, 3, 1)
+        return UNet()
+    if kind == "deconv":
+        class Deconv(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU(),
+                                         nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU())
+                self.dec = nn.Sequential(nn.ConvTranspose2d(32, 16, 2, stride=2), nn.ReLU(),
+                                         nn.ConvTranspose2d(16, 10, 2, stride=2))
+
+            def forward(self, x):
+                return self.dec(self.enc(x)).permute(0, 2, 3, 1)
+        return Deconv()
+    if kind == "mlp_ln":
+        class NormedMLP(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Sequential(nn.Linear(100, 256), nn.LayerNorm(256), nn.SiLU(),
+                                          nn.Linear(256, 256), nn.LayerNorm(256), nn.GELU(),
+                                          nn.Linear(256, 7))
+
+            def forward(self, x):
+                return self.body(x)
+        return NormedMLP()
     raise ValueError(f"unknown model {kind!r}: {', '.join(SIZES)}")
 
+
+
+def _cat(parts: list, dim: int):
+    """lazyten's cat is a Tensor method (as tinygrad's); torch's a function."""
+    if hasattr(parts[0], "stack"):
+        return parts[0].cat(*parts[1:], dim=dim)
+    import torch
+    return torch.cat(parts, dim=dim)
 
 
 def _stacked(outs: list):
@@ -169,6 +221,9 @@ def batch(kind: str, size: int, rng) -> tuple[np.ndarray, np.ndarray]:
         return rng.integers(0, 512, (size, 64)), rng.integers(0, 512, (size, 64))
     if kind in ("cnn", "vgg", "mobile"):
         return rng.standard_normal((size, 3, 32, 32)).astype(np.float32), rng.integers(0, 10, size)
+    if kind in ("unet", "deconv"):  # a class per pixel
+        return (rng.standard_normal((size, 3, 32, 32)).astype(np.float32),
+                rng.integers(0, 10, (size, 32, 32)))
     if kind == "conv1d":
         return rng.standard_normal((size, 8, 128)).astype(np.float32), rng.integers(0, 10, size)
     if kind in _TOKENS:
@@ -240,7 +295,8 @@ def compare(kind: str, size: int, steps: int, use_jit: bool) -> str:
 
 SIZES = {"mlp": (32, 512), "transformer": (4, 16), "cnn": (8, 32), "vgg": (16, 64),
          "mobile": (16, 64), "conv1d": (16, 64), "rnn": (8, 32), "lstm": (8, 32),
-         "nn_lstm": (8, 32), "nn_gru": (8, 32), "encoder": (4, 16)}
+         "nn_lstm": (8, 32), "nn_gru": (8, 32), "encoder": (4, 16), "unet": (4, 16),
+         "deconv": (8, 32), "mlp_ln": (64, 256)}
 _TOKENS = ("rnn", "lstm", "nn_lstm", "nn_gru")  # models of token sequences (16 of 64)
 
 

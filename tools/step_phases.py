@@ -38,7 +38,7 @@ def main(argv=None) -> int:
     kind, F = args.model, lazyten.nn.functional
     model = model_steps.build(lazyten.nn, F, kind)
     rng = np.random.default_rng(0)
-    tokens = kind in ("transformer", "rnn", "lstm")
+    tokens = kind in ("transformer", "rnn", "lstm", "nn_lstm", "nn_gru")
     data = [(lazyten.Tensor(x.astype(np.int64) if tokens else x), lazyten.Tensor(y.astype(np.int64)))
             for x, y in (model_steps.batch(kind, args.batch, rng) for _ in range(4))]
     opt = lazyten.optim.Adam(list(model.parameters()), lr=1e-3)

@@ -119,6 +119,30 @@ class Conv(Function):
         return grad_x, grad_w
 
 
+class ConvTranspose(Function):
+    """A strided transposed convolution (dilation 1) as one autograd node. It is the input
+    gradient of the convolution `spec` describes (input `shape`, weight w laid out as
+    PyTorch's transposed weight: (in, out / groups, *kernel) is a conv's (out, in / groups,
+    *kernel)), so its forward is `_phase_input_grad`: stride^nd small convolutions over x
+    as it is, where convolving x dilated with zeros did stride^nd times the work through
+    masked reads (a 2x2 stride-2 upsampling at 3 GFLOP/s). Its gradients are that
+    convolution of the output gradient (dx) and the convolution's weight gradient with
+    the roles of input and output gradient swapped (dw) [D150]."""
+
+    traced = True
+
+    def forward(self, x, w, spec, shape, tensor):
+        self.x, self.w, self.spec, self.tensor = x, w, spec, tensor
+        return _phase_input_grad(x, w, shape, spec, tensor)
+
+    def backward(self, grad):
+        g = grad.materialize()  # (read by both gradients, once per tap)
+        need_x, need_w = self.needs_input_grad
+        grad_x = _conv(g, self.w, self.spec, self.tensor) if need_x else None
+        grad_w = _weight_grad(g, self.x, self.w.shape, self.spec, self.tensor) if need_w else None
+        return grad_x, grad_w
+
+
 # ---- the same ops on LazyBuffers (Conv's forward and backward): each builds what the
 # Tensor op it mirrors builds without autograd, so the graph is the same (D61) ----
 def _weight_grad(x, g, w_shape: tuple, spec, tensor):
