@@ -35,7 +35,14 @@ round by round. torch runs on 2 threads.
 - deconv: two stride-2 3x3 convs, two stride-2 2x2 ConvTranspose2d back to 32x32, a class
   per pixel; batch 8 and 32;
 - mlp_ln: 100-256-256-7 with LayerNorm after each hidden linear, silu and gelu; batch 64
-  and 256.
+  and 256;
+- gn_cnn: 3x3 convs with GroupNorm, silu and mish (one of stride 2), bilinear 2x
+  upsampling, a conv to 12 channels, PixelShuffle(2), InstanceNorm2d, leaky relu, global
+  average pool, linear; 32x32x3 inputs, batch 8 and 32;
+- bilstm: embedding, a 2-layer bidirectional nn.LSTM (d=64, 16 steps), a vocabulary head
+  on every step; batch 8 and 32;
+- bn_mlp: 100-256-256-7 with BatchNorm1d after each hidden linear, leaky relu and elu;
+  batch 64 and 256.
 """
 from __future__ import annotations
 import argparse
@@ -194,6 +201,42 @@ def build(nn, F, kind: str):
             def forward(self, x):
                 return self.body(x)
         return NormedMLP()
+    if kind == "gn_cnn":
+        class GroupNormCNN(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Sequential(
+                    nn.Conv2d(3, 32, 3, padding=1), nn.GroupNorm(8, 32), nn.SiLU(),
+                    nn.Conv2d(32, 32, 3, stride=2, padding=1), nn.GroupNorm(8, 32), nn.Mish(),
+                    nn.Upsample(scale_factor=2, mode="bilinear"), nn.Conv2d(32, 12, 3, padding=1),
+                    nn.PixelShuffle(2), nn.InstanceNorm2d(3), nn.LeakyReLU(0.1),
+                    nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, 10))
+
+            def forward(self, x):
+                return self.body(x)
+        return GroupNormCNN()
+    if kind == "bilstm":
+        class BiLSTM(nn.Module):
+            def __init__(self, d=64, vocab=64):
+                super().__init__()
+                self.emb = nn.Embedding(vocab, d)
+                self.rnn = nn.LSTM(d, d, num_layers=2, bidirectional=True, batch_first=True)
+                self.head = nn.Linear(2 * d, vocab)
+
+            def forward(self, idx):
+                return self.head(self.rnn(self.emb(idx))[0])
+        return BiLSTM()
+    if kind == "bn_mlp":
+        class BatchNormMLP(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Sequential(nn.Linear(100, 256), nn.BatchNorm1d(256), nn.LeakyReLU(),
+                                          nn.Linear(256, 256), nn.BatchNorm1d(256), nn.ELU(),
+                                          nn.Linear(256, 7))
+
+            def forward(self, x):
+                return self.body(x)
+        return BatchNormMLP()
     raise ValueError(f"unknown model {kind!r}: {', '.join(SIZES)}")
 
 
@@ -219,7 +262,7 @@ def batch(kind: str, size: int, rng) -> tuple[np.ndarray, np.ndarray]:
     """(inputs, integer labels) for one step."""
     if kind == "transformer":
         return rng.integers(0, 512, (size, 64)), rng.integers(0, 512, (size, 64))
-    if kind in ("cnn", "vgg", "mobile"):
+    if kind in ("cnn", "vgg", "mobile", "gn_cnn"):
         return rng.standard_normal((size, 3, 32, 32)).astype(np.float32), rng.integers(0, 10, size)
     if kind in ("unet", "deconv"):  # a class per pixel
         return (rng.standard_normal((size, 3, 32, 32)).astype(np.float32),
@@ -296,8 +339,9 @@ def compare(kind: str, size: int, steps: int, use_jit: bool) -> str:
 SIZES = {"mlp": (32, 512), "transformer": (4, 16), "cnn": (8, 32), "vgg": (16, 64),
          "mobile": (16, 64), "conv1d": (16, 64), "rnn": (8, 32), "lstm": (8, 32),
          "nn_lstm": (8, 32), "nn_gru": (8, 32), "encoder": (4, 16), "unet": (4, 16),
-         "deconv": (8, 32), "mlp_ln": (64, 256)}
-_TOKENS = ("rnn", "lstm", "nn_lstm", "nn_gru")  # models of token sequences (16 of 64)
+         "deconv": (8, 32), "mlp_ln": (64, 256), "gn_cnn": (8, 32), "bilstm": (8, 32),
+         "bn_mlp": (64, 256)}
+_TOKENS = ("rnn", "lstm", "nn_lstm", "nn_gru", "bilstm")  # models of token sequences (16 of 64)
 
 
 def main(argv=None) -> int:

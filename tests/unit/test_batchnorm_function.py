@@ -91,3 +91,38 @@ def test_batch_norm_gradients_are_the_closed_form():
         xn.var((0, 2, 3), keepdims=True) + 1e-5)
     np.testing.assert_allclose(x.grad.numpy(), ref, rtol=1e-3, atol=1e-4)
     np.testing.assert_allclose(bn.weight.grad.numpy(), (gn * xhat).sum((0, 2, 3)), rtol=1e-3, atol=1e-3)
+
+
+def test_the_input_gradient_shares_the_parameters_sums():
+    """A channel's weight is one number along the batch and positions, so the input
+    gradient's sums are the parameters' gradients times it (sum(g w) = w sum(g)): the
+    three gradients reduce g twice, not four times, and each reduce recomputes g's chain
+    (here an elu's derivative) once (D151). Values against numpy."""
+    from codegen.ops import ReduceOps
+    from lazyten.schedule import create_schedule
+    rng = np.random.default_rng(1)
+    xn = rng.standard_normal((32, 24)).astype(np.float32)
+    gn = rng.standard_normal((32, 24)).astype(np.float32)
+    wn = rng.uniform(0.5, 1.5, 24).astype(np.float32)
+
+    def gradients():
+        x = Tensor(xn, requires_grad=True)
+        bn = nn.BatchNorm1d(24).train()  # (alone, a layer follows Tensor.training)
+        bn.weight = Tensor(wn, requires_grad=True)
+        (bn(x).elu() * Tensor(gn)).sum().backward()
+        return [x.grad, bn.weight.grad, bn.bias.grad]
+    items = create_schedule([t.lazydata for t in gradients()])
+    reduces = [i for i in items if i.ast is not None and any(
+        n.op is ReduceOps.SUM for n in i.ast.walk()) and i.out.shape in ((1, 24), (24,))]
+    # (x's statistics: its mean and variance, two; the gradients': sum(g), sum(g xhat))
+    assert len(reduces) <= 4, [i.out.shape for i in reduces]
+    gx, gw, gb = (t.numpy().astype(np.float64) for t in gradients())
+    x = xn.astype(np.float64)
+    xhat = (x - x.mean(0)) / np.sqrt(x.var(0) + 1e-5)
+    y = xhat * wn + 0
+    g = gn * np.where(y > 0, 1.0, np.exp(np.minimum(y, 0)))  # through the elu
+    np.testing.assert_allclose(gb, g.sum(0), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(gw, (g * xhat).sum(0), rtol=1e-4, atol=1e-4)
+    gxhat = g * wn
+    want = (gxhat - gxhat.mean(0) - xhat * (gxhat * xhat).mean(0)) / np.sqrt(x.var(0) + 1e-5)
+    np.testing.assert_allclose(gx, want, rtol=1e-3, atol=1e-4)
