@@ -167,15 +167,7 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, Indexin
     def to(self, *args, device: str | None = None, dtype: Any = None) -> Tensor:
         """This tensor on another device (a copy; gradients flow back) and/or cast, in
         PyTorch's spellings: to("CUDA"), to(dtypes.half), to(device, dtype), to(other)."""
-        for arg in args:
-            if isinstance(arg, Tensor):
-                device, dtype = arg.device, arg.dtype
-            elif isinstance(arg, str) and device is None:
-                device = arg
-            elif dtype is None and not isinstance(arg, str):
-                dtype = arg
-            else:
-                raise TypeError(f"to() takes a device, a dtype, both, or a tensor: got {args}")
+        device, dtype = to_args(args, device, dtype)
         out = self if dtype is None else self.cast(dtype)
         if device is None:
             return out if out is not self else self._same()
@@ -395,3 +387,17 @@ def _from_numpy(arr: np.ndarray, device: str, dtype: DType | None = None) -> Laz
             Capture.uploaded[id(buf)] = buf
     return LazyBuffer.from_buffer(buf, tuple(arr.shape))
 
+
+def to_args(args: tuple, device: str | None, dtype: Any) -> tuple[str | None, Any]:
+    """(device, dtype) from `to`'s arguments in PyTorch's spellings: a device, a dtype,
+    both, or a tensor (its device and dtype); None where one is not given."""
+    for arg in args:
+        if isinstance(arg, Tensor):
+            device, dtype = arg.device, arg.dtype
+        elif isinstance(arg, str) and device is None:
+            device = arg
+        elif dtype is None and not isinstance(arg, str):
+            dtype = arg
+        else:
+            raise TypeError(f"to() takes a device, a dtype, both, or a tensor: got {args}")
+    return device, dtype

@@ -25,9 +25,10 @@ from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 
+from codegen.dtypes import as_dtype, dtypes as _dtypes
 from codegen.ops import LoadOps
 from lazyten.lazy import LazyBuffer
-from lazyten.tensor import Tensor, no_grad
+from lazyten.tensor import Tensor, no_grad, to_args
 from runtimes import canonical
 
 __all__ = ["Module", "Parameter", "IncompatibleKeys", "load_tensors", "owns_buffer"]
@@ -260,23 +261,48 @@ class Module:
             else:
                 p.grad = Tensor.zeros(*p.shape, dtype=p.grad.dtype, device=p.grad.device)
 
-    def to(self, device: str) -> Module:
-        """Move every parameter and buffer (and gradient) to `device` in place: each Tensor
-        object stays the same, only its data moves, so references held elsewhere (an
-        optimiser's parameter list) stay valid. Optimiser state made before the move stays
-        on the old device: make the optimiser after moving the model, as in PyTorch."""
-        device = canonical(device)
+    def to(self, *args: Any, device: str | None = None, dtype: Any = None) -> Module:
+        """Move every parameter and buffer (and gradient) to `device` and/or cast the
+        floating-point ones to the floating-point `dtype`, in place, in PyTorch's spellings
+        (to("CUDA"), to(float64), to(device, dtype), to(tensor)): each Tensor object stays
+        the same, only its data changes, so references held elsewhere (an optimiser's
+        parameter list) stay valid. Optimiser state made before stays as it was: make the
+        optimiser after moving the model, as in PyTorch."""
+        device, dtype = to_args(args, device, dtype)
+        device = None if device is None else canonical(device)
+        dtype = None if dtype is None else as_dtype(dtype)
+        if dtype is not None and not dtype.is_float:
+            raise TypeError(f"Module.to casts to floating-point dtypes only, got {dtype.name}")
         moved = []
         with no_grad():
             tensors = {id(t): t for t in list(self.parameters()) + list(self.buffers())}
             for t in tensors.values():
                 for holder in (t, t.grad):
-                    if holder is not None and holder.device != device:
-                        holder.lazydata = holder.lazydata.copy_to_device(device)
+                    if holder is None:
+                        continue
+                    lazy = holder.lazydata
+                    if dtype is not None and lazy.dtype.is_float:
+                        lazy = lazy.cast(dtype)
+                    if device is not None and holder.device != device:
+                        lazy = lazy.copy_to_device(device)
+                    if lazy is not holder.lazydata:
+                        holder.lazydata = lazy
                         moved.append(holder)
         if moved:
             Tensor.realize(*moved)
         return self
+
+    def double(self) -> Module:
+        """Every floating-point parameter and buffer as float64 (`to(float64)`)."""
+        return self.to(dtype=_dtypes.float64)
+
+    def float(self) -> Module:
+        """Every floating-point parameter and buffer as float32."""
+        return self.to(dtype=_dtypes.float32)
+
+    def half(self) -> Module:
+        """Every floating-point parameter and buffer as float16."""
+        return self.to(dtype=_dtypes.float16)
 
     def apply(self, fn: Callable[[Module], Any]) -> Module:
         """Call fn on every child (recursively), then on this module (as in PyTorch)."""

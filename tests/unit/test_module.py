@@ -394,3 +394,30 @@ def test_pytorch_style_training_loop_matches_numpy():
     expected = numpy_sgd_losses(x.astype(np.float64), y, SMALL_INIT, 0.1, 60)
     np.testing.assert_allclose(losses, expected, rtol=1e-4, atol=1e-6)
     assert losses[-1] < 0.3 * losses[0], losses  # it fits the data
+
+
+def test_double_float_half_and_to_a_dtype_cast_floating_state_in_place():
+    """model.double() / float() / half() / to(dtype) as PyTorch's: every floating-point
+    parameter, buffer and gradient cast, integer buffers (BatchNorm's count) kept, each
+    Tensor object the same (an optimiser's list stays valid); a non-float dtype raises."""
+    from codegen.dtypes import dtypes
+    net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Linear(4, 2))
+    x = Tensor(np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32))
+    net(x).sum().backward()
+    params = list(net.parameters())
+    before = {k: v.numpy() for k, v in net.state_dict().items()}
+    assert net.double() is net
+    assert [id(p) for p in net.parameters()] == [id(p) for p in params]
+    for k, v in net.state_dict().items():
+        want = np.float64 if before[k].dtype == np.float32 else before[k].dtype
+        assert v.numpy().dtype == want, k
+        np.testing.assert_array_equal(v.numpy(), before[k].astype(want))
+    assert all(p.grad is None or p.grad.dtype == dtypes.float64 for p in params)
+    net.to(dtypes.float16)
+    assert net.state_dict()["1.num_batches_tracked"].dtype == dtypes.int64
+    assert all(p.dtype == dtypes.float16 for p in params)
+    net.float()
+    out = net(x)
+    assert out.dtype == dtypes.float32 and np.isfinite(out.numpy()).all()
+    with pytest.raises(TypeError, match="floating-point"):
+        net.to(dtypes.int32)
