@@ -42,7 +42,12 @@ round by round. torch runs on 2 threads.
 - bilstm: embedding, a 2-layer bidirectional nn.LSTM (d=64, 16 steps), a vocabulary head
   on every step; batch 8 and 32;
 - bn_mlp: 100-256-256-7 with BatchNorm1d after each hidden linear, leaky relu and elu;
-  batch 64 and 256.
+  batch 64 and 256;
+- wavenet: a 1x1 conv (8 -> 32 channels over 128 samples), four causal gated layers
+  (tanh and sigmoid of 2-tap convs at dilations 1, 2, 4, 8, left-padded, residual), mean
+  over time, linear; batch 16 and 64;
+- embbag: a bag of words, embedding (5000 x 64) of 48 tokens averaged, 64-128-10 MLP;
+  batch 64 and 512.
 """
 from __future__ import annotations
 import argparse
@@ -237,6 +242,32 @@ def build(nn, F, kind: str):
             def forward(self, x):
                 return self.body(x)
         return BatchNormMLP()
+    if kind == "wavenet":
+        class WaveNet(nn.Module):
+            def __init__(self, c=32):
+                super().__init__()
+                self.inp = nn.Conv1d(8, c, 1)
+                self.filters = nn.ModuleList([nn.Conv1d(c, c, 2, dilation=d) for d in (1, 2, 4, 8)])
+                self.gates = nn.ModuleList([nn.Conv1d(c, c, 2, dilation=d) for d in (1, 2, 4, 8)])
+                self.head = nn.Linear(c, 10)
+
+            def forward(self, x):
+                h = self.inp(x)
+                for d, f, g in zip((1, 2, 4, 8), self.filters, self.gates):
+                    padded = F.pad(h, (d, 0))  # causal: each output sees the past only
+                    h = h + f(padded).tanh() * g(padded).sigmoid()
+                return self.head(h.mean(-1))
+        return WaveNet()
+    if kind == "embbag":
+        class BagOfWords(nn.Module):
+            def __init__(self, vocab=5000, d=64):
+                super().__init__()
+                self.emb = nn.Embedding(vocab, d)
+                self.mlp = nn.Sequential(nn.Linear(d, 128), nn.ReLU(), nn.Linear(128, 10))
+
+            def forward(self, idx):
+                return self.mlp(self.emb(idx).mean(1))
+        return BagOfWords()
     raise ValueError(f"unknown model {kind!r}: {', '.join(SIZES)}")
 
 
@@ -267,7 +298,9 @@ def batch(kind: str, size: int, rng) -> tuple[np.ndarray, np.ndarray]:
     if kind in ("unet", "deconv"):  # a class per pixel
         return (rng.standard_normal((size, 3, 32, 32)).astype(np.float32),
                 rng.integers(0, 10, (size, 32, 32)))
-    if kind == "conv1d":
+    if kind == "embbag":
+        return rng.integers(0, 5000, (size, 48)), rng.integers(0, 10, size)
+    if kind in ("conv1d", "wavenet"):
         return rng.standard_normal((size, 8, 128)).astype(np.float32), rng.integers(0, 10, size)
     if kind in _TOKENS:
         return rng.integers(0, 64, (size, 16)), rng.integers(0, 64, (size, 16))
@@ -340,8 +373,8 @@ SIZES = {"mlp": (32, 512), "transformer": (4, 16), "cnn": (8, 32), "vgg": (16, 6
          "mobile": (16, 64), "conv1d": (16, 64), "rnn": (8, 32), "lstm": (8, 32),
          "nn_lstm": (8, 32), "nn_gru": (8, 32), "encoder": (4, 16), "unet": (4, 16),
          "deconv": (8, 32), "mlp_ln": (64, 256), "gn_cnn": (8, 32), "bilstm": (8, 32),
-         "bn_mlp": (64, 256)}
-_TOKENS = ("rnn", "lstm", "nn_lstm", "nn_gru", "bilstm")  # models of token sequences (16 of 64)
+         "bn_mlp": (64, 256), "wavenet": (16, 64), "embbag": (64, 512)}
+_TOKENS = ("rnn", "lstm", "nn_lstm", "nn_gru", "bilstm", "embbag")  # models of token sequences (16 of 64)
 
 
 def main(argv=None) -> int:
