@@ -140,8 +140,11 @@ class NNMixin(TensorMixin):
             raise ShapeError(f"conv bias shape {bias.shape} != ({cout},)")
         conv = Conv.Spec(groups, make_pair(stride, nd), make_pair(dilation, nd),
                          tuple(self._padding(padding, nd)))
-        if self.dtype.is_float and weight.dtype == self.dtype:
-            out = self.apply(Conv, weight, spec=conv, tensor=type(self))  # gradients as convs
+        if self.dtype.is_float and weight.dtype == self.dtype:  # gradients as convs; the
+            own = bias is not None and bias.dtype == self.dtype  # bias's from the same g
+            out = self.apply(Conv, weight, *([bias] if own else []), spec=conv, tensor=type(self))
+            if own or bias is None:
+                return out
         else:
             out = Conv.forward_tensors(self, weight, conv)
         return out if bias is None else out + bias.reshape((1, cout) + (1,) * nd)
@@ -177,9 +180,10 @@ class NNMixin(TensorMixin):
                 self.dtype.is_float and weight.dtype == self.dtype:
             # the input gradient of the conv it transposes, phase by phase (D150)
             spec = Conv.Spec(groups, stride, dilation, tuple(pads))
-            out_t = self.apply(ConvTranspose, weight, spec=spec, tensor=type(self),
-                               shape=(self.shape[0], cout, *out))
-            return out_t if bias is None else out_t + bias.reshape((1, cout) + (1,) * nd)
+            own = bias is not None and bias.dtype == self.dtype
+            out_t = self.apply(ConvTranspose, weight, *([bias] if own else []), spec=spec,
+                               tensor=type(self), shape=(self.shape[0], cout, *out))
+            return out_t if own or bias is None else out_t + bias.reshape((1, cout) + (1,) * nd)
         full = [(d * (k - 1) - pb, d * (k - 1) - pa + op)
                 for k, d, (pb, pa), op in zip(kernel, dilation, pads, output_padding)]
         return dilate(self, stride).conv2d(transposed_weight(weight, groups), bias,

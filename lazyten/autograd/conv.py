@@ -66,9 +66,9 @@ class Conv(Function):
         dilation: tuple
         padding: tuple  # (before, after) per spatial dim (a tuple: the Spec is a trace key)
 
-    def forward(self, x, w, spec, tensor):
+    def forward(self, x, w, *bias, spec, tensor):
         self.x, self.w, self.spec, self.tensor = x, w, spec, tensor
-        return _conv(x, w, spec, tensor)
+        return _biased(_conv(x, w, spec, tensor), bias)
 
     @staticmethod
     def forward_tensors(x, weight, spec):
@@ -116,7 +116,7 @@ class Conv(Function):
                 groups, (1,) * nd, dilation, ((0, 0),) * nd), tensor)
         if self.needs_input_grad[1]:
             grad_w = _weight_grad(x, g, w.shape, self.spec, tensor)
-        return grad_x, grad_w
+        return (grad_x, grad_w, *_bias_grad(g, self.needs_input_grad[2:]))
 
 
 class ConvTranspose(Function):
@@ -131,16 +131,36 @@ class ConvTranspose(Function):
 
     traced = True
 
-    def forward(self, x, w, spec, shape, tensor):
+    def forward(self, x, w, *bias, spec, shape, tensor):
         self.x, self.w, self.spec, self.tensor = x, w, spec, tensor
-        return _phase_input_grad(x, w, shape, spec, tensor)
+        return _biased(_phase_input_grad(x, w, shape, spec, tensor), bias)
 
     def backward(self, grad):
-        g = grad.materialize()  # (read by both gradients, once per tap)
-        need_x, need_w = self.needs_input_grad
+        g = grad.materialize()  # (read by every gradient, the weights' once per tap)
+        need_x, need_w = self.needs_input_grad[:2]
         grad_x = _conv(g, self.w, self.spec, self.tensor) if need_x else None
         grad_w = _weight_grad(g, self.x, self.w.shape, self.spec, self.tensor) if need_w else None
-        return grad_x, grad_w
+        return (grad_x, grad_w, *_bias_grad(g, self.needs_input_grad[2:]))
+
+
+def _biased(out, bias: tuple):
+    """A conv's output plus its bias (if any) along the channels, as `out + b.reshape(1,
+    c, 1, ...)` builds it. The bias is the conv Function's input, so its gradient reads
+    the output gradient the Function materialises for the others: summed outside, it
+    recomputed that gradient's chain inside its own reduce (a gated conv's sigmoid and
+    tanh derivatives, every position of the batch: 40% of a WaveNet step's kernels, D152)."""
+    if not bias:
+        return out
+    shape = (1, out.shape[1]) + (1,) * (len(out.shape) - 2)
+    return out.e(BinaryOps.ADD, bias[0].reshape(shape).expand(out.shape))
+
+
+def _bias_grad(g, needs: list[bool]) -> tuple:
+    """The bias's gradient (the output gradient summed over all but the channels), as a
+    one-element tuple where the Function has a bias, else empty."""
+    if not needs:
+        return ()
+    return (_sum(g, (0,) + tuple(range(2, len(g.shape)))) if needs[0] else None,)
 
 
 # ---- the same ops on LazyBuffers (Conv's forward and backward): each builds what the
