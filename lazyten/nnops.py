@@ -140,14 +140,20 @@ class NNMixin(TensorMixin):
             raise ShapeError(f"conv bias shape {bias.shape} != ({cout},)")
         conv = Conv.Spec(groups, make_pair(stride, nd), make_pair(dilation, nd),
                          tuple(self._padding(padding, nd)))
-        if self.dtype.is_float and weight.dtype == self.dtype:  # gradients as convs; the
-            own = bias is not None and bias.dtype == self.dtype  # bias's from the same g
-            out = self.apply(Conv, weight, *([bias] if own else []), spec=conv, tensor=type(self))
-            if own or bias is None:
-                return out
-        else:
-            out = Conv.forward_tensors(self, weight, conv)
+        if self.dtype.is_float and weight.dtype == self.dtype:  # gradients as convs
+            return self._conv_function(Conv, weight, bias, spec=conv, tensor=type(self))
+        out = Conv.forward_tensors(self, weight, conv)
         return out if bias is None else out + bias.reshape((1, cout) + (1,) * nd)
+
+    def _conv_function(self, fn, weight, bias, **kwargs):
+        """Conv or ConvTranspose applied to this tensor and `weight`, the bias an input of
+        the Function where it has this tensor's dtype (its gradient then sums the output
+        gradient the Function materialises, D152), else added after (promoted by `+`)."""
+        own = bias is not None and bias.dtype == self.dtype
+        out = self.apply(fn, weight, *([bias] if own else []), **kwargs)
+        if own or bias is None:
+            return out
+        return out + bias.reshape((1, out.shape[1]) + (1,) * (out.ndim - 2))
 
     def conv1d(self, weight, bias=None, **kw):
         return self.conv2d(weight, bias, **kw)
@@ -179,11 +185,9 @@ class NNMixin(TensorMixin):
         if any(s > 1 for s in stride) and all(d == 1 for d in dilation) and \
                 self.dtype.is_float and weight.dtype == self.dtype:
             # the input gradient of the conv it transposes, phase by phase (D150)
-            spec = Conv.Spec(groups, stride, dilation, tuple(pads))
-            own = bias is not None and bias.dtype == self.dtype
-            out_t = self.apply(ConvTranspose, weight, *([bias] if own else []), spec=spec,
-                               tensor=type(self), shape=(self.shape[0], cout, *out))
-            return out_t if own or bias is None else out_t + bias.reshape((1, cout) + (1,) * nd)
+            return self._conv_function(ConvTranspose, weight, bias, tensor=type(self),
+                                       spec=Conv.Spec(groups, stride, dilation, tuple(pads)),
+                                       shape=(self.shape[0], cout, *out))
         full = [(d * (k - 1) - pb, d * (k - 1) - pa + op)
                 for k, d, (pb, pa), op in zip(kernel, dilation, pads, output_padding)]
         return dilate(self, stride).conv2d(transposed_weight(weight, groups), bias,

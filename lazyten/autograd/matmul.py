@@ -76,19 +76,19 @@ class Linear(Matmul):
         return gx, gw, gb
 
 
-def _padded(shape: tuple[int, ...], ndim: int) -> tuple[int, ...]:
+def padded_shape(shape: tuple[int, ...], ndim: int) -> tuple[int, ...]:
     return (1,) * (ndim - len(shape)) + shape
 
 
 def broadcast_to(x: LazyBuffer, shape: tuple[int, ...]) -> LazyBuffer:
     """x reshaped to `shape`'s rank and expanded to it (Tensor._broadcast_to's views; also
     LayerNorm's weight and bias)."""
-    return x.reshape(_padded(x.shape, len(shape))).expand(shape)
+    return x.reshape(padded_shape(x.shape, len(shape))).expand(shape)
 
 
 def unbroadcast(grad: LazyBuffer, shape: tuple[int, ...]) -> LazyBuffer:
     """The gradient of `broadcast_to` from `shape`: summed over the expanded axes (Expand's
     backward), then reshaped back (Reshape's)."""
-    padded = _padded(shape, len(grad.shape))
+    padded = padded_shape(shape, len(grad.shape))
     axis = tuple(i for i, (a, b) in enumerate(zip(padded, grad.shape)) if a != b)
     return (grad.r(ReduceOps.SUM, axis) if axis else grad).reshape(shape)

@@ -20,7 +20,7 @@ from math import prod
 
 from codegen.ops import BinaryOps, ReduceOps, UnaryOps
 from lazyten.autograd.function import Function
-from lazyten.autograd.matmul import broadcast_to, unbroadcast
+from lazyten.autograd.matmul import broadcast_to, padded_shape, unbroadcast
 from lazyten.lazy import LazyBuffer
 
 
@@ -41,9 +41,9 @@ class _Normalize(Function):
         # the weight at the statistics' shape where it is one number along `axes` (D151)
         along = [i in axes or i - len(shape) in axes for i in range(len(shape))]
         kept = tuple(1 if a else n for a, n in zip(along, shape))
-        padded = (1,) * len(shape) + params[0].shape if affine[0] else ()
+        mine = padded_shape(params[0].shape, len(shape)) if affine[0] else ()
         self.weight_kept = broadcast_to(params[0], kept) if affine[0] and all(
-            n == 1 for a, n in zip(along, padded[-len(shape):]) if a) else None
+            n == 1 for a, n in zip(along, mine) if a) else None
         self.bias = broadcast_to(params[-1], shape) if affine[1] else None
         self.param_shapes = [p.shape for p in params]
         if self.weight is not None:
