@@ -16,13 +16,12 @@ acc live in the output row (in the cache) when it is of their dtype, so the regi
 hold the block's scores; else in registers.
 """
 from __future__ import annotations
-from dataclasses import dataclass, field
 
 from codegen.attention import AttentionParts
 from codegen.dtypes import DType, dtypes
 from codegen.helpers import prod
-from codegen.kernel import Opt, _pad_axis, leaves
-from codegen.linearizer import LinearKernel, Linearizer
+from codegen.kernel import _pad_axis, leaves
+from codegen.linearizer import LinearKernel, Linearizer, LoopShape
 from codegen.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
 from codegen.shape.shapetracker import ShapeTracker
 from codegen.shape.symbolic import Node, NumNode, Variable
@@ -32,22 +31,6 @@ from codegen.uops import UOp, UOps, dtype_of
 _ACC_VECTORS = 16  # column accumulators of a group of rows (of 32 vector registers)
 _CHAINS = 8  # independent sums over D in a group: an add's latency times its throughput
 _KEY_VECTORS = 4  # vectors of keys per block: the softmax's work per block is shared
-
-
-@dataclass
-class _Shape:
-    """What Emitter and Linearizer read of a Kernel, for a kernel that is not one."""
-    ast: LazyOp
-    full_shape: tuple[int, ...]
-    sts: dict[int, ShapeTracker]
-    global_shape: tuple[int, ...] = ()
-    pre: set[int] = field(default_factory=set)
-    upcasts: list[int] = field(default_factory=list)
-    lanes: int = 0
-    reduce_lanes: bool = False
-    applied: list[Opt] = field(default_factory=list)
-    rows: bool = False
-    clamped: frozenset[int] = frozenset()
 
 
 class AttentionLinearizer(Linearizer):
@@ -79,7 +62,7 @@ class AttentionLinearizer(Linearizer):
                     clamped.add(id(leaf))  # what it reads past the rows reaches no store
             sts[id(leaf)] = _pad_axis(st, n - 1, rows[-1]) if rows != parts.rows else st
         self.key_valid = _pad_axis(ShapeTracker.from_shape(rows + (parts.keys, 1, 1)), n, jp)
-        super().__init__(_Shape(ast, full, sts, clamped=frozenset(clamped)),  # type: ignore[arg-type]
+        super().__init__(LoopShape(ast, full, sts, clamped=frozenset(clamped)),  # type: ignore[arg-type]
                          target)
         self.rows = rows
         self.point: list[Node] = []

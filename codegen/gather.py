@@ -55,7 +55,7 @@ def _leaves(node: LazyOp) -> list[LazyOp]:
     return [n for n in node.walk() if n.op in (BufferOps.LOAD, BufferOps.CONST)]
 
 
-def _depends(node: LazyOp, axis: int) -> bool:
+def depends(node: LazyOp, axis: int) -> bool:
     """Does the value of `node` depend on `axis` (its index or validity)?"""
     return any(leaf.arg.st.real_strides()[axis] != 0 for leaf in _leaves(node))
 
@@ -75,7 +75,7 @@ def _range_axis(node: LazyOp, ranges: dict[int, int]) -> int | None:
     return axis
 
 
-def _equality(node: LazyOp, ranges: dict[int, int]) -> tuple[int, LazyOp] | None:
+def equality(node: LazyOp, ranges: dict[int, int]) -> tuple[int, LazyOp] | None:
     """(r, e) when `node` is `range(r) == e` (XOR(CMPNE(a, b), True), either order)."""
     if node.op is not BinaryOps.XOR or node.src[0].op is not BinaryOps.CMPNE:
         return None
@@ -85,7 +85,7 @@ def _equality(node: LazyOp, ranges: dict[int, int]) -> tuple[int, LazyOp] | None
     a, b = node.src[0].src
     for rng, other in ((a, b), (b, a)):
         axis = _range_axis(rng, ranges)
-        if axis is not None and not _depends(other, axis):
+        if axis is not None and not depends(other, axis):
             return axis, other
     return None
 
@@ -99,17 +99,17 @@ def _zero(node: LazyOp) -> bool:
     return node.op is BufferOps.CONST and node.arg.val == 0 and not node.arg.st.views[-1].mask
 
 
-def _vanishes(node: LazyOp, eq: LazyOp) -> bool:
+def vanishes(node: LazyOp, eq: LazyOp) -> bool:
     """Is `node` zero (or False) wherever `eq` is false?"""
     if _implies(node, eq):
         return True
     if node.op is TernaryOps.WHERE:
         cond, a, b = node.src
-        return (_implies(cond, eq) and _zero(b)) or (_vanishes(a, eq) and _vanishes(b, eq))
+        return (_implies(cond, eq) and _zero(b)) or (vanishes(a, eq) and vanishes(b, eq))
     if node.op in (BinaryOps.MUL, BinaryOps.AND):
-        return any(_vanishes(s, eq) for s in node.src)
+        return any(vanishes(s, eq) for s in node.src)
     if node.op is UnaryOps.CAST and not node.arg[1]:
-        return _vanishes(node.src[0], eq)
+        return vanishes(node.src[0], eq)
     return False
 
 
@@ -118,22 +118,22 @@ def _collapse(reduce: LazyOp, ranges: dict[int, int]) -> LazyOp | None:
     body, axes = reduce.src[0], reduce.arg
     picks: dict[int, tuple[LazyOp, LazyOp]] = {}  # axis -> (equality node, e)
     for node in body.walk():
-        found = _equality(node, ranges)
+        found = equality(node, ranges)
         if found is not None and found[0] in axes and found[0] not in picks and \
-                _vanishes(body, node):
+                vanishes(body, node):
             picks[found[0]] = (node, found[1])
     # an index that depends on another substituted axis would need that axis's value
-    picks = {r: p for r, p in picks.items() if not any(_depends(p[1], s) for s in picks)}
+    picks = {r: p for r, p in picks.items() if not any(depends(p[1], s) for s in picks)}
     if not picks:
         return None
-    new = _Substitution(picks).node(body)
+    new = Substitution(picks).node(body)
     if new is None:
         return None
     rest = tuple(a for a in axes if a not in picks)
     return LazyOp(ReduceOps.SUM, (new,), rest) if rest else new
 
 
-class _Substitution:
+class Substitution:
     """Rebuilds a reduce's body at r := clamp(e) for each picked axis r."""
 
     def __init__(self, picks: dict[int, tuple[LazyOp, LazyOp]]):
@@ -152,13 +152,13 @@ class _Substitution:
                 return None
             dtype = node_dtype(e)
             n = full[r]
-            below = self._const(n, dtype)
+            below = self.const(n, dtype)
             ok = LazyOp(BinaryOps.CMPLT, (index, below))
             if not dtype.is_unsigned:  # -1 < e, i.e. e >= 0
                 ok = LazyOp(BinaryOps.AND, (ok, LazyOp(BinaryOps.CMPLT,
-                                                       (self._const(-1, dtype), index))))
+                                                       (self.const(-1, dtype), index))))
             self.checks[r] = ok
-            self.clamped[r] = LazyOp(TernaryOps.WHERE, (ok, index, self._const(0, dtype)))
+            self.clamped[r] = LazyOp(TernaryOps.WHERE, (ok, index, self.const(0, dtype)))
         return self.build(body)
 
     def build(self, node: LazyOp) -> LazyOp | None:
@@ -193,12 +193,12 @@ class _Substitution:
             assert stride is not None
             term = LazyOp(UnaryOps.CAST, (self.clamped[r],), (dtypes.int64, False))
             if stride != 1:
-                term = LazyOp(BinaryOps.MUL, (term, self._const(stride, dtypes.int64)))
+                term = LazyOp(BinaryOps.MUL, (term, self.const(stride, dtypes.int64)))
             offset = term if offset is None else LazyOp(BinaryOps.ADD, (offset, term))
         assert offset is not None
         return LazyOp(BufferOps.LOAD, (offset,), _with_st(node.arg, shrunk))
 
-    def _const(self, value: int, dtype: DType) -> LazyOp:
+    def const(self, value: int, dtype: DType) -> LazyOp:
         st = ShapeTracker.from_shape((1,) * len(self.shape)).expand(self.shape)
         return LazyOp(BufferOps.CONST, (), ConstBuffer(value, dtype, st))
 

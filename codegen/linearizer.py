@@ -22,7 +22,9 @@ from codegen.ops import (BinaryOps, BufferOps, LazyOp, MemBuffer, Op, ReduceOps,
                          TernaryOps, UnaryOps)
 from codegen.opt import optimize
 from codegen.peel import mask_plan, pad_plan, peel_plan
+from codegen.shape.shapetracker import ShapeTracker
 from codegen.shape.symbolic import Node, NumNode, Variable
+from codegen.scatter import is_scatter
 from codegen.stage import Stager
 from codegen.target import Target
 from codegen.uops import UOp, UOpGraph, UOps, dtype_of
@@ -44,10 +46,30 @@ class LinearKernel:
     opts: list[Opt] = field(default_factory=list)       # the decisions the passes applied
 
 
+@dataclass
+class LoopShape:
+    """What Emitter and Linearizer read of a Kernel, for a kernel whose loops its own
+    linearizer lays out (attention, D62; a scatter, D153)."""
+    ast: LazyOp
+    full_shape: tuple[int, ...]
+    sts: dict[int, ShapeTracker]
+    global_shape: tuple[int, ...] = ()
+    pre: set[int] = field(default_factory=set)
+    upcasts: list[int] = field(default_factory=list)
+    lanes: int = 0
+    reduce_lanes: bool = False
+    applied: list[Opt] = field(default_factory=list)
+    rows: bool = False
+    clamped: frozenset[int] = frozenset()
+
+
 def linearize(ast: LazyOp, target: Target) -> LinearKernel:
     """Lower one kernel AST for a target: optimise, then emit."""
+    if is_scatter(ast):
+        from codegen.scatter_kernel import ScatterLinearizer  # subclasses: they import this
+        return ScatterLinearizer(ast, target).linearize()
     if not target.gpu:
-        from codegen.attention_kernel import AttentionLinearizer  # a subclass: it imports this
+        from codegen.attention_kernel import AttentionLinearizer
         parts = attention_parts(ast)
         if parts is not None:
             return AttentionLinearizer(parts, ast, target).linearize()

@@ -25,6 +25,7 @@ from codegen.attention import AttentionParts, attention_parts
 from codegen.helpers import debug_level, getenv, prod
 from codegen.ops import BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer, ReduceOps
 from codegen.shape.shapetracker import ShapeTracker
+from codegen.scatter import is_scatter
 from lazyten.lazy import LazyBuffer
 from lazyten.schedule_item import ScheduleItem, loop_target
 from runtimes import get_runtime
@@ -156,8 +157,11 @@ class _Fusion:
 
     def _joins(self, src: ScheduleItem, reader: ScheduleItem, leaf: LazyOp) -> bool:
         """Does `reader` read `src`'s output exactly where the shared index space puts it?"""
+        # (a scatter's value is no expression of its output's positions: it stays a kernel)
+        if src.ast is None or is_scatter(src.ast):
+            return False
         space = self._space(src)
-        if space is None or src.ast is None or _reads_itself(src.ast):
+        if space is None or _reads_itself(src.ast):
             return False
         if len(_full(src.ast)) == self.n + 2:
             self.depth = _full(src.ast)[-1]

@@ -11,9 +11,10 @@ stages would compare against a reshaped range, which the rewrite cannot see thro
 from __future__ import annotations
 
 from codegen.gather import rewrite_gathers
+from codegen.scatter import rewrite_scatter
 from codegen.ops import BinaryOps, BufferOps, LazyOp, LoadOps, MemBuffer, TernaryOps, UnaryOps
 from lazyten.lazy import LazyBuffer
-from lazyten.schedule_item import ScheduleItem
+from lazyten.schedule_item import ScheduleItem, loop_target
 
 
 def indirect_items(items: list[ScheduleItem]) -> list[ScheduleItem]:
@@ -28,6 +29,8 @@ def _rewrite(item: ScheduleItem) -> ScheduleItem:
     if not ranges:
         return item
     ast = rewrite_gathers(item.ast, ranges)
+    if ast is item.ast and loop_target(item.out.device):
+        ast = rewrite_scatter(ast, ranges) or ast
     if ast is item.ast:
         return item
     used = sorted({n.arg.idx for n in ast.walk() if n.op is BufferOps.LOAD} - {0})

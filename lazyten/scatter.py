@@ -96,6 +96,37 @@ class ScatterMixin(TensorMixin):
         """PyTorch's scatter_add: self plus the src values written to each position."""
         return self.scatter_reduce(dim, index, src, "sum")
 
+    def index_add(self, dim: int, index, source, *, alpha=1):
+        """PyTorch's index_add: self plus alpha * source[.., i, ..] added to position
+        index[i] along dim, for each i (an index that repeats adds each time); index is a
+        1-d integer tensor (or list) as long as source along dim. An index outside
+        [0, size) raises IndexError when the result is realized."""
+        tensor_type = type(self)
+        dim = norm_dim(dim, self.ndim, "index_add: dim") if self.ndim else 0
+        if not isinstance(index, tensor_type):
+            index = tensor_type(index, device=self.device)
+        if not index.dtype.is_int or index.ndim > 1:
+            raise DTypeError(f"index_add: index must be a 0-d or 1-d integer tensor, got "
+                             f"{index.dtype.name} of shape {index.shape}")
+        if not isinstance(source, tensor_type) or source.dtype != self.dtype:
+            got = source.dtype.name if isinstance(source, tensor_type) else type(source).__name__
+            raise DTypeError(f"index_add: source must be a tensor of self's dtype "
+                             f"{self.dtype.name}, got {got}")
+        if self.ndim == 0:
+            return self.reshape(1).index_add(0, index, source.reshape(-1), alpha=alpha).reshape(())
+        index = index.reshape(-1)
+        k, n = index.shape[0], self.shape[dim]
+        want = self.shape[:dim] + (k,) + self.shape[dim + 1:]
+        if source.shape != want:
+            raise ShapeError(f"index_add: source {source.shape} must be self {self.shape} "
+                             f"with {k} (the index's length) along dim {dim}: {want}")
+        hits = as_index(index).reshape(k, 1) == tensor_type.arange(n, device=self.device)
+        hits = check_index(hits, index, n, f"index_add along dim {dim}")
+        hits = hits.reshape((1,) * dim + (k, n) + (1,) * (self.ndim - dim - 1))
+        values = source if alpha == 1 else source * alpha
+        # the sum alone is a one-hot sum into rows (a scatter on a CPU, D153)
+        return self + hits.where(values.unsqueeze(dim + 1), 0).sum(axis=dim).cast(self.dtype)
+
     def scatter_reduce(self, dim: int, index, src, reduce: str, include_self: bool = True):
         """PyTorch's scatter_reduce: each position of self combines (sum, prod, mean, amax,
         amin) the src values written to it, and its own value with include_self; positions
@@ -106,6 +137,9 @@ class ScatterMixin(TensorMixin):
         if self.dtype == dtypes.bool:
             raise DTypeError("scatter_reduce: bool tensors are not supported")
         dim, hits, values, _ = self._scatter_writes("scatter_reduce", dim, index, src)
+        if reduce == "sum":  # self added after: the sum alone is a one-hot sum (D153)
+            out = hits.where(values, 0).sum(axis=dim).cast(self.dtype)
+            return self + out if include_self else hits.any(axis=dim).where(out, self)
         if include_self:
             mine = type(self).full(self.unsqueeze(dim).shape, True, device=self.device)
             hits = hits.cat(mine, dim=dim)

@@ -269,11 +269,13 @@ class Embedding(Module):
     def forward(self, idx: Tensor) -> Tensor:
         if idx.dtype.is_float:
             raise TypeError(f"embedding indices must be integers, got {idx.dtype}")
-        # one-hot rows times the table: the compiler reads the picked rows (an indirect
-        # load), and the gradient's matmul adds a token's row only where it picks (D69)
+        # the table's rows where the one-hot picks, summed: the compiler reads the picked
+        # rows (an indirect load, D69); the gradient, where(one-hot, g, 0) summed over the
+        # tokens, adds each token's row to the row it picks (a scatter on a CPU, D153) and
+        # nothing elsewhere (a one-hot matmul's 0 * inf made every row nan)
         onehot = (idx.unsqueeze(-1) == Tensor.arange(self.num_embeddings, device=idx.device))
         onehot = check_index(onehot, idx, self.num_embeddings, "Embedding")
-        return onehot.cast(self.weight.dtype) @ self.weight
+        return onehot.unsqueeze(-1).where(self.weight, 0).sum(-2)
 
     def extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.embedding_dim}"
