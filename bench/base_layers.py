@@ -37,6 +37,9 @@ def numpy_case(name: str) -> Callable[[], Any]:
         if w.params["backward"]:
             return lambda: (reference.conv3x3(*args), reference.conv3x3_grads(*args, d["grad"]))
         return lambda: reference.conv3x3(*args)
+    if w.group == "embedding":
+        return lambda: (d["weight"][d["idx"]],
+                        reference.embedding_grad(d["weight"].shape, d["idx"], d["grad"]))
     if w.group == "dispatch":
         a, b = d["a"], d["b"]
         if w.params["kind"] == "scalar":
@@ -115,6 +118,9 @@ def torch_case(name: str) -> Callable[[], Any]:
             return _no_grad(_over_scales(lambda s: a * s, w.calls))
         one = (lambda: (a + b).numpy()) if w.params["kind"] == "numpy" else (lambda: a + b)
         return _no_grad(_loop(one, w.calls))
+    if w.group == "embedding":
+        idx, weight = d["idx"], d["weight"].clone().requires_grad_(True)
+        return _fwd_bwd(lambda wt: F.embedding(idx, wt), [weight], d["grad"])
     fn, names = _forward(w)
     if w.params.get("backward"):
         leaves = [d[n].clone().requires_grad_(True) for n in names]

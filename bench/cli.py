@@ -40,10 +40,11 @@ def parse(argv) -> argparse.Namespace:
     p.add_argument("--only", metavar="NAME[,NAME]",
                    help="run only these workloads (names or groups: matmul, elementwise, "
                         "reduce, conv, train, startup; and, outside the default run, "
-                        "softmax_widths, attention, conv3x3, activations, mlp_train, dispatch)")
+                        "softmax_widths, attention, conv3x3, activations, embedding, "
+                        "mlp_train, dispatch)")
     p.add_argument("--all", action="store_true",
                    help="also run the groups outside the default run (softmax_widths, "
-                        "attention, conv3x3, activations, mlp_train, dispatch)")
+                        "attention, conv3x3, activations, embedding, mlp_train, dispatch)")
     p.add_argument("--repeat", type=int, metavar="N",
                    help=f"timed calls per measurement (default {FULL['repeat']}, "
                         f"--quick {QUICK['repeat']}); fast workloads get more, up to fill the "

@@ -10,6 +10,8 @@ Groups (none is part of a plain run: name them in --only, or pass --all):
                   forward, and forward + backward (gradients of input, weight, bias)
   activations     sin, forward; exact (erf) gelu, forward, and forward + backward (the gradient of
                   `(out * grad).sum()`), at a BERT MLP's hidden width 3072
+  embedding       an Embedding's forward and weight gradient at a GPT-2 vocabulary, a
+                  bag of words and a width that is no multiple of the vector width
   mlp_train       one training step of a 784-256-256-10 MLP with Adam, with and without jit
   dispatch        one small realized op (16 elements), per call
 
@@ -28,6 +30,7 @@ ATTN_SHAPES = [(2, 8, 256, 64), (1, 12, 512, 64), (4, 4, 128, 32)]  # (batch, he
 SUM_SEEDED_SHAPE = (4, 12, 197, 64)  # a ViT-B/16 layer's attention, seeded by out.sum()
 CONV_SHAPES = [(8, 16, 56), (16, 64, 28), (16, 128, 14), (8, 256, 8)]  # (N, C in = out, H = W)
 GELU_SHAPES = [(64, 3072), (512, 3072)]  # (rows, width)
+EMB_SHAPES = [(50257, 768, 256), (5000, 64, 3072), (1000, 100, 512)]  # (vocab, width, tokens)
 MLP_SIZES = (784, 256, 256, 10)
 DISPATCH_N = 16
 DISPATCH_CALLS = 200  # ops per timed call: one op is a few microseconds
@@ -125,6 +128,19 @@ def _gelu() -> list[Workload]:
     return out
 
 
+def _embedding() -> list[Workload]:
+    out = []
+    for vocab, width, tokens in EMB_SHAPES:
+        tag = f"{vocab}x{width}x{tokens}"
+        out.append(Workload(
+            f"embedding_fwdbwd_{tag}", "embedding",
+            f"embedding {vocab}x{width} fp32 of {tokens} tokens, forward + weight gradient",
+            nbytes=4.0 * (vocab * width + 3 * tokens * width), baselines=("numpy", "torch"),
+            targets=_speed(f"embedding fwd+bwd {tag} >= 1.0x torch eager", 1.0),
+            deadline=(40.0, 25.0), default=False, params={"shape": (vocab, width, tokens)}))
+    return out
+
+
 def _mlp(batch: int, jit: bool) -> Workload:
     ratio = 1.5 if jit else 1.0
     return Workload(
@@ -155,7 +171,7 @@ def _dispatch() -> list[Workload]:
         for kind, what in _DISPATCH.items()]
 
 
-WORKLOADS: list[Workload] = (_norms() + _attention() + _conv() + _gelu()
+WORKLOADS: list[Workload] = (_norms() + _attention() + _conv() + _gelu() + _embedding()
                              + [_mlp(b, j) for b in (64, 256) for j in (False, True)]
                              + _dispatch())
 
@@ -179,7 +195,8 @@ def mlp_batch(n: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
 
 
 def inputs(w: Workload, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """The seeded float32 inputs of one layer-class workload (MLP data: mlp_batch)."""
+    """The seeded float32 inputs of one layer-class workload (MLP data: mlp_batch; an
+    embedding's token ids are int64)."""
     normal = lambda *shape: rng.standard_normal(shape, dtype=np.float32)  # noqa: E731
     if w.group == "softmax_widths":
         d = {"x": normal(w.params["rows"], w.params["width"])}
@@ -201,6 +218,10 @@ def inputs(w: Workload, rng: np.random.Generator) -> dict[str, np.ndarray]:
                 "grad": normal(n, c, hw, hw)}
     if w.group == "activations":  # gelu's inputs: N(0, 3^2), reaching its far tail
         return {"x": 3 * normal(*w.params["shape"]), "grad": normal(*w.params["shape"])}
+    if w.group == "embedding":  # int64 token ids
+        vocab, width, tokens = w.params["shape"]
+        return {"weight": normal(vocab, width), "idx": rng.integers(0, vocab, tokens),
+                "grad": normal(tokens, width)}
     if w.group == "dispatch":
         return {"a": normal(DISPATCH_N), "b": normal(DISPATCH_N)}
     raise KeyError(f"no generic inputs for {w.name}")

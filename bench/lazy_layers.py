@@ -101,6 +101,14 @@ def _gelu(d: dict[str, np.ndarray], backward: bool) -> Case:
     return Case(_fwd_bwd(Tensor.gelu, leaves, _t(d["grad"])), _check_all(grads, 1e-5, 1e-6))
 
 
+def _embedding(d: dict[str, np.ndarray]) -> Case:
+    idx = _t(d["idx"])
+    leaves = [_t(d["weight"], requires_grad=True)]
+    expected = [reference.embedding_grad(d["weight"].shape, d["idx"], _f64(d)["grad"])]
+    return Case(_fwd_bwd(lambda w: F.embedding(idx, w), leaves, _t(d["grad"])),
+                _check_all(expected, 1e-5, 1e-6))
+
+
 def _mlp(batch: int, use_jit: bool) -> Case:
     layers = [(_t(w, requires_grad=True), _t(b, requires_grad=True)) for w, b in mlp_params()]
 
@@ -161,6 +169,8 @@ def case(name: str) -> Case:
             x = _t(d["x"])
             return Case(lambda: x.sin().realize(), lambda out: compare(out.numpy(), expected, 1e-6, 1e-6))
         return _gelu(d, w.params["backward"])
+    if w.group == "embedding":
+        return _embedding(d)
     if w.group == "dispatch":
         return _dispatch(w.params["kind"], d, w.calls)
     raise KeyError(f"lazyten has no layer case for {name}")

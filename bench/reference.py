@@ -52,6 +52,14 @@ def gelu_grad(x: np.ndarray, grad: np.ndarray) -> np.ndarray:
     return grad * (0.5 * _erfc(-x / math.sqrt(2)) + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi))
 
 
+def embedding_grad(shape: tuple[int, ...], idx: np.ndarray, grad: np.ndarray) -> np.ndarray:
+    """The weight gradient of `(weight[idx] * grad).sum()`: each token's row of grad added
+    to the row it picks."""
+    out = np.zeros(shape, grad.dtype)
+    np.add.at(out, idx, grad)
+    return out
+
+
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(softmax(q @ k^T * scale) @ v, the softmax weights)."""
     p = softmax(q @ k.swapaxes(-1, -2) * (1 / np.sqrt(q.shape[-1])))

@@ -55,10 +55,7 @@ def rewrite_scatter(ast: LazyOp, ranges: dict[int, int]) -> LazyOp | None:
         return None
     reduce, start = found
     out, body = ast.arg, reduce.src[0]
-    if out.dtype not in _ACCUMULATES or node_dtype(body) != out.dtype or \
-            any(isinstance(n.op, ReduceOps) or (n.op is BufferOps.LOAD and n.arg.idx == 0)
-                for n in body.walk()) or \
-            len(out.st.views) != 1 or out.st.views[0].mask is not None:
+    if not _accumulates(out, body):
         return None
     picks = _picks(body, reduce.arg, out.st.shape, ranges)
     if prod(out.st.shape[r] for r in picks) < _MIN_ROWS:
@@ -70,6 +67,16 @@ def rewrite_scatter(ast: LazyOp, ranges: dict[int, int]) -> LazyOp | None:
     offset = _offset(sub, sorted(picks), out.st.real_strides())
     srcs = (value, offset) if start is None else (value, offset, start)
     return LazyOp(BufferOps.STORE, srcs, MemBuffer(out.idx, out.dtype, out.st))
+
+
+def _accumulates(out: MemBuffer, body: LazyOp) -> bool:
+    """Can the output hold the sum as it accumulates: its dtype the body's, one of those
+    that add as the reduce would; one unmasked view; the body reads no reduce and not the
+    output (an in-place update reads its target only element for element, D24)?"""
+    return out.dtype in _ACCUMULATES and node_dtype(body) == out.dtype and \
+        len(out.st.views) == 1 and out.st.views[0].mask is None and \
+        not any(isinstance(n.op, ReduceOps) or (n.op is BufferOps.LOAD and n.arg.idx == 0)
+                for n in body.walk())
 
 
 def _picks(body: LazyOp, summed: tuple[int, ...], shape: tuple[int, ...],

@@ -18,6 +18,7 @@ from lazyten.autograd import primitives as F
 from lazyten.autograd.engine import describe, propagate, seed
 from lazyten.autograd.function import Function, hold
 from lazyten.compat import CompatMixin
+from lazyten.counting import CountingMixin
 from lazyten.creation import (CreationMixin, _scalar_dtype, bf16_bits, bf16_values, copy_in,
                               default_device, storage_numpy_dtype, to_numpy_dtype)
 from lazyten.einsum import EinsumMixin
@@ -55,7 +56,8 @@ class _TensorType(MixinType):
 class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, IndexingMixin, ReduceMixin,
              NNMixin, PoolingMixin, SortingMixin, RearrangeMixin, EinsumMixin, PaddingMixin,
              LossMixin, StatsMixin, ResizeMixin, AttentionMixin, InPlaceMixin, InteropMixin,
-             CompatMixin, PointwiseMixin, ScatterMixin, NumericMixin, metaclass=_TensorType):
+             CompatMixin, PointwiseMixin, ScatterMixin, NumericMixin, CountingMixin,
+             metaclass=_TensorType):
     """A lazily evaluated n-dimensional array with autograd."""
     # what a new tensor holds until set (`_wrap` sets only lazydata: every op's result
     # goes through it)

@@ -17,10 +17,10 @@ import math
 import numpy as np
 
 from codegen.helpers import make_pair, prod
-from lazyten.index_check import check_index
 from lazyten.nn.functional import (avg_pool2d, binary_cross_entropy,  # re-exported
                                    binary_cross_entropy_with_logits, cross_entropy,
                                    max_pool2d, mse_loss)
+from lazyten.nn.functional_layers import embedding
 from lazyten.nn import activations, layers, loss_layers, recurrent, shape_layers
 from lazyten.nn.activations import *  # noqa: F401,F403
 from lazyten.nn.container import ModuleDict, ModuleList, ParameterList, Sequential
@@ -259,26 +259,33 @@ class GroupNorm(Module):
 
 
 class Embedding(Module):
-    """Rows of a (num_embeddings, embedding_dim) table picked by integer indices."""
+    """Rows of a (num_embeddings, embedding_dim) table picked by integer indices
+    (F.embedding); the padding_idx row starts at zero and gets no gradient, as PyTorch's."""
 
-    def __init__(self, num_embeddings: int, embedding_dim: int):
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
+                 max_norm: float | None = None, norm_type: float = 2.0,
+                 scale_grad_by_freq: bool = False, sparse: bool = False):
         super().__init__()
+        if max_norm is not None or scale_grad_by_freq:
+            raise NotImplementedError("Embedding's max_norm and scale_grad_by_freq are not "
+                                      "supported")
+        if padding_idx is not None and not -num_embeddings <= padding_idx < num_embeddings:
+            raise ValueError(f"padding_idx {padding_idx} is out of range for "
+                             f"{num_embeddings} rows")
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        self.weight = Tensor.normal(num_embeddings, embedding_dim, requires_grad=True)
+        self.padding_idx = None if padding_idx is None else padding_idx % num_embeddings
+        weight = Tensor.normal(num_embeddings, embedding_dim)
+        if self.padding_idx is not None:
+            row = Tensor.arange(num_embeddings).reshape(num_embeddings, 1)
+            weight = (row == self.padding_idx).where(0.0, weight)
+        self.weight = weight.contiguous().realize().requires_grad_()
 
     def forward(self, idx: Tensor) -> Tensor:
-        if idx.dtype.is_float:
-            raise TypeError(f"embedding indices must be integers, got {idx.dtype}")
-        # the table's rows where the one-hot picks, summed: the compiler reads the picked
-        # rows (an indirect load, D69); the gradient, where(one-hot, g, 0) summed over the
-        # tokens, adds each token's row to the row it picks (a scatter on a CPU, D153) and
-        # nothing elsewhere (a one-hot matmul's 0 * inf made every row nan)
-        onehot = (idx.unsqueeze(-1) == Tensor.arange(self.num_embeddings, device=idx.device))
-        onehot = check_index(onehot, idx, self.num_embeddings, "Embedding")
-        return onehot.unsqueeze(-1).where(self.weight, 0).sum(-2)
+        return embedding(idx, self.weight, self.padding_idx)
 
     def extra_repr(self) -> str:
-        return f"{self.num_embeddings}, {self.embedding_dim}"
+        pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
 
 
 class Dropout(Module):

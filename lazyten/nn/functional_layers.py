@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from codegen.helpers import make_pair
+from codegen.dtypes import dtypes
+from lazyten.index_check import check_index
 from lazyten.nn.params import conv_padding
 from lazyten.tensor import Tensor, no_grad
 
@@ -240,19 +242,31 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
               max_norm: float | None = None, norm_type: float = 2.0,
               scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
-    """weight's rows picked by the integer `input`; the padding_idx row gets no gradient."""
+    """weight's rows picked by the integer `input` (each in [0, rows): another raises
+    IndexError when the result is realized, as PyTorch); the tokens equal to padding_idx
+    give no gradient (its row gets none). `sparse` gives the dense gradient."""
     if max_norm is not None or scale_grad_by_freq:
         raise NotImplementedError("embedding's max_norm and scale_grad_by_freq are not "
                                   "supported")
-    if input.dtype.is_float:
+    if input.dtype.is_float or input.dtype == dtypes.bool:
         raise TypeError(f"embedding indices must be integers, got {input.dtype}")
-    if padding_idx is not None:
-        rows = weight.shape[0]
-        if not -rows <= padding_idx < rows:
-            raise ValueError(f"padding_idx {padding_idx} is out of range for {rows} rows")
-        row = Tensor.arange(rows, device=weight.device).reshape(rows, 1)
-        weight = (row == padding_idx % rows).where(weight.detach(), weight)
-    return weight[input]
+    if weight.ndim != 2:
+        raise ValueError(f"embedding weight must be 2-d (rows, width), got shape {weight.shape}")
+    rows = weight.shape[0]
+    # the table's rows where the one-hot picks, summed: the compiler reads the picked rows
+    # (an indirect load, D69); the gradient, where(one-hot, g, 0) summed over the tokens,
+    # adds each token's row to the row it picks (a scatter on a CPU, D153) and nothing
+    # elsewhere (a one-hot matmul's 0 * inf made every row nan)
+    onehot = input.unsqueeze(-1) == Tensor.arange(rows, device=input.device)
+    onehot = check_index(onehot, input, rows, "Embedding")
+    picked = onehot.unsqueeze(-1).where(weight, 0).sum(-2)
+    if padding_idx is None:
+        return picked
+    if not -rows <= padding_idx < rows:
+        raise ValueError(f"padding_idx {padding_idx} is out of range for {rows} rows")
+    # a padding token's value without its gradient: what the others add stays one scatter
+    padding = (input == padding_idx % rows).unsqueeze(-1)
+    return padding.where(picked.detach(), picked)
 
 
 def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:

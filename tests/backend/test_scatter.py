@@ -11,12 +11,13 @@ from hypothesis import given, strategies as st
 from codegen.ops import ReduceOps
 from codegen.scatter import is_scatter
 from lazyten import Tensor, nn
+from lazyten.errors import DTypeError, ShapeError
 from lazyten.schedule import create_schedule
 from lazyten.schedule_item import loop_target
 from tests.helpers import fast
 
 FORMS = ["embedding", "getitem", "gather0", "gather1", "onehot_matmul", "two_indices",
-         "middle_dim", "index_select", "scatter_add", "scatter_add_no_self"]
+         "middle_dim", "index_select", "scatter_add", "scatter_add_no_self", "index_add"]
 
 
 def _kernels(t: Tensor) -> tuple[int, int]:
@@ -93,8 +94,15 @@ def _case(form, device, rng, vocab, width, tokens, dtype, layout):
             np.add.at(ref, (slice(None), idx), np.broadcast_to(garr, (2, tokens, width)))
         (out * g.to(device)).sum().backward()
         return w.grad, ref
-    # scatter_add: self plus src at index along dim 0 (index of the full width)
     base = (rng.standard_normal((vocab, width)) * 4).astype(dtype)
+    if form == "index_add":  # along the last axis, alpha 2.5
+        source, sarr = _values(rng, (tokens, width), dtype, layout)
+        added = np.zeros_like(base)
+        np.add.at(added, idx, sarr * dtype(2.5))
+        out = Tensor(base.T.copy(), device=device).index_add(1, Tensor(idx, device=device),
+                                                            source.T.to(device), alpha=2.5)
+        return out, (base + added).T
+    # scatter_add: self plus src at index along dim 0 (index of the full width)
     sidx = rng.integers(0, vocab, (tokens, width))
     src, sarr = _values(rng, (tokens, width), dtype, layout)
     cols = np.arange(width)[None].repeat(tokens, 0)
@@ -191,3 +199,54 @@ def test_the_embedding_gradient_compares_no_row_with_every_token():
     flops = [linearize(item.ast, target).flops for item in create_schedule([emb.weight.grad.lazydata])
              if item.ast is not None]
     assert max(flops) < 10 * 3000 * 64, flops
+
+
+def test_index_add_checks_its_arguments():
+    x = Tensor(np.zeros((4, 5), np.float32))
+    with pytest.raises(ShapeError, match=r"\(3, 5\).*\(2, 5\)"):
+        x.index_add(0, Tensor(np.array([0, 1])), Tensor(np.ones((3, 5), np.float32)))
+    with pytest.raises(DTypeError, match="float32"):
+        x.index_add(0, Tensor(np.array([0.0])), Tensor(np.ones((1, 5), np.float32)))
+    with pytest.raises(DTypeError, match="float64"):
+        x.index_add(0, Tensor(np.array([0])), Tensor(np.ones((1, 5))))
+    with pytest.raises(IndexError):
+        x.index_add(1, Tensor(np.array([5])), Tensor(np.ones((4, 1), np.float32))).numpy()
+    np.testing.assert_array_equal(
+        Tensor(np.float32(1)).index_add(0, Tensor(np.array([0, 0])),
+                                        Tensor(np.array([2, 3], np.float32))).numpy(), 6)
+
+
+@fast(10)
+@given(vocab=st.integers(2, 40), width=st.integers(1, 20), tokens=st.integers(2, 30),
+       pad=st.integers(-2, 1), seed=st.integers(0, 999))
+def test_embedding_padding_idx(device, vocab, width, tokens, pad, seed):
+    """The padding row starts at zero, and its tokens give no gradient: the others' stay
+    one scatter (the padding applied before the sum, not to its result)."""
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, vocab, tokens)
+    idx[: tokens // 3] = pad % vocab
+    emb = nn.Embedding(vocab, width, padding_idx=pad)
+    assert not emb.weight.numpy()[pad % vocab].any() and f"padding_idx={pad % vocab}" in repr(emb)
+    w = rng.standard_normal((vocab, width)).astype(np.float32)
+    emb.weight = Tensor(w, device=device, requires_grad=True)
+    g = rng.standard_normal((tokens, width)).astype(np.float32)
+    out = emb(Tensor(idx, device=device))
+    np.testing.assert_array_equal(out.numpy(), w[idx])
+    (out * Tensor(g, device=device)).sum().backward()
+    keep = idx != pad % vocab
+    ref = np.zeros((vocab, width), np.float32)
+    np.add.at(ref, idx[keep], g[keep])
+    if loop_target(device) and vocab >= 4:
+        assert _kernels(emb.weight.grad) == (1, 0)
+    np.testing.assert_allclose(emb.weight.grad.numpy(), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_embedding_rejects_what_pytorch_rejects():
+    with pytest.raises(ValueError, match="padding_idx 5"):
+        nn.Embedding(5, 2, padding_idx=5)
+    with pytest.raises(NotImplementedError):
+        nn.Embedding(5, 2, max_norm=1.0)
+    with pytest.raises(IndexError):  # no negative wrap, as PyTorch's embedding
+        nn.functional.embedding(Tensor(np.array([-1])), Tensor(np.ones((4, 2), np.float32))).numpy()
+    with pytest.raises(ValueError, match=r"\(4,\)"):
+        nn.functional.embedding(Tensor(np.array([0])), Tensor(np.ones(4, np.float32)))

@@ -10,7 +10,8 @@ from bench.spec import Target
 from bench.worker import per_op
 from bench.workloads import BY_NAME, WORKLOADS, inputs, select
 
-LAYER_GROUPS = {"softmax_widths", "attention", "conv3x3", "activations", "mlp_train", "dispatch"}
+LAYER_GROUPS = {"softmax_widths", "attention", "conv3x3", "activations", "embedding", "mlp_train",
+                "dispatch"}
 
 
 def test_names_unique_and_groups_selectable():
@@ -35,7 +36,10 @@ def test_layer_workloads_have_targets_and_float32_inputs():
         if w.group == "mlp_train":
             continue
         d = inputs(w.name)
-        assert all(v.dtype == np.float32 for v in d.values()), f"{w.name}: {d.keys()}"
+        ids = {"idx"} if w.group == "embedding" else set()  # token ids: int64
+        assert all(v.dtype == np.float32 for k, v in d.items() if k not in ids), \
+            f"{w.name}: {d.keys()}"
+        assert all(d[k].dtype == np.int64 for k in ids), w.name
         if w.group == "softmax_widths":
             assert d["x"].shape == (w.params["rows"], w.params["width"])
         if w.group == "activations":
@@ -57,6 +61,15 @@ def _numeric_grads(f, args, grad, eps=1e-6):
             g[idx] = ((f(*plus) - f(*minus)) * grad).sum() / (2 * eps)
         out.append(g)
     return out
+
+
+def test_embedding_grad_matches_finite_differences():
+    rng = np.random.default_rng(2)
+    weight, idx, grad = rng.standard_normal((5, 3)), np.array([4, 0, 4, 2]), \
+        rng.standard_normal((4, 3))
+    expected = _numeric_grads(lambda w: w[idx], [weight], grad)[0]
+    np.testing.assert_allclose(reference.embedding_grad(weight.shape, idx, grad), expected,
+                               rtol=1e-6, atol=1e-8)
 
 
 def test_attention_grads_match_finite_differences():

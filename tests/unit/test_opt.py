@@ -46,9 +46,11 @@ def _programs():
         (Tensor(x).reshape(2, 3, 8, 12, 1).expand(2, 3, 8, 12, 2).reshape(2, 3, 8, 24) * 2,
          up * 2),
         # picks by index (D69): an indirect load whose row comes from data along any axis
-        # the decisions make lanes or tiles, and a reduce under `if` (a weight gradient)
+        # the decisions make lanes or tiles, and a reduce under `if` (a weight gradient's
+        # form, compared with values that are no range: against a range it is a scatter,
+        # D153, which no Kernel decides)
         (Tensor(r).gather(1, Tensor(gi)), np.take_along_axis(r, gi, 1)),
-        ((Tensor(ia).reshape(20, 1, 1) == Tensor.arange(12).reshape(1, 12, 1)).where(
+        ((Tensor(ia).reshape(20, 1, 1) == Tensor(np.arange(12)).reshape(1, 12, 1)).where(
             Tensor(gg).reshape(20, 1, 16), 0).sum(0),
          ((ia[:, None, None] == np.arange(12)[None, :, None]) * gg[:, None, :]).sum(0)),
     ]
