@@ -16,12 +16,12 @@ several steps pick accumulates them one after the other (no race, no atomics).
 from __future__ import annotations
 
 from codegen.helpers import prod
-from codegen.kernel import leaves
+from codegen.gather import depends
+from codegen.kernel import _pad_axis, leaves
 from codegen.lanes import along_lanes
 from codegen.linearizer import LinearKernel, Linearizer, LoopShape
 from codegen.ops import BinaryOps, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
 from codegen.scatter import scatter_axes
-from codegen.shape.shapetracker import ShapeTracker
 from codegen.shape.symbolic import Node, NumNode, Variable
 from codegen.target import Target
 from codegen.uops import UOp, UOps, dtype_of
@@ -41,31 +41,42 @@ class ScatterLinearizer(Linearizer):
         self.out_shape = out.st.shape
         full = tuple(self.out_shape[a] if a in self.row_axes else s for a, s in
                      enumerate(leaves(self.value)[0].arg.st.shape))
-        vector = self._group(target, out)
+        padded = self._group(target, out)
         sts = {id(leaf): leaf.arg.st for leaf in leaves(ast)}
-        super().__init__(LoopShape(ast, full, sts, lanes=self.unit if vector else 0),  # type: ignore[arg-type]
+        if self.last is not None and padded != self.out_shape[self.last]:
+            sts = {key: _pad_axis(st, self.last, padded) for key, st in sts.items()}
+            self.out_shape = sts[id(ast)].shape
+            full = full[:self.last] + (padded,) + full[self.last + 1:]
+        super().__init__(LoopShape(ast, full, sts, lanes=self.unit if self.unit > 1 else 0),  # type: ignore[arg-type]
                          target)
         self.point: list[Node] = []
 
-    def _group(self, target: Target, out: MemBuffer) -> bool:
+    def _group(self, target: Target, out: MemBuffer) -> int:
         """A group's columns along the last column axis wider than 1 (`last`): `copies`
-        of `unit` columns (a vector's lanes where the output is contiguous there and the
-        axis a multiple of them, else 1). Whether the unit is a vector."""
+        of `unit` columns, a vector's lanes where the output is contiguous there, else 1.
+        Vectors past the axis's end are masked where the offset is one for every lane
+        (the axis padded); else the lanes must divide it, as the copies of scalars do.
+        Returns the axis's size, padded."""
         wide = [a for a in self.col_axes if self.out_shape[a] > 1]
         self.last = wide[-1] if wide else None
         n = self.out_shape[self.last] if self.last is not None else 1
         w = target.vector_bits // (8 * out.dtype.itemsize)
-        vector = self.last is not None and w > 1 and n % w == 0 and \
+        contiguous = self.last is not None and w > 1 and n >= w and \
             out.st.real_strides()[self.last] == 1
-        self.unit = w if vector else 1
-        self.copies = max(c for c in range(1, _COPIES + 1) if (n // self.unit) % c == 0)
-        return vector
+        if contiguous and (n % w == 0 or not depends(self.offset_node, self.last)):
+            self.unit, vectors = w, -(-n // w)
+            # the fewest steps of (the copies' adds + an index's load, compare and offset)
+            self.copies = min(range(1, _COPIES + 1), key=lambda c: (-(-vectors // c) * (c + 2), -c))
+            return -(-vectors // self.copies) * self.copies * w
+        self.unit = 1
+        self.copies = max(c for c in range(1, _COPIES + 1) if n % c == 0)
+        return n
 
     def _idxs(self, pre: bool) -> list[Node]:
         return self.point
 
     def _name(self) -> str:
-        shape = [s for s in self.out_shape if s > 1] or [1]
+        shape = [s for s in self.ast.arg.st.shape if s > 1] or [1]
         summed = [self.k.full_shape[a] for a in self.sum_axes]
         return "S_" + "_".join(map(str, shape + summed))
 
@@ -149,11 +160,12 @@ class ScatterLinearizer(Linearizer):
         super()._begin(open_loops=False)
         return [prod(self._groups())], [1]
 
-    def _out_index(self, columns: dict[int, _Column], copy: int, rows: dict[int, Node]) -> Node:
-        """The output's index at a copy's columns, the rows at `rows` (else 0)."""
-        st: ShapeTracker = self.ast.arg.st
-        idx, _ = st.expr_idxs(self._out_point(columns, copy, rows))
-        return idx
+    def _out_index(self, columns: dict[int, _Column], copy: int,
+                   rows: dict[int, Node]) -> tuple[Node, Node]:
+        """The output's index and validity (false past a padded axis's end) at a copy's
+        columns, the rows at `rows` (else 0)."""
+        idx, valid = self.sts[id(self.ast)].expr_idxs(self._out_point(columns, copy, rows))
+        return idx, valid
 
     def _out_point(self, columns: dict[int, _Column], copy: int,
                    rows: dict[int, Node]) -> list[Node]:
@@ -162,29 +174,37 @@ class ScatterLinearizer(Linearizer):
                 columns[a](copy) if a in columns else NumNode(0)
                 for a in range(len(self.out_shape))]
 
-    def _get(self, idx: Node, offset: UOp) -> UOp:
+    def _get(self, at: tuple[Node, Node], offset: UOp) -> UOp:
         """The output at idx + offset: one vector where the lanes are contiguous and the
-        offset one scalar, else lane by lane."""
+        offset one scalar (masked past a padded axis's end), else lane by lane."""
         out: MemBuffer = self.ast.arg
+        idx, valid = at
         if self.lane is None:
             return self._load(out, idx, NumNode(1), offset=offset)
         at0 = along_lanes(idx, self.lane, self.lanes)
         if at0 is not None and dtype_of(offset).count == 1:
-            return self._load(out, at0, NumNode(1), self.lanes, offset=offset)
+            if valid.min == 1:
+                return self._load(out, at0, NumNode(1), self.lanes, offset=offset)
+            return self.g.add(UOps.LOAD, out.dtype.vec(self.lanes), (
+                self.bufs[out.idx], self._address(at0, offset),
+                self.widen(self._gate(valid), self.lanes)))
+        assert valid.min == 1, "lane by lane, the axis is not padded"
         return self.vectorize([self._load(out, idx.substitute({self.lane: k}), NumNode(1),
                                           offset=self._lane(offset, k))
                                for k in range(self.lanes)])
 
-    def _put(self, idx: Node, offset: UOp | None, value: UOp) -> None:
-        """Store value at idx + offset: as `_get` reads."""
+    def _put(self, at: tuple[Node, Node], offset: UOp | None, value: UOp) -> None:
+        """Store value at idx + offset: as `_get` reads (gated past a padded axis's end)."""
         buf = self.bufs[self.ast.arg.idx]
+        idx, valid = at
         if self.lane is None:
             self.g.add(UOps.STORE, None, (buf, self._address(idx, offset), value))
             return
         at0 = along_lanes(idx, self.lane, self.lanes)
         if at0 is not None and (offset is None or dtype_of(offset).count == 1):
+            gate = () if valid.min == 1 else (self.widen(self._gate(valid), self.lanes),)
             self.g.add(UOps.STORE, None, (buf, self._address(at0, offset),
-                                          self.widen(value, self.lanes)))
+                                          self.widen(value, self.lanes)) + gate)
             return
         for k in range(self.lanes):
             lane_offset = None if offset is None else self._lane(offset, k)
