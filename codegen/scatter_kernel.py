@@ -38,7 +38,7 @@ class ScatterLinearizer(Linearizer):
         self.start = ast.src[2] if len(ast.src) > 2 else None
         self.row_axes, self.col_axes, self.sum_axes = scatter_axes(ast)
         out: MemBuffer = ast.arg
-        self.out_shape = out.st.shape
+        self.out_shape: tuple[int, ...] = out.st.shape
         full = tuple(self.out_shape[a] if a in self.row_axes else s for a, s in
                      enumerate(leaves(self.value)[0].arg.st.shape))
         padded = self._group(target, out)
@@ -58,12 +58,11 @@ class ScatterLinearizer(Linearizer):
         (the axis padded); else the lanes must divide it, as the copies of scalars do.
         Returns the axis's size, padded."""
         wide = [a for a in self.col_axes if self.out_shape[a] > 1]
-        self.last = wide[-1] if wide else None
-        n = self.out_shape[self.last] if self.last is not None else 1
+        self.last = last = wide[-1] if wide else None
+        n: int = self.out_shape[last] if last is not None else 1
         w = target.vector_bits // (8 * out.dtype.itemsize)
-        contiguous = self.last is not None and w > 1 and n >= w and \
-            out.st.real_strides()[self.last] == 1
-        if contiguous and (n % w == 0 or not depends(self.offset_node, self.last)):
+        if last is not None and w > 1 and n >= w and out.st.real_strides()[last] == 1 and \
+                (n % w == 0 or not depends(self.offset_node, last)):
             self.unit, vectors = w, -(-n // w)
             # the fewest steps of (the copies' adds + an index's load, compare and offset)
             self.copies = min(range(1, _COPIES + 1), key=lambda c: (-(-vectors // c) * (c + 2), -c))
