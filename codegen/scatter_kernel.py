@@ -60,7 +60,7 @@ class ScatterLinearizer(Linearizer):
         wide = [a for a in self.col_axes if self.out_shape[a] > 1]
         self.last = last = wide[-1] if wide else None
         n: int = self.out_shape[last] if last is not None else 1
-        w = target.vector_bits // (8 * out.dtype.itemsize)
+        w = target.vector_bits // (8 * int(out.dtype.itemsize))
         if last is not None and w > 1 and n >= w and out.st.real_strides()[last] == 1 and \
                 (n % w == 0 or not depends(self.offset_node, last)):
             self.unit, vectors = w, -(-n // w)
