@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .model import Interp, Ref, Step
-from .oplib import small
+from .model import UNIT, Interp, Ref, Step, is_float
+from .oplib import fits, grid_exact, small
 from .ops_shape import OUT_OF_RANGE, _index_tensor, _movement
 
 
@@ -126,8 +126,61 @@ def draw_scatter(g):
     return g.add(Step("index", f"{x.name}.scatter({dim}, {idx.name}, {src.name})", ref, var))
 
 
+def draw_scatter_add(g):
+    """x.scatter_add(dim, idx, src) or x.index_add(dim, idx1d, src): src's values added
+    into x by index, a repeated index adding each time (a scatter kernel on a CPU, D153).
+    A float sum's error bound allows any order: (adds + 2) units of x's dtype times the
+    sum of the magnitudes reaching each element."""
+    x = g.var(lambda v: 1 <= v.ndim and v.numel > 0 and v.dtype not in ("bool", "bfloat16"))
+    if x is None:
+        return None
+    dim, whole = g.int(0, x.ndim - 1), g.chance(50)  # index_add: the index is 1-d
+    k = g.int(1, 6)
+    shape = tuple(k if d == dim else s if whole else g.int(1, s) for d, s in enumerate(x.shape))
+    if not small(shape):
+        return None
+    src = g.operand(lambda v, s=shape: v.shape == s and v.dtype == x.dtype, shape, x.dtype)
+    n = x.shape[dim]
+    bad = not g.grad and g.chance(OUT_OF_RANGE)
+    idx = _index_tensor(g, (k,) if whole else shape, n, False, bad)
+    grids = [t.grid if t.dtype.startswith("float") else 0 for t in (x, src)]
+    grid = None if None in grids else min(grids)
+    lo, hi = x.lo + k * min(src.lo, 0), x.hi + k * max(src.hi, 0)
+    if not fits(x.dtype, lo, hi):
+        return None
+    var = g.new(x.shape, x.dtype, lo, hi, [x, src, idx], grid=grid,
+                exact=grid_exact(x.dtype, grid, lo, hi, x, src))
+    if bad:
+        g.prog.bad_index.add(var.name)
+
+    def positions(i):
+        """Where each element of src adds: its own position with dim replaced by the index."""
+        full = np.broadcast_to(i.reshape((1,) * dim + (k,) + (1,) * (len(shape) - dim - 1)),
+                               shape) if whole else i
+        at = list(np.indices(shape))
+        at[dim] = np.clip(full, 0, n - 1)
+        return tuple(at)
+
+    def ref(interp: Interp, names=(x.name, src.name, idx.name)) -> Ref:
+        a, b = interp.env[names[0]], interp.cast(interp.env[names[1]], x.dtype)
+        at = positions(interp.env[names[2]].val.astype(np.int64))
+        z = a.val.astype(np.float64 if is_float(x.dtype) else a.val.dtype)
+        np.add.at(z, at, b.val)
+        if not is_float(x.dtype) or interp.fd or var.exact:
+            return interp.out(z, x.dtype, exact=var.exact)
+        count, mag, err = np.zeros(x.shape), np.abs(a.f64()), a.e().copy()
+        np.add.at(count, at, 1)
+        np.add.at(mag, at, np.abs(b.f64()))
+        np.add.at(err, at, b.e())
+        return interp.out(z, x.dtype, err + (count + 2) * UNIT[x.dtype] * mag)
+    call = f"index_add({dim}, {idx.name}, {src.name})" if whole else \
+        f"scatter_add({dim}, {idx.name}, {src.name})"
+    return g.add(Step("index", f"{x.name}.{call}", ref, var))
+
+
 OPS = [
     ("compat_view", "movement", draw_compat_view, True),
     ("unfold", "movement", draw_unfold, True),
     ("scatter", "index", draw_scatter, True),
+    ("scatter_add", "index", draw_scatter_add, True),
 ]
