@@ -195,7 +195,9 @@ def test_the_embedding_gradient_compares_no_row_with_every_token():
     from codegen.linearizer import linearize
     from runtimes import get_runtime
     emb = nn.Embedding(5000, 64)
-    (emb(Tensor(np.arange(3000) % 5000)) * Tensor(np.ones((3000, 64), np.float32))).sum().backward()
+    emb.weight = Tensor(np.ones((5000, 64), np.float32), device="CPU", requires_grad=True)
+    (emb(Tensor(np.arange(3000) % 5000, device="CPU")) *
+     Tensor(np.ones((3000, 64), np.float32), device="CPU")).sum().backward()
     target = get_runtime("CPU").renderer.target
     flops = [linearize(item.ast, target).flops for item in create_schedule([emb.weight.grad.lazydata])
              if item.ast is not None]
@@ -262,9 +264,10 @@ def test_a_width_no_multiple_of_the_lanes_stays_in_vectors(width):
     from codegen.target import with_fields
     from runtimes import get_runtime
     target = with_fields(get_runtime("CPU").renderer.target, "vector_bits=256")
-    emb = nn.Embedding(1000, width)
-    g = Tensor(np.ones((512, width), np.float32))
-    (emb(Tensor(np.arange(512) * 7 % 1000)) * g).sum().backward()
+    emb = nn.Embedding(1000, width)  # on the CPU whatever DEVICE says: a loop target's rule
+    emb.weight = Tensor(np.ones((1000, width), np.float32), device="CPU", requires_grad=True)
+    g = Tensor(np.ones((512, width), np.float32), device="CPU")
+    (emb(Tensor(np.arange(512) * 7 % 1000, device="CPU")) * g).sum().backward()
     asts = [i.ast for i in create_schedule([emb.weight.grad.lazydata]) if is_scatter(i.ast)]
     stores = [u for u in linearize(asts[0], target).uops if u.op is UOps.STORE]
     lanes = {u.src[2].dtype.count for u in stores}
