@@ -80,8 +80,7 @@ class ScatterLinearizer(Linearizer):
         return "S_" + "_".join(map(str, shape + summed))
 
     def linearize(self) -> LinearKernel:
-        launch = self._begin(open_loops=False)
-        self.lane = Variable("lane", 0, self.lanes - 1) if self.lanes else None
+        launch = self._begin(open_loops=False)  # (the lane variable, if any, too)
         columns = self._column_loop()
         self._fill(columns)
         self._add(columns)
