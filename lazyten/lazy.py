@@ -28,6 +28,9 @@ class LazyBuffer:
     # n where this realized base holds 0..n-1 (Tensor.arange): kernels that compare with it
     # may read what it picks directly (lazyten/indirect.py, D69)
     range_len = 0
+    # a realized base lazyten made for itself and never writes (an interpolation's weights,
+    # lazyten/resize.py): a traced Function may read it as a constant of its trace
+    frozen = False
     # traced graphs (lazyten/traced_graph.py, D80): on a forward's GRAPH node, the values
     # its graph computed in an earlier schedule (trace node id -> LazyBuffer), which a
     # later expansion reads instead of computing again; on such a value, (id of that

@@ -79,9 +79,9 @@ class Subgraph:
     """A traced Function over placeholders (CompositeOps.INPUT bases, `arg` the input's
     position; the gradient's is `n_inputs`): `forward`, then `gradients` (one Output per
     input, None where none is needed), `flags` (its index checks' flags), and `consts`,
-    the realized ranges (`Tensor.arange`'s, never written) its graph reads, which every
-    call's GRAPH nodes take as sources after the inputs. `reads_forward`: whether the gradients' graphs
-    read a node the forward computed."""
+    the realized ranges (`Tensor.arange`'s) and frozen constants (both never written) its
+    graph reads, which every call's GRAPH nodes take as sources after the inputs.
+    `reads_forward`: whether the gradients' graphs read a node the forward computed."""
     __slots__ = ("fn", "forward", "gradients", "flags", "consts", "nodes", "reads_forward",
                  "flips", "_held")
 
@@ -233,7 +233,7 @@ _LOADS = (LoadOps.CONST, LoadOps.CONTIGUOUS)
 class Walk:
     """The graph under `roots`, checked: `nodes` counts its nodes (bases and views),
     `computed` the ids of its computed bases, `flags` its index checks' flags (walked
-    too), `consts` its realized ranges.
+    too), `consts` its realized ranges and frozen constants.
     Raises NotTraceable where the graph cannot be rebuilt over other inputs."""
 
     def __init__(self, roots: list[LazyBuffer | None]):
@@ -252,7 +252,8 @@ class Walk:
                 stack.append(node._base)
                 continue
             if node.realized is not None:
-                if not node.range_len:  # a range is never written (Tensor.arange)
+                # a range (Tensor.arange) or a frozen constant is never written
+                if not node.range_len and not node.frozen:
                     raise NotTraceable(f"{node} is realized")
                 self.consts.append(node)
                 continue

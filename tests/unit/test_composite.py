@@ -68,3 +68,30 @@ def test_keyword_arguments_and_an_untraceable_body():
 def test_a_body_that_returns_no_tensor_says_so():
     with pytest.raises(TypeError, match="returns one Tensor"):
         Tensor(np.ones(3, np.float32)).apply(Composite, body=lambda x: (x, x))
+
+
+_READ: dict = {}
+
+
+def reads_constant(x):
+    """Reads a realized tensor that is none of its inputs (set in `_READ` by the test)."""
+    return (x * _READ["c"]).exp().sum(-1)
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_a_trace_reads_a_realized_constant_only_where_it_is_frozen(frozen):
+    """A realized buffer a trace reads could be written later (the trace would keep reading
+    the old one): refused, run as written. A frozen one (lazyten's own, never written:
+    interpolate's weights) becomes a constant of the trace, read by every call."""
+    n = 3 + frozen  # (one trace key per case: a refusal is remembered for its key)
+    c = Tensor(np.linspace(-1, 1, n, dtype=np.float32))
+    c.lazydata.base.frozen = frozen
+    _READ["c"] = c
+    for seed in range(2):
+        a = np.random.default_rng(seed).standard_normal((2, n)).astype(np.float32)
+        x = Tensor(a, requires_grad=True)
+        out = x.apply(Composite, body=reads_constant)
+        assert (out.lazydata.base.op is CompositeOps.GRAPH) == frozen
+        out.sum().backward()
+        np.testing.assert_allclose(out.numpy(), np.exp(a * c.numpy()).sum(-1), rtol=1e-6)
+        np.testing.assert_allclose(x.grad.numpy(), c.numpy() * np.exp(a * c.numpy()), rtol=1e-6)
