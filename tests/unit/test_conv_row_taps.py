@@ -36,8 +36,10 @@ def test_narrow_rows_are_unfolded(width, fires, cin):
     or within it: the input is unfolded and the conv's lanes run along its merged
     positions; rows of 7 (49 positions, no whole vectors) keep D66's channel lanes, rows
     of 16 their own lanes. The values match numpy."""
-    batch = 2 if not cin else -(-(1 << 24) // (128 * cin * 9 * width * width))  # 2^24 MACs
     cin = cin or past_l2(128)
+    # 2^24 multiply-adds or more, the rule's least (with a weight just past a 1 MB L2 two
+    # images of 4 x 4 are half of it: the batch follows the machine's L2)
+    batch = max(2, -(-(1 << 24) // (128 * cin * 9 * width * width)))
     xn, wn = rnd((batch, cin, width, width)), rnd((128, cin, 3, 3), seed=1) / 30
     out = Tensor(xn).conv2d(Tensor(wn), padding=1)
     if HOST16:
