@@ -13,7 +13,7 @@ from lazyten.schedule_item import ScheduleItem
 
 class Template:
     """A cached schedule: `items` with buffers as positions (`_template`), and `plan`,
-    what the engine keeps to launch it again without ScheduleItems (realize.py's Plan;
+    what the engine keeps to launch it again without ScheduleItems (plan.py's Plan;
     None until it has run once, False where it cannot have one)."""
     __slots__ = ("items", "plan")
 

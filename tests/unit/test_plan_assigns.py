@@ -1,4 +1,4 @@
-"""Plans with in-place updates (lazyten/realize.py `Plan._run_assigning`, D155): a cached
+"""Plans with in-place updates (lazyten/plan.py `Plan._run_assigning`, D155): a cached
 schedule with an ASSIGN runs from its plan, holding what the general path holds, so that
 copy on write decides as it does there. A generator of update programs (a target updated
 from itself, another tensor, a temporary only the graph holds, a second tensor of the
