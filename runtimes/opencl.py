@@ -109,8 +109,20 @@ class OpenCLCompiler(Compiler):
             program.build(options=self.options, devices=[dev])
         except cl.Error as e:
             log = program.get_build_info(dev, cl.program_build_info.LOG)
-            raise RuntimeError(f"OpenCL build failed: {e}\n--- build log ---\n{log}") from e
+            raise RuntimeError(build_failure(str(e), log)) from e
         return bytes(program.get_info(cl.program_info.BINARIES)[0])
+
+
+def build_failure(error: str, log: str) -> str:
+    """The message for a failed build: the driver's error and log, and where the log shows
+    a driver whose compiler does not know this CPU, what to install instead."""
+    message = f"OpenCL build failed: {error}\n--- build log ---\n{log}"
+    if "unknown target CPU" in log:
+        message += ("\nhint: this OpenCL driver's compiler does not know this CPU (the pocl 3.0 "
+                    "of pocl-binary-distribution, LLVM 14, predates AMD Zen 5): install a newer "
+                    "pocl, e.g. Debian's pocl-opencl-icd; `python tools/opencl_check.py` lists "
+                    "the devices that build")
+    return message
 
 
 class OpenCLProgram(Program):

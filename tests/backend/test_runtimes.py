@@ -41,6 +41,16 @@ def test_opencl_compile_error_shows_log_and_source():
     text = str(info.value)
     assert "undefined_name" in info.value.log        # the driver's build log
     assert "broken" in text and "   1 __kernel void broken" in text  # numbered source
+    assert "hint" not in text                       # an error in the source is not the driver's
+
+
+def test_opencl_driver_that_does_not_know_the_cpu_gets_a_hint():
+    # what pocl 3.0 (LLVM 14) logs on a CPU newer than its LLVM (AMD Zen 5): every build fails
+    from runtimes.opencl import build_failure
+    log = "error: unknown target CPU 'generic'\nDevice pthread-AMD EPYC failed to build the program"
+    text = build_failure("clBuildProgram failed: BUILD_PROGRAM_FAILURE", log)
+    assert log in text and "pocl-opencl-icd" in text and "tools/opencl_check.py" in text
+    assert "hint" not in build_failure("clBuildProgram failed", "error: use of undeclared identifier")
 
 
 def test_opencl_cache_key_names_device_and_driver():
