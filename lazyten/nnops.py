@@ -10,6 +10,7 @@ import math
 
 from codegen.dtypes import dtypes, promote
 from codegen.helpers import make_pair
+from lazyten.autograd.composite import Composite
 from lazyten.autograd.conv import Conv, ConvTranspose, dilate, transposed_weight
 from lazyten.autograd.matmul import Linear, Matmul
 from lazyten.autograd.norm import BatchNorm, LayerNorm
@@ -231,9 +232,11 @@ class NNMixin(TensorMixin):
         channels = (1, self.shape[1]) + (1,) * (self.ndim - 2)
         params = [p.reshape(channels) for p in (weight, bias) if p is not None]
         if self._one_layer_norm(params):
+            # the statistics as two traced calls (graph nodes: each is a few ops with their
+            # constants, and a small model's BatchNorm forward is mostly that Python)
             value = self.detach()
-            mean = value.mean(axes, keepdim=True)
-            var = (value - mean).square().mean(axes, keepdim=True)
+            mean = value.apply(Composite, body=_batch_mean, axes=axes)
+            var = value.apply(Composite, mean, body=_batch_variance, axes=axes)
             out = self.apply(BatchNorm, mean, var, *params, axes=axes, eps=eps,
                              affine=(weight is not None, bias is not None))
             return out, mean.reshape(self.shape[1]), var.reshape(self.shape[1])
@@ -284,6 +287,16 @@ class NNMixin(TensorMixin):
         ar = type(self).arange(num_classes, device=self.device)
         onehot = check_index(self.unsqueeze(-1) == ar, self, num_classes, "one_hot")
         return onehot.cast(dtypes.int64)
+
+
+def _batch_mean(x, axes: tuple[int, ...]):
+    """x's mean over `axes`, kept as size-1 axes (a BatchNorm's batch statistic)."""
+    return x.mean(axes, keepdim=True)
+
+
+def _batch_variance(x, mean, axes: tuple[int, ...]):
+    """x's biased variance over `axes` about `mean` (kept axes)."""
+    return (x - mean).square().mean(axes, keepdim=True)
 
 
 def _windows(src, kernel: tuple[int, ...], stride: tuple, dilation: tuple):

@@ -27,6 +27,7 @@ from lazyten.nn.container import ModuleDict, ModuleList, ParameterList, Sequenti
 from lazyten.nn.layers import *  # noqa: F401,F403
 from lazyten.nn.loss_layers import *  # noqa: F401,F403
 from lazyten.nn.recurrent import *  # noqa: F401,F403
+from lazyten.autograd.composite import Composite
 from lazyten.nn.module import Module, Parameter
 from lazyten.nn import utils  # noqa: F401  # nn.utils.clip_grad_norm_, as torch.nn.utils
 from lazyten.nn.params import (conv_padding as _conv_padding, filled as _filled,
@@ -147,7 +148,7 @@ class BatchNorm(Module):
     running_var: Tensor | None
     num_batches_tracked: Tensor | None
 
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True):
         super().__init__()
         self._training = None
@@ -186,18 +187,40 @@ class BatchNorm(Module):
         pending = [t for t in stats if not t.lazydata.is_realized]
         if pending:  # last step's update: finish it so the lazy graph never chains steps
             Tensor.realize(*pending)
-        unbiased = var * (count / (count - 1)) if count > 1 else var
-        m = self.momentum
+        factor = count / (count - 1) if count > 1 else 1.0  # the unbiased variance's
         with no_grad():
-            dtype = running_mean.dtype
-            running_mean.assign(running_mean * (1 - m) + mean.cast(dtype) * m)
-            running_var.assign(running_var * (1 - m) + unbiased.cast(dtype) * m)
+            # each statistic's update one traced call (a graph node, not about ten ops with
+            # their constants: a BatchNorm's forward in a small model is mostly this Python)
             tracked.assign(tracked + 1)
+            if self.momentum is None:  # PyTorch's cumulative average: weight 1 / batches seen
+                weight = tracked.cast(running_mean.dtype).reciprocal()
+                running_mean.assign(running_mean.apply(Composite, mean, weight, body=_averaged,
+                                                       factor=1.0))
+                running_var.assign(running_var.apply(Composite, var, weight, body=_averaged,
+                                                     factor=factor))
+                return
+            running_mean.assign(running_mean.apply(Composite, mean, body=_blended,
+                                                   momentum=self.momentum, factor=1.0))
+            running_var.assign(running_var.apply(Composite, var, body=_blended,
+                                                 momentum=self.momentum, factor=factor))
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
                 f"affine={self.weight is not None}, "
                 f"track_running_stats={self.running_mean is not None}")
+
+
+def _blended(running: Tensor, stat: Tensor, momentum: float, factor: float) -> Tensor:
+    """A running statistic's update, as PyTorch's: running * (1 - momentum) + stat * factor
+    * momentum (`factor` n / (n - 1) makes a variance unbiased), in the running dtype."""
+    stat = stat * factor if factor != 1.0 else stat
+    return running * (1 - momentum) + stat.cast(running.dtype) * momentum
+
+
+def _averaged(running: Tensor, stat: Tensor, weight: Tensor, factor: float) -> Tensor:
+    """`_blended` with the momentum a 0-d tensor (momentum=None: 1 / batches seen)."""
+    stat = stat * factor if factor != 1.0 else stat
+    return running * (1 - weight) + stat.cast(running.dtype) * weight
 
 
 class BatchNorm1d(BatchNorm):

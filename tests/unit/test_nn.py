@@ -143,6 +143,23 @@ def np_batchnorm(x, axes, eps=1e-5):
     return (x - mean) / np.sqrt(var + eps)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_batchnorm_cumulative_average_without_momentum(training, dtype):
+    # momentum=None: PyTorch's cumulative moving average, each batch weighted 1 / batches seen
+    bn = nn.BatchNorm1d(4, momentum=None)
+    run_mean, run_var = np.zeros(4), np.ones(4)
+    for n in range(1, 5):
+        x = (rnd(6 + n, 4, seed=n) * n + n).astype(dtype)
+        bn(Tensor(x))
+        x64 = x.astype(np.float64)
+        run_mean += (x64.mean(0) - run_mean) / n
+        run_var += (x64.var(0, ddof=1) - run_var) / n
+        tol = 2e-3 if dtype == np.float16 else 1e-5
+        np.testing.assert_allclose(bn.running_mean.numpy(), run_mean, rtol=tol, atol=tol)
+        np.testing.assert_allclose(bn.running_var.numpy(), run_var, rtol=tol, atol=tol)
+    assert bn.num_batches_tracked.item() == 4
+
+
 def test_batchnorm2d_train_and_eval(training):
     bn = nn.BatchNorm2d(3, momentum=0.2)
     bn.weight.assign(Tensor(np.array([1.0, 2.0, 0.5], np.float32))).realize()
