@@ -9,7 +9,9 @@ import functools
 from codegen.dtypes import dtypes, promote, scalar_result
 from codegen.ops import BinaryOps
 from lazyten.aliases import keywords
+from lazyten import activation_bodies as A
 from lazyten.autograd import primitives as F
+from lazyten.autograd.composite import Composite
 from lazyten.autograd.special import Pow, Special
 from lazyten.errors import ArgumentError, DTypeError, ShapeError
 from lazyten.lazy import LazyBuffer
@@ -376,23 +378,12 @@ class ElementwiseMixin(TensorMixin):
     def sigmoid(self): return self._opmath(lambda x: x.apply(F.Sigmoid))
     def tanh(self): return self._opmath(lambda x: x.apply(F.Tanh))
     def relu6(self): return self.hardtanh(0, 6)
-    def leakyrelu(self, neg_slope: float = 0.01): return self.relu() - (-neg_slope * self).relu()
-    def elu(self, alpha: float = 1.0):
-        """x above 0, alpha * (e^x - 1) below: expm1 keeps tiny |x| relatively exact (e^x - 1
-        was 0 for x = -3e-9), and e^x of x clamped to <= 0 never overflows (its gradient,
-        0 * inf where x > 88, was NaN); a where clamps, so d/dx at 0 is alpha, not split."""
-        return self._opmath(lambda x: (x > 0).where(x, alpha * _nonpositive(x).expm1()))
-    def celu(self, alpha: float = 1.0):
-        return self._opmath(lambda x: (x > 0).where(x, alpha * (_nonpositive(x) / alpha).expm1()))
-    def softplus(self, beta: float = 1.0):
-        """log(1 + e^(bx)) / b as max(bx, 0) + log1p(e^-|bx|): no overflow, and log1p keeps
-        the tiny values of bx << 0 (log(1 + e^-20) was 0). maximum (not relu) splits the
-        gradient at the kink, so d/dx at 0 is 0.5 as it should be."""
-        def fn(x):
-            bx = x * beta
-            return (bx.maximum(0) + (-bx.abs()).exp().log1p()) / beta
-        return self._opmath(fn)
-    def softsign(self): return self._opmath(lambda x: x / (1 + x.abs()))
+    def leakyrelu(self, neg_slope: float = 0.01):
+        return self._activation(A.leakyrelu, neg_slope=neg_slope)
+    def elu(self, alpha: float = 1.0): return self._activation(A.elu, alpha=alpha)
+    def celu(self, alpha: float = 1.0): return self._activation(A.celu, alpha=alpha)
+    def softplus(self, beta: float = 1.0): return self._activation(A.softplus, beta=beta)
+    def softsign(self): return self._activation(A.softsign)
     def gelu(self, approximate: str = "none"):
         """x * Phi(x), Phi the normal CDF (as 0.5 * erfc(-x / sqrt 2): no cancellation for
         x << 0), with PyTorch's gradient Phi(x) + x phi(x) (one traced node each way,
@@ -404,18 +395,19 @@ class ElementwiseMixin(TensorMixin):
             raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
         return self._opmath(lambda x: x.apply(Special, value=gelu, slope=gelu_slope,
                                               tensor=type(x)))
-    def quick_gelu(self): return self._opmath(lambda x: x * (x * 1.702).sigmoid())
-    def mish(self): return self._opmath(lambda x: x * x.softplus().tanh())
-    def swish(self): return self._opmath(lambda x: x * x.sigmoid())
+    def quick_gelu(self): return self._activation(A.quick_gelu)
+    def mish(self): return self._activation(A.mish)
+    def swish(self): return self._activation(A.swish)
     silu = swish
     def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5):
-        """clip(alpha x + beta, 0, 1), computed as (x + beta / alpha) / (1 / alpha): PyTorch's
-        relu6(x + 3) / 6 for the defaults; alpha x + beta cancels near x = -3 (8192 ulps)."""
-        if not alpha:
-            return self._opmath(lambda x: (x * 0 + beta).relu().minimum(1))
-        return self._opmath(lambda x: ((x + beta / alpha) / (1 / alpha)).relu().minimum(1))
-    def hardswish(self):  # x * (relu6(x + 3) / 6): x * 6 would overflow for x near the max
-        return self._opmath(lambda x: x * ((x + 3).relu6() / 6))
+        return self._activation(A.hardsigmoid, alpha=alpha, beta=beta)
+    def hardswish(self): return self._activation(A.hardswish)
+
+    def _activation(self, body, **kwargs):
+        """An activation of several ops (activation_bodies.py) as one traced call, on this
+        tensor as a float (halves through float32, `_opmath`)."""
+        return self._opmath(lambda x: x.apply(Composite, body=body, **kwargs))
+
     def hardtanh(self, min_val: float = -1, max_val: float = 1):
         """clip(x, min_val, max_val), with PyTorch's hardtanh gradient: 1 strictly inside
         the bounds, 0 at them (clamp's includes them)."""
@@ -424,11 +416,6 @@ class ElementwiseMixin(TensorMixin):
             return out
         return self._inside(min_val, max_val, strict=True).where(self, out.detach())
     def lerp(self, end, weight): return self + (end - self) * weight
-
-
-def _nonpositive(x):
-    """x where x <= 0, else 0 (the gradient is x's there, whole, at 0 too)."""
-    return (x > 0).where(0.0, x)
 
 
 def _py_dtype(value):
