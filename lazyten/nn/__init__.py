@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from codegen.helpers import make_pair, prod
+from lazyten.autograd.composite import Composite
 from lazyten.nn.functional import (avg_pool2d, binary_cross_entropy,  # re-exported
                                    binary_cross_entropy_with_logits, cross_entropy,
                                    max_pool2d, mse_loss)
@@ -27,7 +28,6 @@ from lazyten.nn.container import ModuleDict, ModuleList, ParameterList, Sequenti
 from lazyten.nn.layers import *  # noqa: F401,F403
 from lazyten.nn.loss_layers import *  # noqa: F401,F403
 from lazyten.nn.recurrent import *  # noqa: F401,F403
-from lazyten.autograd.composite import Composite
 from lazyten.nn.module import Module, Parameter
 from lazyten.nn import utils  # noqa: F401  # nn.utils.clip_grad_norm_, as torch.nn.utils
 from lazyten.nn.params import (conv_padding as _conv_padding, filled as _filled,
