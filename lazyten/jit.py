@@ -183,6 +183,7 @@ class _Replay:
         self.outputs = outputs  # the capture's: each call gets new ones like them
         self.graph: Any = None  # the launches as one device graph (CUDA), once built
         self.launchers: list[Any] | None = None  # each kernel step's launcher, once made
+        self.serial: list[Any] = []  # and its serial launcher (made with them)
         # with CPU kernels near the thread bound: split or serial, timed over whole
         # replays (D134), made with the launchers
         self.threads: SequenceChoice | None = None
@@ -231,12 +232,17 @@ class _Replay:
                 step.spec.global_size, step.spec.local_size) for step, _ in self.steps]
             self.threads = sequence_choice(step.program for step, _ in self.steps
                                            if step.spec is not None)
+            # (each kernel's serial launcher, for the runs `threads` makes serial, D134)
+            self.serial = self.launchers if self.threads is None else [
+                None if step.spec is None else cast(Any, step.program).serial_launcher(
+                    step.spec.global_size, step.spec.local_size) for step, _ in self.steps]
         way, start = self.threads.begin() if self.threads is not None and not timing \
             else (True, 0.0)
         kernels = flops = mem = 0
         finished = False
         try:
-            for (step, patches), launcher in zip(self.steps, self.launchers):
+            for (step, patches), launcher in zip(self.steps,
+                                                 self.launchers if way else self.serial):
                 buffers = step.buffers
                 if patches:
                     buffers = list(buffers)

@@ -31,13 +31,16 @@ class Plan:
     loaded while the schedule is cached (SCHEDULE_CACHE bounds both). `threads`: with
     CPU kernels near the thread bound, whether they choose their ways or run serial,
     timed over whole runs (D134)."""
-    __slots__ = ("steps", "settings", "costs", "flops", "mem", "threads", "assigns")
+    __slots__ = ("steps", "settings", "costs", "flops", "mem", "threads", "assigns", "serial")
 
     def __init__(self, steps: list[tuple], settings: str, costs: list[tuple[int, int]],
-                 threads: SequenceChoice | None = None, assigns: frozenset[int] = frozenset()):
+                 threads: SequenceChoice | None = None, assigns: frozenset[int] = frozenset(),
+                 serial: list[tuple] | None = None):
         self.steps, self.settings, self.costs = steps, settings, costs  # costs: (flops, bytes)
         self.flops, self.mem = sum(c[0] for c in costs), sum(c[1] for c in costs)
         self.threads = threads
+        # the steps with each kernel's serial launcher, for the runs `threads` makes serial
+        self.serial = serial if serial is not None else steps
         self.assigns = assigns  # the steps that write their output into its target's memory
 
     @staticmethod
@@ -47,6 +50,7 @@ class Plan:
         if not len(items) == len(programs) == len(schedule):
             return False
         steps: list[tuple] = []
+        serial: list[tuple] = []
         costs: list[tuple[int, int]] = []
         assigns: list[int] = []
         for (ast, out, inputs, new), found, item in zip(items, programs, schedule):
@@ -63,13 +67,15 @@ class Plan:
             # from a window, D120)
             moves = tuple([(k + 1, s) for k, s in enumerate(item.shifts) if s])
             shifted = (cast(Any, memory.runtime.allocator).offset, moves) if moves else None
-            steps.append((program.launcher(spec.global_size, spec.local_size), out,
-                          tuple(inputs), memory.runtime, memory.size, memory.dtype,
-                          memory.runtime.allocator.alloc, memory.nbytes or 1,
-                          node.index_check is not None if out >= 0 else
-                          None if new[5] is None else (*new[5], node.shape), shifted))
-        return Plan(steps, opt_settings(), costs, sequence_choice(p for _, p in programs),
-                    frozenset(assigns))
+            rest = (out, tuple(inputs), memory.runtime, memory.size, memory.dtype,
+                    memory.runtime.allocator.alloc, memory.nbytes or 1,
+                    node.index_check is not None if out >= 0 else
+                    None if new[5] is None else (*new[5], node.shape), shifted)
+            steps.append((program.launcher(spec.global_size, spec.local_size), *rest))
+            serial.append((program.serial_launcher(spec.global_size, spec.local_size), *rest))
+        threads = sequence_choice(p for _, p in programs)
+        return Plan(steps, opt_settings(), costs, threads, frozenset(assigns),
+                    serial if threads is not None else None)
 
     def run(self, nodes: list[LazyBuffer]) -> None:
         """Launch every step on this graph's bases, as run_schedule would, the way
@@ -86,7 +92,7 @@ class Plan:
         ran = 0
         try:
             for launch, out, inputs, runtime, size, dtype, alloc, nbytes, after, shifted \
-                    in self.steps:
+                    in (self.steps if way else self.serial):
                 memory = Buffer(runtime, size, dtype)  # (allocated here: ensure_allocated
                 memory._buf = alloc(nbytes)            # inlined, this runs once per kernel)
                 memories = [memory._buf]
@@ -139,7 +145,7 @@ class Plan:
         ran = 0
         try:
             for k, (launch, _, _, runtime, size, dtype, alloc, nbytes, after, shifted) \
-                    in enumerate(self.steps):
+                    in enumerate(self.steps if way else self.serial):
                 node, reads, graph = held.pop()
                 # (the output's memory goes first; `reads` holds the inputs until the step
                 # has run, as a ScheduleItem does: an input only the graph held would be

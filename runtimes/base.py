@@ -308,6 +308,11 @@ class Program:
         cheaper than a call with keywords."""
         return functools.partial(self, global_size=global_size, local_size=local_size)
 
+    def serial_launcher(self, global_size: list[int], local_size: list[int]) -> Callable[..., Any]:
+        """`launcher` for a run of a sequence that chose to run every kernel on the calling
+        thread (D134): a runtime without that choice gives its launcher."""
+        return self.launcher(global_size, local_size)
+
 
 class Runtime:
     """One device: its allocator, compiler, Program maker and renderer. `program(spec,

@@ -149,6 +149,18 @@ class CPUProgram(Program):
             return lambda *bufs, _keep=self: fn(*[b[1] for b in bufs], *bounds)
         return functools.partial(self.split, global_size[0])
 
+    def serial_launcher(self, global_size: list[int], local_size: list[int]) -> Callable[..., Any]:
+        """`launcher` for a run of a sequence that runs serial (SEQUENCE.serial, D134): the
+        kernel's own launcher over its whole outer loop, so no Python (`split`, `here`)
+        runs between the plan and the kernel."""
+        if not self.threaded or self.native is None:
+            if not self.threaded:
+                return self.launcher(global_size, local_size)
+            return lambda *bufs, _n=global_size[0]: self.here(bufs, _n)
+        call = functools.partial(self.native, self.address, 0, global_size[0])
+        call.program = self  # type: ignore[attr-defined]  # (its code lives while it does)
+        return call
+
     def choose(self, bufs: tuple, n: int, threads: int, spin_us: int) -> None:
         """A call of a kernel near the thread bound, the way its ThreadChoice picks (the one
         for the workers' state: spinning, or asleep so that a split would wake them, D97;

@@ -117,3 +117,40 @@ def test_a_jit_replay_chosen_serial_runs_no_kernel_on_the_workers(crew_jobs):
             out = step(Tensor(other))
             np.testing.assert_allclose(out.numpy(), expected(other), rtol=1e-5)
         assert crew_jobs == []
+
+
+
+def refuse_python_launches(monkeypatch) -> None:
+    """From now on, fail any launch of a CPU kernel through Python (`split`, `here`)."""
+    from runtimes.cpu_llvm import CPUProgram
+
+    def refuse(self, *args, **kwargs):
+        raise AssertionError("a serial run went through Python to launch a kernel")
+    monkeypatch.setattr(CPUProgram, "split", refuse)
+    monkeypatch.setattr(CPUProgram, "here", refuse)
+
+
+def test_a_plan_or_replay_chosen_serial_calls_each_kernel_natively(monkeypatch):
+    """A serial run calls each kernel's own launcher over its whole outer loop, with no
+    Python deciding, per launch, to run it here (bilstm's step: 236 such launches a step);
+    the values are the same."""
+    data = rows(512)
+    x = Tensor(data).realize()
+
+    @jit
+    def step(x):
+        return centred_exp(x)
+    with Context(THREADS=2):
+        plan = plan_of(x)
+        for _ in range(3):
+            step(Tensor(data))
+        replay = step._replay
+        assert replay is not None and replay.threads is not None
+        decided(plan.threads, split=False)
+        decided(replay.threads, split=False)
+        refuse_python_launches(monkeypatch)
+        for seed in range(3):
+            other = rows(512, seed=seed + 7)
+            np.testing.assert_allclose(centred_exp(Tensor(other).realize()).numpy(),
+                                       expected(other), rtol=1e-5)
+            np.testing.assert_allclose(step(Tensor(other)).numpy(), expected(other), rtol=1e-5)
