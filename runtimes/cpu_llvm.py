@@ -97,10 +97,8 @@ class CPUProgram(Program):
 
     def __call__(self, *bufs, global_size, local_size, wait=False):
         start = time.perf_counter() if wait else 0.0
-        if not self.threaded:
-            self.here(bufs, 0)
-        elif self.serial:
-            self.here(bufs, global_size[0])
+        if not self.threaded or self.serial:
+            self.here(bufs, global_size[0])  # (n is read only with thread bounds)
         else:
             self.split(global_size[0], *bufs)
         return time.perf_counter() - start if wait else None
@@ -131,35 +129,26 @@ class CPUProgram(Program):
             self.fn(*[b[1] for b in bufs])
 
     def launcher(self, global_size: list[int], local_size: list[int]) -> Callable[..., Any]:
-        """What the engine's plans call with the buffers' memory: where no call decides
-        anything (a kernel without thread bounds, or one too small for two threads:
-        `serial` is fixed when the program is made) the kernel's own launcher, else
-        `split` with the size of its outer loop. The launcher holds this program
-        (`program`): its code lives as long as its engine does, and a plan may outlive
-        the program cache's entry (called after its engine had gone, it crashed the
-        process). With a native launcher it is a partial of the builtin: no Python runs
-        between the plan and the kernel."""
+        """What the engine's plans call with the buffers' memory: the kernel's own launcher
+        where no call decides anything (no thread bounds, or too small for two threads),
+        else `split` with the size of its outer loop. A launcher holds this program: a plan
+        may outlive the program cache's entry (called after its engine had gone, it
+        crashed the process)."""
         if not self.threaded or self.serial:
-            bounds = (0, global_size[0]) if self.threaded else ()
-            if self.native is not None:
-                call = functools.partial(self.native, self.address, *bounds)
-                call.program = self  # type: ignore[attr-defined]
-                return call
-            fn = self.fn
-            return lambda *bufs, _keep=self: fn(*[b[1] for b in bufs], *bounds)
+            return self.serial_launcher(global_size, local_size)
         return functools.partial(self.split, global_size[0])
 
     def serial_launcher(self, global_size: list[int], local_size: list[int]) -> Callable[..., Any]:
-        """`launcher` for a run of a sequence that runs serial (SEQUENCE.serial, D134): the
-        kernel's own launcher over its whole outer loop, so no Python (`split`, `here`)
-        runs between the plan and the kernel."""
-        if not self.threaded or self.native is None:
-            if not self.threaded:
-                return self.launcher(global_size, local_size)
-            return lambda *bufs, _n=global_size[0]: self.here(bufs, _n)
-        call = functools.partial(self.native, self.address, 0, global_size[0])
-        call.program = self  # type: ignore[attr-defined]  # (its code lives while it does)
-        return call
+        """The kernel's own launcher over its whole outer loop (a partial of the native
+        builtin: no Python runs between the plan and the kernel), also what a sequence
+        run serial calls (D134, D157)."""
+        bounds = (0, global_size[0]) if self.threaded else ()
+        if self.native is not None:
+            call = functools.partial(self.native, self.address, *bounds)
+            call.program = self  # type: ignore[attr-defined]
+            return call
+        fn = self.fn
+        return lambda *bufs, _keep=self: fn(*[b[1] for b in bufs], *bounds)
 
     def choose(self, bufs: tuple, n: int, threads: int, spin_us: int) -> None:
         """A call of a kernel near the thread bound, the way its ThreadChoice picks (the one
