@@ -17,11 +17,10 @@ import math
 import numpy as np
 
 from codegen.helpers import make_pair, prod
-from lazyten.autograd.composite import Composite
 from lazyten.nn.functional import (avg_pool2d, binary_cross_entropy,  # re-exported
                                    binary_cross_entropy_with_logits, cross_entropy,
                                    max_pool2d, mse_loss)
-from lazyten.nn.functional_layers import embedding
+from lazyten.nn.functional_layers import embedding, update_running
 from lazyten.nn import activations, layers, loss_layers, recurrent, shape_layers
 from lazyten.nn.activations import *  # noqa: F401,F403
 from lazyten.nn.container import ModuleDict, ModuleList, ParameterList, Sequential
@@ -187,40 +186,14 @@ class BatchNorm(Module):
         pending = [t for t in stats if not t.lazydata.is_realized]
         if pending:  # last step's update: finish it so the lazy graph never chains steps
             Tensor.realize(*pending)
-        factor = count / (count - 1) if count > 1 else 1.0  # the unbiased variance's
         with no_grad():
-            # each statistic's update one traced call (a graph node, not about ten ops with
-            # their constants: a BatchNorm's forward in a small model is mostly this Python)
             tracked.assign(tracked + 1)
-            if self.momentum is None:  # PyTorch's cumulative average: weight 1 / batches seen
-                weight = tracked.cast(running_mean.dtype).reciprocal()
-                running_mean.assign(running_mean.apply(Composite, mean, weight, body=_averaged,
-                                                       factor=1.0))
-                running_var.assign(running_var.apply(Composite, var, weight, body=_averaged,
-                                                     factor=factor))
-                return
-            running_mean.assign(running_mean.apply(Composite, mean, body=_blended,
-                                                   momentum=self.momentum, factor=1.0))
-            running_var.assign(running_var.apply(Composite, var, body=_blended,
-                                                 momentum=self.momentum, factor=factor))
+        update_running(running_mean, running_var, mean, var, count, self.momentum, tracked)
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
                 f"affine={self.weight is not None}, "
                 f"track_running_stats={self.running_mean is not None}")
-
-
-def _blended(running: Tensor, stat: Tensor, momentum: float, factor: float) -> Tensor:
-    """A running statistic's update, as PyTorch's: running * (1 - momentum) + stat * factor
-    * momentum (`factor` n / (n - 1) makes a variance unbiased), in the running dtype."""
-    stat = stat * factor if factor != 1.0 else stat
-    return running * (1 - momentum) + stat.cast(running.dtype) * momentum
-
-
-def _averaged(running: Tensor, stat: Tensor, weight: Tensor, factor: float) -> Tensor:
-    """`_blended` with the momentum a 0-d tensor (momentum=None: 1 / batches seen)."""
-    stat = stat * factor if factor != 1.0 else stat
-    return running * (1 - weight) + stat.cast(running.dtype) * weight
 
 
 class BatchNorm1d(BatchNorm):

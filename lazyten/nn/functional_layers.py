@@ -10,6 +10,7 @@ import numpy as np
 
 from codegen.helpers import make_pair
 from codegen.dtypes import dtypes
+from lazyten.autograd.composite import Composite
 from lazyten.index_check import check_index
 from lazyten.nn.params import conv_padding
 from lazyten.tensor import Tensor, no_grad
@@ -172,7 +173,7 @@ def _channel_shape(input: Tensor) -> tuple[int, ...]:
 
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
                weight: Tensor | None = None, bias: Tensor | None = None,
-               training: bool = False, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+               training: bool = False, momentum: float | None = 0.1, eps: float = 1e-5) -> Tensor:
     """Normalise over every dim but 1 with the batch's statistics (training, updating the
     running ones in place when given) or the running ones."""
     if input.ndim < 2:
@@ -180,19 +181,50 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     if training:
         out, mean, var = input._batch_norm_train(weight, bias, eps)
         if running_mean is not None and running_var is not None:
-            count = input.numel() // input.shape[1]
-            unbiased = var * (count / (count - 1)) if count > 1 else var
-            with no_grad():
-                running_mean.assign(running_mean * (1 - momentum) +
-                                    mean.cast(running_mean.dtype) * momentum)
-                running_var.assign(running_var * (1 - momentum) +
-                                   unbiased.cast(running_var.dtype) * momentum)
+            if momentum is None:
+                raise ValueError("batch_norm: momentum=None (a cumulative average) needs the "
+                                 "number of batches seen: use nn.BatchNorm*d(momentum=None)")
+            update_running(running_mean, running_var, mean, var,
+                           input.numel() // input.shape[1], momentum)
         return out
     if running_mean is None or running_var is None:
         raise ValueError("batch_norm without training needs running_mean and running_var")
     mean, var = running_mean, running_var
     invstd = (var + eps).rsqrt()
     return input.batchnorm(weight, bias, mean.cast(input.dtype), invstd.cast(input.dtype))
+
+
+def update_running(running_mean: Tensor, running_var: Tensor, mean: Tensor, var: Tensor,
+                   count: int, momentum: float | None, batches: Tensor | None = None) -> None:
+    """BatchNorm's running statistics updated in place from a batch of `count` values per
+    channel, as PyTorch's: running (1 - m) + stat m, the variance unbiased; `momentum`
+    None: the cumulative average, m = 1 / `batches` (the batches seen, this one counted).
+    Each update is one traced call (a graph node, not about ten ops with constants, D156)."""
+    factor = count / (count - 1) if count > 1 else 1.0
+    pairs = ((running_mean, mean, 1.0), (running_var, var, factor))
+    with no_grad():
+        if momentum is None:
+            assert batches is not None, "the cumulative average needs the batches seen"
+            weight = batches.cast(running_mean.dtype).reciprocal()
+            for running, stat, f in pairs:
+                running.assign(running.apply(Composite, stat, weight, body=_averaged, factor=f))
+            return
+        for running, stat, f in pairs:
+            running.assign(running.apply(Composite, stat, body=_blended, momentum=momentum,
+                                         factor=f))
+
+
+def _blended(running: Tensor, stat: Tensor, momentum: float, factor: float) -> Tensor:
+    """One running statistic's update: running (1 - momentum) + stat factor momentum (in
+    the ops' order before D156, so the values are the same), in the running dtype."""
+    stat = stat * factor if factor != 1.0 else stat
+    return running * (1 - momentum) + stat.cast(running.dtype) * momentum
+
+
+def _averaged(running: Tensor, stat: Tensor, weight: Tensor, factor: float) -> Tensor:
+    """`_blended` with the momentum a 0-d tensor (momentum=None: 1 / batches seen)."""
+    stat = stat * factor if factor != 1.0 else stat
+    return running * (1 - weight) + stat.cast(running.dtype) * weight
 
 
 def _affine(out: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:

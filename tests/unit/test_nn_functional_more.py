@@ -226,6 +226,8 @@ def test_batch_norm_train_updates_running_stats_and_eval_uses_them():
     ref = (x - rm.numpy()[:, None]) / np.sqrt(rv.numpy()[:, None] + 1e-5) * w[:, None] + b[:, None]
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-9)
     check_grad(lambda t, s, c: F.batch_norm(t, None, None, s, c, training=True), x, w, b)
+    with pytest.raises(ValueError, match="momentum=None"):
+        F.batch_norm(Tensor(x), rm, rv, training=True, momentum=None)
 
 
 def test_embedding_and_convs():
