@@ -56,6 +56,12 @@ def _kept(ctx: Function) -> list[LazyBuffer]:
     return out
 
 
+def keeps_nothing(ctx: Function) -> list[LazyBuffer]:
+    """`held_values` of a Function that keeps no values for its backward (a view's keeps
+    shapes and arguments): `hold` and `release` then look at nothing."""
+    return []
+
+
 def hold(ctx: Function) -> None:
     """Count the values a recorded Function keeps until its backward is built: a kernel
     that computes one on the way to something else stores it (lazyten/schedule.py, rule

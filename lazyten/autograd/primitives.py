@@ -10,7 +10,7 @@ import math
 
 from codegen.dtypes import dtypes
 from codegen.ops import BinaryOps, LoadOps, ReduceOps, TernaryOps, UnaryOps
-from lazyten.autograd.function import Function
+from lazyten.autograd.function import Function, keeps_nothing
 from lazyten.autograd.stable import stable_values
 from lazyten.autograd.tanh import Tanh  # noqa: F401  (a unary primitive: F.Tanh)
 from lazyten.lazy import LazyBuffer
@@ -305,6 +305,7 @@ class Max(Function):
 
 # ---- movement ----
 class Reshape(Function):
+    held_values = keeps_nothing  # (a view: its backward reads no values)
     def forward(self, x, shape):
         self.input_shape = x.shape
         return x.reshape(shape)
@@ -314,6 +315,7 @@ class Reshape(Function):
 
 
 class Permute(Function):
+    held_values = keeps_nothing  # (a view: its backward reads no values)
     def forward(self, x, order):
         self.order = order
         return x.permute(order)
@@ -324,6 +326,7 @@ class Permute(Function):
 
 
 class Expand(Function):
+    held_values = keeps_nothing  # (a view: its backward reads no values)
     def forward(self, x, shape):
         self.input_shape = x.shape
         return x.expand(shape)
@@ -334,6 +337,7 @@ class Expand(Function):
 
 
 class Pad(Function):
+    held_values = keeps_nothing  # (a view: its backward reads no values)
     def forward(self, x, arg):
         self.shape, self.arg = x.shape, arg  # (the shrink back is worked out only if needed)
         return x.pad(arg)
@@ -346,6 +350,7 @@ class Shrink(Function):
     """A window of each axis, then (`shape`) a reshape of it: an int index or a piece of
     unbind drops its axis in the same node (one Function, where a Shrink and a Reshape
     would be two, forward and backward)."""
+    held_values = keeps_nothing  # (a view: its backward reads no values)
     def forward(self, x, arg, shape=None):
         self.shape, self.arg = x.shape, arg  # (the pad back is worked out only if needed)
         return x.shrink(arg) if shape is None else x.shrink(arg).reshape(shape)
@@ -358,6 +363,7 @@ class Shrink(Function):
 
 
 class Flip(Function):
+    held_values = keeps_nothing  # (a view: its backward reads no values)
     def forward(self, x, axis):
         self.arg = tuple(-1 if i in axis else 1 for i in range(len(x.shape)))
         return x.stride(self.arg)
