@@ -113,3 +113,26 @@ def test_gradients_match_numpy_with_the_forward_realized_first(width, act, bias)
     if bias:
         np.testing.assert_allclose(b.grad.numpy(), g.sum(0), rtol=1e-4,
                                    atol=1e-5 * np.abs(g.sum(0)).max())
+
+
+def test_functions_that_say_they_keep_nothing_keep_no_values():
+    """A Function with `held_values = keeps_nothing` (the views, D158) is skipped by `hold`:
+    each one's recorded ctx, walked the general way, must hold no LazyBuffer, else a value
+    its backward reads would go uncounted (D146)."""
+    from lazyten.autograd import primitives
+    from lazyten.autograd.function import Function, keeps_nothing
+    from lazyten.lazy import LazyBuffer
+    calls = {"Reshape": lambda t: t.reshape(6, 5), "Permute": lambda t: t.permute(1, 0),
+             "Expand": lambda t: t.reshape(1, 5, 6).expand(3, 5, 6),
+             "Pad": lambda t: t.pad(((1, 2), (0, 3))), "Shrink": lambda t: t[1:4, 2:],
+             "Flip": lambda t: t.flip(0)}
+    declared = {name for name, cls in vars(primitives).items() if isinstance(cls, type)
+                and issubclass(cls, Function) and cls.held_values is keeps_nothing}
+    assert declared == set(calls)  # (a new one needs a call here)
+    x = Tensor(np.random.default_rng(0).standard_normal((5, 6)), requires_grad=True)
+    for name, call in calls.items():
+        ctx = call(x)._ctx
+        assert type(ctx).__name__ == name
+        found = [v for v in vars(ctx).values() if isinstance(v, LazyBuffer) or
+                 (isinstance(v, (tuple, list)) and any(isinstance(i, LazyBuffer) for i in v))]
+        assert found == [], f"{name} keeps {found}"
