@@ -201,30 +201,25 @@ def update_running(running_mean: Tensor, running_var: Tensor, mean: Tensor, var:
     None: the cumulative average, m = 1 / `batches` (the batches seen, this one counted).
     Each update is one traced call (a graph node, not about ten ops with constants, D156)."""
     factor = count / (count - 1) if count > 1 else 1.0
-    pairs = ((running_mean, mean, 1.0), (running_var, var, factor))
     with no_grad():
+        weight: tuple[Tensor, ...] = ()
         if momentum is None:
             assert batches is not None, "the cumulative average needs the batches seen"
-            weight = batches.cast(running_mean.dtype).reciprocal()
-            for running, stat, f in pairs:
-                running.assign(running.apply(Composite, stat, weight, body=_averaged, factor=f))
-            return
-        for running, stat, f in pairs:
-            running.assign(running.apply(Composite, stat, body=_blended, momentum=momentum,
-                                         factor=f))
+            weight = (batches.cast(running_mean.dtype).reciprocal(),)
+        for running, stat, f in ((running_mean, mean, 1.0), (running_var, var, factor)):
+            running.assign(running.apply(Composite, stat, *weight, body=_blended,
+                                         momentum=momentum, factor=f))
 
 
-def _blended(running: Tensor, stat: Tensor, momentum: float, factor: float) -> Tensor:
-    """One running statistic's update: running (1 - momentum) + stat factor momentum (in
-    the ops' order before D156, so the values are the same), in the running dtype."""
+def _blended(running: Tensor, stat: Tensor, *weight: Tensor, momentum: float | None,
+             factor: float) -> Tensor:
+    """One running statistic's update: running (1 - m) + stat factor m (in the ops' order
+    before D156, so the values are the same), in the running dtype; m is `momentum`, or
+    the 0-d tensor `weight` where that is None (1 / batches seen)."""
+    m = weight[0] if weight else momentum
+    assert m is not None, "a momentum or its tensor"
     stat = stat * factor if factor != 1.0 else stat
-    return running * (1 - momentum) + stat.cast(running.dtype) * momentum
-
-
-def _averaged(running: Tensor, stat: Tensor, weight: Tensor, factor: float) -> Tensor:
-    """`_blended` with the momentum a 0-d tensor (momentum=None: 1 / batches seen)."""
-    stat = stat * factor if factor != 1.0 else stat
-    return running * (1 - weight) + stat.cast(running.dtype) * weight
+    return running * (1 - m) + stat.cast(running.dtype) * m
 
 
 def _affine(out: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
