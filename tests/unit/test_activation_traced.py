@@ -112,5 +112,8 @@ def test_batchnorm_statistics_are_traced_and_right(n, c, length, seed, momentum)
         run_var = (1 - m) * run_var + m * var * count / (count - 1)
         np.testing.assert_allclose(bn.running_mean.numpy(), run_mean, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(bn.running_var.numpy(), run_var, rtol=1e-5, atol=1e-5)
-        out.sum().backward()  # (the gradient of a sum through batch norm is 0 up to rounding)
-        assert np.abs(t.grad.numpy()).max() < 1e-4
+        # the gradient of a sum through batch norm is 0 up to rounding: mean(x_hat), 0 to
+        # about eps |x| / std, comes back divided by std once more
+        out.sum().backward()
+        rounding = 10 * 2.0 ** -23 * np.abs(x).max() / (var.min() + 1e-5)
+        assert np.abs(t.grad.numpy()).max() < 1e-5 + rounding
