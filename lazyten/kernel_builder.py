@@ -7,7 +7,11 @@ its target other than element for element reads a copy of the old value
 (`old_target`, which the scheduler schedules first). An elementwise base inlined through
 a padded view (a pad, a `cat`) whose ops do not all map 0 to 0 (sigmoid, exp, + 1, ...)
 is gated: where the view is padding the kernel reads 0, not the ops applied to padding's
-zeros (the scheduler's rule 4 leaves such a base inlined unless that repeats work)."""
+zeros (the scheduler's rule 4 leaves such a base inlined unless that repeats work).
+A base read through a view with no valid element (a pad shrunk back to its padding: the
+gradient of one `chunk` piece read where another lies) is the constant 0, whatever its
+op: the kernel neither loads nor computes it, so the buffer is no input of the kernel
+and cannot pin where its loads are rebased (D120, D159)."""
 from __future__ import annotations
 from typing import TYPE_CHECKING
 
@@ -15,7 +19,7 @@ from codegen.helpers import prod
 from codegen.dtypes import dtypes
 from codegen.ops import BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer, ReduceOps, TernaryOps
 from codegen.shape.shapetracker import ShapeTracker
-from lazyten.lazy import LazyBuffer
+from lazyten.lazy import LazyBuffer, broadcast_scalar
 from lazyten.traced import CompositeOps, expand as expand_pointwise
 
 if TYPE_CHECKING:
@@ -73,7 +77,9 @@ class KernelBuilder:
         key = (id(base), composite)
         if key in self.memo:
             return self.memo[key]
-        if base.realized is not None or (base in self.graph.realize and base is not self.out):
+        if any(v.invalid for v in composite.views):  # a read of padding alone: 0 everywhere
+            node = LazyOp(BufferOps.CONST, (), ConstBuffer(0, base.dtype, broadcast_scalar(st.shape)))
+        elif base.realized is not None or (base in self.graph.realize and base is not self.out):
             node = LazyOp(BufferOps.LOAD, (), MemBuffer(self.buffer_index(base, composite),
                                                         base.dtype, composite))
         elif base.op is LoadOps.CONST:
@@ -101,6 +107,10 @@ class KernelBuilder:
             return self.memo[key]
         if base.op is LoadOps.CONTIGUOUS:
             return self.lazyop(base.src[0], st)
+        if base.op is TernaryOps.WHERE:  # a condition the same everywhere picks one side
+            cond = self.lazyop(base.src[0], st)
+            if cond.op is BufferOps.CONST and all(v.mask is None for v in cond.arg.st.views):
+                return self.lazyop(base.src[1] if cond.arg.val else base.src[2], st)
         srcs = tuple(self.lazyop(s, st) for s in base.src)
         if base.op is CompositeOps.POINTWISE:
             return expand_pointwise(base, srcs, st)
