@@ -155,9 +155,11 @@ class LazyOp:
         return h
 
     def walk(self) -> tuple[LazyOp, ...]:
-        """Every node once, sources before users (computed once: the AST is immutable)."""
-        nodes: tuple[LazyOp, ...] | None = self.__dict__.get("_walk")
-        if nodes is None:
+        """Every node once, sources before users, this one last (computed once: the AST is
+        immutable; what is kept leaves this node out, so an AST holds no reference to
+        itself and is freed when dropped, not left for the cycle collector)."""
+        below: tuple[LazyOp, ...] | None = self.__dict__.get("_walk")
+        if below is None:
             seen: dict[int, LazyOp] = {}
             stack: list[tuple[LazyOp, bool]] = [(self, False)]
             while stack:  # a loop, not recursion: a long chain of ops is no deeper
@@ -169,9 +171,9 @@ class LazyOp:
                     continue
                 stack.append((node, True))
                 stack.extend((s, False) for s in reversed(node.src) if id(s) not in seen)
-            nodes = tuple(seen.values())
-            object.__setattr__(self, "_walk", nodes)
-        return nodes
+            below = tuple(seen.values())[:-1]
+            object.__setattr__(self, "_walk", below)
+        return below + (self,)
 
     def replace(self, old: LazyOp, new: LazyOp) -> LazyOp:
         """This AST with the node `old` (by identity) replaced by `new`; subtrees that

@@ -53,7 +53,7 @@ class Plan:
         serial: list[tuple] = []
         costs: list[tuple[int, int]] = []
         assigns: list[int] = []
-        for (ast, out, inputs, new), found, item in zip(items, programs, schedule):
+        for (ast, out, inputs, new, _), found, item in zip(items, programs, schedule):
             node = item.out
             if found is None or ast is None:
                 return False

@@ -27,12 +27,20 @@ from runtimes import get_runtime
 
 
 def rebase_items(items: list[ScheduleItem]) -> list[ScheduleItem]:
-    """The items with their kernels' loads rebased where that moves any (D120)."""
+    """The items with their kernels' loads rebased where that moves any (D120), equal
+    kernels one object (the steps of a sequence: the schedule cache keeps one AST for
+    them all, not one each)."""
     out = []
+    kernels: dict[LazyOp, LazyOp] = {}
     for item in items:
-        found = _rebased(item) if item.ast is not None and item.inputs else None
-        out.append(item if found is None else
-                   ScheduleItem(found[0], item.out, item.inputs, found[1]))
+        if item.ast is None:
+            out.append(item)
+            continue
+        found = _rebased(item) if item.inputs else None
+        ast = kernels.setdefault(item.ast if found is None else found[0],
+                                 item.ast if found is None else found[0])
+        out.append(item if ast is item.ast else
+                   ScheduleItem(ast, item.out, item.inputs, () if found is None else found[1]))
     return out
 
 

@@ -385,15 +385,15 @@ def create_schedule(outs: list[LazyBuffer], found: Found | None = None) -> list[
     A graph with the same structure as one scheduled before (eager code run again)
     reuses that schedule, rebound to this graph's buffers (`found`: the cache's answer,
     if the caller looked already)."""
-    return rebase_items(cached_schedule(outs, _schedule, found))
+    return cached_schedule(outs, _schedule, found)
 
 
 def _schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     expand_graphs(outs)  # traced forwards become the graphs they stand for (D79)
     merged = merge_duplicates(outs)  # equal bases (a gradient rebuilt twice) read as one
     merged += merge_sums(outs)  # a sum of reduces (a weight's gradients) as one reduce
-    try:
-        return _items(outs)
+    try:  # (rebased here: the cache keeps the rebased kernels, D120)
+        return rebase_items(_items(outs))
     finally:  # (while the schedule is made: unrealized bases keep the graph they had)
         restore(merged[::-1])
 

@@ -156,7 +156,9 @@ def _template(items: list[ScheduleItem], nodes: list[LazyBuffer]) -> list[tuple]
     """Items with buffers as positions: i >= 0 for nodes[i], ~j (< 0) for the j-th buffer
     the scheduler made (a pack panel, an assign target's old value, a kernel inside a
     traced forward's graph: a fresh buffer each time the schedule is reused): (ast, out,
-    inputs, how to make the fresh output or None). The fresh output's source is a
+    inputs, how to make the fresh output or None, the kernel's shifts: the schedule's
+    items come rebased, D120, so the template keeps the rebased kernels, shared by the
+    steps of a sequence and with the program cache, not each step's own). The fresh output's source is a
     position, or None where it is no buffer of the schedule (inside a traced graph); a
     value inside a traced forward's graph names its GRAPH node's position and the trace
     node, to be saved on the node (D80)."""
@@ -175,7 +177,8 @@ def _template(items: list[ScheduleItem], nodes: list[LazyBuffer]) -> list[tuple]
                 save = (index[origin[0]], origin[1])
             new = (item.out.device, item.out.shape, item.out.dtype, item.out.op,
                    index.get(id(src)), save)
-        out.append((item.ast, index[id(item.out)], [index[id(b)] for b in item.inputs], new))
+        out.append((item.ast, index[id(item.out)], [index[id(b)] for b in item.inputs], new,
+                    item.shifts))
     return out
 
 
@@ -189,7 +192,7 @@ def save_value(node: LazyBuffer, trace_node: int, value: LazyBuffer) -> None:
 def _rebind(template: list[tuple], nodes: list[LazyBuffer]) -> list[ScheduleItem]:
     fresh: list[LazyBuffer] = []
     items = []
-    for ast, out, inputs, new in template:
+    for ast, out, inputs, new, shifts in template:
         if new is not None:
             device, shape, dtype, op, src, save = new
             fresh.append(LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, op,
@@ -199,7 +202,8 @@ def _rebind(template: list[tuple], nodes: list[LazyBuffer]) -> list[ScheduleItem
                 save_value(nodes[save[0]], save[1], fresh[-1])
         if fresh:
             items.append(ScheduleItem(ast, nodes[out] if out >= 0 else fresh[~out],
-                                      [nodes[r] if r >= 0 else fresh[~r] for r in inputs]))
+                                      [nodes[r] if r >= 0 else fresh[~r] for r in inputs],
+                                      shifts))
         else:  # most schedules make no copies: every buffer is a node of the graph
-            items.append(ScheduleItem(ast, nodes[out], [nodes[r] for r in inputs]))
+            items.append(ScheduleItem(ast, nodes[out], [nodes[r] for r in inputs], shifts))
     return items

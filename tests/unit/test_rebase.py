@@ -85,3 +85,21 @@ def test_a_jit_replay_passes_windows_of_its_new_inputs():
     for _ in range(5):
         xn = rng.standard_normal((8, 64)).astype(np.float32)
         np.testing.assert_allclose(f(Tensor(xn)).numpy(), xn[5] + xn[2] * 3, rtol=1e-5, atol=1e-6)
+
+
+def test_the_steps_of_a_sequence_share_one_kernel_object():
+    """The schedule (and the cache's template of it) keeps one AST object for the steps'
+    equal kernels, and a second schedule of the same graph (the cache's) reads them at the
+    same shifts: not each step's own copy (16 copies before, each its own tree)."""
+    xn = np.random.default_rng(0).standard_normal((16, 8, 64)).astype(np.float32)
+    first = None
+    for _ in range(2):
+        y = Tensor(xn) * 2 + 1
+        z = Tensor.stack([(y[t] * 3).sum(-1) for t in range(16)], 0)
+        steps = [item for item in kernels(z) if item.ast.arg.st.shape[0] == 8]
+        if REBASES:
+            assert len({id(item.ast) for item in steps}) == 1
+        shifts = [item.shifts for item in steps]
+        assert first is None or shifts == first
+        first = shifts
+    np.testing.assert_allclose(z.numpy(), ((xn * 2 + 1) * 3).sum(-1), rtol=1e-5, atol=1e-5)
