@@ -13,8 +13,8 @@ alignment (`ALIGN`, 64 bytes) that their lowest offset holds, and the kernel is 
 buffer's memory that far in (`runtimes.base.Window`). The loads keep their offsets modulo
 that alignment, so the vector alignment every decision sees is the same. An input the
 kernel reads by value as an index (a range of `Tensor.arange`, D69) keeps its offsets.
-The rewrite is kept per AST, so a schedule run again (eager code's next call) finds it
-there.
+The rewrite runs once per schedule made: the schedule cache keeps the rebased kernels,
+so a schedule run again (eager code's next call) comes back rebased (D160).
 """
 from __future__ import annotations
 from typing import Any
@@ -36,27 +36,11 @@ def rebase_items(items: list[ScheduleItem]) -> list[ScheduleItem]:
         if item.ast is None:
             out.append(item)
             continue
-        found = _rebased(item) if item.inputs else None
-        ast = kernels.setdefault(item.ast if found is None else found[0],
-                                 item.ast if found is None else found[0])
-        out.append(item if ast is item.ast else
-                   ScheduleItem(ast, item.out, item.inputs, () if found is None else found[1]))
+        found = _rebase(item) if item.inputs else None
+        ast, shifts = (item.ast, item.shifts) if found is None else found
+        ast = kernels.setdefault(ast, ast)
+        out.append(item if ast is item.ast else ScheduleItem(ast, item.out, item.inputs, shifts))
     return out
-
-
-def _rebased(item: ScheduleItem) -> tuple[LazyOp, tuple[int, ...]] | None:
-    """_rebase's answer, kept on the AST (which the schedule and program caches keep, and
-    let go of, with it)."""
-    ast = item.ast
-    assert ast is not None, "only kernels are rebased"
-    key = (item.out.device, tuple([bool(b.range_len) for b in item.inputs]))
-    kept: dict | None = ast.__dict__.get("_rebased")
-    if kept is None:
-        kept = {}
-        object.__setattr__(ast, "_rebased", kept)
-    if key not in kept:
-        kept[key] = _rebase(item)
-    return kept[key]
 
 
 def _rebase(item: ScheduleItem) -> tuple[LazyOp, tuple[int, ...]] | None:
