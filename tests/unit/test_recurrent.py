@@ -78,9 +78,10 @@ def run(model, x, hx):
 @given(mode=st.sampled_from(sorted(KINDS)), layers=st.integers(1, 2), bidirectional=st.booleans(),
        batch_first=st.booleans(), bias=st.booleans(), batched=st.booleans(),
        given_state=st.booleans(), length=st.integers(1, 5), batch=st.integers(1, 3),
-       seed=st.integers(0, 2**16))
+       inference=st.booleans(), seed=st.integers(0, 2**16))
 def test_layers_match_the_documented_equations(mode, layers, bidirectional, batch_first, bias,
-                                               batched, given_state, length, batch, seed):
+                                               batched, given_state, length, batch, inference,
+                                               seed):
     rng = np.random.default_rng(seed)
     model = make(mode, 3, 4, num_layers=layers, bias=bias, batch_first=batch_first,
                  bidirectional=bidirectional)
@@ -94,7 +95,8 @@ def test_layers_match_the_documented_equations(mode, layers, bidirectional, batc
     if given_state:
         h0t, c0t = Tensor(h0.astype(np.float32)), Tensor(c0.astype(np.float32))
         hx = (h0t, c0t) if mode == "LSTM" else h0t
-    out, h, c = run(model, x, hx)
+    with Tensor.no_grad(inference):  # (no gradient recorded: a trace of the forward alone)
+        out, h, c = run(model, x, hx)
     # unbatched: (L, W) is a batch of one, and batch_first does not apply
     ex, bf = (x, batch_first) if batched else (x[:, None], False)
     hb = h0 if batched else h0[:, None]
@@ -245,13 +247,16 @@ def _cell_of(mode, model):
 @given(mode=st.sampled_from(sorted(KINDS)), length=st.integers(1, 6), batch=st.integers(1, 5),
        width=st.integers(1, 4), hidden=st.integers(1, 7), frozen=st.sampled_from(
            ["", "weight_hh_l0", "weight_ih_l0", "bias_hh_l0"]),
-       x_grad=st.booleans(), h_grad=st.booleans(), seed=st.integers(0, 2 ** 16))
+       x_grad=st.booleans(), h_grad=st.booleans(), realized=st.booleans(),
+       seed=st.integers(0, 2 ** 16))
 def test_layer_gradients_are_the_stepped_cells(mode, length, batch, width, hidden, frozen,
-                                               x_grad, h_grad, seed):
+                                               x_grad, h_grad, realized, seed):
     """The layer's backward through time (lazyten/autograd/recurrence.py: the steps'
     gradients in one walk, W_hh's as one matmul) gives what autograd through the cell
     module stepped by hand gives, for every leaf that needs a gradient: odd sizes, some
-    parameters frozen, the input or the first state without a gradient."""
+    parameters frozen, the input or the first state without a gradient, the loss realized
+    before the backward is built or not (a traced call's backward then reads the values
+    its forward saved, D80, D161)."""
     rng = np.random.default_rng(seed)
     model = make(mode, width, hidden)
     if frozen:
@@ -275,6 +280,8 @@ def test_layer_gradients_are_the_stepped_cells(mode, length, batch, width, hidde
         loss = (out * Tensor(wo)).sum() + (last[1].sum() if lstm else 0)
         for p in model.parameters():
             p.grad = None
+        if realized:
+            loss.realize()
         loss.backward()
         leaves = [xt, ht, ct] + list(model.parameters())
         grads.append([None if t.grad is None else t.grad.numpy() for t in leaves])
@@ -299,3 +306,38 @@ def test_the_recurrent_weights_gradient_is_one_matmul(mode):
                and tuple(s for s in item.out.shape if s != 1) == w.shape
                and any(op.op.name == "SUM" for op in item.ast.walk())]
     assert len(reduces) == 1
+
+
+def _graph_size(*roots):
+    """The unrealized bases under `roots` (LazyBuffers), views walked through."""
+    seen, stack, size = set(), list(roots), 0
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node._base is not None:
+            stack.append(node._base)
+        elif node.realized is None:
+            size += 1
+            stack.extend(node.src)
+    return size
+
+
+@pytest.mark.parametrize("mode", sorted(KINDS))
+def test_a_layers_graph_does_not_grow_with_its_length(mode):
+    """A layer's sequence is one traced call (D161): its forward is one graph node and each
+    gradient one more, whatever the number of steps, so building a training step's graph
+    (and the schedule cache's walk of it) costs the same for 3 steps as for 12. Each step
+    built its cell's node forward and its gradients' backward before."""
+    rng = np.random.default_rng(0)
+    sizes = []
+    for length in (3, 12):
+        model = make(mode, 3, 4, num_layers=2, bidirectional=True)
+        x = Tensor(rng.standard_normal((length, 2, 3)).astype(np.float32), requires_grad=True)
+        out = model(x)[0]
+        forward = _graph_size(out.lazydata)
+        out.square().sum().backward()
+        grads = [t.grad.lazydata for t in [x, *model.parameters()]]
+        sizes.append((forward, _graph_size(*grads)))
+    assert sizes[0] == sizes[1]
