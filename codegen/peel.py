@@ -70,7 +70,10 @@ def _window_free(k: Kernel, gidx: list[Node], lane: Variable | None,
     return True
 
 
-MASK_SEGMENTS = 32  # most segments an elementwise kernel's loop is split into at its gates
+MASK_SEGMENTS = 32  # segments an elementwise kernel's loop is split into at its gates...
+MASK_SEGMENTS_MAX = 256  # ...or up to this many where the kernel is small enough that
+SEGMENT_NODES = 1 << 21  # segments x its AST's nodes stay under this (each segment is
+                         # emitted with the part of the body its gates keep)
 
 
 def mask_plan(k: Kernel, gidx: list[Node], lane: Variable | None,
@@ -82,7 +85,10 @@ def mask_plan(k: Kernel, gidx: list[Node], lane: Variable | None,
     less than half of the loop."""
     if k.reduceop is not None or k.rows or k.group:
         return None
-    return _split_at_switches(k, gidx, read_terms(k, gidx, lane, combos))
+    # a `stack` of a recurrence's L steps switches L times: unsplit, every element computes
+    # all L pieces (quadratic in L); split, a run computes its own (D162)
+    most = max(MASK_SEGMENTS, min(MASK_SEGMENTS_MAX, SEGMENT_NODES // len(k.ast.walk())))
+    return _split_at_switches(k, gidx, read_terms(k, gidx, lane, combos), most)
 
 
 def pad_plan(k: Kernel, gidx: list[Node], lane: Variable | None,
@@ -106,10 +112,10 @@ def pad_plan(k: Kernel, gidx: list[Node], lane: Variable | None,
     return _split_at_switches(k, gidx, terms(True)) or _split_at_switches(k, gidx, terms(False))
 
 
-def _split_at_switches(k: Kernel, gidx: list[Node], terms: list[Node]
-                       ) -> tuple[int, Segments] | None:
+def _split_at_switches(k: Kernel, gidx: list[Node], terms: list[Node],
+                       most: int = MASK_SEGMENTS) -> tuple[int, Segments] | None:
     """The outermost global loop that `terms` depend on, cut where they switch; None
-    where that takes more than MASK_SEGMENTS pieces or folds less than half the loop."""
+    where that takes more than `most` pieces or folds less than half the loop."""
     for axis, var in enumerate(gidx):
         if not isinstance(var, Variable):  # (a loop of one: a number)
             continue
@@ -118,7 +124,7 @@ def _split_at_switches(k: Kernel, gidx: list[Node], terms: list[Node]
             continue
         segments = switches(mine, var, 0, k.global_shape[axis])
         folded = sum(hi - lo for lo, hi, values in segments if values is not None)
-        if 2 <= len(segments) <= MASK_SEGMENTS and 2 * folded >= k.global_shape[axis]:
+        if 2 <= len(segments) <= most and 2 * folded >= k.global_shape[axis]:
             return axis, [(lo, hi) for lo, hi, _ in segments]
         return None
     return None
