@@ -320,7 +320,8 @@ class _Graph:
                     view = s.st.views[-1]
                     inner = max((i for i, n in enumerate(view.shape) if n > 1), default=0)
                     lo, hi = view.mask[inner] if view.mask is not None else (0, 0)
-                    narrow = hi - lo < min(_JOIN_WIDTH, view.shape[inner])
+                    # (a 0-d piece, padded only in a view below the last: one element)
+                    narrow = bool(view.shape) and hi - lo < min(_JOIN_WIDTH, view.shape[inner])
                     count += _JOIN_PIECES + 1 if narrow else 1
                 elif not _has_mask(s.st) and s.base.op in _JOINS and \
                         s.base.realized is None and s.base not in self.realize:

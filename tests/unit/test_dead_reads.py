@@ -87,3 +87,17 @@ def test_a_recurrent_layers_kernels_do_not_grow_with_its_steps():
     either end differ; before, 85 and 123: the padding's loads sat at offset 0 and kept
     every step's offsets in its kernel)."""
     assert len(_lstm_backward_kernels(24)) == len(_lstm_backward_kernels(16))
+
+
+def test_a_scalar_read_through_an_empty_padded_view_schedules():
+    """A scalar's gradient through an empty slice of a tile: a 0-d view whose padding sits
+    in a view below the last, joined with the scalar's other gradient. The scheduler's
+    count of a join's pieces indexed the 0-d view's axes and raised IndexError (the
+    fuzzer, FUZZ_SEED=3881); the empty slice's gradient is 0."""
+    x = Tensor(np.array(1.5, dtype=np.float64), requires_grad=True)
+    empty = x.tile((1, 1))[-2:-2:-1, -1].log2()
+    w = np.float64(0.75)
+    loss = (x * Tensor(w)).sum() + (empty * Tensor(np.zeros((0,)))).sum()
+    loss.backward()
+    np.testing.assert_allclose(x.grad.numpy(), w)
+    assert empty.numpy().shape == (0,)
