@@ -341,3 +341,42 @@ def test_a_layers_graph_does_not_grow_with_its_length(mode):
         grads = [t.grad.lazydata for t in [x, *model.parameters()]]
         sizes.append((forward, _graph_size(*grads)))
     assert sizes[0] == sizes[1]
+
+
+@pytest.mark.parametrize("mode", ["LSTM", "GRU"])
+def test_a_traced_layer_under_jit_and_accumulating_is_the_layer_built_step_by_step(mode):
+    """D161's traced layer against the same layer with tracing off (GRAPH_TRACE=0: every
+    step built as written): a two-layer bidirectional batch-first layer with a first
+    state that needs a gradient, gradients accumulated over two backward passes, and a
+    jit-compiled training step replayed on new inputs."""
+    from codegen.helpers import Context
+    from lazyten import jit
+
+    def run(trace):
+        got = []
+        with Context(GRAPH_TRACE=trace):
+            Tensor.manual_seed(0)
+            model = make(mode, 5, 7, num_layers=2, bidirectional=True, batch_first=True)
+            rng = np.random.default_rng(1)
+            x = Tensor(rng.standard_normal((3, 6, 5)).astype(np.float32), requires_grad=True)
+            h0 = Tensor(rng.standard_normal((4, 3, 7)).astype(np.float32), requires_grad=True)
+            for scale in (1.0, 0.5):  # (the second backward adds to the gradients)
+                out, _ = model(x * scale, (h0, h0 * 0.5) if mode == "LSTM" else h0)
+                (out * out).sum().backward()
+            got += [x.grad.numpy(), h0.grad.numpy()] + [p.grad.numpy() for p in model.parameters()]
+            cell = make(mode, 5, 7)
+            params = list(cell.parameters())
+
+            @jit
+            def step(seq):
+                for p in params:
+                    p.grad = None
+                loss = cell(seq)[0].square().mean()
+                loss.backward()
+                return loss.realize(), *[p.grad.realize() for p in params]
+            for i in range(4):  # (captured on the second call, replayed after)
+                seq = Tensor(rng.standard_normal((6, 3, 5)).astype(np.float32))
+                got += [t.numpy() for t in step(seq)]
+        return got
+    for traced, built in zip(run(1), run(0)):
+        np.testing.assert_allclose(traced, built, rtol=1e-4, atol=1e-5)
