@@ -374,7 +374,7 @@ def test_a_traced_layer_under_jit_and_accumulating_is_the_layer_built_step_by_st
                 loss = cell(seq)[0].square().mean()
                 loss.backward()
                 return loss.realize(), *[p.grad.realize() for p in params]
-            for i in range(4):  # (captured on the second call, replayed after)
+            for _ in range(4):  # (captured on the second call, replayed after)
                 seq = Tensor(rng.standard_normal((6, 3, 5)).astype(np.float32))
                 got += [t.numpy() for t in step(seq)]
         return got
