@@ -21,7 +21,7 @@ from codegen.lanes import along_lanes
 from codegen.ops import (BinaryOps, BufferOps, LazyOp, MemBuffer, Op, ReduceOps,
                          TernaryOps, UnaryOps)
 from codegen.opt import optimize
-from codegen.peel import mask_plan, pad_plan, peel_plan
+from codegen.peel import mask_plan, pad_plan, peel_plan, reduce_plan
 from codegen.shape.shapetracker import ShapeTracker
 from codegen.shape.symbolic import Node, NumNode, Variable
 from codegen.scatter import is_scatter
@@ -257,6 +257,9 @@ class Linearizer(WorkItems):
         op = BinaryOps.ADD if node.op is ReduceOps.SUM else BinaryOps.MAX
         rsizes = self.k.reduce_shape
         peel = self.k.padded and self.group is None and bool(rsizes)
+        plan = None if self.target.gpu else reduce_plan(self.k, self.gidx, self.lane, combos)
+        if plan is not None:  # a reduce over a cat: a loop per piece (codegen/peel.py)
+            return self._finals(node, combos, op, self._segmented(node, combos, op, acc_dtype, *plan))
         loops = self._reduce_loops(rsizes, peel)
         guarded = None if peel or not loops else self._guards(node, combos)
         if guarded is not None:
@@ -269,10 +272,34 @@ class Linearizer(WorkItems):
             for combo, acc in zip(combos, accs):
                 self._accumulate(node, combo, op, acc_dtype, loops, acc)
         self._end_loops(loops)
+        return self._finals(node, combos, op, accs)
+
+    def _finals(self, node: LazyOp, combos: list[tuple[int, ...]], op: BinaryOps,
+                accs: list[UOp]) -> dict[tuple[int, ...], UOp]:
+        """Each copy's reduced value, after the reduce loops, in the reduce's dtype."""
         finals = [self.g.add(UOps.ACC_READ, acc.dtype, (acc,)) for acc in accs]
         if self.reduce_lanes:  # a tile's accumulators together (codegen/lane_sums.py)
             finals = across_lanes(self, op, finals)
+        src_dtype = self._dtype_of(node.src[0])
         return {c: self.cast(acc, src_dtype) for c, acc in zip(combos, finals)}
+
+    def _segmented(self, node: LazyOp, combos: list[tuple[int, ...]], op: BinaryOps,
+                   acc_dtype: DType, axis: int, segments: list[tuple[int, int]]) -> list[UOp]:
+        """The accumulators of a reduce whose loop `axis` runs in `segments`, one after
+        another: in each, that index is bounded to the segment, so the gates that switch
+        only between segments fold (reduce_plan)."""
+        rsizes = self.k.reduce_shape
+        outer = self._reduce_loops(rsizes[:axis], False)
+        accs: list[UOp | None] = [None] * len(combos)
+        for lo, hi in segments:
+            inner = self._reduce_loops(rsizes, False, axis, (lo, hi))
+            # (every segment's value as wide as the lanes: one whose reads along the lanes are
+            # all gated off is a scalar, and the accumulators are typed by the first)
+            accs = [self._accumulate(node, combo, op, acc_dtype, outer + inner, acc,
+                                     lanes=self.lanes or 1) for combo, acc in zip(combos, accs)]
+            self._end_loops(inner)
+        self._end_loops(outer)
+        return [acc for acc in accs if acc is not None]
 
     def _end_loops(self, loops: list[UOp]) -> None:
         """Close the reduce loops; a stage's steps end at a barrier (the next stage
@@ -282,18 +309,26 @@ class Linearizer(WorkItems):
             if self.stager is not None and loop is loops[-1]:
                 self.g.add(UOps.BARRIER, None)
 
-    def _reduce_loops(self, rsizes: tuple[int, ...], peel: bool) -> list[UOp]:
-        """The reduce loops (a peeled innermost loop stops one step short) and their
-        index variables."""
+    def _reduce_loops(self, rsizes: tuple[int, ...], peel: bool, first: int = 0,
+                      segment: tuple[int, int] | None = None) -> list[UOp]:
+        """The reduce loops from `first` on (a peeled innermost loop stops one step short;
+        with a `segment`, loop `first` runs over [start, end) only) and their index
+        variables (those of the loops before `first` stay as they are)."""
         ends = list(rsizes[:-1]) + [rsizes[-1] - peel] if rsizes else []
-        self.ridx = [Variable(f"ridx{j}", 0, max(s - 1, 0)) for j, s in enumerate(ends)]
+        self.ridx = self.ridx[:first] + [Variable(f"ridx{j}", 0, max(s - 1, 0))
+                                         for j, s in enumerate(ends) if j >= first]
         if self.group is not None:
             return [self._group_loop(rsizes)]
         loops = []
         for j, s in enumerate(ends):
+            if j < first:
+                continue
             if j == 1 and self.stager is not None:  # a stage's operands, before its steps
                 self.stager.fill()
-            loop = self.g.add(UOps.LOOP, self.idx_dtype, (self.const(0), self.const(s)), f"ridx{j}")
+            lo, hi = segment if segment is not None and j == first else (0, s)
+            if lo or hi != s:
+                self.ridx[j] = Variable(f"ridx{j}", lo, hi - 1)
+            loop = self.g.add(UOps.LOOP, self.idx_dtype, (self.const(lo), self.const(hi)), f"ridx{j}")
             loops.append(loop)
             self.vars[f"ridx{j}"] = loop
         return loops
@@ -337,15 +372,18 @@ class Linearizer(WorkItems):
         return [by_combo[c] for c in combos]
 
     def _accumulate(self, node: LazyOp, combo: tuple[int, ...], op: BinaryOps, acc_dtype: DType,
-                    loops: list[UOp], acc: UOp | None = None, body: LazyOp | None = None) -> UOp:
+                    loops: list[UOp], acc: UOp | None = None, body: LazyOp | None = None,
+                    lanes: int = 1) -> UOp:
         """acc = op(acc, value) for one upcast copy, in the open reduce loops; the value is
         the reduce's identity where a padded reduce reads padding. Defines acc if None.
-        `body` replaces the reduce's input (the x of a guarded `where(c, x, 0)`)."""
+        `body` replaces the reduce's input (the x of a guarded `where(c, x, 0)`); the value is
+        widened to `lanes`."""
         self.combo, self.cache = combo, {}
         init = _identity(node.op, acc_dtype)
         value = self.cast(self.emit(node.src[0] if body is None else body), acc_dtype)
         if self.reduce_lanes:
             value = self.widen(value, self.lanes)
+        value = self.widen(value, lanes)
         if self.k.padded and not (node.op is ReduceOps.SUM and _zero_where_unread(node.src[0])):
             value = self._mask_padding(value, init)
         if acc is None:  # defined once the value's lanes are known; it lands before the loops

@@ -9,7 +9,9 @@ An elementwise kernel whose reads are gated by their view's padding (a `cat` of 
 values, each piece inlined and gated to 0 outside its place, D117) computes every piece
 at every position and keeps one. `mask_plan` splits a global loop where those gates
 switch: in each segment every gate folds to true or false, and the emitter computes the
-pieces whose gate holds there and nothing of the others (D122).
+pieces whose gate holds there and nothing of the others (D122). `reduce_plan` does the
+same for a reduce loop: a sum over a `cat` (the norm of every gradient joined end to end)
+runs a loop per piece, each reading its own piece unmasked (D163).
 """
 from __future__ import annotations
 
@@ -88,7 +90,23 @@ def mask_plan(k: Kernel, gidx: list[Node], lane: Variable | None,
     # a `stack` of a recurrence's L steps switches L times: unsplit, every element computes
     # all L pieces (quadratic in L); split, a run computes its own (D162)
     most = max(MASK_SEGMENTS, min(MASK_SEGMENTS_MAX, SEGMENT_NODES // len(k.ast.walk())))
-    return _split_at_switches(k, gidx, read_terms(k, gidx, lane, combos), most)
+    return _split_at_switches(gidx, k.global_shape, read_terms(k, gidx, lane, combos), most)
+
+
+def reduce_plan(k: Kernel, gidx: list[Node], lane: Variable | None,
+                combos: list[tuple[int, ...]]) -> tuple[int, Segments] | None:
+    """(reduce axis, segments) for a reduce kernel whose reads are gated by their views'
+    padding along one reduce index alone (a `cat` reduced along its joined axis: every
+    step checked which piece it is in, and LLVM vectorized none of it): that reduce loop is
+    cut where those gates switch, and each run reads its pieces without checks. Terms that
+    also depend on another index (a window's, peel_plan's) do not count."""
+    if k.reduceop is None or k.rows or k.group or k.padded or not k.reduce_shape:
+        return None
+    ridx: list[Node] = [Variable(f"ridx{j}", 0, s - 1) for j, s in enumerate(k.reduce_shape)]
+    alone = [t for t in read_terms(k, gidx, lane, combos, ridx)
+             if len(names := {v.expr for v in t.vars()}) == 1 and min(names).startswith("ridx")]
+    most = max(MASK_SEGMENTS, min(MASK_SEGMENTS_MAX, SEGMENT_NODES // len(k.ast.walk())))
+    return _split_at_switches(ridx, k.reduce_shape, alone, most)
 
 
 def pad_plan(k: Kernel, gidx: list[Node], lane: Variable | None,
@@ -109,22 +127,24 @@ def pad_plan(k: Kernel, gidx: list[Node], lane: Variable | None,
     def terms(vectors: bool) -> list[Node]:
         return [t for t in read_terms(k, gidx, lane, combos, ridx, vectors)
                 if not any(v.expr.startswith("ridx") for v in t.vars())]
-    return _split_at_switches(k, gidx, terms(True)) or _split_at_switches(k, gidx, terms(False))
+    return _split_at_switches(gidx, k.global_shape, terms(True)) or \
+        _split_at_switches(gidx, k.global_shape, terms(False))
 
 
-def _split_at_switches(k: Kernel, gidx: list[Node], terms: list[Node],
+def _split_at_switches(idxs: list[Node], sizes: tuple[int, ...], terms: list[Node],
                        most: int = MASK_SEGMENTS) -> tuple[int, Segments] | None:
-    """The outermost global loop that `terms` depend on, cut where they switch; None
-    where that takes more than `most` pieces or folds less than half the loop."""
-    for axis, var in enumerate(gidx):
+    """The outermost loop (of indexes `idxs`, `sizes` long) that `terms` depend on, cut
+    where they switch; None where that takes more than `most` pieces or folds less than
+    half the loop."""
+    for axis, var in enumerate(idxs):
         if not isinstance(var, Variable):  # (a loop of one: a number)
             continue
         mine = [t for t in terms if var.expr in {v.expr for v in t.vars()}]
         if not mine:
             continue
-        segments = switches(mine, var, 0, k.global_shape[axis])
+        segments = switches(mine, var, 0, sizes[axis])
         folded = sum(hi - lo for lo, hi, values in segments if values is not None)
-        if 2 <= len(segments) <= most and 2 * folded >= k.global_shape[axis]:
+        if 2 <= len(segments) <= most and 2 * folded >= sizes[axis]:
             return axis, [(lo, hi) for lo, hi, _ in segments]
         return None
     return None

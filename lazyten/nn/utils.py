@@ -1,10 +1,17 @@
 """torch.nn.utils' gradient clipping: `clip_grad_norm_` and `clip_grad_value_` rescale or
 clamp each parameter's `.grad` (a new lazy Tensor in `.grad`, as `p.grad = ...` would be;
-nothing realizes until the optimiser's step reads them)."""
+nothing realizes until the optimiser's step reads them).
+
+The total norm is one reduce over the gradients joined end to end (one kernel however
+many parameters, where a reduce per gradient was a kernel each), and it is a traced
+Function (D80): a call builds one graph node, not the ~6 Tensor ops per parameter it
+took written out (0.8 ms of a ViT's 2.9 ms step with 21 parameters: D163)."""
 from __future__ import annotations
 import math
 from typing import Iterable
 
+from lazyten.autograd.function import Function
+from lazyten.lazy import LazyBuffer
 from lazyten.tensor import Tensor
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_"]
@@ -16,6 +23,24 @@ def _with_grads(parameters: Tensor | Iterable[Tensor]) -> list[tuple[Tensor, Ten
     return [(p, p.grad.detach()) for p in params if p.grad is not None]
 
 
+class TotalNorm(Function):
+    """The norm of order `norm_type` of all the inputs together, in float32, 0-d: inf the
+    largest |g|, -inf the smallest, 0 the count of nonzeros, p (sum |g|^p)^(1/p)."""
+    traced = True
+
+    def forward(self, *grads: LazyBuffer, norm_type: float) -> LazyBuffer:
+        flat = Tensor.cat(*[Tensor._wrap(g).float().reshape(-1) for g in grads])
+        if math.isinf(norm_type):
+            total = flat.abs().max() if norm_type > 0 else flat.abs().min()
+        elif norm_type == 0:
+            total = (flat != 0).float().sum()
+        elif norm_type == 2:
+            total = (flat * flat).sum().sqrt()
+        else:
+            total = (flat.abs() ** norm_type).sum() ** (1 / norm_type)
+        return total.lazydata
+
+
 def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
                     norm_type: float = 2.0, error_if_nonfinite: bool = False) -> Tensor:
     """Scale every gradient by min(1, max_norm / (total + 1e-6)), total the norm of all
@@ -24,17 +49,14 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
     pairs = _with_grads(parameters)
     if not pairs:
         return Tensor.zeros(())
-    grads = [g.float() for _, g in pairs]
-    if math.isinf(norm_type):
-        total = Tensor.stack(*[g.abs().max() for g in grads]).max()
-    else:
-        total = Tensor.stack(*[(g.abs() ** norm_type).sum() for g in grads]).sum() ** (1 / norm_type)
+    grads = [g for _, g in pairs]
+    total = grads[0].apply(TotalNorm, *grads[1:], norm_type=float(norm_type))
     if error_if_nonfinite and not math.isfinite(total.item()):
         raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the "
                            f"gradients is non-finite ({total.item()})")
     scale = (max_norm / (total + 1e-6)).minimum(1.0)
     for p, g in pairs:
-        p.grad = (g * scale.cast(g.dtype)).detach()
+        p.grad = g * scale.cast(g.dtype)  # (g is detached: so is the product)
     return total
 
 

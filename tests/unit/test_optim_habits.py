@@ -83,6 +83,38 @@ def test_clip_grad_norm_matches_numpy():
         nn.utils.clip_grad_norm_([p], 1.0, error_if_nonfinite=True)
 
 
+@pytest.mark.parametrize("count", [1, 3, 12])
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0, 0.0, float("inf"), -float("inf")])
+def test_clip_grad_norm_is_one_kernel_and_one_node(count, norm_type):
+    """The total norm of `count` gradients is one graph node and one kernel (a reduce
+    over the gradients joined end to end, D163), where it was a reduce per gradient and
+    ~6 Tensor ops each; its value and the scaled gradients against numpy in float64,
+    gradients of float32 and float64 mixed."""
+    rng = np.random.default_rng(count)
+    gs = [rng.standard_normal(shape) * 3 for shape in [(3, 5), (7,), (2, 2, 9)] * 4][:count]
+    gs[0][0, 0] = 0.0  # (a zero, for the count of nonzeros)
+    ps = [Tensor(np.zeros(g.shape, dtype=np.float32 if i % 2 else np.float64), requires_grad=True)
+          for i, g in enumerate(gs)]
+    for p, g in zip(ps, gs):
+        p.grad = Tensor(g.astype(p.numpy().dtype)).realize()
+    kernels = Stats.kernels
+    total = nn.utils.clip_grad_norm_(ps, 0.5, norm_type)
+    assert len(total.lazydata.base.src) == count, "the norm is not one node over the gradients"
+    total.realize()
+    assert Stats.kernels - kernels == 1
+    flat = np.concatenate([g.astype(p.numpy().dtype).astype(np.float32).astype(np.float64).ravel()
+                           for p, g in zip(ps, gs)])
+    want = {0.0: np.count_nonzero(flat), float("inf"): np.abs(flat).max(),
+            -float("inf"): np.abs(flat).min()}.get(norm_type)
+    if want is None:
+        want = (np.abs(flat) ** norm_type).sum() ** (1 / norm_type)
+    assert total.item() == pytest.approx(want, rel=1e-5)
+    scale = min(1.0, 0.5 / (want + 1e-6))
+    for p, g in zip(ps, gs):
+        assert p.grad.dtype == p.dtype
+        np.testing.assert_allclose(p.grad.numpy(), g * scale, rtol=1e-5, atol=1e-7)
+
+
 def test_clip_grad_value_and_zero_grad_keep_pytorch_semantics():
     p = Tensor(np.zeros(4), requires_grad=True)
     p.grad = Tensor(np.array([-3.0, -0.5, 0.5, 3.0]))
