@@ -70,8 +70,9 @@ class RowLinearizer(Linearizer):
         return super()._idxs(True)  # every leaf of a row kernel views the full shape
 
     def _accumulate(self, node: LazyOp, combo: tuple[int, ...], op: BinaryOps, acc_dtype: DType,
-                    loops: list[UOp], acc: UOp | None = None, body: LazyOp | None = None) -> UOp:
-        out = super()._accumulate(node, combo, op, acc_dtype, loops, acc, body)
+                    loops: list[UOp], acc: UOp | None = None, body: LazyOp | None = None,
+                    lanes: int = 1) -> UOp:
+        out = super()._accumulate(node, combo, op, acc_dtype, loops, acc, body, lanes)
         if self.forward is not None and node is self.k.reduceops[-1]:
             self._store(self.cache[id(self.forward)])  # emitted by the accumulation
         return out
