@@ -2,9 +2,10 @@
 
     python tools/step_phases.py MODEL BATCH [--steps 50] [--gc-threshold N]
 
-MODEL is one of tools/model_steps.py's models. Each step is zero_grad, the forward (graph
+MODEL is one of tools/model_zoo.py's models. Each step is zero_grad, the forward (graph
 building), the cross entropy, backward (graph building), the optimiser's step (which
-realizes the loss and every gradient and runs the update) and `loss.item()`; after ten
+realizes the loss and every gradient and runs the update; with the clipping and AdamW
+of the models that use them, tools/model_zoo.py) and `loss.item()`; after ten
 warm-up steps the mean of each phase over `--steps` steps is printed in ms, the kernels
 launched a step, and the first step's time in s (compiles included: `CACHEDIR=$(mktemp
 -d)` times it with an empty cache).
@@ -22,12 +23,12 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import model_steps  # noqa: E402  (a sibling tool: the models and their batches)
+import model_zoo  # noqa: E402  (a sibling tool: the models and their batches)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("model", choices=sorted(model_steps.SIZES))
+    parser.add_argument("model", choices=sorted(model_zoo.SIZES))
     parser.add_argument("batch", type=int)
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--gc-threshold", type=int, default=None)
@@ -36,12 +37,14 @@ def main(argv=None) -> int:
         gc.set_threshold(args.gc_threshold, *gc.get_threshold()[1:])
     import lazyten
     kind, F = args.model, lazyten.nn.functional
-    model = model_steps.build(lazyten.nn, F, kind)
+    model = model_zoo.build(lazyten.nn, F, kind)
     rng = np.random.default_rng(0)
-    tokens = kind in ("transformer", "rnn", "lstm", "nn_lstm", "nn_gru")
+    tokens = kind == "transformer" or kind in model_zoo._TOKENS
     data = [(lazyten.Tensor(x.astype(np.int64) if tokens else x), lazyten.Tensor(y.astype(np.int64)))
-            for x, y in (model_steps.batch(kind, args.batch, rng) for _ in range(4))]
-    opt = lazyten.optim.Adam(list(model.parameters()), lr=1e-3)
+            for x, y in (model_zoo.batch(kind, args.batch, rng) for _ in range(4))]
+    params = list(model.parameters())
+    opt = lazyten.optim.AdamW(params, lr=1e-3, weight_decay=0.01) if kind in model_zoo.ADAMW \
+        else lazyten.optim.Adam(params, lr=1e-3)
     pos = lazyten.Tensor(np.arange(64))
     names = ("zero_grad", "forward", "loss", "backward", "opt.step", "item")
     total = np.zeros(len(names))
@@ -59,6 +62,8 @@ def main(argv=None) -> int:
         marks.append(time.perf_counter())
         loss.backward()
         marks.append(time.perf_counter())
+        if kind in model_zoo.CLIPPED:
+            lazyten.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         marks.append(time.perf_counter())
         loss.item()
