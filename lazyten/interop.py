@@ -1,5 +1,6 @@
 """Conversions to numpy and Python, and PyTorch's small accessors: np.asarray(t),
-float(t) / int(t) / operator.index(t), t.size(), t.dim(), t.cpu(). Mixed into Tensor.
+float(t) / int(t) / operator.index(t), t.size(), t.dim(), t.cpu(); copy.deepcopy(t) (a
+module's deep copy: nn.TransformerEncoder's layers). Mixed into Tensor.
 
 Everything that returns data realizes the tensor (as numpy()/item() do).
 """
@@ -25,6 +26,21 @@ class InteropMixin(TensorMixin):
                              "device, so converting it always copies; pass copy=None or True")
         out = self.numpy()
         return out if dtype is None else out.astype(dtype, copy=False)
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        """A new tensor with a copy of the data (new memory on the same device), the same
+        dtype and requires_grad, and a copy of `.grad`; as in PyTorch, only a leaf (a
+        tensor made by the user, not by an op that records a gradient) can be copied.
+        Without this, the copy shared or duplicated the device buffer's runtime."""
+        if self._ctx is not None:
+            raise RuntimeError("deepcopy of a tensor computed by an op that records a gradient "
+                               "(not a leaf): detach() it first, as PyTorch requires")
+        out = type(self)(self.numpy(), device=self.device, dtype=self.dtype)
+        out.requires_grad = self.requires_grad
+        memo[id(self)] = out
+        if self.grad is not None:
+            out.grad = self.grad.__deepcopy__(memo)
+        return out
 
     def _one(self, what: str):
         if self.numel() != 1:

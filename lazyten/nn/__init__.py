@@ -7,7 +7,8 @@ them in place. Layers without parameters (activations, pooling, losses) are in
 nn/stateless.py, nn/activations.py, nn/shape_layers.py and nn/loss_layers.py; more layers
 with parameters in nn/layers.py (Conv1d/3d, PReLU, RMSNorm, InstanceNorm), nn/recurrent.py
 (RNN, LSTM, GRU and their cells) and
-nn/attention_layers.py (MultiheadAttention, TransformerEncoderLayer); containers in
+nn/attention_layers.py (MultiheadAttention, TransformerEncoderLayer), nn/transformer.py
+(TransformerEncoder, TransformerDecoderLayer, TransformerDecoder); containers in
 nn/container.py. Plain objects that hold layers still work: `get_parameters` /
 `get_state_dict` (nn/state.py) find tensors by walking attributes.
 """
@@ -46,7 +47,9 @@ __all__ += ["Module", "Parameter", "Sequential", "ModuleList", "ReLU", "GELU", "
             "Tanh", "Softmax", "LogSoftmax", "Flatten", "Identity", "MaxPool2d", "AvgPool2d",
             "CrossEntropyLoss", "MSELoss", "ModuleDict", "ParameterList"]
 __all__ += (activations.__all__ + layers.__all__ + loss_layers.__all__ + recurrent.__all__
-            + shape_layers.__all__ + ["MultiheadAttention", "TransformerEncoderLayer"])
+            + shape_layers.__all__ + ["MultiheadAttention", "TransformerEncoderLayer",
+                                      "TransformerEncoder", "TransformerDecoderLayer",
+                                      "TransformerDecoder"])
 
 
 class Linear(Module):
@@ -306,3 +309,5 @@ class Dropout(Module):
 
 # last: these layers are built from Linear, LayerNorm and Dropout above
 from lazyten.nn.attention_layers import MultiheadAttention, TransformerEncoderLayer  # noqa: E402,F401
+from lazyten.nn.transformer import (TransformerDecoder, TransformerDecoderLayer,  # noqa: E402,F401
+                                    TransformerEncoder)

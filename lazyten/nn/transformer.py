@@ -1,0 +1,124 @@
+"""torch.nn's transformer stacks and decoder layer, with its parameter names: a
+TransformerEncoder / TransformerDecoder holds `num_layers` independent copies of the layer
+it is given (`layers.0.self_attn.in_proj_weight`, ...) and an optional final `norm`; a
+TransformerDecoderLayer is self-attention over the target (`self_attn`), attention to
+the encoder's output (`multihead_attn`) and a feed-forward block (`linear1`, `linear2`),
+each with a residual, dropout and a LayerNorm (`norm1`-`norm3`): after the residual
+(norm_first=False, PyTorch's default) or on the block's input. Masks as
+attention_layers.py's (True or -inf: do not attend)."""
+from __future__ import annotations
+import copy
+from typing import Callable
+
+from lazyten.nn import Dropout, LayerNorm, Linear
+from lazyten.nn.attention_layers import _ACTIVATIONS, MultiheadAttention
+from lazyten.nn.container import ModuleList
+from lazyten.nn.module import Module
+from lazyten.tensor import Tensor
+
+__all__ = ["TransformerEncoder", "TransformerDecoderLayer", "TransformerDecoder"]
+
+
+def _copies(layer: Module, num_layers: int) -> ModuleList:
+    """`num_layers` copies of `layer`, each with parameters of its own (as torch's
+    stacks deep-copy theirs: the same initial values, trained apart)."""
+    if num_layers < 1:
+        raise ValueError(f"num_layers must be at least 1, got {num_layers}")
+    return ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
+
+
+class TransformerEncoder(Module):
+    """`num_layers` copies of `encoder_layer` applied in turn, then `norm` if given."""
+
+    def __init__(self, encoder_layer: Module, num_layers: int, norm: Module | None = None,
+                 enable_nested_tensor: bool = True, mask_check: bool = True):
+        super().__init__()
+        self.layers, self.num_layers, self.norm = _copies(encoder_layer, num_layers), num_layers, norm
+
+    def forward(self, src: Tensor, mask: Tensor | None = None,
+                src_key_padding_mask: Tensor | None = None,
+                is_causal: bool | None = None) -> Tensor:
+        out = src
+        for layer in self.layers:
+            out = layer(out, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
+                        is_causal=bool(is_causal))
+        return out if self.norm is None else self.norm(out)
+
+
+class TransformerDecoderLayer(Module):
+    """Self-attention over the target, attention to `memory`, a feed-forward block."""
+
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048,
+                 dropout: float = 0.1, activation: str | Callable = "relu",
+                 layer_norm_eps: float = 1e-5, batch_first: bool = False,
+                 norm_first: bool = False, bias: bool = True):
+        super().__init__()
+        if isinstance(activation, str) and activation not in _ACTIVATIONS:
+            raise ValueError(f"activation must be 'relu' or 'gelu' (or a callable), got "
+                             f"{activation!r}")
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                            batch_first=batch_first)
+        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                                 batch_first=batch_first)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
+        self.norm_first = norm_first
+        self.norm1, self.norm2, self.norm3 = [LayerNorm(d_model, eps=layer_norm_eps)
+                                              for _ in range(3)]
+        if not bias:
+            self.norm1.bias = self.norm2.bias = self.norm3.bias = None
+        self.dropout1, self.dropout2, self.dropout3 = Dropout(dropout), Dropout(dropout), \
+            Dropout(dropout)
+        self._activation = _ACTIVATIONS[activation] if isinstance(activation, str) \
+            else activation
+
+    def forward(self, tgt: Tensor, memory: Tensor, tgt_mask: Tensor | None = None,
+                memory_mask: Tensor | None = None, tgt_key_padding_mask: Tensor | None = None,
+                memory_key_padding_mask: Tensor | None = None, tgt_is_causal: bool = False,
+                memory_is_causal: bool = False) -> Tensor:
+        x = tgt
+        own = (tgt_mask, tgt_key_padding_mask, tgt_is_causal)
+        other = (memory_mask, memory_key_padding_mask, memory_is_causal)
+        if self.norm_first:
+            x = x + self._attend(self.self_attn, self.norm1(x), None, *own, self.dropout1)
+            x = x + self._attend(self.multihead_attn, self.norm2(x), memory, *other,
+                                 self.dropout2)
+            return x + self._feed_forward(self.norm3(x))
+        x = self.norm1(x + self._attend(self.self_attn, x, None, *own, self.dropout1))
+        x = self.norm2(x + self._attend(self.multihead_attn, x, memory, *other, self.dropout2))
+        return self.norm3(x + self._feed_forward(x))
+
+    @staticmethod
+    def _attend(attention: MultiheadAttention, x: Tensor, memory: Tensor | None, mask,
+                key_padding_mask, is_causal: bool, dropout: Dropout) -> Tensor:
+        """`x` attending to itself (memory None) or to `memory`, then dropout."""
+        kv = x if memory is None else memory
+        out, _ = attention(x, kv, kv, key_padding_mask=key_padding_mask, need_weights=False,
+                           attn_mask=mask, is_causal=bool(is_causal))
+        return dropout(out)
+
+    def _feed_forward(self, x: Tensor) -> Tensor:
+        hidden = self.dropout(self._activation(self.linear1(x)))
+        return self.dropout3(self.linear2(hidden))
+
+
+class TransformerDecoder(Module):
+    """`num_layers` copies of `decoder_layer` applied in turn over the target, each
+    attending to the same `memory`, then `norm` if given."""
+
+    def __init__(self, decoder_layer: Module, num_layers: int, norm: Module | None = None):
+        super().__init__()
+        self.layers, self.num_layers, self.norm = _copies(decoder_layer, num_layers), num_layers, norm
+
+    def forward(self, tgt: Tensor, memory: Tensor, tgt_mask: Tensor | None = None,
+                memory_mask: Tensor | None = None, tgt_key_padding_mask: Tensor | None = None,
+                memory_key_padding_mask: Tensor | None = None,
+                tgt_is_causal: bool | None = None, memory_is_causal: bool = False) -> Tensor:
+        out = tgt
+        for layer in self.layers:
+            out = layer(out, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                        tgt_key_padding_mask=tgt_key_padding_mask,
+                        memory_key_padding_mask=memory_key_padding_mask,
+                        tgt_is_causal=bool(tgt_is_causal), memory_is_causal=memory_is_causal)
+        return out if self.norm is None else self.norm(out)
