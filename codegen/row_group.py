@@ -35,7 +35,8 @@ from codegen.attention import exp_minus_max
 from codegen.dtypes import DType, dtypes
 from codegen.helpers import prod
 from codegen.kernel import Kernel
-from codegen.linearizer import LinearKernel, _identity
+from codegen.linearizer import LinearKernel
+from codegen.reduces import _identity
 from codegen.ops import BinaryOps, LazyOp, Op, ReduceOps, TernaryOps, UnaryOps
 from codegen.rows import RowLinearizer
 from codegen.shape.symbolic import Variable
