@@ -136,7 +136,56 @@ _ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": Tensor.relu,
                                                        "gelu": Tensor.gelu}
 
 
-class TransformerEncoderLayer(Module):
+class TransformerLayer(Module):
+    """What the encoder and decoder layers (nn/transformer.py) are made of, registered in
+    torch's order (so their state dicts'): `self_attn`, for a decoder `multihead_attn`,
+    `linear1`, `dropout`, `linear2`, `norm1`, `norm2` (`norm3`), `dropout1`, `dropout2`
+    (`dropout3`)."""
+    self_attn: MultiheadAttention
+    multihead_attn: MultiheadAttention
+    linear1: Linear
+    linear2: Linear
+    dropout: Dropout
+    norm1: LayerNorm
+    norm2: LayerNorm
+    norm3: LayerNorm
+    dropout1: Dropout
+    dropout2: Dropout
+    dropout3: Dropout
+
+    def _build(self, d_model: int, nhead: int, dim_feedforward: int, dropout: float,
+               activation: str | Callable, layer_norm_eps: float, batch_first: bool,
+               norm_first: bool, bias: bool, cross: bool) -> None:
+        if isinstance(activation, str) and activation not in _ACTIVATIONS:
+            raise ValueError(f"activation must be 'relu' or 'gelu' (or a callable), got "
+                             f"{activation!r}")
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                            batch_first=batch_first)
+        if cross:
+            self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                                     batch_first=batch_first)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
+        self.norm_first = norm_first
+        blocks = range(1, 4 if cross else 3)
+        for i in blocks:
+            norm = LayerNorm(d_model, eps=layer_norm_eps)
+            if not bias:
+                norm.bias = None
+            setattr(self, f"norm{i}", norm)
+        for i in blocks:
+            setattr(self, f"dropout{i}", Dropout(dropout))
+        self._activation = _ACTIVATIONS[activation] if isinstance(activation, str) \
+            else activation
+
+    def _feed_forward_block(self, x: Tensor, out_dropout: Dropout) -> Tensor:
+        """linear1, activation, dropout, linear2, then `out_dropout`."""
+        hidden = self.dropout(self._activation(self.linear1(x)))
+        return out_dropout(self.linear2(hidden))
+
+
+class TransformerEncoderLayer(TransformerLayer):
     """Self-attention then a feed-forward block (linear1, activation, dropout, linear2),
     each with a residual, dropout and a LayerNorm: after the residual (norm_first=False,
     PyTorch's default) or on the block's input (norm_first=True)."""
@@ -146,22 +195,8 @@ class TransformerEncoderLayer(Module):
                  layer_norm_eps: float = 1e-5, batch_first: bool = False,
                  norm_first: bool = False, bias: bool = True):
         super().__init__()
-        if isinstance(activation, str) and activation not in _ACTIVATIONS:
-            raise ValueError(f"activation must be 'relu' or 'gelu' (or a callable), got "
-                             f"{activation!r}")
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                            batch_first=batch_first)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps)
-        if not bias:
-            self.norm1.bias = self.norm2.bias = None
-        self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
-        self._activation = _ACTIVATIONS[activation] if isinstance(activation, str) \
-            else activation
+        self._build(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                    batch_first, norm_first, bias, cross=False)
 
     def forward(self, src: Tensor, src_mask: Tensor | None = None,
                 src_key_padding_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
@@ -178,5 +213,4 @@ class TransformerEncoderLayer(Module):
         return self.dropout1(out)
 
     def _feed_forward(self, x: Tensor) -> Tensor:
-        hidden = self.dropout(self._activation(self.linear1(x)))
-        return self.dropout2(self.linear2(hidden))
+        return self._feed_forward_block(x, self.dropout2)

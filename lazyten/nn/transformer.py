@@ -10,8 +10,8 @@ from __future__ import annotations
 import copy
 from typing import Callable
 
-from lazyten.nn import Dropout, LayerNorm, Linear
-from lazyten.nn.attention_layers import _ACTIVATIONS, MultiheadAttention
+from lazyten.nn import Dropout
+from lazyten.nn.attention_layers import MultiheadAttention, TransformerLayer
 from lazyten.nn.container import ModuleList
 from lazyten.nn.module import Module
 from lazyten.tensor import Tensor
@@ -45,7 +45,7 @@ class TransformerEncoder(Module):
         return out if self.norm is None else self.norm(out)
 
 
-class TransformerDecoderLayer(Module):
+class TransformerDecoderLayer(TransformerLayer):
     """Self-attention over the target, attention to `memory`, a feed-forward block."""
 
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048,
@@ -53,25 +53,8 @@ class TransformerDecoderLayer(Module):
                  layer_norm_eps: float = 1e-5, batch_first: bool = False,
                  norm_first: bool = False, bias: bool = True):
         super().__init__()
-        if isinstance(activation, str) and activation not in _ACTIVATIONS:
-            raise ValueError(f"activation must be 'relu' or 'gelu' (or a callable), got "
-                             f"{activation!r}")
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                            batch_first=batch_first)
-        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                                 batch_first=batch_first)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
-        self.norm_first = norm_first
-        self.norm1, self.norm2, self.norm3 = [LayerNorm(d_model, eps=layer_norm_eps)
-                                              for _ in range(3)]
-        if not bias:
-            self.norm1.bias = self.norm2.bias = self.norm3.bias = None
-        self.dropout1, self.dropout2, self.dropout3 = Dropout(dropout), Dropout(dropout), \
-            Dropout(dropout)
-        self._activation = _ACTIVATIONS[activation] if isinstance(activation, str) \
-            else activation
+        self._build(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                    batch_first, norm_first, bias, cross=True)
 
     def forward(self, tgt: Tensor, memory: Tensor, tgt_mask: Tensor | None = None,
                 memory_mask: Tensor | None = None, tgt_key_padding_mask: Tensor | None = None,
@@ -99,8 +82,7 @@ class TransformerDecoderLayer(Module):
         return dropout(out)
 
     def _feed_forward(self, x: Tensor) -> Tensor:
-        hidden = self.dropout(self._activation(self.linear1(x)))
-        return self.dropout3(self.linear2(hidden))
+        return self._feed_forward_block(x, self.dropout3)
 
 
 class TransformerDecoder(Module):
