@@ -291,11 +291,20 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, Indexin
         return out
 
     def backward(self, gradient: Tensor | None = None) -> Tensor:
-        """Accumulate d(self)/d(leaf) into each leaf's `.grad` (lazily)."""
-        for node, g in propagate(self, seed(self, gradient, "backward"), free=True):
-            if node._ctx is None and node.requires_grad:
-                new = Tensor._wrap(g)  # (a gradient is on its tensor's device)
-                node.grad = new if node.grad is None else node.grad + new
+        """Accumulate d(self)/d(leaf) into each leaf's `.grad` (lazily). A `.grad` an
+        earlier backward left unread is computed first, all of them in one realize: added
+        to lazily, it would hold that backward's graph and every buffer it reads, and the
+        next one's, for as long as nobody reads it (D165)."""
+        found = [(node, g) for node, g in propagate(self, seed(self, gradient, "backward"),
+                                                    free=True)
+                 if node._ctx is None and node.requires_grad]
+        pending = [node.grad for node, _ in found if node.grad is not None and
+                   _holds_a_graph(node.grad.lazydata)]
+        if pending:
+            pending[0].realize(*pending[1:])
+        for node, g in found:
+            new = Tensor._wrap(g)  # (a gradient is on its tensor's device)
+            node.grad = new if node.grad is None else node.grad + new
         return self
 
     def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
@@ -403,3 +412,9 @@ def to_args(args: tuple, device: str | None, dtype: Any) -> tuple[str | None, An
         else:
             raise TypeError(f"to() takes a device, a dtype, both, or a tensor: got {args}")
     return device, dtype
+
+
+def _holds_a_graph(lazy: LazyBuffer) -> bool:
+    """Unrealized, and more than a constant (zero_grad(set_to_none=False)'s zeros)."""
+    base = lazy._base or lazy
+    return base.realized is None and base.op is not LoadOps.CONST
