@@ -17,6 +17,8 @@ The passes, in order:
   gather_lanes  explicit lanes for elementwise kernels LLVM cannot vectorise (CPU)
   transpose_lanes  a block of a transposed input read as vectors and transposed in
                 registers (CPU)
+  block_runs    a copy of runs shorter than a cache line from lines far apart walks
+                them in blocks, so the rest of each line is read while it is in cache (CPU)
   item_tile     a register tile of accumulators per work-item (a CPU through work-items)
   gpu_layout    work-group sizes, or one work-group per output of a long reduce (GPU)
 A row kernel (D55) gets simplify, row_kernel_rows (several rows at once where it computes
@@ -28,7 +30,7 @@ from typing import Callable
 
 from codegen.helpers import getenv, settings_memo
 from codegen.kernel import Kernel, Opt
-from codegen.opt.elementwise import gather_lanes, transpose_lanes
+from codegen.opt.elementwise import block_runs, gather_lanes, transpose_lanes
 from codegen.opt.gpu import gpu_layout, item_tile
 from codegen.opt.simplify import simplify
 from codegen.opt.reduce_rows import reduce_lanes, row_kernel_rows, stream_rows
@@ -40,7 +42,7 @@ from codegen.target import Target
 Pass = Callable[[Kernel, Target], list[Opt]]
 PASSES: list[Pass] = [simplify, tile, stream_rows, reduce_lanes, order_loops,
                       interleave_pieces, gather_lanes,
-                      transpose_lanes, item_tile, gpu_layout]
+                      transpose_lanes, block_runs, item_tile, gpu_layout]
 # a row kernel (codegen/rows.py): its reduce and store loops share the lanes across the row
 ROW_PASSES: list[Pass] = [simplify, row_kernel_rows, reduce_lanes, gpu_layout]
 

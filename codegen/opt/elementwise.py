@@ -5,7 +5,7 @@ it). Reduces are tiled in codegen/opt/tiling.py.
 from __future__ import annotations
 
 from codegen.kernel import Kernel, Opt, OptOps
-from codegen.ops import UnaryOps
+from codegen.ops import BufferOps, UnaryOps
 from codegen.target import Target
 
 
@@ -95,3 +95,39 @@ def _contiguous_axis(k: Kernel, key: int, a: int, lanes: int) -> int | None:
         return None
     return next((i for i in range(a) if k.full_shape[i] % lanes == 0 and
                  k.strides(key, i, ignore_valid=False) == 1), None)
+
+
+_LINE = 64  # bytes of a cache line
+
+
+def block_runs(k: Kernel, target: Target) -> list[Opt]:
+    """An elementwise kernel whose innermost loop reads a run of an input shorter than a
+    cache line, whose next loop out jumps a line or more, and whose run an outer loop
+    continues (a copy into panels of 8 rows, pack.py: P[i // 8, r, i % 8] from a buffer
+    contiguous along i): each line is half read, and the rest waits until the outer loop
+    comes back, after the jumping loop has walked every line of a column (4 KB apart in
+    attention's backward at 1024 keys, where they fight for a few cache sets and come back
+    from L3 or memory). The jumping loop is cut into blocks of 8 (unrolled) and its blocks
+    put outermost, so the outer loop comes back to the same 8 lines while they are still
+    in L1 [D166]."""
+    if k.reduceop is not None or not target.tile or k.upcasts or len(k.full_shape) < 3:
+        return []
+    last, shape = len(k.full_shape) - 1, k.full_shape
+    y, run = last - 1, shape[last]
+    if k.strides(k.out_key, last) != 1 or k.strides(k.out_key, y) != run:
+        return []
+    block = next((b for b in (8, 4) if shape[y] % b == 0 and shape[y] > b), 0)
+    loads = [n for n in k.ast.walk() if n.op is BufferOps.LOAD]
+    for load in loads:
+        key, size = id(load), load.arg.dtype.itemsize
+        jump = k.strides(key, y)
+        if k.strides(key, last) != 1 or run * size >= _LINE or jump is None or \
+                jump * size < _LINE or not block:
+            continue
+        if any(k.strides(key, x) == run for x in range(y)):
+            opts = [Opt(OptOps.UPCAST, y, block, f"runs of {run * size} bytes, lines {jump * size} "
+                        "bytes apart: blocks of lines"),
+                    Opt(OptOps.OUTER, y, why="the blocks outermost: an outer loop reads the "
+                        "rest of their lines while they are in cache")]
+            return opts if k.tried(*opts) is not None else []
+    return []
