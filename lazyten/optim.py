@@ -17,6 +17,7 @@ import numpy as np
 from codegen.dtypes import dtypes
 from codegen.helpers import dedup
 from codegen.ops import LoadOps
+from lazyten.autograd.engine import take_roots
 from lazyten.jit import JitError, TinyJit
 from lazyten.lazy import pending_assigns
 from lazyten import lr_scheduler  # noqa: F401  # lazyten.optim.lr_scheduler, as torch.optim's
@@ -93,6 +94,12 @@ class Optimizer:
             if not grads:
                 return
             key = self._replay_key(grads)
+            roots = take_roots()
+            if roots:  # what backward() was called on, computed with the gradients it
+                lazy = [g for g in grads if not g.lazydata.is_realized]  # needs (D167)
+                for g in lazy:  # (each gradient as the replay takes it: its own memory)
+                    g.replace(g.contiguous())
+                roots[0].realize(*roots[1:], *lazy)
             if key is None or key != self._key:  # something the capture fixed has changed
                 self._key = key
                 self._replay = None if key is None else TinyJit(self._apply, read_views=True)

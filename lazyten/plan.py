@@ -117,6 +117,8 @@ class Plan:
                 node.src, node.arg = (), None  # drop the graph so its buffers can be freed
                 if node.saved:
                     node.saved = None
+                if node.checks:  # (they ran before it: their flags' buffers go too)
+                    node.checks = ()
             finished = True
         finally:
             self._ran(ran, way, start, finished)
@@ -175,6 +177,8 @@ class Plan:
                 node.src, node.arg = (), None
                 if node.saved:
                     node.saved = None
+                if node.checks:
+                    node.checks = ()
             finished = True
         finally:
             self._ran(ran, way, start, finished)

@@ -75,6 +75,8 @@ def run_schedule(schedule: list[ScheduleItem]) -> list[tuple[ProgramSpec, Progra
         out.src, out.arg = (), None  # drop the graph so its buffers can be freed
         if out.saved:  # (a traced forward's values: read only by a node not yet realized)
             out.saved = None
+        if out.checks:  # (its index checks ran before it: their flags' buffers go too)
+            out.checks = ()
         item.inputs = []
     return programs
 

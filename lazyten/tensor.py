@@ -15,7 +15,7 @@ from codegen.ops import LoadOps
 from lazyten.lazy import LazyBuffer
 from lazyten.attention import AttentionMixin
 from lazyten.autograd import primitives as F
-from lazyten.autograd.engine import describe, propagate, seed
+from lazyten.autograd.engine import describe, note_root, propagate, seed, take_roots
 from lazyten.autograd.function import Function, hold
 from lazyten.compat import CompatMixin
 from lazyten.counting import CountingMixin
@@ -300,11 +300,12 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, Indexin
                  if node._ctx is None and node.requires_grad]
         pending = [node.grad for node, _ in found if node.grad is not None and
                    _holds_a_graph(node.grad.lazydata)]
-        if pending:
-            pending[0].realize(*pending[1:])
+        if pending:  # (with the values earlier backwards were called on, D167)
+            pending[0].realize(*pending[1:], *take_roots())
         for node, g in found:
             new = Tensor._wrap(g)  # (a gradient is on its tensor's device)
             node.grad = new if node.grad is None else node.grad + new
+        note_root(self)
         return self
 
     def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:

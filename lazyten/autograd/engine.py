@@ -8,6 +8,7 @@ LazyBuffer). `backward` stores the leaves' ones in
 the graph, so it can be called again.
 """
 from __future__ import annotations
+import weakref
 from typing import Any, Iterator
 
 from codegen.ops import BinaryOps
@@ -111,3 +112,25 @@ def inputs(node: Any) -> tuple[Any, ...]:
             parent = previous
         out.append(parent)
     return tuple(out)
+
+
+# the tensors backward() was called on since the gradients were last realized (D167), weakly
+_ROOTS: list[weakref.ref] = []
+_MOST_ROOTS = 16  # (a loop of backwards that never steps keeps the last ones)
+
+
+def note_root(root: Any) -> None:
+    """Remember a tensor backward() was called on: it is computed with the gradients."""
+    if len(_ROOTS) >= _MOST_ROOTS:
+        del _ROOTS[0]
+    _ROOTS.append(weakref.ref(root))
+
+
+def take_roots() -> list[Any]:
+    """The noted roots still alive and not computed (then forgotten): what the
+    optimiser's step realizes with the gradients, so that a loss read after the update
+    needs neither the parameters' old values nor its graph computed again."""
+    alive = [t for t in (ref() for ref in _ROOTS) if t is not None]
+    _ROOTS.clear()
+    return [t for t in alive if (t.lazydata._base or t.lazydata).realized is None]
+
