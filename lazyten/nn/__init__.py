@@ -8,7 +8,9 @@ nn/stateless.py, nn/activations.py, nn/shape_layers.py and nn/loss_layers.py; mo
 with parameters in nn/layers.py (Conv1d/3d, PReLU, RMSNorm, InstanceNorm), nn/recurrent.py
 (RNN, LSTM, GRU and their cells) and
 nn/attention_layers.py (MultiheadAttention, TransformerEncoderLayer), nn/transformer.py
-(TransformerEncoder, TransformerDecoderLayer, TransformerDecoder); containers in
+(TransformerEncoder, TransformerDecoderLayer, TransformerDecoder, Transformer),
+nn/more_layers.py (padding modes, 3-d pooling, BatchNorm3d, ConvTranspose1d/3d and other
+small torch.nn modules); containers in
 nn/container.py. Plain objects that hold layers still work: `get_parameters` /
 `get_state_dict` (nn/state.py) find tensors by walking attributes.
 """
@@ -49,7 +51,7 @@ __all__ += ["Module", "Parameter", "Sequential", "ModuleList", "ReLU", "GELU", "
 __all__ += (activations.__all__ + layers.__all__ + loss_layers.__all__ + recurrent.__all__
             + shape_layers.__all__ + ["MultiheadAttention", "TransformerEncoderLayer",
                                       "TransformerEncoder", "TransformerDecoderLayer",
-                                      "TransformerDecoder"])
+                                      "TransformerDecoder", "Transformer"])
 
 
 class Linear(Module):
@@ -309,5 +311,9 @@ class Dropout(Module):
 
 # last: these layers are built from Linear, LayerNorm and Dropout above
 from lazyten.nn.attention_layers import MultiheadAttention, TransformerEncoderLayer  # noqa: E402,F401
-from lazyten.nn.transformer import (TransformerDecoder, TransformerDecoderLayer,  # noqa: E402,F401
-                                    TransformerEncoder)
+from lazyten.nn.transformer import (Transformer, TransformerDecoder,  # noqa: E402,F401
+                                    TransformerDecoderLayer, TransformerEncoder)
+from lazyten.nn import more_layers  # noqa: E402  # 3-d layers subclass BatchNorm above
+from lazyten.nn.more_layers import *  # noqa: E402,F401,F403
+
+__all__ += more_layers.__all__

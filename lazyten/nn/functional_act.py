@@ -1,7 +1,7 @@
 """torch.nn.functional's activations and elementwise helpers over Tensor methods
 (elementwise.py, pointwise.py), with PyTorch's argument names, order and defaults, plus
-the few built here from Tensor ops: glu, prelu, threshold, softmin, normalize,
-cosine_similarity, pairwise_distance, dropout2d. Re-exported by nn/functional.py.
+the few built here from Tensor ops: glu, prelu, threshold, hardshrink, softshrink, softmin,
+normalize, cosine_similarity, pairwise_distance, dropout2d. Re-exported by nn/functional.py.
 `inplace` is accepted for PyTorch code and changes nothing (a new Tensor is returned).
 """
 from __future__ import annotations
@@ -10,8 +10,9 @@ from lazyten.tensor import Tensor
 
 __all__ = ["relu6", "elu", "selu", "celu", "leaky_relu", "silu", "mish", "softplus",
            "softsign", "sigmoid", "tanh", "hardtanh", "hardswish", "hardsigmoid", "logsigmoid",
-           "softmin", "glu", "tanhshrink", "threshold", "prelu", "normalize",
-           "cosine_similarity", "pairwise_distance", "dropout1d", "dropout2d", "dropout3d"]
+           "softmin", "glu", "tanhshrink", "threshold", "hardshrink", "softshrink", "prelu",
+           "normalize", "cosine_similarity", "pairwise_distance", "dropout1d", "dropout2d",
+           "dropout3d"]
 
 
 def relu6(input: Tensor, inplace: bool = False) -> Tensor:
@@ -99,6 +100,21 @@ def tanhshrink(input: Tensor) -> Tensor:
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
     """x where x > threshold, else value."""
     return (input > threshold).where(input, value)
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """x where |x| > lambd, else 0 (NaN stays NaN, as PyTorch)."""
+    return ((input >= -lambd) & (input <= lambd)).where(0.0, input)
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """x - lambd where x > lambd, x + lambd where x < -lambd, else 0 (NaN stays NaN, as
+    PyTorch's vectorised CPU kernel; its scalar tail gives -0.0 for a negative x, this
+    +0.0); lambd must not be negative."""
+    if lambd < 0:
+        raise ValueError(f"softshrink: lambd must not be negative, got {lambd}")
+    middle = input.isnan().where(input, 0.0)
+    return (input > lambd).where(input - lambd, (input < -lambd).where(input + lambd, middle))
 
 
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
