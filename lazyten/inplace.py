@@ -131,6 +131,19 @@ class InPlaceMixin(TensorMixin):
     def zero_(self) -> Self:
         return self.fill_(0)
 
+    # random fills from lazyten's generator (Tensor.manual_seed), PyTorch's argument order
+    def normal_(self, mean: float = 0.0, std: float = 1.0) -> Self:
+        return self._update("normal_", lambda x: x.normal_like(mean=mean, std=std), cast=True)
+
+    def uniform_(self, low: float = 0.0, high: float = 1.0) -> Self:
+        """Uniform in [low, high) (PyTorch calls them `from` and `to`)."""
+        return self._update("uniform_", lambda x: x.uniform_like(low=low, high=high), cast=True)
+
+    def bernoulli_(self, p: float = 0.5) -> Self:
+        """1 with probability p, else 0."""
+        return self._update("bernoulli_", lambda x: (x.uniform_like() < p).cast(x.dtype),
+                            cast=True)
+
     def copy_(self, src: Any) -> Self:
         """self's elements set to src's (broadcast, cast to self's dtype), in place."""
         self[...] = src

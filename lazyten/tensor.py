@@ -67,6 +67,7 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, Indexin
     _parents: tuple[Tensor, ...] = ()
     _version = 0  # bumped by each in-place update that changes the graph (inplace.py)
     _previous: Tensor | None = None  # the value and graph before that update
+    _data_of: Tensor | None = None  # `.data` of that tensor: in-place updates land there too
     train = staticmethod(training_mode)  # `with Tensor.train():`, as Tensor.no_grad
 
     def __init__(self, data: Any, device: str | None = None, dtype: Any = None,
@@ -160,8 +161,28 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, Indexin
     def tolist(self):
         return self.numpy().tolist()
 
-    def data(self) -> np.ndarray:
-        return self.numpy()
+    @property
+    def data(self) -> Tensor:
+        """This tensor's value outside autograd (PyTorch's `.data`): an in-place update of
+        it (`p.data.clamp_(-c, c)`, `p.data -= lr * p.grad.data`) changes this tensor,
+        recording no gradient [D168]."""
+        out = Tensor._wrap(self.lazydata)
+        out.requires_grad, out._data_of = False, self
+        return out
+
+    @data.setter
+    def data(self, value: Tensor) -> None:
+        """`p.data = value`: value's value becomes this tensor's, in its own memory where
+        shape, dtype and device agree (an optimiser holding p goes on), else in place of
+        it; no gradient is recorded."""
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data must be set to a Tensor, got {type(value).__name__}")
+        if value.lazydata is self.lazydata:  # (`p.data -= x`: the update already landed)
+            return
+        if (value.shape, value.dtype, value.device) == (self.shape, self.dtype, self.device):
+            self.assign(value.detach())
+        else:
+            self.lazydata = value.lazydata
 
     def contiguous(self) -> Tensor:
         return self.apply(F.Contiguous)
@@ -218,6 +239,8 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, Indexin
                 Capture.assigned.append(self)
         else:
             self.lazydata = value.lazydata
+        if self._data_of is not None:  # `p.data.clamp_(...)`: p changes too [D168]
+            self._data_of.lazydata = self.lazydata
         return self
 
     def _same(self) -> Tensor:
