@@ -11,8 +11,9 @@ nn/attention_layers.py (MultiheadAttention, TransformerEncoderLayer), nn/transfo
 (TransformerEncoder, TransformerDecoderLayer, TransformerDecoder, Transformer),
 nn/more_layers.py (padding modes, 3-d pooling, BatchNorm3d, ConvTranspose1d/3d and other
 small torch.nn modules); containers in
-nn/container.py. Plain objects that hold layers still work: `get_parameters` /
-`get_state_dict` (nn/state.py) find tensors by walking attributes.
+nn/container.py; torch.nn.init's in-place initialisations (`nn.init.kaiming_normal_(w)`,
+xavier_uniform_, orthogonal_, ...) in nn/init.py. Plain objects that hold layers still
+work: `get_parameters` / `get_state_dict` (nn/state.py) find tensors by walking attributes.
 """
 from __future__ import annotations
 import math
@@ -32,6 +33,7 @@ from lazyten.nn.loss_layers import *  # noqa: F401,F403
 from lazyten.nn.recurrent import *  # noqa: F401,F403
 from lazyten.nn.module import Module, Parameter
 from lazyten.nn import utils  # noqa: F401  # nn.utils.clip_grad_norm_, as torch.nn.utils
+from lazyten.nn import init  # noqa: F401  # nn.init.xavier_uniform_, as torch.nn.init
 from lazyten.nn.params import (conv_padding as _conv_padding, filled as _filled,
                                uniform_bias as _uniform_bias)
 from lazyten.nn.shape_layers import *  # noqa: F401,F403

@@ -14,12 +14,12 @@ from typing import Any, Callable
 import numpy as np
 
 from lazyten.errors import ShapeError
-from lazyten.nn import Dropout, LayerNorm
+from lazyten.nn import Dropout, LayerNorm, init
 from lazyten.nn.attention_layers import (MultiheadAttention, TransformerEncoderLayer,
                                          TransformerLayer)
 from lazyten.nn.container import ModuleList
 from lazyten.nn.module import Module
-from lazyten.tensor import Tensor, no_grad
+from lazyten.tensor import Tensor
 
 __all__ = ["TransformerEncoder", "TransformerDecoderLayer", "TransformerDecoder", "Transformer"]
 
@@ -139,12 +139,9 @@ class Transformer(Module):
 
     def _reset_parameters(self) -> None:
         """xavier_uniform_ on every parameter of more than one dim, as torch's."""
-        matrices = [p for p in self.parameters() if p.ndim > 1]
-        with no_grad():
-            for p in matrices:
-                p.assign(Tensor.glorot_uniform(*p.shape, dtype=p.dtype, device=p.device))
-        if matrices:
-            Tensor.realize(*matrices)
+        for p in self.parameters():
+            if p.ndim > 1:
+                init.xavier_uniform_(p)
 
     def forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None,
                 tgt_mask: Tensor | None = None, memory_mask: Tensor | None = None,
