@@ -108,26 +108,31 @@ def block_runs(k: Kernel, target: Target) -> list[Opt]:
     comes back, after the jumping loop has walked every line of a column (4 KB apart in
     attention's backward at 1024 keys, where they fight for a few cache sets and come back
     from L3 or memory). The jumping loop is cut into blocks of 8 (unrolled) and its blocks
-    put outermost, so the outer loop comes back to the same 8 lines while they are still
-    in L1 [D166]."""
+    put outermost, so the outer loop comes back to the same 8 lines while they are in L1
+    [D166]."""
     if k.reduceop is not None or not target.tile or k.upcasts or len(k.full_shape) < 3:
         return []
-    last, shape = len(k.full_shape) - 1, k.full_shape
-    y, run = last - 1, shape[last]
-    if k.strides(k.out_key, last) != 1 or k.strides(k.out_key, y) != run:
+    y, run = len(k.full_shape) - 2, k.full_shape[-1]
+    block = next((b for b in (8, 4) if k.full_shape[y] % b == 0 and k.full_shape[y] > b), 0)
+    jump = max([_jump(k, load, y, run) for load in k.ast.walk() if load.op is BufferOps.LOAD],
+               default=0)
+    if not block or not jump or k.strides(k.out_key, y + 1) != 1 or \
+            k.strides(k.out_key, y) != run:
         return []
-    block = next((b for b in (8, 4) if shape[y] % b == 0 and shape[y] > b), 0)
-    loads = [n for n in k.ast.walk() if n.op is BufferOps.LOAD]
-    for load in loads:
-        key, size = id(load), load.arg.dtype.itemsize
-        jump = k.strides(key, y)
-        if k.strides(key, last) != 1 or run * size >= _LINE or jump is None or \
-                jump * size < _LINE or not block:
-            continue
-        if any(k.strides(key, x) == run for x in range(y)):
-            opts = [Opt(OptOps.UPCAST, y, block, f"runs of {run * size} bytes, lines {jump * size} "
-                        "bytes apart: blocks of lines"),
-                    Opt(OptOps.OUTER, y, why="the blocks outermost: an outer loop reads the "
-                        "rest of their lines while they are in cache")]
-            return opts if k.tried(*opts) is not None else []
-    return []
+    opts = [Opt(OptOps.UPCAST, y, block, f"runs of {run} elements, lines {jump} bytes apart: "
+                "blocks of lines"),
+            Opt(OptOps.OUTER, y, why="the blocks outermost: an outer loop reads the rest of "
+                "their lines while they are in cache")]
+    return opts if k.tried(*opts) is not None else []
+
+
+def _jump(k: Kernel, load, y: int, run: int) -> int:
+    """Bytes between the lines axis `y` of the kernel steps `load` by, where `load` reads
+    runs of `run` elements shorter than a line, `y` jumps a line or more and an outer axis
+    continues the run; else 0."""
+    key, size = id(load), load.arg.dtype.itemsize
+    jump = k.strides(key, y)
+    if k.strides(key, len(k.full_shape) - 1) != 1 or run * size >= _LINE or jump is None or \
+            jump * size < _LINE:
+        return 0
+    return jump * size if any(k.strides(key, x) == run for x in range(y)) else 0

@@ -79,3 +79,4 @@ def test_a_weight_gradient_over_many_tokens():
     w = Tensor(_rnd((40, 96), 2), requires_grad=True)
     (Tensor(x) @ w.T * Tensor(dy)).sum().backward()
     np.testing.assert_allclose(w.grad.numpy(), dy.T.astype(np.float64) @ x, rtol=1e-4, atol=1e-3)
+
