@@ -5,7 +5,7 @@ it). Reduces are tiled in codegen/opt/tiling.py.
 from __future__ import annotations
 
 from codegen.kernel import Kernel, Opt, OptOps
-from codegen.ops import BufferOps, UnaryOps
+from codegen.ops import BufferOps, LazyOp, UnaryOps
 from codegen.target import Target
 
 
@@ -126,7 +126,7 @@ def block_runs(k: Kernel, target: Target) -> list[Opt]:
     return opts if k.tried(*opts) is not None else []
 
 
-def _jump(k: Kernel, load, y: int, run: int) -> int:
+def _jump(k: Kernel, load: LazyOp, y: int, run: int) -> int:
     """Bytes between the lines axis `y` of the kernel steps `load` by, where `load` reads
     runs of `run` elements shorter than a line, `y` jumps a line or more and an outer axis
     continues the run; else 0."""
