@@ -11,6 +11,7 @@ AdamW (`betas=`, `amsgrad`, `maximize`, `dampening`, `param_groups[0]["lr"]`).
 """
 from __future__ import annotations
 import math
+import sys
 
 import numpy as np
 
@@ -25,7 +26,11 @@ from lazyten.nn.state import get_state_dict, load_state_dict, realize_owned
 from lazyten.realize import realize
 from lazyten.tensor import Tensor, no_grad, to_numpy_dtype
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam",
+           "Adadelta"]
+# `from lazyten.optim.lr_scheduler import StepLR` as from torch.optim (this is a module, not
+# a package: the import statement finds the submodule here)
+sys.modules[__name__ + ".lr_scheduler"] = lr_scheduler
 
 
 def _zeros_like(t: Tensor) -> Tensor:
@@ -309,3 +314,6 @@ class ParamGroup(dict):
         else:
             raise KeyError(f"param_groups: {key!r} is not a setting of {type(self.opt).__name__}")
         super().__setitem__(key, value)
+
+
+from lazyten.optim_more import RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta  # noqa: E402
