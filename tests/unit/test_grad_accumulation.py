@@ -30,7 +30,7 @@ def test_a_parameter_outside_the_optimiser_holds_no_more_memory_step_after_step(
     ys = [rng.integers(0, 3, 5) for _ in range(40)]
     w_body = body.weight.numpy().copy()
     live = []
-    for i, (x, y) in enumerate(zip(xs, ys)):
+    for x, y in zip(xs, ys):
         opt.zero_grad()
         loss = nn.functional.cross_entropy(head(body(Tensor(x)).relu()), Tensor(y))
         loss.backward()
