@@ -149,6 +149,26 @@ class InPlaceMixin(TensorMixin):
         self[...] = src
         return self
 
+    # scatters in place: the out-of-place op's value stored (lazyten/scatter.py)
+    def scatter_(self, dim: int, index: Any, src: Any = None, reduce: str | None = None,
+                 value: Any = None) -> Self:
+        return self._update("scatter_", lambda x: x.scatter(dim, index, src, reduce=reduce,
+                                                             value=value), cast=True)
+
+    def scatter_add_(self, dim: int, index: Any, src: Any) -> Self:
+        return self._update("scatter_add_", lambda x: x.scatter_add(dim, index, src))
+
+    def scatter_reduce_(self, dim: int, index: Any, src: Any, reduce: str,
+                        include_self: bool = True) -> Self:
+        return self._update("scatter_reduce_", lambda x: x.scatter_reduce(
+            dim, index, src, reduce, include_self=include_self))
+
+    def index_add_(self, dim: int, index: Any, source: Any, *, alpha: Any = 1) -> Self:
+        return self._update("index_add_", lambda x: x.index_add(dim, index, source, alpha=alpha))
+
+    def index_fill_(self, dim: int, index: Any, value: Any) -> Self:
+        return self._update("index_fill_", lambda x: x.index_fill(dim, index, value), cast=True)
+
     def masked_fill_(self, mask: Any, value: Any) -> Self:
         """`value` where the bool mask is true, in place (cast to self's dtype, as PyTorch)."""
         return self._update("masked_fill_", lambda x: x.masked_fill(mask, value), cast=True)

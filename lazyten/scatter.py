@@ -127,6 +127,27 @@ class ScatterMixin(TensorMixin):
         # the sum alone is a one-hot sum into rows (a scatter on a CPU, D153)
         return self + hits.where(values.unsqueeze(dim + 1), 0).sum(axis=dim).cast(self.dtype)
 
+    def index_fill(self, dim: int, index, value):
+        """PyTorch's index_fill: every position along dim that `index` (a 0-d or 1-d integer
+        tensor or list) names set to `value` (a number or a one-element tensor). An index
+        outside [0, size) raises IndexError when the result is realized."""
+        tensor_type = type(self)
+        if self.ndim == 0:
+            return self.reshape(1).index_fill(0, index, value).reshape(())
+        dim = norm_dim(dim, self.ndim, "index_fill: dim")
+        if not isinstance(index, tensor_type):
+            index = tensor_type(index, device=self.device)
+        if not index.dtype.is_int or index.ndim > 1:
+            raise DTypeError(f"index_fill: index must be a 0-d or 1-d integer tensor, got "
+                             f"{index.dtype.name} of shape {index.shape}")
+        index, n = index.reshape(-1), self.shape[dim]
+        hits = as_index(index).reshape(-1, 1) == tensor_type.arange(n, device=self.device)
+        hits = check_index(hits, index, n, f"index_fill along dim {dim}")
+        named = hits.any(axis=0).reshape((n,) + (1,) * (self.ndim - dim - 1))
+        if isinstance(value, tensor_type):
+            value = value.reshape(()).cast(self.dtype)
+        return named.where(value, self).cast(self.dtype)
+
     def scatter_reduce(self, dim: int, index, src, reduce: str, include_self: bool = True):
         """PyTorch's scatter_reduce: each position of self combines (sum, prod, mean, amax,
         amin) the src values written to it, and its own value with include_self; positions
