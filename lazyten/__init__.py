@@ -9,7 +9,7 @@ from lazyten.tensor import Tensor, no_grad
 
 __all__ = ["Context", "Tensor", "dtypes", "jit", "no_grad"]
 
-_SUBMODULES = ("nn", "optim")  # `lazyten.optim.Adam` after `import lazyten`, as in PyTorch
+_SUBMODULES = ("nn", "optim", "utils")  # `lazyten.optim.Adam` after `import lazyten`, as in PyTorch
 # submodules named like a torch function: `lazyten.tensor([1, 2])`, `lazyten.einsum(...)`
 _CALLABLE_SUBMODULES = ("tensor", "einsum", "split", "scatter")
 
