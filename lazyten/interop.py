@@ -1,16 +1,20 @@
 """Conversions to numpy and Python, and PyTorch's small accessors: np.asarray(t),
 float(t) / int(t) / operator.index(t), t.size(), t.dim(), t.cpu(); copy.deepcopy(t) (a
-module's deep copy: nn.TransformerEncoder's layers). Mixed into Tensor.
+module's deep copy: nn.TransformerEncoder's layers); `t.data`, the value outside autograd
+whose in-place updates land in t (D168). Mixed into Tensor.
 
 Everything that returns data realizes the tensor (as numpy()/item() do).
 """
 from __future__ import annotations
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lazyten.dims import as_int, norm_dim
 from lazyten.mixin import TensorMixin
+
+if TYPE_CHECKING:  # same package; only for the annotations
+    from lazyten.tensor import Tensor
 
 
 class InteropMixin(TensorMixin):
@@ -76,3 +80,26 @@ class InteropMixin(TensorMixin):
     def cpu(self) -> Any:
         """This tensor on the CPU device."""
         return self.to("CPU")
+
+    @property
+    def data(self) -> Tensor:
+        """This tensor's value outside autograd (PyTorch's `.data`): an in-place update of
+        it (`p.data.clamp_(-c, c)`, `p.data -= lr * p.grad.data`) changes this tensor,
+        recording no gradient [D168]."""
+        out = type(self)._wrap(self.lazydata)
+        out.requires_grad, out._data_of = False, self
+        return out
+
+    @data.setter
+    def data(self, value: Tensor) -> None:
+        """`p.data = value`: value's value becomes this tensor's, in its own memory where
+        shape, dtype and device agree (an optimiser holding p goes on), else in place of
+        it; no gradient is recorded."""
+        if not isinstance(value, type(self)):
+            raise TypeError(f"data must be set to a Tensor, got {type(value).__name__}")
+        if value.lazydata is self.lazydata:  # (`p.data -= x`: the update already landed)
+            return
+        if (value.shape, value.dtype, value.device) == (self.shape, self.dtype, self.device):
+            self.assign(value.detach())
+        else:
+            self.lazydata = value.lazydata

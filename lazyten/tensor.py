@@ -161,29 +161,6 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, Indexin
     def tolist(self):
         return self.numpy().tolist()
 
-    @property
-    def data(self) -> Tensor:
-        """This tensor's value outside autograd (PyTorch's `.data`): an in-place update of
-        it (`p.data.clamp_(-c, c)`, `p.data -= lr * p.grad.data`) changes this tensor,
-        recording no gradient [D168]."""
-        out = Tensor._wrap(self.lazydata)
-        out.requires_grad, out._data_of = False, self
-        return out
-
-    @data.setter
-    def data(self, value: Tensor) -> None:
-        """`p.data = value`: value's value becomes this tensor's, in its own memory where
-        shape, dtype and device agree (an optimiser holding p goes on), else in place of
-        it; no gradient is recorded."""
-        if not isinstance(value, Tensor):
-            raise TypeError(f"data must be set to a Tensor, got {type(value).__name__}")
-        if value.lazydata is self.lazydata:  # (`p.data -= x`: the update already landed)
-            return
-        if (value.shape, value.dtype, value.device) == (self.shape, self.dtype, self.device):
-            self.assign(value.detach())
-        else:
-            self.lazydata = value.lazydata
-
     def contiguous(self) -> Tensor:
         return self.apply(F.Contiguous)
 
