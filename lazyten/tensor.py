@@ -290,14 +290,20 @@ class Tensor(CreationMixin, ElementwiseMixin, LogicMixin, MovementMixin, Indexin
         out.lazydata = lazy  # the rest are the class's defaults
         return out
 
-    def backward(self, gradient: Tensor | None = None) -> Tensor:
-        """Accumulate d(self)/d(leaf) into each leaf's `.grad` (lazily). A `.grad` an
+    def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = None,
+                 create_graph: bool = False, inputs: Any = None) -> Tensor:
+        """Accumulate d(self)/d(leaf) into each leaf's `.grad` (lazily), or into `inputs`'
+        only; `retain_graph` keeps the graph for another backward (D170). A `.grad` an
         earlier backward left unread is computed first, all of them in one realize: added
         to lazily, it would hold that backward's graph and every buffer it reads, and the
         next one's, for as long as nobody reads it (D165)."""
+        if create_graph:
+            raise NotImplementedError(_NO_HIGHER_ORDER.format("backward(create_graph=True)"))
+        wanted = None if inputs is None else _wanted(inputs)
         found = [(node, g) for node, g in propagate(self, seed(self, gradient, "backward"),
-                                                    free=True)
-                 if node._ctx is None and node.requires_grad]
+                                                    free=not retain_graph)
+                 if (node._ctx is None and node.requires_grad if wanted is None
+                     else id(node) in wanted)]
         pending = [node.grad for node, _ in found if node.grad is not None and
                    _holds_a_graph(node.grad.lazydata)]
         if pending:  # (with the values earlier backwards were called on, D167)
@@ -419,3 +425,18 @@ def _holds_a_graph(lazy: LazyBuffer) -> bool:
     """Unrealized, and more than a constant (zero_grad(set_to_none=False)'s zeros)."""
     base = lazy._base or lazy
     return base.realized is None and base.op is not LoadOps.CONST
+
+
+_NO_HIGHER_ORDER = ("{}: higher-order gradients are not built in lazyten (a gradient's graph "
+                    "is not itself differentiable), so a loss that reads a gradient (a "
+                    "gradient penalty, MAML) cannot be differentiated again")
+
+
+def _wanted(inputs: Any) -> set[int]:
+    """backward(inputs=...): the tensors to accumulate into, by identity, each checked."""
+    inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    for t in inputs:
+        if not isinstance(t, Tensor) or not t.requires_grad:
+            raise RuntimeError(f"backward(inputs=...): {describe(t)} does not require grad")
+    return {id(t) for t in inputs}
+
