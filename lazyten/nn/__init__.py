@@ -317,5 +317,7 @@ from lazyten.nn.transformer import (Transformer, TransformerDecoder,  # noqa: E4
                                     TransformerDecoderLayer, TransformerEncoder)
 from lazyten.nn import more_layers  # noqa: E402  # 3-d layers subclass BatchNorm above
 from lazyten.nn.more_layers import *  # noqa: E402,F401,F403
+from lazyten.nn import more_layers2  # noqa: E402
+from lazyten.nn.more_layers2 import *  # noqa: E402,F401,F403
 
-__all__ += more_layers.__all__
+__all__ += more_layers.__all__ + more_layers2.__all__

@@ -9,10 +9,11 @@ functional_losses.py (the other losses); this module re-exports them all.
 """
 from __future__ import annotations
 from lazyten.losses import _reduce_loss
-from lazyten.nn import functional_act, functional_layers, functional_losses
+from lazyten.nn import functional_act, functional_layers, functional_losses, functional_more
 from lazyten.nn.functional_act import *  # noqa: F401,F403
 from lazyten.nn.functional_layers import *  # noqa: F401,F403
 from lazyten.nn.functional_losses import *  # noqa: F401,F403
+from lazyten.nn.functional_more import *  # noqa: F401,F403
 from lazyten.nn.functional_losses import _reduction
 from lazyten.tensor import Tensor
 
@@ -21,6 +22,7 @@ __all__ = ["relu", "gelu", "softmax", "log_softmax", "dropout", "conv2d", "linea
            "layer_norm", "nll_loss", "cross_entropy", "l1_loss", "mse_loss",
            "binary_cross_entropy", "binary_cross_entropy_with_logits"]
 __all__ += functional_act.__all__ + functional_layers.__all__ + functional_losses.__all__
+__all__ += functional_more.__all__
 
 
 # ---- activations and regularisation ----
